@@ -1,0 +1,176 @@
+"""API errors as ``metav1.Status``: one exception type, constructors per reason.
+
+Every error a client can see is a :class:`StatusError`.  Handlers raise it;
+the endpoint layer turns it into the JSON ``Status`` body and HTTP code, the
+same shape kube-apiserver sends (``k8s.io/apimachinery/pkg/api/errors``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One ``StatusCause``: what is wrong with which field."""
+
+    type: str  # e.g. FieldValueInvalid, FieldValueRequired, FieldValueNotSupported
+    message: str
+    field: str = ""
+
+    def to_dict(self) -> dict:
+        out = {"reason": self.type, "message": self.message}
+        if self.field:
+            out["field"] = self.field
+        return out
+
+
+# StatusCause types, as upstream's field.ErrorType.String() produces them.
+REQUIRED = "FieldValueRequired"
+INVALID = "FieldValueInvalid"
+NOT_SUPPORTED = "FieldValueNotSupported"
+DUPLICATE = "FieldValueDuplicate"
+FORBIDDEN = "FieldValueForbidden"
+TOO_LONG = "FieldValueTooLong"
+TOO_MANY = "FieldValueTooMany"
+TYPE_INVALID = "FieldValueTypeInvalid"
+NOT_FOUND = "FieldValueNotFound"
+UNKNOWN_FIELD = "FieldValueUnknown"  # not upstream's enum, used for strict decoding reports
+
+
+@dataclass
+class StatusError(Exception):
+    """An API error that is sent to the client as a ``metav1.Status``."""
+
+    code: int
+    reason: str
+    message: str
+    details: Optional[dict] = None
+    headers: dict = field(default_factory=dict)
+    metadata: dict = field(default_factory=dict)  # ListMeta, e.g. a fresh ``continue`` token
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.reason}: {self.message}"
+
+    def to_status(self) -> dict:
+        status: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": dict(self.metadata),
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            status["details"] = self.details
+        return status
+
+
+def _details(name: str = "", group: str = "", kind: str = "", causes=None, **extra) -> dict:
+    details: dict[str, Any] = {}
+    if name:
+        details["name"] = name
+    if group:
+        details["group"] = group
+    if kind:
+        details["kind"] = kind
+    if causes:
+        details["causes"] = [c.to_dict() for c in causes]
+    details.update(extra)
+    return details
+
+
+def qualified_resource(resource: str, group: str) -> str:
+    """``configmaps`` or ``leases.coordination.k8s.io``, as upstream prints them."""
+    return f"{resource}.{group}" if group else resource
+
+
+def not_found(resource: str, group: str, name: str) -> StatusError:
+    return StatusError(404, "NotFound", f'{qualified_resource(resource, group)} "{name}" not found',
+                       _details(name=name, group=group, kind=resource))
+
+
+def already_exists(resource: str, group: str, name: str) -> StatusError:
+    return StatusError(409, "AlreadyExists", f'{qualified_resource(resource, group)} "{name}" already exists',
+                       _details(name=name, group=group, kind=resource))
+
+
+CONFLICT_MESSAGE = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+def conflict(resource: str, group: str, name: str, why: str = CONFLICT_MESSAGE) -> StatusError:
+    return StatusError(409, "Conflict",
+                       f'Operation cannot be fulfilled on {qualified_resource(resource, group)} "{name}": {why}',
+                       _details(name=name, group=group, kind=resource))
+
+
+def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> StatusError:
+    """422 Invalid, message in upstream's ``Kind "name" is invalid: [a, b]`` form."""
+    rendered = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
+    summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
+    return StatusError(422, "Invalid", f'{kind} "{name}" is invalid: {summary}',
+                       _details(name=name, group=group, kind=kind, causes=causes))
+
+
+def bad_request(message: str, causes: Optional[list[Cause]] = None) -> StatusError:
+    return StatusError(400, "BadRequest", message, _details(causes=causes) or None)
+
+
+def unauthorized(message: str = "Unauthorized") -> StatusError:
+    return StatusError(401, "Unauthorized", message)
+
+
+def forbidden(resource: str, group: str, name: str, why: str) -> StatusError:
+    target = f'{qualified_resource(resource, group)} "{name}"' if name else qualified_resource(resource, group)
+    return StatusError(403, "Forbidden", f"{target} is forbidden: {why}",
+                       _details(name=name, group=group, kind=resource))
+
+
+def method_not_supported(resource: str, group: str, verb: str) -> StatusError:
+    return StatusError(405, "MethodNotAllowed",
+                       f"{verb} is not supported on resources of kind {qualified_resource(resource, group)!r}",
+                       _details(group=group, kind=resource))
+
+
+def not_acceptable(message: str) -> StatusError:
+    return StatusError(406, "NotAcceptable", message)
+
+
+def gone(message: str) -> StatusError:
+    return StatusError(410, "Gone", message)
+
+
+def expired(message: str, continue_token: str = "") -> StatusError:
+    """410 Expired: a resourceVersion or continue token older than compaction."""
+    return StatusError(410, "Expired", message, metadata={"continue": continue_token} if continue_token else {})
+
+
+def too_large(message: str = "the request body is too large") -> StatusError:
+    return StatusError(413, "RequestEntityTooLarge", message)
+
+
+def unsupported_media_type(content_type: str) -> StatusError:
+    return StatusError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                       f"accepted media types include: application/json, application/yaml, "
+                       f"application/json-patch+json, application/merge-patch+json, "
+                       f"application/strategic-merge-patch+json (got {content_type!r})")
+
+
+def too_many_requests(message: str = "Too many requests, please try again later.",
+                      retry_after: int = 1) -> StatusError:
+    return StatusError(429, "TooManyRequests", message, _details(retryAfterSeconds=retry_after),
+                       headers={"Retry-After": str(retry_after)})
+
+
+def internal_error(message: str = "an error on the server has prevented the request from succeeding") -> StatusError:
+    return StatusError(500, "InternalError", f"Internal error occurred: {message}",
+                       _details(causes=[Cause("UnexpectedServerResponse", message)]))
+
+
+def service_unavailable(message: str) -> StatusError:
+    return StatusError(503, "ServiceUnavailable", message)
+
+
+def timeout(message: str = "the request did not complete within the allowed duration") -> StatusError:
+    return StatusError(504, "Timeout", message)

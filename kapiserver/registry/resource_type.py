@@ -1,0 +1,116 @@
+"""The one description of a resource type, for built-in kinds and CRDs alike.
+
+Everything that serves a resource (the generic Store, the REST handlers,
+discovery, OpenAPI, Table output, the watch cache) is driven by a
+:class:`ResourceType`.  Built-in groups declare theirs in ``kapiserver.apis``;
+the CRD controllers build them from Established CRDs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from kapiserver.registry.strategy import Strategy
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """A ``TableColumnDefinition``; ``cell(obj)`` computes the cell value.
+
+    ``type``/``format`` are OpenAPI types (``string``, ``integer``,
+    ``date``...).  AGE columns are ``type="date"`` holding the RFC 3339
+    timestamp; kubectl renders the age itself.
+    """
+
+    name: str
+    type: str
+    cell: Callable[[dict], Any]
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class ScaleSubresource:
+    """Paths (``.spec.replicas`` style) of the scale subresource (CRDs)."""
+
+    spec_replicas_path: str
+    status_replicas_path: str
+    label_selector_path: str = ""
+
+
+@dataclass
+class ResourceType:
+    """A served resource: one group/version/kind at one URL.
+
+    ``storage_resource`` is the storage key segment (``configmaps`` or
+    ``<group>/<plural>`` for CRDs); several versions of one kind share it.
+    ``schema`` is the resolved OpenAPI v3 schema of the kind (``$ref`` kept
+    as ``#/components/schemas/<name>``), ``schema_name`` the definition name
+    (``io.k8s.api.core.v1.ConfigMap``) when the kind comes from the built-in
+    definitions.
+    """
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    strategy: Strategy
+    list_kind: str = ""
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    has_status: bool = False
+    scale: Optional[ScaleSubresource] = None
+    schema_name: str = ""
+    schema: Optional[dict] = None
+    table_columns: tuple[TableColumn, ...] = ()
+    # field-selector name (``spec.nodeName``) -> getter returning a string
+    selectable_fields: dict[str, Callable[[dict], str]] = field(default_factory=dict)
+    storage_resource: str = ""
+    is_crd: bool = False
+    # Events expire: a lease of this many seconds is attached on create (0 = none).
+    ttl_seconds: int = 0
+    # Kinds that take strategic merge patch (built-ins; CRDs answer 415).
+    strategic_merge_patch: bool = True
+    deprecated: bool = False
+    deprecation_warning: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.list_kind:
+            self.list_kind = self.kind + "List"
+        if not self.storage_resource:
+            self.storage_resource = self.plural if not self.group or not self.is_crd else f"{self.group}/{self.plural}"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> tuple[str, str]:
+        return (self.group, self.version)
+
+    @property
+    def subresources(self) -> tuple[str, ...]:
+        subs = []
+        if self.has_status:
+            subs.append("status")
+        if self.scale is not None:
+            subs.append("scale")
+        return tuple(subs)
+
+    def storage_key(self, namespace: str, name: str) -> str:
+        """``/configmaps/<ns>/<name>`` or ``/namespaces/<name>`` (below the backend prefix)."""
+        if self.namespaced:
+            return f"/{self.storage_resource}/{namespace}/{name}"
+        return f"/{self.storage_resource}/{name}"
+
+    def storage_prefix(self, namespace: str = "") -> str:
+        """The key prefix of every object, or of one namespace's objects."""
+        if self.namespaced and namespace:
+            return f"/{self.storage_resource}/{namespace}/"
+        return f"/{self.storage_resource}/"

@@ -1,0 +1,221 @@
+"""The storage contract every backend honours (DESIGN.md, "Storage").
+
+It is modelled on etcd v3's MVCC key-value store, so the etcd backend is a thin
+translation and the embedded SQLite backend reproduces the same semantics:
+
+* one global revision, strictly increasing, bumped by every successful write
+  (create, update, delete; one revision per write);
+* every key carries ``create_revision`` and ``mod_revision`` (the revision of
+  its last write); the registry exposes ``mod_revision`` as the object's
+  ``resourceVersion``;
+* reads at the latest or at a past revision; ``compact(R)`` forgets history
+  older than ``R``: reading at a revision < R, or watching from a revision
+  whose next event is < R, fails with :class:`CompactedError`;
+* watches deliver, for a key prefix, every event with revision greater than
+  the start revision, in revision order, exactly once.
+
+Keys are ``str`` paths below the backend's own prefix (the backend adds its
+prefix, e.g. ``/registry``, itself); values are ``bytes``.
+
+Every method that does I/O returns a ``Deferred``; callers ``await`` them from
+``async def`` code.  No method blocks the reactor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol, runtime_checkable
+
+from twisted.internet.defer import Deferred
+
+
+# ---------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: str
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    lease: int = 0
+
+
+PUT = "PUT"
+DELETE = "DELETE"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change to one key.
+
+    ``type`` is :data:`PUT` (create or update; a create has
+    ``kv.create_revision == kv.mod_revision``) or :data:`DELETE`.  For a
+    DELETE, ``kv`` holds the key's last value with ``mod_revision`` set to the
+    revision of the delete.  ``prev_kv`` is the value before the change
+    (``None`` for a create).  ``revision`` is the revision of the change.
+    """
+
+    type: str
+    kv: KeyValue
+    prev_kv: Optional[KeyValue]
+    revision: int
+
+    @property
+    def is_create(self) -> bool:
+        return self.type == PUT and self.prev_kv is None
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """A page of a prefix range.
+
+    ``revision`` is the store revision the page was read at (use it for the
+    next page so pages are consistent).  ``more`` says whether keys follow the
+    last one returned; ``count`` is the total number of keys in the whole
+    requested range from ``start_key`` (before ``limit``), so callers can
+    compute ``remainingItemCount``.
+    """
+
+    items: list[KeyValue]
+    revision: int
+    more: bool
+    count: int
+
+
+# ---------------------------------------------------------------- errors
+
+
+class StorageError(Exception):
+    """Base of all storage failures."""
+
+
+class KeyExistsError(StorageError):
+    """create() of a key that exists."""
+
+    def __init__(self, key: str):
+        super().__init__(f"key exists: {key}")
+        self.key = key
+
+
+class KeyNotFoundError(StorageError):
+    """update()/delete()/get_required of a key that does not exist."""
+
+    def __init__(self, key: str):
+        super().__init__(f"key not found: {key}")
+        self.key = key
+
+
+class ConflictError(StorageError):
+    """A compare-and-swap precondition (expected mod revision) failed.
+
+    ``current`` is the key's current value, so a retry loop can start again
+    without another read.
+    """
+
+    def __init__(self, key: str, current: Optional[KeyValue]):
+        super().__init__(f"mod revision mismatch: {key}")
+        self.key = key
+        self.current = current
+
+
+class CompactedError(StorageError):
+    """A read or watch asked for history older than the compacted revision."""
+
+    def __init__(self, requested: int, compacted: int):
+        super().__init__(f"required revision {requested} has been compacted (compacted revision {compacted})")
+        self.requested = requested
+        self.compacted = compacted
+
+
+class FutureRevisionError(StorageError):
+    """A read at a revision the store has not reached yet."""
+
+    def __init__(self, requested: int, current: int):
+        super().__init__(f"required revision {requested} is a future revision (current {current})")
+        self.requested = requested
+        self.current = current
+
+
+class UnavailableError(StorageError):
+    """The backend cannot be reached (etcd down, database closed)."""
+
+
+# ---------------------------------------------------------------- watch
+
+
+EventHandler = Callable[[Event], None]
+ErrorHandler = Callable[[Exception], None]
+ProgressHandler = Callable[[int], None]
+
+
+class Watch(Protocol):
+    """A running watch; ``cancel()`` stops delivery (idempotent)."""
+
+    def cancel(self) -> None: ...
+
+
+# ---------------------------------------------------------------- backend
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """The storage contract.  See the module docstring for the semantics."""
+
+    def start(self) -> Deferred:
+        """Open/connect; fires when the store can serve."""
+
+    def stop(self) -> Deferred:
+        """Close; cancels all watches (their on_error is *not* called)."""
+
+    def current_revision(self) -> Deferred:
+        """Fire with the current (latest committed) revision."""
+
+    def compacted_revision(self) -> Deferred:
+        """Fire with the revision of the last compaction (0 if never)."""
+
+    def get(self, key: str, revision: int = 0) -> Deferred:
+        """Fire with the :class:`KeyValue` at ``revision`` (0 = latest), or ``None``."""
+
+    def list(self, prefix: str, revision: int = 0, limit: int = 0, start_key: str = "") -> Deferred:
+        """Fire with a :class:`ListResult` of keys beginning with ``prefix``.
+
+        Keys are in byte order; ``start_key`` (inclusive, within the prefix)
+        continues a paginated list; ``limit`` 0 means no limit; ``revision`` 0
+        means latest.  Raises CompactedError / FutureRevisionError.
+        """
+
+    def count(self, prefix: str) -> Deferred:
+        """Fire with the number of keys under ``prefix`` at the latest revision."""
+
+    def create(self, key: str, value: bytes, lease: int = 0) -> Deferred:
+        """Create-if-absent; fire with the new KeyValue or fail KeyExistsError."""
+
+    def update(self, key: str, value: bytes, expected_mod_revision: int = 0) -> Deferred:
+        """Compare-and-swap update; fire with the new KeyValue.
+
+        ``expected_mod_revision`` 0 = unconditional (the key must still exist).
+        Fails KeyNotFoundError, ConflictError (carrying the current value).
+        """
+
+    def delete(self, key: str, expected_mod_revision: int = 0) -> Deferred:
+        """Guarded delete; fire with the deleted KeyValue whose ``mod_revision``
+        is the revision of the delete.  Fails KeyNotFoundError, ConflictError."""
+
+    def watch(self, prefix: str, after_revision: int, on_event: EventHandler,
+              on_error: ErrorHandler, on_progress: Optional[ProgressHandler] = None) -> Watch:
+        """Deliver every change under ``prefix`` with revision > ``after_revision``.
+
+        Events arrive in revision order with no gap and no duplicate, on the
+        reactor thread.  If history after ``after_revision`` was compacted,
+        ``on_error(CompactedError)`` is called (asynchronously) and the watch
+        ends.  ``on_progress(revision)``, when given, is called now and then
+        with a revision up to which the watcher has seen everything (etcd
+        progress notifications); backends may call it after every event batch.
+        """
+
+    def compact(self, revision: int) -> Deferred:
+        """Forget history older than ``revision``."""
+
+    def grant_lease(self, ttl_seconds: int) -> Deferred:
+        """Fire with a lease id; keys created with it are deleted (with DELETE
+        events) once the TTL passes.  Backends without leases fire 0."""
