@@ -174,3 +174,63 @@ def service_unavailable(message: str) -> StatusError:
 
 def timeout(message: str = "the request did not complete within the allowed duration") -> StatusError:
     return StatusError(504, "Timeout", message)
+
+
+# ---------------------------------------------------------------- field errors
+#
+# Cause messages carry upstream's field.Error "ErrorBody": the type in words
+# and, where it applies, the offending value (``Invalid value: "X": detail``).
+# ``invalid()`` prefixes the field path, which gives upstream's full message
+# (``metadata.name: Invalid value: "X": a lowercase RFC 1123 ...``).
+
+
+def render_value(value: Any) -> str:
+    """A value the way upstream's field errors print it (Go's %q / %v / %#v)."""
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "null"
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _body(kind: str, detail: str) -> str:
+    return f"{kind}: {detail}" if detail else kind
+
+
+def field_invalid(path: str, value: Any, detail: str = "") -> Cause:
+    return Cause(INVALID, _body(f"Invalid value: {render_value(value)}", detail), path)
+
+
+def field_required(path: str, detail: str = "") -> Cause:
+    return Cause(REQUIRED, _body("Required value", detail), path)
+
+
+def field_forbidden(path: str, detail: str = "") -> Cause:
+    return Cause(FORBIDDEN, _body("Forbidden", detail), path)
+
+
+def field_duplicate(path: str, value: Any) -> Cause:
+    return Cause(DUPLICATE, f"Duplicate value: {render_value(value)}", path)
+
+
+def field_not_supported(path: str, value: Any, supported: list) -> Cause:
+    detail = "supported values: " + ", ".join(render_value(v) for v in supported) if supported else ""
+    return Cause(NOT_SUPPORTED, _body(f"Unsupported value: {render_value(value)}", detail), path)
+
+
+def field_too_long(path: str, max_length: int) -> Cause:
+    return Cause(TOO_LONG, f"Too long: may not be more than {max_length} bytes", path)
+
+
+def field_too_many(path: str, actual: int, max_items: int) -> Cause:
+    return Cause(TOO_MANY, f"Too many: {actual}: must have at most {max_items} items", path)
+
+
+def field_type_invalid(path: str, value: Any, detail: str) -> Cause:
+    return Cause(TYPE_INVALID, _body(f"Invalid value: {render_value(value)}", detail), path)

@@ -20,8 +20,9 @@ class TableColumn:
     """A ``TableColumnDefinition``; ``cell(obj)`` computes the cell value.
 
     ``type``/``format`` are OpenAPI types (``string``, ``integer``,
-    ``date``...).  AGE columns are ``type="date"`` holding the RFC 3339
-    timestamp; kubectl renders the age itself.
+    ``date``...).  Built-in kinds' AGE columns are ``type="string"`` cells
+    the server computes (``5m``), as upstream's printers do; ``type="date"``
+    columns (CRD Age, the default table's Created At) hold the RFC 3339 time.
     """
 
     name: str
@@ -77,6 +78,15 @@ class ResourceType:
     ttl_seconds: int = 0
     # Kinds that take strategic merge patch (built-ins; CRDs answer 415).
     strategic_merge_patch: bool = True
+    # Immediate deletes answer with the deleted object instead of a Success Status
+    # (upstream's ReturnDeletedObject: custom resources, pods).
+    return_deleted_object: bool = False
+    # Versions whose stored form is another version's (events.k8s.io/v1 is kept as
+    # core/v1): the Store applies ``convert_to_storage`` to an object just before
+    # writing it and ``convert_from_storage`` to every object it reads (get, list,
+    # watch) before anything else.  Both return a new dict.
+    convert_to_storage: Optional[Callable[[dict], dict]] = None
+    convert_from_storage: Optional[Callable[[dict], dict]] = None
     deprecated: bool = False
     deprecation_warning: str = ""
 

@@ -7,6 +7,7 @@ into a 422 Invalid.
 """
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING
 
 from kapiserver.machinery.errors import Cause
@@ -46,9 +47,21 @@ class Strategy:
         """The status subresource changes only status (and metadata it may touch)."""
         keep_status = new.get("status")
         new.clear()
-        new.update({k: v for k, v in old.items() if k != "status"})
+        new.update({k: copy.deepcopy(v) for k, v in old.items() if k != "status"})
         if keep_status is not None:
             new["status"] = keep_status
+
+    def prepare_for_finalize_update(self, rtype: "ResourceType", new: dict, old: dict) -> None:
+        """The namespaces ``/finalize`` subresource changes only ``spec.finalizers``."""
+        finalizers = (new.get("spec") or {}).get("finalizers")
+        keep = copy.deepcopy(old)
+        keep["spec"] = dict(old.get("spec") or {})
+        if finalizers:
+            keep["spec"]["finalizers"] = finalizers
+        else:
+            keep["spec"].pop("finalizers", None)
+        new.clear()
+        new.update(keep)
 
     def default(self, rtype: "ResourceType", obj: dict) -> None:
         """Fill defaults (upstream's defaulting functions)."""
@@ -66,6 +79,15 @@ class Strategy:
         def spec_part(o: dict) -> dict:
             return {k: v for k, v in o.items() if k not in ("metadata", "status", "apiVersion", "kind")}
         return spec_part(new) != spec_part(old)
+
+    def delete_pending(self, rtype: "ResourceType", obj: dict) -> bool:
+        """Whether a delete only marks the object (besides metadata.finalizers).
+
+        Namespaces use it: while ``spec.finalizers`` is not empty a delete
+        sets phase Terminating and the namespace controller finishes the job.
+        May mutate ``obj`` (the object being marked).
+        """
+        return False
 
     def finalize_on_read(self, rtype: "ResourceType", obj: dict) -> None:
         """Adjust a stored object before it is returned (defaults added since it was stored)."""

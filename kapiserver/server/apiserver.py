@@ -1,35 +1,251 @@
-"""The API server: the resource tree, request filters, bootstrap and controllers.
+"""The API server: the delegation chain, the request filters' settings, bootstrap and controllers.
 
-STUB: the lead is replacing this with the real delegation tree; the
-interface (constructor, ``site``, ``start``, ``stop``, ``inflight``) is stable.
+The resource tree is literal kube-apiserver delegation:
+
+    AggregatorResource  (/apis merged discovery)
+      └─ KubeAPIResource  (/api, built-in groups, /healthz /livez /readyz /version /metrics /openapi)
+           └─ CRDResource  (groups of Established CRDs; 503 until the stored CRDs are installed)
+                └─ 404 Status
 """
 from __future__ import annotations
 
-from twisted.web import resource, server
+from typing import Any, Callable, Optional
+
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.web import resource
+
+from kapiserver.admission.interface import AdmissionChain
+from kapiserver.admission.namespace_lifecycle import NamespaceLifecycle
+from kapiserver.aggregator.resource import AggregatorResource
+from kapiserver.apiextensions.crd_resource import CRDResource
+from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.controllers.namespace import NamespaceController
+from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
+from kapiserver.endpoints.filters.request import APISite
+from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
+from kapiserver.endpoints.request_info import RequestInfo
+from kapiserver.endpoints.static import DocumentEndpoint
+from kapiserver.machinery import errors
+from kapiserver.registry.leases import LeaseReuser
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.store import Store
+from kapiserver.server import healthz, metrics, version
+from kapiserver.server.kube_api import KubeAPIResource
+from kapiserver.storage.interface import Storage
+
+log = Logger()
+
+BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-class _NotFound(resource.Resource):
-    isLeaf = True
+def _setting(config: Any, dotted: str, default: Any) -> Any:
+    """A config value by dotted path, or ``default`` (tests pass partial configs)."""
+    node = config
+    for part in dotted.split("."):
+        node = getattr(node, part, None) if node is not None else None
+    return default if node is None else node
 
-    def render(self, request):
-        request.setResponseCode(404)
-        request.setHeader(b"content-type", b"application/json")
-        return (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-                b'"message":"the server could not find the requested resource","reason":"NotFound","code":404}')
+
+class InflightLimiter:
+    """Max-in-flight (upstream's --max-requests-inflight / --max-mutating-requests-inflight).
+
+    Long-running requests (watches) are exempt.  Over the limit: 429 with Retry-After.
+    """
+
+    class Token:
+        def __init__(self, limiter: "InflightLimiter", mutating: bool) -> None:
+            self.limiter, self.mutating, self.released = limiter, mutating, False
+
+        def release(self) -> None:
+            if not self.released:
+                self.released = True
+                self.limiter.counts[self.mutating] -= 1
+
+    def __init__(self, readonly: int, mutating: int) -> None:
+        self.limits = {False: readonly, True: mutating}
+        self.counts = {False: 0, True: 0}
+
+    def admit(self, info: RequestInfo) -> Optional["InflightLimiter.Token"]:
+        if info.is_long_running:
+            return None
+        mutating = info.verb in ("create", "update", "patch", "delete", "deletecollection")
+        if self.limits[mutating] and self.counts[mutating] >= self.limits[mutating]:
+            raise errors.too_many_requests()
+        self.counts[mutating] += 1
+        return InflightLimiter.Token(self, mutating)
+
+    def total(self) -> int:
+        return self.counts[False] + self.counts[True]
 
 
 class APIServer:
-    def __init__(self, config, storage, ca_cert_pem: bytes, health, reactor=None) -> None:
+    def __init__(self, config: Any, storage: Storage, ca_cert_pem: bytes, health: "healthz.HealthChecks",
+                 reactor: Any = None, authenticator: Optional[Callable[[Any], Any]] = None) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
         self.config = config
         self.storage = storage
+        self.reactor = reactor
         self.health = health
-        self.site = server.Site(_NotFound())
+        self.ca_pem = ca_cert_pem.decode() if isinstance(ca_cert_pem, bytes) else ca_cert_pem
+        self.bookmark_interval = float(_setting(config, "watch.bookmark_interval_seconds", 60))
+        self.max_body_bytes = int(_setting(config, "limits.max_request_body_bytes", 3 * 1024 * 1024))
+        self.request_timeout = float(_setting(config, "limits.request_timeout_seconds", 60))
+        self.anonymous = bool(_setting(config, "authentication.anonymous", False))
+        self.limiter = InflightLimiter(int(_setting(config, "limits.max_requests_inflight", 400)),
+                                       int(_setting(config, "limits.max_mutating_requests_inflight", 200)))
+        self._authenticator = authenticator
+        self.watches: set = set()
+        self.crds_synced = True  # set False while stored CRDs are being installed
+        self._definitions = None
+        self._openapi = None
 
-    async def start(self) -> None:
-        pass
+        self.kube_groups = APIGroupSet()
+        self.crd_groups = APIGroupSet()
+        self.leases = LeaseReuser(storage)
+        self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
+        event_ttl = int(_setting(config, "storage.event_ttl_seconds", 3600))
+        for rtype in builtin_resource_types():
+            if rtype.ttl_seconds:
+                rtype.ttl_seconds = event_ttl
+            self.kube_groups.add(rtype, Store(rtype, storage, self.admission, self.leases))
 
-    async def stop(self) -> None:
-        pass
+        crd = CRDResource(self.crd_groups, self, lambda: self.crds_synced)
+        kube = KubeAPIResource(self.kube_groups, self, crd, self._server_paths(), self._root_paths)
+        self.root = AggregatorResource(self.all_types, kube)
+        self.site = APISite(self.root, self)
+        self.controllers: list = []
+
+    # ------------------------------------------------------------ wiring
+
+    def _server_paths(self) -> dict[str, resource.Resource]:
+        return {
+            "healthz": healthz.health_resource("healthz", self.health),
+            "livez": healthz.health_resource("livez", self.health),
+            "readyz": healthz.health_resource("readyz", self.health),
+            "version": DocumentEndpoint(lambda request, target: version.version_info()),
+            "metrics": metrics.metrics_resource(),
+            "openapi": OpenAPIEndpoint(self.openapi()),
+        }
+
+    def _root_paths(self) -> list[str]:
+        paths = {"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/metrics", "/openapi/v2",
+                 "/openapi/v3", "/version"}
+        for rtype in self.all_types():
+            if rtype.group:
+                paths.add(f"/apis/{rtype.group}")
+                paths.add(f"/apis/{rtype.group}/{rtype.version}")
+        return sorted(paths)
+
+    def all_types(self) -> list[ResourceType]:
+        return self.kube_groups.types() + self.crd_groups.types()
+
+    def store(self, group: str, version: str, plural: str) -> Store:
+        found = self.kube_groups.lookup(group, version, plural) or self.crd_groups.lookup(group, version, plural)
+        if found is None:
+            raise KeyError((group, version, plural))
+        return found[1]
+
+    def all_stores(self) -> list[Store]:
+        return [s for _, s in self.kube_groups] + [s for _, s in self.crd_groups]
+
+    def definitions(self):
+        if self._definitions is None:
+            from kapiserver.apis.definitions import load_definitions
+            self._definitions = load_definitions()
+        return self._definitions
+
+    def schema_resolver(self) -> Callable[[str], dict]:
+        return lambda ref: self.definitions().resolve_ref(ref)
+
+    def openapi(self):
+        if self._openapi is None:
+            from kapiserver.endpoints.openapi import OpenAPIService
+            server = self
+
+            class _Lazy:
+                """Defers loading the definitions until the first OpenAPI request."""
+                service = None
+
+                def _get(self):
+                    if self.service is None:
+                        self.service = OpenAPIService(server.definitions())
+                        self.generation = None
+                    gen = (server.kube_groups.generation, server.crd_groups.generation)
+                    if self.generation != gen:
+                        self.service.set_types(server.all_types())
+                        self.generation = gen
+                    return self.service
+
+                def v2_bytes(self):
+                    return self._get().v2_bytes()
+
+                def v3_index_bytes(self):
+                    return self._get().v3_index_bytes()
+
+                def v3_bytes(self, path):
+                    return self._get().v3_bytes(path)
+            self._openapi = _Lazy()
+        return self._openapi
+
+    # ------------------------------------------------------------ filter settings
+
+    def authenticate(self, request) -> Any:
+        user = self._authenticator(request) if self._authenticator else None
+        if user is None:
+            from kapiserver.auth import x509
+            user = x509.authenticate_client_certificate(request)
+        if user is None:
+            if not self.anonymous:
+                raise errors.unauthorized()
+            from kapiserver.auth.user import ANONYMOUS
+            user = ANONYMOUS
+        return user
+
+    def authorize(self, user: Any, info: RequestInfo) -> Optional[str]:
+        return None  # every authenticated request is allowed until RBAC arrives
+
+    def admit_inflight(self, info: RequestInfo):
+        return self.limiter.admit(info)
+
+    def record(self, request, code: int, seconds: float) -> None:
+        info = getattr(request, "request_info", None)
+        if info is None:
+            return
+        metrics.record_request(info, code, seconds)
+
+    def register_watch(self, watch) -> Callable[[], None]:
+        self.watches.add(watch)
+        return lambda: self.watches.discard(watch)
 
     def inflight(self) -> int:
-        return 0
+        return self.limiter.total()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        namespaces = self.store("", "v1", "namespaces")
+        for name in BOOTSTRAP_NAMESPACES:
+            try:
+                await namespaces.create("", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            except errors.StatusError as e:
+                if e.reason != "AlreadyExists":
+                    raise
+        self.controllers = [
+            NamespaceController(namespaces, self.all_stores, self.reactor),
+            NamespaceDefaultsController(namespaces, self.store("", "v1", "serviceaccounts"),
+                                        self.store("", "v1", "configmaps"), self.ca_pem, self.reactor),
+        ]
+        for controller in self.controllers:
+            controller.start()
+
+    async def stop(self) -> None:
+        for controller in self.controllers:
+            controller.stop()
+        for watch in list(self.watches):
+            watch.stop()
+        # let the watch streams' final writes go out
+        await defer.succeed(None)

@@ -1,0 +1,58 @@
+"""Leases (coordination.k8s.io/v1): spec checks as upstream's ValidateLeaseSpec.
+
+PUT may create a lease (leader election does), and every update must carry
+``resourceVersion`` (upstream's AllowUnconditionalUpdate is false here).
+"""
+from __future__ import annotations
+
+from kapiserver.apis import columns
+from kapiserver.machinery import errors, validation
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.strategy import Strategy
+
+SCHEMA = "io.k8s.api.coordination.v1.Lease"
+SPEC = "io.k8s.api.coordination.v1.LeaseSpec"
+OLDEST_EMULATION_VERSION = "OldestEmulationVersion"
+
+
+class LeaseStrategy(Strategy):
+    allow_create_on_update = True
+    allow_unconditional_update = False
+
+    def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        spec = obj.get("spec") or {}
+        causes = []
+        duration = spec.get("leaseDurationSeconds")
+        if isinstance(duration, int) and duration <= 0:
+            causes.append(errors.field_invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+        transitions = spec.get("leaseTransitions")
+        if isinstance(transitions, int) and transitions < 0:
+            causes.append(errors.field_invalid("spec.leaseTransitions", transitions,
+                                               validation.IS_NEGATIVE))
+        strategy = spec.get("strategy")
+        if strategy is not None:
+            if not strategy:
+                causes.append(errors.field_required("spec.strategy"))
+            elif "/" not in strategy:
+                if strategy != OLDEST_EMULATION_VERSION:
+                    causes.append(errors.field_not_supported("spec.strategy", strategy, [OLDEST_EMULATION_VERSION]))
+            else:
+                causes.extend(errors.field_invalid("spec.strategy", strategy, p)
+                              for p in validation.is_qualified_name(strategy))
+        if spec.get("preferredHolder") and not strategy:
+            causes.append(errors.field_forbidden("spec.preferredHolder",
+                                                 "may only be specified if `strategy` is defined"))
+        return causes
+
+
+def resource_type() -> ResourceType:
+    return ResourceType(
+        group="coordination.k8s.io", version="v1", kind="Lease", plural="leases", singular="lease",
+        namespaced=True, strategy=LeaseStrategy(), schema_name=SCHEMA,
+        table_columns=(
+            columns.name_column(),
+            columns.column("Holder", lambda o: columns.get_path(o, "spec", "holderIdentity", default=""),
+                           SPEC, "holderIdentity"),
+            columns.age_column(),
+        ),
+    )

@@ -1,0 +1,211 @@
+"""The built-in OpenAPI definitions, as upstream publishes them.
+
+The schemas of built-in kinds come from the ``kubernetes-validate`` package,
+which ships upstream's definitions rewritten for JSON-Schema validators:
+optional fields typed ``["T", "null"]``, ``$ref`` into ``#/$defs/``,
+``enum`` constraints injected on ``apiVersion``/``kind`` and the two
+"either" scalars (IntOrString, Quantity) as ``oneOf``.  :func:`normalize`
+undoes all of that so what we serve on ``/openapi/v2`` is upstream's
+swagger; :meth:`Definitions.v3_schema` gives the OpenAPI v3 form.
+
+Loading takes ~0.1 s, so the server loads it lazily on first use
+(:func:`load_definitions` caches the result for the process).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.resources
+from typing import Any, Iterable
+
+import orjson
+from twisted.logger import Logger
+
+log = Logger()
+
+DEFINITIONS_FILE = "kubernetes-json-schema/v1.37.0-local/_definitions.json"
+
+V2_PREFIX = "#/definitions/"
+V3_PREFIX = "#/components/schemas/"
+DEFS_PREFIX = "#/$defs/"
+
+INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+LIST_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
+STATUS = "io.k8s.apimachinery.pkg.apis.meta.v1.Status"
+DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
+WATCH_EVENT = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent"
+PATCH = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+SCALE = "io.k8s.api.autoscaling.v1.Scale"
+
+# The package drops the descriptions of the two replaced scalars; ours say
+# what a client may send.
+_INT_OR_STRING_DESCRIPTION = (
+    "IntOrString holds either an int32 or a string; JSON and YAML carry the inner value as is, so a field "
+    "of this type accepts a number (8080) or a name (\"http\").")
+_QUANTITY_DESCRIPTION = (
+    "Quantity is a fixed-point number written as a string such as \"1.5\", \"500m\", \"2Gi\" or \"1e3\": "
+    "a signed decimal number followed by an optional binary suffix (Ki, Mi, Gi, Ti, Pi, Ei), decimal suffix "
+    "(m, k, M, G, T, P, E) or exponent (e<n>, E<n>). At most 3 decimal places are kept and values are "
+    "re-emitted in canonical form (1.5 as \"1500m\", 1.5Gi as \"1536Mi\").")
+
+
+def _normalize_node(node: Any, parent_key: str = "") -> Any:
+    """One schema node back to upstream's form (recursive)."""
+    if isinstance(node, list):
+        return [_normalize_node(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "type" and isinstance(value, list):
+            kept = [t for t in value if t != "null"]
+            out[key] = kept[0] if len(kept) == 1 else kept
+        elif key == "$ref" and isinstance(value, str) and value.startswith(DEFS_PREFIX):
+            out[key] = V2_PREFIX + value[len(DEFS_PREFIX):]
+        elif key == "properties" and isinstance(value, dict):
+            props = {}
+            for name, prop in value.items():
+                prop = _normalize_node(prop)
+                if name in ("apiVersion", "kind") and isinstance(prop, dict):
+                    prop.pop("enum", None)  # injected by the package, not upstream's
+                props[name] = prop
+            out[key] = props
+        else:
+            out[key] = _normalize_node(value, key)
+    return out
+
+
+def normalize(raw_defs: dict[str, dict]) -> dict[str, dict]:
+    """The package's ``$defs`` turned back into upstream's swagger ``definitions``."""
+    defs = {name: _normalize_node(schema) for name, schema in raw_defs.items()}
+    if INT_OR_STRING in defs:
+        defs[INT_OR_STRING] = {"description": _INT_OR_STRING_DESCRIPTION, "format": "int-or-string",
+                               "type": "string"}
+    if QUANTITY in defs:
+        defs[QUANTITY] = {"description": _QUANTITY_DESCRIPTION, "type": "string"}
+    return defs
+
+
+def ref_name(ref: str) -> str:
+    """The definition name a ``$ref`` points to, whichever document style it uses."""
+    for prefix in (V2_PREFIX, V3_PREFIX, DEFS_PREFIX):
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    raise KeyError(ref)
+
+
+def iter_refs(node: Any) -> Iterable[str]:
+    """Every ``$ref`` string inside a schema."""
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            ref = cur.get("$ref")
+            if isinstance(ref, str):
+                yield ref
+            stack.extend(v for v in cur.values() if isinstance(v, (dict, list)))
+        elif isinstance(cur, list):
+            stack.extend(v for v in cur if isinstance(v, (dict, list)))
+
+
+def to_v3(node: Any) -> Any:
+    """A v2-style schema in OpenAPI v3 form, the way kube-openapi converts it.
+
+    Refs point into ``#/components/schemas/``; a ``$ref`` with sibling
+    keywords (a description) becomes ``allOf: [{$ref}]`` since v3 ignores
+    siblings of ``$ref``.
+    """
+    if isinstance(node, list):
+        return [to_v3(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: to_v3(prop) for name, prop in value.items()}
+        elif key == "$ref" and isinstance(value, str):
+            out[key] = V3_PREFIX + ref_name(value) if value.startswith(("#/definitions/", "#/$defs/")) else value
+        else:
+            out[key] = to_v3(value)
+    if "$ref" in out and len(out) > 1:
+        ref = out.pop("$ref")
+        out = {"allOf": [{"$ref": ref}], **out}
+    return out
+
+
+class Definitions:
+    """Upstream's named schemas (v2 form: refs ``#/definitions/<name>``)."""
+
+    def __init__(self, defs: dict[str, dict]) -> None:
+        self._defs = defs
+        self._gvk: dict[tuple[str, str, str], str] | None = None
+        self._v3: dict[str, dict] = {}
+
+    def get(self, name: str) -> dict:
+        """The schema named ``name`` (KeyError if unknown). Do not mutate it."""
+        return self._defs[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._defs
+
+    def names(self) -> list[str]:
+        return sorted(self._defs)
+
+    def resolve_ref(self, ref: str) -> dict:
+        """The schema a ``$ref`` points to: ``#/definitions/X``, ``#/components/schemas/X`` or ``#/$defs/X``."""
+        return self._defs[ref_name(ref)]
+
+    def gvk_index(self) -> dict[tuple[str, str, str], str]:
+        """(group, version, kind) → definition name, from ``x-kubernetes-group-version-kind``."""
+        if self._gvk is None:
+            index: dict[tuple[str, str, str], str] = {}
+            for name, schema in self._defs.items():
+                for gvk in schema.get("x-kubernetes-group-version-kind") or ():
+                    key = (gvk.get("group", ""), gvk.get("version", ""), gvk.get("kind", ""))
+                    # meta types (WatchEvent, DeleteOptions) list every group; keep the first owner
+                    index.setdefault(key, name)
+            self._gvk = index
+        return self._gvk
+
+    def v3_schema(self, name: str) -> dict:
+        """The schema named ``name`` in OpenAPI v3 form (cached)."""
+        found = self._v3.get(name)
+        if found is None:
+            found = self._v3[name] = to_v3(self._defs[name])
+        return found
+
+    def closure(self, roots: Iterable[str]) -> set[str]:
+        """Names of ``roots`` and of every definition they reference, transitively."""
+        seen: set[str] = set()
+        todo = [r for r in roots if r in self._defs]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for ref in iter_refs(self._defs[name]):
+                try:
+                    target = ref_name(ref)
+                except KeyError:
+                    continue
+                if target not in seen and target in self._defs:
+                    todo.append(target)
+        return seen
+
+    def copy(self, name: str) -> dict:
+        """A deep copy of one schema, safe to modify."""
+        return copy.deepcopy(self._defs[name])
+
+
+def read_raw() -> dict[str, dict]:
+    """The package's ``$defs`` as shipped."""
+    data = importlib.resources.files("kubernetes_validate").joinpath(DEFINITIONS_FILE).read_bytes()
+    return orjson.loads(data)["$defs"]
+
+
+@functools.lru_cache(maxsize=1)
+def load_definitions() -> Definitions:
+    """The process-wide built-in definitions (loaded on first call, ~0.1 s)."""
+    return Definitions(normalize(read_raw()))

@@ -1,0 +1,83 @@
+"""A minimal in-process informer: list, then watch one resource type through its Store.
+
+Controllers get ``on_event(type, obj)`` for the initial state (ADDED) and
+every change; a broken or expired watch is restarted with a fresh list.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from kapiserver.machinery.fields import parse_field_selector
+from kapiserver.machinery.labels import parse_label_selector
+from kapiserver.registry.options import ListOptions
+from kapiserver.registry.store import Store
+from kapiserver.registry.watch import BOOKMARK, ERROR, ResourceWatch
+
+log = Logger()
+RESTART_DELAY_SECONDS = 1.0
+
+
+class Informer:
+    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor,
+                 field_selector: str = "") -> None:
+        self.store = store
+        self.on_event = on_event
+        self.reactor = reactor
+        self.field_selector = field_selector
+        self.objects: dict[tuple[str, str], dict] = {}
+        self._watch: Optional[ResourceWatch] = None
+        self._stopped = False
+        self._restart = None
+        self.synced = defer.Deferred()
+
+    # WatchSink
+    def send(self, event_type: str, obj: dict) -> None:
+        if event_type == BOOKMARK:
+            return
+        if event_type == ERROR:
+            return  # finish() follows; we restart there
+        md = obj.get("metadata") or {}
+        key = (md.get("namespace", ""), md.get("name", ""))
+        if event_type == "DELETED":
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = obj
+        try:
+            self.on_event(event_type, obj)
+        except Exception:
+            log.failure("controller failed handling {type} of {name}", type=event_type, name=key)
+
+    def finish(self) -> None:
+        self._schedule_restart()
+
+    def _schedule_restart(self) -> None:
+        if not self._stopped and (self._restart is None or not self._restart.active()):
+            self._restart = self.reactor.callLater(RESTART_DELAY_SECONDS, self.start)
+
+    def start(self) -> None:
+        if self._stopped:
+            return
+        self.objects.clear()  # the fresh list re-adds what still exists
+        opts = ListOptions(parse_label_selector(""), parse_field_selector(self.field_selector), watch=True)
+        self._watch = ResourceWatch(self.store, "", opts, self, self.reactor, bookmark_interval=0)
+        d = defer.Deferred.fromCoroutine(self._watch.start())
+
+        def started(_):
+            if not self.synced.called:
+                self.synced.callback(None)
+
+        def failed(f):
+            log.error("informer for {resource} failed to start: {err}", resource=self.store.rtype.plural,
+                      err=f.getErrorMessage())
+            self._schedule_restart()
+        d.addCallbacks(started, failed)
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._restart is not None and self._restart.active():
+            self._restart.cancel()
+        if self._watch is not None:
+            self._watch.stop()

@@ -1,0 +1,83 @@
+"""The namespace controller: empties a Terminating namespace, then lets it go.
+
+A delete of a namespace whose ``spec.finalizers`` holds ``kubernetes`` only
+marks it (phase Terminating).  This controller deletes every namespaced
+object inside it, built-in and custom, and once nothing is left removes the
+``kubernetes`` finalizer, which removes the namespace.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from twisted.logger import Logger
+
+from kapiserver.controllers.informer import Informer
+from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.machinery import errors
+from kapiserver.machinery.fields import parse_field_selector
+from kapiserver.machinery.labels import parse_label_selector
+from kapiserver.registry.options import DeleteOptions, ListOptions
+from kapiserver.registry.store import Store
+
+log = Logger()
+FINALIZER = "kubernetes"
+# While objects with finalizers of their own remain, look again this often.
+RECHECK_SECONDS = 1.0
+
+
+class NamespaceController:
+    def __init__(self, namespaces: Store, namespaced_stores: Callable[[], Iterable[Store]], reactor) -> None:
+        self.namespaces = namespaces
+        self.namespaced_stores = namespaced_stores
+        self.reactor = reactor
+        self.queue = ReconcileQueue("namespace-controller", self.reconcile, reactor)
+        self.informer = Informer(namespaces, self._on_event, reactor)
+
+    def start(self) -> None:
+        self.informer.start()
+
+    def stop(self) -> None:
+        self.informer.stop()
+        self.queue.stop()
+
+    def _on_event(self, event_type: str, obj: dict) -> None:
+        if event_type != "DELETED" and obj["metadata"].get("deletionTimestamp"):
+            self.queue.add(obj["metadata"]["name"])
+
+    def _stores(self) -> list[Store]:
+        seen, stores = set(), []
+        for store in self.namespaced_stores():
+            if store.rtype.namespaced and store.rtype.storage_resource not in seen:
+                seen.add(store.rtype.storage_resource)
+                stores.append(store)
+        return stores
+
+    async def reconcile(self, name: str) -> None:
+        try:
+            ns = await self.namespaces.get("", name)
+        except errors.StatusError as e:
+            if e.code == 404:
+                return
+            raise
+        if not ns["metadata"].get("deletionTimestamp"):
+            return
+        everything = ListOptions(parse_label_selector(""), parse_field_selector(""))
+        remaining = 0
+        for store in self._stores():
+            await store.delete_collection(name, everything, DeleteOptions())
+            left = await store.list(name, everything)
+            remaining += len(left["items"])
+        if remaining:
+            log.info("namespace {name}: waiting for {n} objects with finalizers", name=name, n=remaining)
+            self.queue.add(name, RECHECK_SECONDS)
+            return
+
+        def drop_finalizer(current):
+            spec = current.setdefault("spec", {})
+            spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
+            return current
+        try:
+            await self.namespaces.guaranteed_update("", name, drop_finalizer, subresource="finalize")
+        except errors.StatusError as e:
+            if e.code != 404:
+                raise

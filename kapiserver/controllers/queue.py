@@ -1,0 +1,77 @@
+"""A keyed reconcile queue: each key is reconciled by one worker at a time,
+duplicates collapse, failures retry with exponential backoff."""
+from __future__ import annotations
+
+from typing import Awaitable, Callable, Hashable
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+log = Logger()
+MAX_BACKOFF_SECONDS = 30.0
+
+
+class ReconcileQueue:
+    def __init__(self, name: str, reconcile: Callable[[Hashable], Awaitable[None]], reactor) -> None:
+        self.name = name
+        self.reconcile = reconcile
+        self.reactor = reactor
+        self._pending: set = set()
+        self._running: set = set()
+        self._again: set = set()
+        self._failures: dict = {}
+        self._timers: dict = {}
+        self._stopped = False
+
+    def add(self, key: Hashable, delay: float = 0.0) -> None:
+        if self._stopped:
+            return
+        if delay > 0:
+            if key not in self._timers:
+                self._timers[key] = self.reactor.callLater(delay, self._fire, key)
+            return
+        if key in self._running:
+            self._again.add(key)
+            return
+        if key in self._pending:
+            return
+        self._pending.add(key)
+        self._timers[("run", key)] = self.reactor.callLater(0, self._run, key)
+
+    def _fire(self, key: Hashable) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def _run(self, key: Hashable) -> None:
+        self._timers.pop(("run", key), None)
+        self._pending.discard(key)
+        if self._stopped:
+            return
+        self._running.add(key)
+        d = defer.Deferred.fromCoroutine(self.reconcile(key))
+
+        def ok(_):
+            self._failures.pop(key, None)
+
+        def failed(f):
+            n = self._failures.get(key, 0) + 1
+            self._failures[key] = n
+            delay = min(0.1 * 2 ** n, MAX_BACKOFF_SECONDS)
+            log.warn("{queue}: reconciling {key} failed ({err}); retrying in {delay:.1f}s", queue=self.name,
+                     key=key, err=f.getErrorMessage(), delay=delay)
+            self.add(key, delay)
+
+        def done(_):
+            self._running.discard(key)
+            if key in self._again:
+                self._again.discard(key)
+                self.add(key)
+        d.addCallbacks(ok, failed)
+        d.addBoth(done)
+
+    def stop(self) -> None:
+        self._stopped = True
+        for timer in self._timers.values():
+            if timer.active():
+                timer.cancel()
+        self._timers.clear()

@@ -1,0 +1,11 @@
+"""POST to a collection."""
+from __future__ import annotations
+
+from kapiserver.endpoints.scope import RequestScope, Response
+
+
+async def create(scope: RequestScope) -> Response:
+    obj = scope.decode_body()
+    scope.check_fields(obj)
+    created = await scope.store.create(scope.info.namespace, obj, scope.context())
+    return Response(201, created)

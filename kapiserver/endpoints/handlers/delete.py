@@ -1,0 +1,26 @@
+"""DELETE of one object."""
+from __future__ import annotations
+
+from kapiserver.endpoints.scope import RequestScope, Response
+from kapiserver.registry.options import DeleteOptions
+
+
+def success_status(rtype, obj: dict) -> dict:
+    """The Status upstream answers when a deleted object is not returned."""
+    md = obj.get("metadata") or {}
+    details = {"name": md.get("name", ""), "kind": rtype.plural, "uid": md.get("uid", "")}
+    if rtype.group:
+        details["group"] = rtype.group
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+async def delete(scope: RequestScope) -> Response:
+    info = scope.info
+    body = scope.decode_body(allow_empty=True)
+    opts = DeleteOptions.from_request(scope.args, body if isinstance(body, dict) else None)
+    obj, deleted_now = await scope.store.delete(info.namespace, info.name, opts, scope.context())
+    if not deleted_now:
+        return Response(200, obj)  # marked for deletion; finalizers still hold it
+    if scope.rtype.return_deleted_object:
+        return Response(200, obj)
+    return Response(200, success_status(scope.rtype, obj), convertible=False)

@@ -1,0 +1,12 @@
+"""PUT of one object (or of its status)."""
+from __future__ import annotations
+
+from kapiserver.endpoints.scope import RequestScope, Response
+
+
+async def update(scope: RequestScope) -> Response:
+    info = scope.info
+    obj = scope.decode_body()
+    scope.check_fields(obj)
+    result, created = await scope.store.update(info.namespace, info.name, obj, info.subresource, scope.context())
+    return Response(201 if created else 200, result)

@@ -1,0 +1,120 @@
+"""Watch: a chunked stream of ``{"type": ..., "object": ...}`` lines.
+
+The stream is a push producer registered with the HTTP transport: when the
+client stops reading, Twisted pauses it and events queue here; past a bounded
+backlog the watch is closed (the client re-lists and watches again) instead
+of letting memory grow.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+from twisted.internet import defer
+from zope.interface import implementer
+from twisted.internet.interfaces import IPushProducer
+from twisted.logger import Logger
+
+from kapiserver.endpoints.scope import RequestScope
+from kapiserver.endpoints.transform import transform_watch_object
+from kapiserver.machinery import codec
+from kapiserver.registry.options import ListOptions
+from kapiserver.registry.watch import ResourceWatch
+
+log = Logger()
+
+MAX_BACKLOG_EVENTS = 10_000
+MAX_BACKLOG_BYTES = 32 * 1024 * 1024
+
+
+@implementer(IPushProducer)
+class WatchStream:
+    """Writes encoded watch events to a request, with flow control."""
+
+    def __init__(self, scope: RequestScope, on_close: Callable[[], None]) -> None:
+        self.scope = scope
+        self.request = scope.request
+        self.on_close = on_close
+        self.paused = False
+        self.backlog: deque[bytes] = deque()
+        self.backlog_bytes = 0
+        self.closed = False
+        self.done = defer.Deferred()
+        self.watch: ResourceWatch | None = None
+        self.sent_any = False
+
+    # WatchSink
+    def send(self, event_type: str, obj: dict) -> None:
+        if self.closed:
+            return
+        if event_type not in ("ERROR", "BOOKMARK"):
+            obj = transform_watch_object(self.scope, obj, first=not self.sent_any)
+            self.sent_any = True
+        line = codec.encode_json({"type": event_type, "object": obj}) + b"\n"
+        if self.paused or self.backlog:
+            self.backlog.append(line)
+            self.backlog_bytes += len(line)
+            if len(self.backlog) > MAX_BACKLOG_EVENTS or self.backlog_bytes > MAX_BACKLOG_BYTES:
+                log.warn("closing a watch of {resource}: the client is not reading (backlog {n} events)",
+                         resource=self.scope.rtype.plural, n=len(self.backlog))
+                self.backlog.clear()
+                self.backlog_bytes = 0
+                if self.watch is not None:
+                    self.watch.stop()
+                else:
+                    self.finish()
+            return
+        self.request.write(line)
+
+    def finish(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            for line in self.backlog:
+                self.request.write(line)
+            self.backlog.clear()
+            self.request.unregisterProducer()
+            if not self.request.finished and not getattr(self.request, "_disconnected", False):
+                self.request.finish()
+        except Exception:  # the connection may be gone already
+            pass
+        self.on_close()
+        self.done.callback(None)
+
+    # IPushProducer
+    def pauseProducing(self) -> None:
+        self.paused = True
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        while self.backlog and not self.paused and not self.closed:
+            line = self.backlog.popleft()
+            self.backlog_bytes -= len(line)
+            self.request.write(line)
+
+    def stopProducing(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+
+
+async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callable[[], None]]) -> None:
+    """Serve a watch until it ends.  ``register`` tracks it for shutdown and
+    returns the function that forgets it."""
+    opts = ListOptions.from_args(scope.args, watch=True)
+    scope.store.matcher(opts)  # reject bad selectors before the stream starts
+    request = scope.request
+    unregister: list[Callable[[], None]] = []
+    stream = WatchStream(scope, lambda: [f() for f in unregister])
+    rw = ResourceWatch(scope.store, scope.info.namespace, opts, stream, scope.reactor, scope.bookmark_interval)
+    stream.watch = rw
+    request.setResponseCode(200)
+    request.setHeader(b"content-type", scope.target.content_type.encode())
+    request.setHeader(b"cache-control", b"no-cache, private")
+    request.registerProducer(stream, True)
+    request.notifyFinish().addBoth(lambda _: rw.stop())
+    await rw.start()
+    unregister.append(register(rw))
+    # send headers now so clients see the watch established even when idle
+    request.write(b"")
+    await stream.done

@@ -1,0 +1,97 @@
+"""Content negotiation: which encoding and which object shape to answer with.
+
+Clients ask for a media type (JSON or YAML; protobuf is not served) and,
+through ``as``/``g``/``v`` parameters, for a different shape of the object:
+``Table``, ``PartialObjectMetadata(List)`` (meta.k8s.io) or aggregated
+discovery (``APIGroupDiscoveryList`` of apidiscovery.k8s.io).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from kapiserver.machinery import codec, errors
+
+_SERVED = {"application/json": codec.JSON, "application/yaml": codec.YAML,
+           "application/*": codec.JSON, "*/*": codec.JSON}
+
+
+@dataclass(frozen=True)
+class MediaTarget:
+    media_type: str  # codec.JSON or codec.YAML
+    as_kind: str = ""  # "" = the object itself
+    group: str = ""
+    version: str = ""
+
+    @property
+    def content_type(self) -> str:
+        if not self.as_kind:
+            return self.media_type
+        return f"{self.media_type};as={self.as_kind};g={self.group};v={self.version}"
+
+
+@dataclass(frozen=True)
+class _Clause:
+    media_type: str
+    params: dict
+    q: float
+
+
+def _parse_accept(header: str) -> list[_Clause]:
+    clauses = []
+    for raw in header.split(","):
+        pieces = [p.strip() for p in raw.split(";")]
+        if not pieces[0]:
+            continue
+        params = {}
+        for p in pieces[1:]:
+            if "=" in p:
+                k, v = p.split("=", 1)
+                params[k.strip().lower()] = v.strip().strip('"')
+        try:
+            q = float(params.pop("q", "1"))
+        except ValueError:
+            q = 1.0
+        clauses.append(_Clause(pieces[0].lower(), params, q))
+    # stable sort: preference order is the client's order among equal q
+    return sorted(clauses, key=lambda c: -c.q)
+
+
+def negotiate(accept: Optional[str], allowed_as: Iterable[tuple[str, str, str]] = ()) -> MediaTarget:
+    """Pick the first acceptable clause.
+
+    ``allowed_as`` lists the (kind, group, version) shapes this endpoint can
+    produce besides the plain object.  A clause asking for another shape is
+    skipped, like upstream; if nothing fits the answer is 406.
+    """
+    if not accept:
+        return MediaTarget(codec.JSON)
+    allowed = set(allowed_as)
+    for clause in _parse_accept(accept):
+        media = _SERVED.get(clause.media_type)
+        if media is None:
+            continue
+        as_kind = clause.params.get("as", "")
+        if not as_kind:
+            return MediaTarget(media)
+        shape = (as_kind, clause.params.get("g", ""), clause.params.get("v", ""))
+        if shape in allowed:
+            return MediaTarget(media, *shape)
+    raise errors.not_acceptable(
+        f"only the following media types are accepted: application/json, application/yaml "
+        f"(got {accept!r})")
+
+
+TABLE_SHAPES = (("Table", "meta.k8s.io", "v1"), ("Table", "meta.k8s.io", "v1beta1"))
+PARTIAL_SHAPES = (("PartialObjectMetadata", "meta.k8s.io", "v1"),
+                  ("PartialObjectMetadata", "meta.k8s.io", "v1beta1"),
+                  ("PartialObjectMetadataList", "meta.k8s.io", "v1"),
+                  ("PartialObjectMetadataList", "meta.k8s.io", "v1beta1"))
+OBJECT_SHAPES = TABLE_SHAPES + PARTIAL_SHAPES
+
+
+def body_media_type(content_type: Optional[str]) -> str:
+    """The media type of a request body, without parameters (``charset``)."""
+    if not content_type:
+        return codec.JSON
+    return content_type.split(";", 1)[0].strip().lower()

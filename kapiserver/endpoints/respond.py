@@ -1,0 +1,64 @@
+"""Writing answers: objects in the negotiated encoding, errors as Status."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from twisted.logger import Logger
+from twisted.web.server import Request
+
+from kapiserver.endpoints.negotiation import MediaTarget
+from kapiserver.machinery import codec, errors
+
+log = Logger()
+
+
+def _pretty(request: Request) -> bool:
+    values = (request.args or {}).get(b"pretty")
+    if values:
+        return values[0].lower() in (b"true", b"1")
+    agent = request.getHeader(b"user-agent") or b""
+    # upstream pretty-prints for browsers and curl
+    return agent.startswith(b"curl") or b"Mozilla" in agent
+
+
+def _warn(request: Request, warnings: Iterable[str]) -> None:
+    for text in warnings:
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        request.responseHeaders.addRawHeader(b"warning", f'299 - "{escaped}"'.encode("utf-8", "replace"))
+
+
+def _writable(request: Request) -> bool:
+    return not (request.finished or getattr(request, "_disconnected", False) or getattr(request, "timed_out", False))
+
+
+def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
+                 warnings: Iterable[str] = ()) -> None:
+    if not _writable(request):
+        return
+    body = codec.encode(obj, target.media_type, _pretty(request))
+    request.setResponseCode(code)
+    request.setHeader(b"content-type", target.content_type.encode())
+    request.setHeader(b"cache-control", b"no-cache, private")
+    _warn(request, warnings)
+    request.setHeader(b"content-length", str(len(body)).encode())
+    if request.method != b"HEAD":
+        request.write(body)
+    request.finish()
+
+
+def write_status(request: Request, err: errors.StatusError, target: MediaTarget | None = None) -> None:
+    if not _writable(request):
+        return
+    for name, value in err.headers.items():
+        request.setHeader(name.encode(), value.encode())
+    media = target.media_type if target is not None else codec.JSON
+    write_object(request, MediaTarget(media), err.code, err.to_status())
+
+
+def write_failure(request: Request, exc: BaseException, target: MediaTarget | None = None) -> None:
+    """Any exception: a StatusError as is, anything else as a generic 500 (details in the log)."""
+    if isinstance(exc, errors.StatusError):
+        write_status(request, exc, target)
+        return
+    log.failure("handler error for {method} {path}", method=request.method, path=request.path)
+    write_status(request, errors.internal_error(), target)

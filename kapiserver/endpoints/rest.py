@@ -1,0 +1,96 @@
+"""The REST endpoint of a resource type: route a resource request to its verb handler.
+
+Used by the kube (built-in) API resource and by the CRD resource alike: one
+model for every resource type.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from twisted.internet import defer
+from twisted.web import resource, server
+
+from kapiserver.endpoints import respond
+from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
+from kapiserver.endpoints.handlers import update, watch as watch_handler
+from kapiserver.endpoints.negotiation import negotiate
+from kapiserver.endpoints.request_info import RequestInfo
+from kapiserver.endpoints.scope import RequestScope, Response
+from kapiserver.endpoints.transform import allowed_shapes, transform_object
+from kapiserver.machinery import errors
+
+HANDLERS = {
+    "get": get.get,
+    "list": list_handler.list_objects,
+    "create": create.create,
+    "update": update.update,
+    "patch": patch.patch,
+    "delete": delete.delete,
+    "deletecollection": deletecollection.delete_collection,
+}
+# verbs each subresource answers
+SUBRESOURCE_VERBS = {"status": ("get", "update", "patch"), "scale": ("get", "update", "patch")}
+
+
+class RESTEndpoint(resource.Resource):
+    """A leaf answering one resource request for a type in ``groups``."""
+
+    isLeaf = True
+
+    def __init__(self, groups: APIGroupSet, server_state: Any) -> None:
+        super().__init__()
+        self.groups = groups
+        self.state = server_state  # the APIServer: reactor, watch registry, schema resolver, settings
+
+    def render(self, request: server.Request):
+        info: RequestInfo = request.request_info  # type: ignore[attr-defined]
+        target = None
+        try:
+            found = self.groups.lookup(info.group, info.version, info.resource)
+            if found is None:
+                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+            rtype, store = found
+            verb = info.verb
+            self._check_scope(info, rtype)
+            if info.subresource:
+                if info.subresource not in rtype.subresources:
+                    raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                if verb not in SUBRESOURCE_VERBS[info.subresource]:
+                    raise errors.method_not_supported(f"{rtype.plural}/{info.subresource}", rtype.group, verb)
+                if info.subresource == "scale":
+                    raise errors.StatusError(501, "NotImplemented",
+                                             "the scale subresource is not implemented by kapiserver yet")
+            elif verb not in rtype.verbs:
+                raise errors.method_not_supported(rtype.plural, rtype.group, verb)
+            accept = request.getHeader(b"accept")
+            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb))
+            scope = RequestScope(request=request, info=info, rtype=rtype, store=store, target=target,
+                                 user=getattr(request, "user", None), reactor=self.state.reactor,
+                                 bookmark_interval=self.state.bookmark_interval,
+                                 schema_resolver=self.state.schema_resolver())
+        except Exception as e:
+            respond.write_failure(request, e, target)
+            return server.NOT_DONE_YET
+        if verb == "watch" or (verb == "list" and scope.arg("watch") in ("true", "1")):
+            d = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.state.register_watch))
+            d.addErrback(lambda f: respond.write_failure(request, f.value, target))
+            return server.NOT_DONE_YET
+        d = defer.Deferred.fromCoroutine(HANDLERS[verb](scope))
+        d.addCallback(self._answer, scope)
+        d.addErrback(lambda f: respond.write_failure(request, f.value, target))
+        return server.NOT_DONE_YET
+
+    @staticmethod
+    def _check_scope(info: RequestInfo, rtype) -> None:
+        if rtype.namespaced:
+            if not info.namespace and info.verb not in ("list", "watch"):
+                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+        elif info.namespace:
+            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+
+    @staticmethod
+    def _answer(response: Response, scope: RequestScope) -> None:
+        obj = transform_object(scope, response.obj) if response.convertible else response.obj
+        respond.write_object(scope.request, scope.target if response.convertible else
+                             scope.target.__class__(scope.target.media_type), response.code, obj, scope.warnings)

@@ -1,0 +1,100 @@
+"""Everything a REST handler needs about one request (upstream's RequestScope)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from twisted.web.server import Request
+
+from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
+from kapiserver.endpoints.request_info import RequestInfo
+from kapiserver.machinery import codec, errors
+from kapiserver.machinery import fieldvalidation
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.store import Context, Store
+
+
+@dataclass
+class Response:
+    """What a handler answers: a code and an object (encoded by the endpoint)."""
+
+    code: int
+    obj: Any
+    # True when ``obj`` is one object or list of the resource type (eligible for
+    # Table / PartialObjectMetadata conversion); False for Status and the like.
+    convertible: bool = True
+
+
+@dataclass
+class RequestScope:
+    request: Request
+    info: RequestInfo
+    rtype: ResourceType
+    store: Store
+    target: MediaTarget
+    user: Any = None
+    warnings: list[str] = field(default_factory=list)
+    reactor: Any = None
+    bookmark_interval: float = 60.0
+    schema_resolver: Any = None  # callable(ref) -> schema dict, for strict field validation / SMP
+
+    @property
+    def args(self) -> dict:
+        return self.request.args or {}
+
+    def arg(self, name: str) -> Optional[str]:
+        values = self.args.get(name.encode())
+        return values[0].decode("utf-8", "replace") if values else None
+
+    @property
+    def dry_run(self) -> bool:
+        return bool(self.arg("dryRun"))
+
+    def context(self) -> Context:
+        return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings)
+
+    def body_bytes(self) -> bytes:
+        content = self.request.content
+        if content is None:
+            return b""
+        content.seek(0)
+        return content.read()
+
+    def content_type(self) -> str:
+        raw = self.request.getHeader(b"content-type")
+        return body_media_type(raw.decode("latin-1") if raw else None)
+
+    def decode_body(self, allow_empty: bool = False) -> Any:
+        """Decode a JSON or YAML body, applying ``fieldValidation``."""
+        body = self.body_bytes()
+        if not body.strip():
+            if allow_empty:
+                return None
+            raise errors.bad_request("the body of the request was empty")
+        media = self.content_type()
+        if media == codec.JSON:
+            obj = codec.decode_json(body)
+        elif media in (codec.YAML, "application/x-yaml", "text/yaml"):
+            obj = codec.decode_yaml(body)
+        else:
+            raise errors.unsupported_media_type(media)
+        return obj
+
+    def field_validation(self) -> str:
+        mode = self.arg("fieldValidation") or "Warn"
+        if mode not in ("Strict", "Warn", "Ignore"):
+            raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn", or "Strict", got {mode!r}')
+        return mode
+
+    def check_fields(self, obj: Any) -> None:
+        """Report unknown and duplicate fields per ``fieldValidation`` (Strict → 400, Warn → warnings)."""
+        mode = self.field_validation()
+        if mode == "Ignore" or not isinstance(obj, dict):
+            return
+        schema = self.rtype.schema
+        if schema is None and self.rtype.schema_name and self.schema_resolver is not None:
+            schema = {"$ref": f"#/definitions/{self.rtype.schema_name}"}
+        if schema is None:
+            return
+        raw = self.body_bytes() if self.content_type() == codec.JSON else None
+        self.warnings.extend(fieldvalidation.check_fields(obj, raw, schema, self.schema_resolver, mode))

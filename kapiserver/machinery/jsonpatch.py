@@ -1,0 +1,228 @@
+"""JSON patch (RFC 6902), the ``application/json-patch+json`` PATCH type.
+
+kube-apiserver applies JSON patches with evanphx/json-patch (v4); its quirks
+are part of the API and are kept here: the whole-document path ``""`` is not
+addressable, negative array indices count from the end, a missing ``value``
+means ``null``, and ``test`` of a missing key against ``null`` passes.  A
+malformed patch document is a 400 BadRequest; a patch that cannot be applied
+is a 422 whose cause carries the library's message.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Optional
+
+from kapiserver.machinery import errors
+
+MAX_OPERATIONS = 10000
+_INDEX_RE = re.compile(r"[+-]?[0-9]+")
+
+
+class _ApplyError(Exception):
+    pass
+
+
+def patch_not_applied(message: str) -> errors.StatusError:
+    """Upstream's NewGenericServerResponse(422, ...) for a patch that does not apply."""
+    return errors.StatusError(422, "Invalid", "the server rejected our request due to an error in our request",
+                              {"causes": [{"reason": "UnexpectedServerResponse", "message": message}]})
+
+
+def _decode_key(token: str) -> str:
+    out, i = [], 0
+    while i < len(token):
+        if token.startswith("~1", i):
+            out.append("/")
+            i += 2
+        elif token.startswith("~0", i):
+            out.append("~")
+            i += 2
+        else:
+            out.append(token[i])
+            i += 1
+    return "".join(out)
+
+
+def _index(key: str, length: int, allow_end: bool = False) -> int:
+    """A Go Atoi-style array index, negative counting from the end."""
+    if not _INDEX_RE.fullmatch(key):
+        raise _ApplyError(f'strconv.Atoi: parsing "{key}": invalid syntax')
+    idx = int(key)
+    limit = length + 1 if allow_end else length
+    if idx < 0:
+        if idx < -limit:
+            raise _ApplyError(f"Unable to access invalid index: {idx}: invalid index referenced")
+        idx += limit
+    if idx >= limit:
+        raise _ApplyError(f"Unable to access invalid index: {idx}: invalid index referenced")
+    return idx
+
+
+def _find(doc: Any, path: str) -> tuple[Optional[Any], str]:
+    """The container holding the last token of ``path`` and that token (None if unreachable)."""
+    parts = path.split("/")
+    if len(parts) < 2:
+        return None, ""
+    node = doc
+    for part in parts[1:-1]:
+        key = _decode_key(part)
+        try:
+            node = _get(node, key)
+        except _ApplyError:
+            return None, ""
+        if not isinstance(node, (dict, list)):
+            return None, ""
+    return node, _decode_key(parts[-1])
+
+
+def _get(container: Any, key: str) -> Any:
+    if isinstance(container, dict):
+        if key not in container:
+            raise _ApplyError(f"unable to get nonexistent key: {key}: missing value")
+        return container[key]
+    return container[_index(key, len(container))]
+
+
+def _add(container: Any, key: str, value: Any) -> None:
+    if isinstance(container, dict):
+        container[key] = value
+    elif key == "-":
+        container.append(value)
+    else:
+        container.insert(_index(key, len(container), allow_end=True), value)
+
+
+def _remove(container: Any, key: str) -> None:
+    if isinstance(container, dict):
+        if key not in container:
+            raise _ApplyError(f"Unable to remove nonexistent key: {key}: missing value")
+        del container[key]
+    else:
+        del container[_index(key, len(container))]
+
+
+def _set(container: Any, key: str, value: Any) -> None:
+    if isinstance(container, dict):
+        container[key] = value
+    else:
+        container[_index(key, len(container))] = value
+
+
+def _string_member(op: dict, name: str, kind: str) -> str:
+    value = op.get(name)
+    if not isinstance(value, str):
+        raise _ApplyError(f"{kind} operation failed to decode {name}: missing value")
+    return value
+
+
+def _apply_one(doc: Any, op: dict) -> None:
+    kind = op.get("op") if isinstance(op.get("op"), str) else "unknown"
+    if kind not in ("add", "remove", "replace", "move", "copy", "test"):
+        raise _ApplyError(f"Unexpected kind: {kind}: unknown object type")
+    path = _string_member(op, "path", kind)
+    value = op.get("value")
+    if kind == "add":
+        con, key = _find(doc, path)
+        if con is None:
+            raise _ApplyError(f'add operation does not apply: doc is missing path: "{path}": missing value')
+        try:
+            _add(con, key, value)
+        except _ApplyError as e:
+            raise _ApplyError(f"error in add for path: '{path}': {e}") from None
+    elif kind == "remove":
+        con, key = _find(doc, path)
+        if con is None:
+            raise _ApplyError(f'remove operation does not apply: doc is missing path: "{path}": missing value')
+        try:
+            _remove(con, key)
+        except _ApplyError as e:
+            raise _ApplyError(f"error in remove for path: '{path}': {e}") from None
+    elif kind == "replace":
+        con, key = _find(doc, path)
+        if con is None:
+            raise _ApplyError(f"replace operation does not apply: doc is missing path: {path}: missing value")
+        try:
+            _get(con, key)
+        except _ApplyError:
+            raise _ApplyError(f"replace operation does not apply: doc is missing key: {path}: missing value") \
+                from None
+        try:
+            _set(con, key, value)
+        except _ApplyError as e:
+            raise _ApplyError(f"error in remove for path: '{path}': {e}") from None
+    elif kind == "test":
+        con, key = _find(doc, path)
+        if con is None:
+            raise _ApplyError(f"test operation does not apply: is missing path: {path}: missing value")
+        try:
+            current = _get(con, key)
+        except _ApplyError as e:
+            if "missing value" not in str(e):
+                raise _ApplyError(f"error in test for path: '{path}': {e}") from None
+            current = None
+        if not _json_equal(current, value):
+            raise _ApplyError(f"testing value {path} failed: test failed")
+    else:  # move, copy
+        source = _string_member(op, "from", kind)
+        con, key = _find(doc, source)
+        if con is None:
+            raise _ApplyError(f"{kind} operation does not apply: doc is missing from path: {source}: missing value")
+        try:
+            moved = _get(con, key)
+            if kind == "move":
+                _remove(con, key)
+            else:
+                moved = copy.deepcopy(moved)
+        except _ApplyError as e:
+            where = f"path: '{key}'" if kind == "move" else f"from: '{source}'"
+            raise _ApplyError(f"error in {kind} for {where}: {e}") from None
+        con, key = _find(doc, path)
+        if con is None:
+            raise _ApplyError(f"{kind} operation does not apply: doc is missing destination path: {path}: "
+                              "missing value")
+        try:
+            _add(con, key, moved)
+        except _ApplyError as e:
+            prefix = f"error in move for path: '{path}'" if kind == "move" else \
+                "error while adding value during copy"
+            raise _ApplyError(f"{prefix}: {e}") from None
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: 1 == 1.0, but true != 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return False
+    return a == b
+
+
+def validate_json_patch(ops: Any) -> None:
+    """Reject what upstream's decoder rejects, before anything is applied (400/413)."""
+    if not isinstance(ops, list):
+        kind = "object" if isinstance(ops, dict) else "string" if isinstance(ops, str) else "number"
+        raise errors.bad_request(f"json: cannot unmarshal {kind} into Go value of type jsonpatch.Patch")
+    for op in ops:
+        if not isinstance(op, dict):
+            kind = "array" if isinstance(op, list) else "string" if isinstance(op, str) else "number"
+            raise errors.bad_request(f"json: cannot unmarshal {kind} into Go value of type jsonpatch.Operation")
+    if len(ops) > MAX_OPERATIONS:
+        raise errors.too_large(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, "
+                               f"got {len(ops)}")
+
+
+def apply_json_patch(doc: Any, ops: list) -> Any:
+    """The document after applying every operation in order (a new value; ``doc`` is untouched)."""
+    validate_json_patch(ops)
+    result = copy.deepcopy(doc)
+    for op in ops:
+        try:
+            _apply_one(result, op)
+        except _ApplyError as e:
+            raise patch_not_applied(str(e)) from None
+    return result

@@ -1,0 +1,44 @@
+"""Small helpers for ObjectMeta: timestamps, uids, generated names."""
+from __future__ import annotations
+
+import datetime
+import secrets
+import uuid
+
+# Upstream's utilrand alphabet: no vowels (no accidental words) and no
+# look-alike characters.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+GENERATED_SUFFIX_LENGTH = 5
+
+
+def now_rfc3339() -> str:
+    """metav1.Time: RFC 3339, UTC, second precision."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_rfc3339_micro() -> str:
+    """metav1.MicroTime (events' eventTime, leases' renewTime)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_rfc3339(value: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def new_uid() -> str:
+    return str(uuid.uuid4())
+
+
+def generate_name(prefix: str) -> str:
+    """``generateName`` + 5 random characters; the prefix is cut to keep the name <= 63."""
+    max_prefix = 63 - GENERATED_SUFFIX_LENGTH
+    return prefix[:max_prefix] + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(GENERATED_SUFFIX_LENGTH))
+
+
+def metadata(obj: dict) -> dict:
+    """The object's metadata dict, created if missing."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        obj["metadata"] = meta
+    return meta

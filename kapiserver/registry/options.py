@@ -1,0 +1,184 @@
+"""Typed query options of list/watch and delete (metav1.ListOptions, DeleteOptions)."""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Optional
+
+import orjson
+
+from kapiserver.machinery import errors
+from kapiserver.machinery.fields import FieldSelector, parse_field_selector
+from kapiserver.machinery.labels import LabelSelector, parse_label_selector
+
+NOT_OLDER_THAN = "NotOlderThan"
+EXACT = "Exact"
+PROPAGATION_POLICIES = ("Orphan", "Background", "Foreground")
+
+
+def _arg(args: dict, name: str) -> Optional[str]:
+    values = args.get(name.encode())
+    if not values:
+        return None
+    return values[0].decode("utf-8", "replace")
+
+
+def _bool_arg(args: dict, name: str) -> bool:
+    value = _arg(args, name)
+    return value is not None and value.lower() in ("true", "1")
+
+
+def _int_arg(args: dict, name: str) -> Optional[int]:
+    value = _arg(args, name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise errors.bad_request(f"invalid value for {name}: {value!r}: must be an integer") from None
+
+
+@dataclass
+class ListOptions:
+    label_selector: LabelSelector
+    field_selector: FieldSelector
+    limit: int = 0
+    continue_token: str = ""
+    resource_version: str = ""
+    resource_version_match: str = ""
+    timeout_seconds: Optional[int] = None
+    allow_watch_bookmarks: bool = False
+    send_initial_events: Optional[bool] = None
+    watch: bool = False
+
+    @classmethod
+    def from_args(cls, args: dict, watch: Optional[bool] = None) -> "ListOptions":
+        """Parse query arguments; ``watch`` forces the watch flag (``/watch/`` paths)."""
+        opts = cls(
+            label_selector=parse_label_selector(_arg(args, "labelSelector") or ""),
+            field_selector=parse_field_selector(_arg(args, "fieldSelector") or ""),
+            limit=_int_arg(args, "limit") or 0,
+            continue_token=_arg(args, "continue") or "",
+            resource_version=_arg(args, "resourceVersion") or "",
+            resource_version_match=_arg(args, "resourceVersionMatch") or "",
+            timeout_seconds=_int_arg(args, "timeoutSeconds"),
+            allow_watch_bookmarks=_bool_arg(args, "allowWatchBookmarks"),
+            watch=_bool_arg(args, "watch") if watch is None else watch,
+        )
+        sie = _arg(args, "sendInitialEvents")
+        if sie is not None:
+            opts.send_initial_events = sie.lower() in ("true", "1")
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        """Upstream's ValidateListOptions."""
+        causes = []
+        if self.limit < 0:
+            causes.append(errors.Cause(errors.INVALID, "must be greater than or equal to 0", "limit"))
+        match = self.resource_version_match
+        if match and match not in (NOT_OLDER_THAN, EXACT):
+            causes.append(errors.Cause(errors.NOT_SUPPORTED,
+                                       f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"',
+                                       "resourceVersionMatch"))
+        if match and not self.resource_version and match == EXACT:
+            causes.append(errors.Cause(errors.FORBIDDEN, "resourceVersionMatch is forbidden unless resourceVersion "
+                                       "is provided", "resourceVersionMatch"))
+        if match == EXACT and self.resource_version == "0":
+            causes.append(errors.Cause(errors.FORBIDDEN, 'resourceVersionMatch "exact" is forbidden for '
+                                       'resourceVersion "0"', "resourceVersionMatch"))
+        if self.continue_token and self.resource_version and self.resource_version != "0":
+            causes.append(errors.Cause(errors.FORBIDDEN, "specifying resource version is not allowed when using "
+                                       "continue", "resourceVersion"))
+        if self.send_initial_events is not None:
+            if not self.watch:
+                causes.append(errors.Cause(errors.FORBIDDEN, "sendInitialEvents is forbidden for list",
+                                           "sendInitialEvents"))
+            elif not self.allow_watch_bookmarks:
+                causes.append(errors.Cause(errors.FORBIDDEN, "sendInitialEvents requires setting "
+                                           "allowWatchBookmarks to true", "allowWatchBookmarks"))
+            elif match != NOT_OLDER_THAN:
+                causes.append(errors.Cause(errors.FORBIDDEN, "sendInitialEvents requires setting "
+                                           "resourceVersionMatch to NotOlderThan", "sendInitialEvents"))
+        elif self.watch and match:
+            causes.append(errors.Cause(errors.FORBIDDEN, "resourceVersionMatch is forbidden for watch unless "
+                                       "sendInitialEvents is provided", "resourceVersionMatch"))
+        if causes:
+            raise errors.invalid("ListOptions", "meta.k8s.io", "", causes)
+
+    def parsed_resource_version(self) -> int:
+        """The resourceVersion as a revision (0 when unset or "0")."""
+        return parse_resource_version(self.resource_version)
+
+
+def parse_resource_version(value: str) -> int:
+    if not value:
+        return 0
+    try:
+        rv = int(value)
+    except ValueError:
+        raise errors.bad_request(f'invalid resource version "{value}"') from None
+    if rv < 0:
+        raise errors.bad_request(f'invalid resource version "{value}"')
+    return rv
+
+
+# ---------------------------------------------------------------- continue tokens
+
+
+def encode_continue(revision: int, start_key: str) -> str:
+    """An opaque token: the list revision and the next key (relative to the prefix)."""
+    payload = orjson.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": start_key})
+    return base64.urlsafe_b64encode(payload).decode().rstrip("=")
+
+
+def decode_continue(token: str) -> tuple[int, str]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = orjson.loads(base64.urlsafe_b64decode(padded))
+        if data.get("v") != "meta.k8s.io/v1":
+            raise ValueError("version")
+        rv, start = int(data["rv"]), str(data["start"])
+    except Exception:
+        raise errors.bad_request("continue key is not valid: the continue token is malformed") from None
+    return rv, start
+
+
+# ---------------------------------------------------------------- delete
+
+
+@dataclass
+class DeleteOptions:
+    grace_period_seconds: Optional[int] = None
+    precondition_uid: str = ""
+    precondition_resource_version: str = ""
+    propagation_policy: str = ""
+    orphan_dependents: Optional[bool] = None
+    dry_run: bool = False
+    raw: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_request(cls, args: dict, body: Optional[dict]) -> "DeleteOptions":
+        body = body or {}
+        pre = body.get("preconditions") or {}
+        opts = cls(
+            grace_period_seconds=body.get("gracePeriodSeconds", _int_arg(args, "gracePeriodSeconds")),
+            precondition_uid=pre.get("uid") or "",
+            precondition_resource_version=pre.get("resourceVersion") or "",
+            propagation_policy=body.get("propagationPolicy") or _arg(args, "propagationPolicy") or "",
+            orphan_dependents=body.get("orphanDependents"),
+            dry_run=bool(body.get("dryRun")) or bool(_arg(args, "dryRun")),
+            raw=body,
+        )
+        if opts.propagation_policy and opts.propagation_policy not in PROPAGATION_POLICIES:
+            raise errors.invalid("DeleteOptions", "meta.k8s.io", "", [errors.Cause(
+                errors.NOT_SUPPORTED,
+                f'Unsupported value: "{opts.propagation_policy}": supported values: "Foreground", '
+                f'"Background", "Orphan"', "propagationPolicy")])
+        if opts.propagation_policy and opts.orphan_dependents is not None:
+            raise errors.invalid("DeleteOptions", "meta.k8s.io", "", [errors.Cause(
+                errors.INVALID, "orphanDependents and deletionPropagation cannot be both set",
+                "propagationPolicy")])
+        if opts.grace_period_seconds is not None and opts.grace_period_seconds < 0:
+            opts.grace_period_seconds = 1  # upstream turns negative grace periods into 1
+        return opts

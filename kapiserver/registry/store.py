@@ -1,0 +1,526 @@
+"""The generic registry Store: one for every resource type (upstream's genericregistry.Store).
+
+It owns the object lifecycle (create, update, patch through a
+compare-and-swap loop, delete with preconditions and finalizers, lists with
+selectors and pagination, watches) and calls the kind's Strategy and the
+admission chain at the points upstream does.  It knows nothing about HTTP.
+
+Objects are stored as JSON without ``metadata.resourceVersion``; on every read
+the resourceVersion is set from the key's mod revision.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Optional
+
+import orjson
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionChain, Attributes
+from kapiserver.machinery import errors, meta, validation
+from kapiserver.registry.leases import LeaseReuser
+from kapiserver.registry.options import (EXACT, DeleteOptions, ListOptions, decode_continue, encode_continue,
+                                         parse_resource_version)
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.storage import interface as st
+
+log = Logger()
+
+GENERATE_NAME_ATTEMPTS = 8
+# Items read from storage per round trip while filling a selector-filtered page.
+_LIST_BATCH = 500
+
+
+@dataclass
+class Context:
+    """Who asks, and how (dry run, field validation warnings to return)."""
+
+    user: Any = None
+    dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def decode(kv: st.KeyValue) -> dict:
+    obj = orjson.loads(kv.value)
+    obj.setdefault("metadata", {})["resourceVersion"] = str(kv.mod_revision)
+    return obj
+
+
+def encode(obj: dict) -> bytes:
+    md = obj.get("metadata") or {}
+    if "resourceVersion" in md:
+        md = dict(md)
+        del md["resourceVersion"]
+        obj = dict(obj, metadata=md)
+    return orjson.dumps(obj)
+
+
+def too_old(requested: int, compacted: int) -> errors.StatusError:
+    return errors.expired(f"too old resource version: {requested} ({compacted})")
+
+
+class Store:
+    def __init__(self, rtype: ResourceType, storage: st.Storage, admission: Optional[AdmissionChain] = None,
+                 leases: Optional[LeaseReuser] = None) -> None:
+        self.rtype = rtype
+        self.storage = storage
+        self.admission = admission or AdmissionChain()
+        self.leases = leases or LeaseReuser(storage)
+
+    # ------------------------------------------------------------ helpers
+
+    @property
+    def strategy(self):
+        return self.rtype.strategy
+
+    def _not_found(self, name: str) -> errors.StatusError:
+        return errors.not_found(self.rtype.plural, self.rtype.group, name)
+
+    def _conflict(self, name: str, why: str = errors.CONFLICT_MESSAGE) -> errors.StatusError:
+        return errors.conflict(self.rtype.plural, self.rtype.group, name, why)
+
+    def _invalid(self, name: str, causes: list[errors.Cause]) -> errors.StatusError:
+        return errors.invalid(self.rtype.kind, self.rtype.group, name, causes)
+
+    def key(self, namespace: str, name: str) -> str:
+        return self.rtype.storage_key(namespace, name)
+
+    def _stamp_type(self, obj: dict) -> dict:
+        obj["apiVersion"] = self.rtype.api_version
+        obj["kind"] = self.rtype.kind
+        return obj
+
+    def to_external(self, obj: dict) -> dict:
+        """A stored object as this resource type's clients see it."""
+        if self.rtype.convert_from_storage is not None:
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            obj = self.rtype.convert_from_storage(obj)
+            if rv is not None:
+                obj.setdefault("metadata", {})["resourceVersion"] = rv
+        self._stamp_type(obj)
+        self.strategy.finalize_on_read(self.rtype, obj)
+        return obj
+
+    def _from_kv(self, kv: st.KeyValue) -> dict:
+        return self.to_external(decode(kv))
+
+    def _encode(self, obj: dict) -> bytes:
+        """The stored form of an object of this type."""
+        if self.rtype.convert_to_storage is not None:
+            obj = self.rtype.convert_to_storage(obj)
+        return encode(obj)
+
+    # ------------------------------------------------------------ get
+
+    async def get(self, namespace: str, name: str, resource_version: str = "") -> dict:
+        rev = parse_resource_version(resource_version)
+        try:
+            kv = await self.storage.get(self.key(namespace, name))
+        except st.CompactedError as e:
+            raise too_old(rev, e.compacted)
+        if kv is None:
+            raise self._not_found(name)
+        if rev and kv.mod_revision < rev:
+            # the store is always at least as new as any revision we handed out
+            pass
+        return self._from_kv(kv)
+
+    # ------------------------------------------------------------ list
+
+    def field_getter(self, obj: dict) -> Callable[[str], Optional[str]]:
+        md = obj.get("metadata") or {}
+        getters = self.rtype.selectable_fields
+
+        def get(name: str) -> Optional[str]:
+            if name == "metadata.name":
+                return md.get("name", "")
+            if name == "metadata.namespace":
+                return md.get("namespace", "")
+            getter = getters.get(name)
+            return getter(obj) if getter else None
+        return get
+
+    def check_field_selector(self, opts: ListOptions) -> None:
+        allowed = {"metadata.name", "metadata.namespace", *self.rtype.selectable_fields}
+        for name in sorted(opts.field_selector.fields()):
+            if name not in allowed:
+                raise errors.bad_request(f'"{name}" is not a known field selector: only "'
+                                         + '", "'.join(sorted(allowed)) + '"'
+                                         if self.rtype.is_crd else f"field label not supported: {name}")
+
+    def matcher(self, opts: ListOptions) -> Optional[Callable[[dict], bool]]:
+        """A predicate for the list options' selectors (None when everything matches)."""
+        self.check_field_selector(opts)
+        labels, fields = opts.label_selector, opts.field_selector
+        if labels.empty and fields.empty:
+            return None
+
+        def matches(obj: dict) -> bool:
+            md = obj.get("metadata") or {}
+            if not labels.empty and not labels.matches(md.get("labels") or {}):
+                return False
+            return fields.empty or fields.matches(self.field_getter(obj))
+        return matches
+
+    async def list(self, namespace: str, opts: ListOptions) -> dict:
+        prefix = self.rtype.storage_prefix(namespace)
+        matches = self.matcher(opts)
+        rev = 0
+        start = ""
+        if opts.continue_token:
+            rev, start = decode_continue(opts.continue_token)
+            if rev < 0:
+                rev = 0
+        elif opts.resource_version and opts.resource_version != "0":
+            wanted = parse_resource_version(opts.resource_version)
+            if opts.resource_version_match == EXACT:
+                rev = wanted
+            else:
+                current = await self.storage.current_revision()
+                if wanted > current:
+                    raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
+                                             f"current: {current}", {"causes": [
+                                                 {"reason": "ResourceVersionTooLarge",
+                                                  "message": "Too large resource version"}],
+                                                 "retryAfterSeconds": 1})
+        items: list[dict] = []
+        start_key = prefix + start if start else ""
+        more = False
+        next_key = ""
+        remaining: Optional[int] = None
+        read_rev = rev
+        while True:
+            batch = opts.limit if (opts.limit and not matches) else (_LIST_BATCH if opts.limit else 0)
+            try:
+                page = await self.storage.list(prefix, revision=read_rev, limit=batch, start_key=start_key)
+            except st.CompactedError as e:
+                if opts.continue_token:
+                    fresh = encode_continue(-1, start)
+                    raise errors.expired(
+                        "The provided continue parameter is too old to display a consistent list result. "
+                        "You can start a new list without the continue parameter, or use the continue token "
+                        "in this response to retrieve the remainder of the results. Continuing with the "
+                        "provided token results in an inconsistent list - objects that were created, "
+                        "modified, or deleted between the time the first chunk was returned and now may "
+                        "show up in the list.", fresh)
+                raise too_old(read_rev, e.compacted)
+            except st.FutureRevisionError as e:
+                raise errors.StatusError(504, "Timeout", f"Too large resource version: {e.requested}, "
+                                         f"current: {e.current}")
+            read_rev = page.revision
+            consumed = 0
+            for kv in page.items:
+                consumed += 1
+                obj = self._from_kv(kv)
+                if matches is None or matches(obj):
+                    items.append(obj)
+                    if opts.limit and len(items) >= opts.limit:
+                        break
+            if opts.limit and len(items) >= opts.limit:
+                last_key = page.items[consumed - 1].key
+                more = consumed < len(page.items) or page.more
+                next_key = last_key[len(prefix):] + "\x00"
+                if matches is None:
+                    remaining = page.count - consumed
+                break
+            if not page.more or not page.items:
+                break
+            start_key = page.items[-1].key + "\x00"
+        list_meta: dict[str, Any] = {"resourceVersion": str(read_rev)}
+        if more:
+            list_meta["continue"] = encode_continue(read_rev, next_key)
+            if remaining is not None and remaining > 0:
+                list_meta["remainingItemCount"] = remaining
+        return {"kind": self.rtype.list_kind, "apiVersion": self.rtype.api_version,
+                "metadata": list_meta, "items": items}
+
+    # ------------------------------------------------------------ create
+
+    def _check_metadata(self, obj: dict) -> list[errors.Cause]:
+        return validation.validate_object_meta(obj.get("metadata") or {}, self.rtype.namespaced,
+                                               self.strategy.name_validation)
+
+    def _check_kind(self, obj: Any) -> dict:
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request must be a JSON or YAML object")
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version and api_version != self.rtype.api_version:
+            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
+                                     f"API version ({self.rtype.api_version})")
+        if kind and kind != self.rtype.kind:
+            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind "
+                                     f"({self.rtype.kind})")
+        return obj
+
+    def _check_namespace(self, obj: dict, namespace: str) -> None:
+        md = meta.metadata(obj)
+        if not self.rtype.namespaced:
+            if md.get("namespace"):
+                md.pop("namespace")
+            return
+        body_ns = md.get("namespace")
+        if body_ns and namespace and body_ns != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
+                                     "on the request")
+        if namespace:
+            md["namespace"] = namespace
+
+    async def create(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> dict:
+        ctx = ctx or Context()
+        obj = self._check_kind(obj)
+        self._check_namespace(obj, namespace)
+        self._stamp_type(obj)
+        md = meta.metadata(obj)
+        for transient in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp",
+                          "deletionGracePeriodSeconds", "selfLink", "generation", "managedFields"):
+            md.pop(transient, None)
+        md["generation"] = 1
+        self.strategy.prepare_for_create(self.rtype, obj)
+        attrs = Attributes(CREATE, self.rtype, namespace, md.get("name", ""), obj, user=ctx.user,
+                           dry_run=ctx.dry_run)
+        await self.admission.admit(attrs)
+        self.strategy.default(self.rtype, obj)
+        generated = not md.get("name") and bool(md.get("generateName"))
+        for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
+            if generated:
+                md["name"] = meta.generate_name(md["generateName"])
+            causes = self._check_metadata(obj) + self.strategy.validate(self.rtype, obj)
+            if causes:
+                raise self._invalid(md.get("name") or md.get("generateName", ""), causes)
+            attrs.name = md["name"]
+            await self.admission.validate(attrs)
+            ctx.warnings.extend(attrs.warnings)
+            md["uid"] = meta.new_uid()
+            md["creationTimestamp"] = meta.now_rfc3339()
+            if ctx.dry_run:
+                existing = await self.storage.get(self.key(namespace, md["name"]))
+                if existing is not None:
+                    if generated:
+                        continue
+                    raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
+                return obj
+            lease = await self.leases.lease_for(self.rtype.ttl_seconds) if self.rtype.ttl_seconds else 0
+            try:
+                kv = await self.storage.create(self.key(namespace, md["name"]), self._encode(obj), lease=lease)
+            except st.KeyExistsError:
+                if generated and attempt + 1 < GENERATE_NAME_ATTEMPTS:
+                    continue
+                raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
+            md["resourceVersion"] = str(kv.mod_revision)
+            return self.to_external(obj)
+        raise errors.already_exists(self.rtype.plural, self.rtype.group, md.get("name", ""))
+
+    # ------------------------------------------------------------ update & patch
+
+    async def update(self, namespace: str, name: str, obj: Any, subresource: str = "",
+                     ctx: Optional[Context] = None) -> tuple[dict, bool]:
+        """PUT: replace the object. Returns (object, created)."""
+        obj = self._check_kind(obj)
+        md = meta.metadata(obj)
+        if md.get("name") and md["name"] != name:
+            raise errors.bad_request(f"the name of the object ({md['name']}) does not match the name on the URL "
+                                     f"({name})")
+        md["name"] = name
+        self._check_namespace(obj, namespace)
+        wanted_rv = md.get("resourceVersion") or ""
+
+        def replace(current: Optional[dict]) -> dict:
+            return copy.deepcopy(obj)
+        return await self.guaranteed_update(namespace, name, replace, subresource, ctx,
+                                            precondition_rv=wanted_rv, create_if_missing=True)
+
+    async def guaranteed_update(self, namespace: str, name: str,
+                                mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
+                                subresource: str = "", ctx: Optional[Context] = None,
+                                precondition_rv: str = "", create_if_missing: bool = False
+                                ) -> tuple[dict, bool]:
+        """Read, mutate, validate, compare-and-swap; retry on conflict.
+
+        ``mutate`` gets the current object (with its resourceVersion) and
+        returns the desired one.  A resourceVersion in the desired object that
+        differs from the current one is a 409 Conflict, never a retry: that
+        is how update/patch preconditions work upstream.
+        """
+        ctx = ctx or Context()
+        key = self.key(namespace, name)
+        kv = await self.storage.get(key)
+        while True:
+            if kv is None:
+                if not (create_if_missing and self.strategy.allow_create_on_update and not subresource):
+                    raise self._not_found(name)
+                desired = mutate(None)
+                if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
+                    desired = await desired
+                try:
+                    return await self.create(namespace, desired, ctx), True
+                except errors.StatusError as e:
+                    if e.reason == "AlreadyExists":
+                        kv = await self.storage.get(key)
+                        continue
+                    raise
+            current = self._from_kv(kv)
+            desired = mutate(copy.deepcopy(current))
+            if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
+                desired = await desired
+            desired = self._check_kind(desired)
+            self._stamp_type(desired)
+            dmd = meta.metadata(desired)
+            rv = precondition_rv or dmd.get("resourceVersion") or ""
+            if not rv and not self.strategy.allow_unconditional_update:
+                raise self._invalid(name, [errors.Cause(errors.INVALID, "must be specified for an update",
+                                                        "metadata.resourceVersion")])
+            if rv and rv != current["metadata"]["resourceVersion"]:
+                raise self._conflict(name)
+            body_uid = dmd.get("uid")
+            if body_uid and body_uid != current["metadata"].get("uid"):
+                raise self._conflict(name, f"Precondition failed: UID in precondition: {body_uid}, "
+                                           f"UID in object meta: {current['metadata'].get('uid')}")
+            new = await self._prepare_update(namespace, name, desired, current, subresource, ctx)
+            if new is None:  # nothing changed: no write, as upstream
+                return current, False
+            if ctx.dry_run:
+                return new, False
+            try:
+                if self._finalized(new, current):
+                    deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
+                    new["metadata"]["resourceVersion"] = str(deleted.mod_revision)
+                    return self.to_external(new), False
+                written = await self.storage.update(key, self._encode(new), expected_mod_revision=kv.mod_revision)
+            except st.ConflictError as e:
+                if rv:
+                    raise self._conflict(name)
+                kv = e.current
+                continue
+            except st.KeyNotFoundError:
+                kv = None
+                continue
+            new["metadata"]["resourceVersion"] = str(written.mod_revision)
+            return self.to_external(new), False
+
+    def _finalized(self, new: dict, old: dict) -> bool:
+        """The update that empties the finalizers of a deleting object removes it."""
+        md = new["metadata"]
+        return (bool(old["metadata"].get("deletionTimestamp")) and not md.get("finalizers")
+                and not self.strategy.delete_pending(self.rtype, copy.deepcopy(new)))
+
+    async def _prepare_update(self, namespace: str, name: str, new: dict, old: dict, subresource: str,
+                              ctx: Context) -> Optional[dict]:
+        """Apply upstream's update rules; None if the result equals the old object."""
+        md, old_md = new["metadata"], old["metadata"]
+        md["name"] = name
+        if self.rtype.namespaced:
+            md["namespace"] = namespace
+        # fields the client cannot change through an update
+        for fixed in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                      "generation", "selfLink"):
+            if fixed in old_md:
+                if fixed == "uid" or fixed == "creationTimestamp":
+                    if md.get(fixed) not in (None, "", old_md[fixed]):
+                        pass  # reported by validate_object_meta_update below
+                md[fixed] = old_md[fixed]
+            else:
+                md.pop(fixed, None)
+        md.pop("managedFields", None)
+        if subresource == "status":
+            self.strategy.prepare_for_status_update(self.rtype, new, old)
+            md = new["metadata"]
+        elif subresource == "finalize":
+            self.strategy.prepare_for_finalize_update(self.rtype, new, old)
+            md = new["metadata"]
+        else:
+            self.strategy.prepare_for_update(self.rtype, new, old)
+        if old_md.get("deletionTimestamp"):
+            added = [f for f in md.get("finalizers") or [] if f not in (old_md.get("finalizers") or [])]
+            if added:
+                raise self._invalid(name, [errors.Cause(
+                    errors.FORBIDDEN, "no new finalizers can be added if the object is being deleted, found new "
+                    f"finalizers []string{{{', '.join(repr(f).replace(chr(39), chr(34)) for f in added)}}}",
+                    "metadata.finalizers")])
+        attrs = Attributes(UPDATE, self.rtype, namespace, name, new, old, subresource, ctx.user, ctx.dry_run)
+        await self.admission.admit(attrs)
+        self.strategy.default(self.rtype, new)
+        if not subresource and self.strategy.generation_changes(self.rtype, new, old):
+            md["generation"] = (old_md.get("generation") or 1) + 1
+        causes = (self._check_metadata(new)
+                  + validation.validate_object_meta_update(md, old_md)
+                  + self.strategy.validate_update(self.rtype, new, old))
+        if causes:
+            raise self._invalid(name, causes)
+        await self.admission.validate(attrs)
+        ctx.warnings.extend(attrs.warnings)
+        md["resourceVersion"] = old_md["resourceVersion"]
+        if new == old:
+            return None
+        return new
+
+    # ------------------------------------------------------------ delete
+
+    async def delete(self, namespace: str, name: str, opts: DeleteOptions,
+                     ctx: Optional[Context] = None) -> tuple[dict, bool]:
+        """Returns (object, deleted_now).  An object with finalizers is only
+        marked (deletionTimestamp) and stays readable until they are gone."""
+        ctx = ctx or Context()
+        key = self.key(namespace, name)
+        kv = await self.storage.get(key)
+        while True:
+            if kv is None:
+                raise self._not_found(name)
+            current = self._from_kv(kv)
+            cmd = current["metadata"]
+            if opts.precondition_uid and opts.precondition_uid != cmd.get("uid"):
+                raise self._conflict(name, f"Precondition failed: UID in precondition: {opts.precondition_uid}, "
+                                           f"UID in object meta: {cmd.get('uid')}")
+            if opts.precondition_resource_version and opts.precondition_resource_version != cmd["resourceVersion"]:
+                raise self._conflict(name, "Precondition failed: ResourceVersion in precondition: "
+                                           f"{opts.precondition_resource_version}, ResourceVersion in object meta: "
+                                           f"{cmd['resourceVersion']}")
+            attrs = Attributes(DELETE, self.rtype, namespace, name, None, current, user=ctx.user,
+                               dry_run=ctx.dry_run or opts.dry_run)
+            await self.admission.validate(attrs)
+            marked = copy.deepcopy(current)
+            if cmd.get("finalizers") or self.strategy.delete_pending(self.rtype, marked):
+                if cmd.get("deletionTimestamp"):
+                    return current, False
+                marked["metadata"]["deletionTimestamp"] = meta.now_rfc3339()
+                marked["metadata"]["deletionGracePeriodSeconds"] = 0
+                if ctx.dry_run or opts.dry_run:
+                    return marked, False
+                try:
+                    written = await self.storage.update(key, self._encode(marked), expected_mod_revision=kv.mod_revision)
+                except st.ConflictError as e:
+                    kv = e.current
+                    continue
+                except st.KeyNotFoundError:
+                    kv = None
+                    continue
+                marked["metadata"]["resourceVersion"] = str(written.mod_revision)
+                return self.to_external(marked), False
+            if ctx.dry_run or opts.dry_run:
+                return current, True
+            try:
+                deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
+            except st.ConflictError as e:
+                kv = e.current
+                continue
+            except st.KeyNotFoundError:
+                raise self._not_found(name)
+            current["metadata"]["resourceVersion"] = str(deleted.mod_revision)
+            return current, True
+
+    async def delete_collection(self, namespace: str, list_opts: ListOptions, opts: DeleteOptions,
+                                ctx: Optional[Context] = None) -> dict:
+        listed = await self.list(namespace, ListOptions(list_opts.label_selector, list_opts.field_selector))
+        deleted = []
+        for obj in listed["items"]:
+            md = obj["metadata"]
+            try:
+                result, _ = await self.delete(md.get("namespace", ""), md["name"], opts, ctx)
+            except errors.StatusError as e:
+                if e.code == 404:
+                    continue
+                raise
+            deleted.append(result)
+        return {"kind": self.rtype.list_kind, "apiVersion": self.rtype.api_version,
+                "metadata": {"resourceVersion": listed["metadata"]["resourceVersion"]}, "items": deleted}

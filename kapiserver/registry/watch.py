@@ -1,0 +1,162 @@
+"""Watches of one resource type through the Store: storage events → watch events.
+
+Applies upstream's watch semantics on top of a storage prefix watch: the
+initial state as synthetic ADDED events (resourceVersion unset or "0", or
+``sendInitialEvents=true``), events strictly after a given resourceVersion,
+selector filtering with objects moving in and out of the selection,
+bookmarks, ``timeoutSeconds`` and 410 Expired for compacted history.
+"""
+from __future__ import annotations
+
+from typing import Optional, Protocol
+
+from twisted.internet import task
+from twisted.logger import Logger
+
+from kapiserver.machinery import errors
+from kapiserver.registry.options import NOT_OLDER_THAN, ListOptions, parse_resource_version
+from kapiserver.registry.store import Store, decode, too_old
+from kapiserver.storage import interface as st
+
+log = Logger()
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+BOOKMARK = "BOOKMARK"
+ERROR = "ERROR"
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+class WatchSink(Protocol):
+    """Where a watch's events go (the HTTP stream, or a controller)."""
+
+    def send(self, event_type: str, obj: dict) -> None: ...
+
+    def finish(self) -> None:
+        """The watch ended (timeout, error already sent, or stop)."""
+
+
+class ResourceWatch:
+    def __init__(self, store: Store, namespace: str, opts: ListOptions, sink: WatchSink, reactor,
+                 bookmark_interval: float = 60.0) -> None:
+        self.store = store
+        self.rtype = store.rtype
+        self.namespace = namespace
+        self.opts = opts
+        self.sink = sink
+        self.reactor = reactor
+        self.bookmark_interval = bookmark_interval
+        self.matches = store.matcher(opts)
+        self.revision = 0
+        self._watch: Optional[st.Watch] = None
+        self._timer = None
+        self._bookmarks: Optional[task.LoopingCall] = None
+        self._done = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        opts = self.opts
+        prefix = self.rtype.storage_prefix(self.namespace)
+        initial = opts.send_initial_events
+        if initial is None:
+            initial = opts.resource_version in ("", "0")
+        if initial:
+            wanted = parse_resource_version(opts.resource_version) if opts.resource_version_match == \
+                NOT_OLDER_THAN else 0
+            page = await self.store.storage.list(prefix)
+            if wanted and page.revision < wanted:
+                raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
+                                         f"current: {page.revision}")
+            self.revision = page.revision
+            for kv in page.items:
+                obj = self.store.to_external(decode(kv))
+                if self.matches is None or self.matches(obj):
+                    self.sink.send(ADDED, obj)
+            if opts.send_initial_events:
+                self._bookmark({INITIAL_EVENTS_END: "true"})
+        else:
+            self.revision = parse_resource_version(opts.resource_version)
+        self._watch = self.store.storage.watch(prefix, self.revision, self._on_event, self._on_error,
+                                               self._on_progress)
+        timeout = opts.timeout_seconds
+        if timeout:
+            self._timer = self.reactor.callLater(timeout, self.stop)
+        if opts.allow_watch_bookmarks and self.bookmark_interval > 0:
+            self._bookmarks = task.LoopingCall(self._bookmark)
+            self._bookmarks.clock = self.reactor
+            self._bookmarks.start(self.bookmark_interval, now=False)
+
+    def stop(self) -> None:
+        """End the watch (idempotent); the sink is told once."""
+        if self._done:
+            return
+        self._done = True
+        if self._watch is not None:
+            self._watch.cancel()
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        if self._bookmarks is not None and self._bookmarks.running:
+            self._bookmarks.stop()
+        self.sink.finish()
+
+    # ------------------------------------------------------------ events
+
+    def _bookmark(self, annotations: Optional[dict] = None) -> None:
+        if self._done:
+            return
+        md: dict = {"resourceVersion": str(self.revision)}
+        if annotations:
+            md["annotations"] = annotations
+        self.sink.send(BOOKMARK, {"kind": self.rtype.kind, "apiVersion": self.rtype.api_version, "metadata": md})
+
+    def _on_progress(self, revision: int) -> None:
+        self.revision = max(self.revision, revision)
+
+    def _on_event(self, event: st.Event) -> None:
+        if self._done:
+            return
+        self.revision = event.revision
+        try:
+            converted = self._convert(event)
+        except Exception:
+            log.failure("decoding a watch event of {resource}", resource=self.rtype.plural)
+            return
+        if converted is not None:
+            self.sink.send(*converted)
+
+    def _convert(self, event: st.Event) -> Optional[tuple[str, dict]]:
+        obj = self.store.to_external(decode(event.kv))
+        if event.type == st.DELETE:
+            if self.matches is None or self.matches(obj):
+                return DELETED, obj
+            return None
+        if self.matches is None:
+            return (ADDED if event.is_create else MODIFIED), obj
+        now = self.matches(obj)
+        before = False
+        old = None
+        if event.prev_kv is not None:
+            old = self.store.to_external(decode(event.prev_kv))
+            before = self.matches(old)
+        if now and before:
+            return MODIFIED, obj
+        if now:
+            return ADDED, obj
+        if before and old is not None:
+            # left the selection: the old object, at the new revision (as upstream's cacher)
+            old["metadata"]["resourceVersion"] = str(event.revision)
+            return DELETED, old
+        return None
+
+    def _on_error(self, failure: Exception) -> None:
+        if self._done:
+            return
+        if isinstance(failure, st.CompactedError):
+            err = too_old(failure.requested, failure.compacted)
+        else:
+            log.error("watch of {resource} failed: {err!r}", resource=self.rtype.plural, err=failure)
+            err = errors.internal_error("the watch ended unexpectedly; please restart it")
+        self.sink.send(ERROR, err.to_status())
+        self.stop()

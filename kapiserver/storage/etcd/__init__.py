@@ -1,0 +1,5 @@
+"""The etcd v3 storage backend (over etcd's JSON gRPC gateway, with treq)."""
+from kapiserver.storage.etcd.backend import EtcdStorage
+from kapiserver.storage.etcd.tls import EtcdTLS
+
+__all__ = ["EtcdStorage", "EtcdTLS"]

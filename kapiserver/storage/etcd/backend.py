@@ -1,0 +1,247 @@
+"""EtcdStorage: the storage contract (kapiserver.storage.interface) on etcd v3.
+
+The contract is modelled on etcd, so this is mostly a translation: keys live
+at ``<prefix><key>`` (``/registry/configmaps/ns/name``, as kube-apiserver lays
+them out), revisions are etcd's, create/update/delete are single txns guarded
+on create_revision / mod_revision that return the current value when the
+guard fails, and leases are etcd leases.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from kapiserver.storage.etcd.client import Compare, EtcdClient, EtcdKV, Op, RangeResponse, prefix_end
+from kapiserver.storage.etcd.tls import EtcdTLS
+from kapiserver.storage.etcd.watch import EtcdWatch
+from kapiserver.storage.interface import (CompactedError, ConflictError, ErrorHandler, EventHandler,
+                                          FutureRevisionError, KeyExistsError, KeyNotFoundError, KeyValue,
+                                          ListResult, ProgressHandler, UnavailableError, Watch)
+
+log = Logger()
+
+
+def _deferred(coro) -> defer.Deferred:
+    return defer.Deferred.fromCoroutine(coro)
+
+
+class EtcdStorage:
+    """The etcd backend.  ``endpoints`` are client URLs (``http(s)://host:port``)."""
+
+    def __init__(self, endpoints: list[str], prefix: str = "/registry", tls: Optional[EtcdTLS] = None,
+                 request_timeout: float = 10.0, reactor=None):
+        self.client = EtcdClient(endpoints, tls=tls, request_timeout=request_timeout, reactor=reactor)
+        self.reactor = self.client.reactor
+        self.prefix = prefix.rstrip("/")
+        self._prefix_bytes = self.prefix.encode("utf-8")
+        self._watches: set[EtcdWatch] = set()
+        # The highest compaction this process knows of; a floor for searches.
+        self._known_compacted = 0
+
+    # ------------------------------------------------------------ keys
+
+    def _key(self, key: str) -> bytes:
+        return self._prefix_bytes + key.encode("utf-8")
+
+    def _unkey(self, raw: bytes) -> str:
+        if raw.startswith(self._prefix_bytes):
+            raw = raw[len(self._prefix_bytes):]
+        return raw.decode("utf-8", "surrogateescape")
+
+    def _kv(self, kv: EtcdKV) -> KeyValue:
+        return KeyValue(self._unkey(kv.key), kv.value, kv.create_revision, kv.mod_revision, kv.lease)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> defer.Deferred:
+        """Fire once etcd answers (UnavailableError otherwise)."""
+        return _deferred(self.check_health())
+
+    def stop(self) -> defer.Deferred:
+        """Cancel every watch (without on_error) and close connections."""
+        for w in list(self._watches):
+            w.cancel()
+        self._watches.clear()
+        return self.client.close()
+
+    async def check_health(self) -> None:
+        """Raise UnavailableError unless etcd answers a status call (for /readyz/etcd)."""
+        await self.client.status()
+
+    # ------------------------------------------------------------ revisions
+
+    def current_revision(self) -> defer.Deferred:
+        return _deferred(self._current_revision())
+
+    async def _current_revision(self) -> int:
+        # A keys-only range of one unlikely key is the cheapest linearizable read.
+        r = await self.client.range(self._prefix_bytes + b"\0", keys_only=True)
+        return r.revision
+
+    def compacted_revision(self) -> defer.Deferred:
+        return _deferred(self._compacted_revision())
+
+    async def _compacted_revision(self) -> int:
+        """Find etcd's compacted revision by bisection (etcd does not report it directly).
+
+        A read at revision R fails as compacted iff R < compacted revision, so
+        the smallest readable revision is the compacted one.  This takes
+        log2(current) cheap count-only reads and never writes.
+        """
+        current = await self._current_revision()
+        probe = self._prefix_bytes + b"\0"
+
+        async def readable(rev: int) -> bool:
+            try:
+                await self.client.range(probe, revision=rev, count_only=True)
+                return True
+            except CompactedError:
+                return False
+
+        lo = max(1, self._known_compacted)
+        if await readable(lo):
+            found = lo
+        else:
+            hi = current  # the current revision is always readable
+            while lo + 1 < hi:
+                mid = (lo + hi) // 2
+                if await readable(mid):
+                    hi = mid
+                else:
+                    lo = mid
+            found = hi
+        found = 0 if found <= 1 else found
+        self._known_compacted = max(self._known_compacted, found)
+        return found
+
+    async def _compacted(self, e: CompactedError) -> CompactedError:
+        return CompactedError(e.requested, await self._compacted_revision())
+
+    async def _future(self, e: FutureRevisionError) -> FutureRevisionError:
+        return FutureRevisionError(e.requested, await self._current_revision())
+
+    async def _range(self, key: bytes, **kwargs) -> RangeResponse:
+        try:
+            return await self.client.range(key, **kwargs)
+        except CompactedError as e:
+            raise await self._compacted(e) from None
+        except FutureRevisionError as e:
+            raise await self._future(e) from None
+
+    # ------------------------------------------------------------ reads
+
+    def get(self, key: str, revision: int = 0) -> defer.Deferred:
+        return _deferred(self._get(key, revision))
+
+    async def _get(self, key: str, revision: int) -> Optional[KeyValue]:
+        r = await self._range(self._key(key), revision=revision)
+        return self._kv(r.kvs[0]) if r.kvs else None
+
+    def list(self, prefix: str, revision: int = 0, limit: int = 0, start_key: str = "") -> defer.Deferred:
+        return _deferred(self._list(prefix, revision, limit, start_key))
+
+    async def _list(self, prefix: str, revision: int, limit: int, start_key: str) -> ListResult:
+        begin = self._key(prefix)
+        end = prefix_end(begin)
+        if start_key and start_key > prefix:
+            begin = self._key(start_key)
+        r = await self._range(begin, range_end=end, limit=limit, revision=revision)
+        return ListResult([self._kv(kv) for kv in r.kvs], revision or r.revision, r.more, r.count)
+
+    def count(self, prefix: str) -> defer.Deferred:
+        return _deferred(self._count(prefix))
+
+    async def _count(self, prefix: str) -> int:
+        begin = self._key(prefix)
+        r = await self.client.range(begin, range_end=prefix_end(begin), count_only=True)
+        return r.count
+
+    # ------------------------------------------------------------ writes
+
+    def create(self, key: str, value: bytes, lease: int = 0) -> defer.Deferred:
+        return _deferred(self._create(key, value, lease))
+
+    async def _create(self, key: str, value: bytes, lease: int) -> KeyValue:
+        k = self._key(key)
+        r = await self.client.txn([Compare.create_revision(k, "EQUAL", 0)],
+                                  [Op.put(k, value, lease=lease)], [])
+        if not r.succeeded:
+            raise KeyExistsError(key)
+        return KeyValue(key, value, r.revision, r.revision, lease)
+
+    def update(self, key: str, value: bytes, expected_mod_revision: int = 0) -> defer.Deferred:
+        return _deferred(self._update(key, value, expected_mod_revision))
+
+    async def _update(self, key: str, value: bytes, expected: int) -> KeyValue:
+        k = self._key(key)
+        guard = (Compare.mod_revision(k, "EQUAL", expected) if expected
+                 else Compare.create_revision(k, "GREATER", 0))
+        # ignore_lease keeps the key's lease (an Event keeps its TTL when updated).
+        r = await self.client.txn([guard], [Op.put(k, value, prev_kv=True, ignore_lease=True)], [Op.range(k)])
+        if not r.succeeded:
+            raise self._guard_failure(key, r.responses[0])
+        prev = r.responses[0].prev_kv
+        return KeyValue(key, value, prev.create_revision, r.revision, prev.lease)
+
+    def delete(self, key: str, expected_mod_revision: int = 0) -> defer.Deferred:
+        return _deferred(self._delete(key, expected_mod_revision))
+
+    async def _delete(self, key: str, expected: int) -> KeyValue:
+        k = self._key(key)
+        guard = (Compare.mod_revision(k, "EQUAL", expected) if expected
+                 else Compare.create_revision(k, "GREATER", 0))
+        r = await self.client.txn([guard], [Op.delete_range(k, prev_kv=True)], [Op.range(k)])
+        if not r.succeeded:
+            raise self._guard_failure(key, r.responses[0])
+        prev = r.responses[0].prev_kvs[0]
+        return KeyValue(key, prev.value, prev.create_revision, r.revision, prev.lease)
+
+    def _guard_failure(self, key: str, current: RangeResponse) -> Exception:
+        if not current.kvs:
+            return KeyNotFoundError(key)
+        return ConflictError(key, self._kv(current.kvs[0]))
+
+    # ------------------------------------------------------------ watch
+
+    def watch(self, prefix: str, after_revision: int, on_event: EventHandler, on_error: ErrorHandler,
+              on_progress: Optional[ProgressHandler] = None) -> Watch:
+        begin = self._key(prefix)
+        w = EtcdWatch(self.client, begin, prefix_end(begin), after_revision, self._unkey, on_event,
+                      on_error, on_progress, reactor=self.reactor, on_done=self._watches.discard)
+        if w.active:
+            self._watches.add(w)
+        return w
+
+    # ------------------------------------------------------------ maintenance
+
+    def compact(self, revision: int) -> defer.Deferred:
+        return _deferred(self._compact(revision))
+
+    async def _compact(self, revision: int) -> None:
+        try:
+            await self.client.compact(revision)
+        except CompactedError:
+            return  # already compacted at or beyond ``revision``
+        except FutureRevisionError as e:
+            raise await self._future(e) from None
+        self._known_compacted = max(self._known_compacted, revision)
+
+    async def compact_to_current_minus(self, keep: int) -> int:
+        """Compact away all but the last ``keep`` revisions; returns the compaction revision (0 if none)."""
+        target = await self._current_revision() - keep
+        if target <= max(1, self._known_compacted):
+            return 0
+        await self._compact(target)
+        return target
+
+    def grant_lease(self, ttl_seconds: int) -> defer.Deferred:
+        return _deferred(self._grant_lease(ttl_seconds))
+
+    async def _grant_lease(self, ttl_seconds: int) -> int:
+        lease_id, _ = await self.client.lease_grant(ttl_seconds)
+        return lease_id
+
+
+__all__ = ["EtcdStorage", "EtcdTLS", "UnavailableError"]

@@ -1,0 +1,460 @@
+"""A typed client for etcd v3's JSON gRPC gateway, driven by treq.
+
+Why the gateway: it needs no gRPC dependency, every call is a plain HTTP POST
+of a JSON body, and a watch is one long streaming response.  Conventions of
+the gateway this module hides: keys and values are base64, int64 fields are
+JSON strings, and fields equal to their zero value are omitted.
+
+Every call has a deadline; with several endpoints, a connection failure moves
+on to the next one.  Failures surface as the storage errors of
+:mod:`kapiserver.storage.interface` (an unreachable etcd is
+:class:`UnavailableError` naming the endpoints).
+"""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import orjson
+import treq
+from twisted.internet import defer, error as net_error
+from twisted.internet.interfaces import IProtocol
+from twisted.logger import Logger
+from twisted.web import _newclient
+from twisted.web.client import Agent, HTTPConnectionPool
+
+from kapiserver.storage.etcd.tls import EtcdTLS
+from kapiserver.storage.interface import (CompactedError, FutureRevisionError, StorageError,
+                                          UnavailableError)
+
+log = Logger()
+
+# Failures that prove the request never reached etcd: always safe to retry on
+# the next endpoint.
+_NOT_SENT = (net_error.ConnectError, _newclient.RequestNotSent)
+# Failures after the request may have been sent: only reads are retried.
+_MAYBE_SENT = (_newclient.ResponseNeverReceived, _newclient.RequestTransmissionFailed,
+               _newclient.ResponseFailed, net_error.ConnectionLost, net_error.ConnectionDone)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: Optional[str]) -> bytes:
+    return base64.b64decode(text) if text else b""
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix`` (etcd's range_end)."""
+    end = bytearray(prefix)
+    while end:
+        if end[-1] < 0xFF:
+            end[-1] += 1
+            return bytes(end)
+        end.pop()
+    return b"\0"  # all keys
+
+
+# ---------------------------------------------------------------- typed data
+
+
+@dataclass(frozen=True)
+class EtcdKV:
+    """A key as etcd stores it (``mvccpb.KeyValue``)."""
+
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+    lease: int
+
+    @classmethod
+    def from_json(cls, kv: dict) -> "EtcdKV":
+        return cls(unb64(kv.get("key")), unb64(kv.get("value")), int(kv.get("create_revision", 0)),
+                   int(kv.get("mod_revision", 0)), int(kv.get("version", 0)), int(kv.get("lease", 0)))
+
+
+@dataclass(frozen=True)
+class RangeResponse:
+    revision: int
+    kvs: list[EtcdKV]
+    more: bool
+    count: int
+
+    @classmethod
+    def from_json(cls, r: dict) -> "RangeResponse":
+        return cls(header_revision(r), [EtcdKV.from_json(kv) for kv in r.get("kvs", ())],
+                   bool(r.get("more", False)), int(r.get("count", 0)))
+
+
+@dataclass(frozen=True)
+class PutResponse:
+    revision: int
+    prev_kv: Optional[EtcdKV]
+
+
+@dataclass(frozen=True)
+class DeleteResponse:
+    revision: int
+    deleted: int
+    prev_kvs: list[EtcdKV]
+
+
+@dataclass(frozen=True)
+class TxnResponse:
+    """``responses`` holds one typed response per executed op, in order."""
+
+    succeeded: bool
+    revision: int
+    responses: list[Any]
+
+
+def header_revision(r: dict) -> int:
+    return int(r.get("header", {}).get("revision", 0))
+
+
+# ---------------------------------------------------------------- txn building
+
+
+@dataclass(frozen=True)
+class Compare:
+    """One txn guard: ``target`` of ``key`` compared (``result``) with ``value``.
+
+    target: "MOD" (mod_revision), "CREATE" (create_revision), "VERSION", "VALUE";
+    result: "EQUAL", "GREATER", "LESS", "NOT_EQUAL".
+    """
+
+    key: bytes
+    target: str
+    result: str
+    value: Any
+
+    _FIELDS = {"MOD": "mod_revision", "CREATE": "create_revision", "VERSION": "version", "VALUE": "value"}
+
+    def to_json(self) -> dict:
+        value = b64(self.value) if self.target == "VALUE" else str(int(self.value))
+        return {"key": b64(self.key), "target": self.target, "result": self.result,
+                self._FIELDS[self.target]: value}
+
+    @classmethod
+    def mod_revision(cls, key: bytes, result: str, rev: int) -> "Compare":
+        return cls(key, "MOD", result, rev)
+
+    @classmethod
+    def create_revision(cls, key: bytes, result: str, rev: int) -> "Compare":
+        return cls(key, "CREATE", result, rev)
+
+    @classmethod
+    def version(cls, key: bytes, result: str, version: int) -> "Compare":
+        return cls(key, "VERSION", result, version)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One txn operation: ``kind`` is "range", "put" or "delete_range"."""
+
+    kind: str
+    body: dict = field(default_factory=dict)
+
+    @classmethod
+    def range(cls, key: bytes, range_end: bytes = b"", limit: int = 0, revision: int = 0,
+              count_only: bool = False, keys_only: bool = False) -> "Op":
+        return cls("range", _range_body(key, range_end, limit, revision, count_only, keys_only, False))
+
+    @classmethod
+    def put(cls, key: bytes, value: bytes, lease: int = 0, prev_kv: bool = False,
+            ignore_lease: bool = False) -> "Op":
+        return cls("put", _put_body(key, value, lease, prev_kv, ignore_lease))
+
+    @classmethod
+    def delete_range(cls, key: bytes, range_end: bytes = b"", prev_kv: bool = False) -> "Op":
+        return cls("delete_range", _delete_body(key, range_end, prev_kv))
+
+    def to_json(self) -> dict:
+        return {f"request_{self.kind}": self.body}
+
+
+def _range_body(key, range_end, limit, revision, count_only, keys_only, serializable) -> dict:
+    body: dict[str, Any] = {"key": b64(key)}
+    if range_end:
+        body["range_end"] = b64(range_end)
+    if limit:
+        body["limit"] = str(limit)
+    if revision:
+        body["revision"] = str(revision)
+    if count_only:
+        body["count_only"] = True
+    if keys_only:
+        body["keys_only"] = True
+    if serializable:
+        body["serializable"] = True
+    return body
+
+
+def _put_body(key, value, lease, prev_kv, ignore_lease) -> dict:
+    body: dict[str, Any] = {"key": b64(key), "value": b64(value)}
+    if lease:
+        body["lease"] = str(lease)
+    if prev_kv:
+        body["prev_kv"] = True
+    if ignore_lease:
+        body["ignore_lease"] = True
+    return body
+
+
+def _delete_body(key, range_end, prev_kv) -> dict:
+    body: dict[str, Any] = {"key": b64(key)}
+    if range_end:
+        body["range_end"] = b64(range_end)
+    if prev_kv:
+        body["prev_kv"] = True
+    return body
+
+
+def _put_response(r: dict) -> PutResponse:
+    prev = r.get("prev_kv")
+    return PutResponse(header_revision(r), EtcdKV.from_json(prev) if prev else None)
+
+
+def _delete_response(r: dict) -> DeleteResponse:
+    return DeleteResponse(header_revision(r), int(r.get("deleted", 0)),
+                          [EtcdKV.from_json(kv) for kv in r.get("prev_kvs", ())])
+
+
+_OP_RESPONSES = {"response_range": RangeResponse.from_json, "response_put": _put_response,
+                 "response_delete_range": _delete_response}
+
+
+# ---------------------------------------------------------------- errors
+
+
+class EtcdError(StorageError):
+    """etcd answered with a gRPC error that has no more specific storage error."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(f"etcd error (code {code}): {message}")
+        self.code = code
+        self.message = message
+
+
+class LeaseNotFoundError(EtcdError):
+    """The lease does not exist (never granted, revoked or expired)."""
+
+
+# gRPC status codes that mean "try again later".
+_UNAVAILABLE_CODES = {4, 14}  # DEADLINE_EXCEEDED, UNAVAILABLE
+
+
+def _error_from_body(status: int, body: bytes, path: str, revision: int = 0) -> StorageError:
+    try:
+        doc = orjson.loads(body)
+        message = doc.get("message") or doc.get("error") or ""
+        code = int(doc.get("code", 0))
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return EtcdError(0, f"HTTP {status} from {path}: {body[:200]!r}")
+    if "required revision has been compacted" in message:
+        return CompactedError(revision, 0)  # the backend fills in the compacted revision
+    if "required revision is a future revision" in message:
+        return FutureRevisionError(revision, 0)
+    if "requested lease not found" in message:
+        return LeaseNotFoundError(code, message)
+    if code in _UNAVAILABLE_CODES or "timed out" in message or "leader" in message:
+        return UnavailableError(f"etcd cannot serve {path}: {message}")
+    return EtcdError(code, message)
+
+
+# ---------------------------------------------------------------- client
+
+
+class EtcdClient:
+    """Calls etcd's gateway on ``endpoints`` (``http(s)://host:port``), with failover.
+
+    The endpoint that last answered is tried first.  ``request_timeout`` bounds
+    each call as a whole (all endpoints included).
+    """
+
+    def __init__(self, endpoints: list[str], tls: Optional[EtcdTLS] = None, request_timeout: float = 10.0,
+                 reactor=None):
+        if not endpoints:
+            raise ValueError("at least one etcd endpoint is required")
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.reactor = reactor
+        self.endpoints = [e.rstrip("/") for e in endpoints]
+        self.request_timeout = request_timeout
+        self._preferred = 0
+        self._pool = HTTPConnectionPool(reactor, persistent=True)
+        self._pool.maxPersistentPerHost = 16
+        self._pool.retryAutomatically = False
+        connect_timeout = max(1, min(5, int(request_timeout)))
+        kwargs: dict[str, Any] = {"pool": self._pool, "connectTimeout": connect_timeout}
+        if tls is not None:
+            kwargs["contextFactory"] = tls.policy()
+        self._http = treq.client.HTTPClient(Agent(reactor, **kwargs))
+        # Streams (watches) get their own non-pooled connections.
+        stream_kwargs = dict(kwargs, pool=HTTPConnectionPool(reactor, persistent=False))
+        self._stream_http = treq.client.HTTPClient(Agent(reactor, **stream_kwargs))
+
+    def describe_endpoints(self) -> str:
+        return ", ".join(self.endpoints)
+
+    def _order(self) -> list[str]:
+        n = len(self.endpoints)
+        return [self.endpoints[(self._preferred + i) % n] for i in range(n)]
+
+    def _prefer(self, endpoint: str) -> None:
+        self._preferred = self.endpoints.index(endpoint)
+
+    # ------------------------------------------------------------ plumbing
+
+    async def call(self, path: str, body: dict, idempotent: bool = True, timeout: Optional[float] = None,
+                   revision: int = 0) -> dict:
+        """POST ``body`` to ``path`` and return the decoded JSON answer.
+
+        ``idempotent`` calls are also retried when a connection broke after
+        the request may have been sent.  ``revision`` is the revision asked
+        for, used to build Compacted/FutureRevision errors.
+        """
+        limit = self.request_timeout if timeout is None else timeout
+        d = defer.Deferred.fromCoroutine(self._call(path, orjson.dumps(body), idempotent, revision))
+        d.addTimeout(limit, self.reactor)
+        try:
+            return await d
+        except defer.TimeoutError:
+            raise UnavailableError(f"etcd request {path} timed out after {limit:g}s "
+                                   f"(endpoints: {self.describe_endpoints()})") from None
+
+    async def _call(self, path: str, data: bytes, idempotent: bool, revision: int) -> dict:
+        last: Optional[BaseException] = None
+        for endpoint in self._order():
+            try:
+                response = await self._http.post(endpoint + path, data=data,
+                                                 headers={b"Content-Type": [b"application/json"]})
+                content = await response.content()
+            except _NOT_SENT as e:
+                last = e
+                continue
+            except _MAYBE_SENT as e:
+                last = e
+                if idempotent:
+                    continue
+                raise UnavailableError(f"connection to etcd at {endpoint} broke during {path}; "
+                                       f"the outcome is unknown: {_describe(e)}") from None
+            self._prefer(endpoint)
+            if response.code != 200:
+                raise _error_from_body(response.code, content, path, revision)
+            return orjson.loads(content) if content else {}
+        raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
+
+    async def open_stream(self, path: str, body: dict, protocol: IProtocol, timeout: Optional[float] = None) -> str:
+        """POST ``body`` and feed the streaming response body into ``protocol``.
+
+        Returns the endpoint that answered once the response headers arrived;
+        ``protocol.connectionLost`` says when the stream ends.  Cancelling the
+        awaiting Deferred aborts a request still in flight.
+        """
+        limit = self.request_timeout if timeout is None else timeout
+        data = orjson.dumps(body)
+        last: Optional[BaseException] = None
+        for endpoint in self._order():
+            d = self._stream_http.post(endpoint + path, data=data, unbuffered=True,
+                                       headers={b"Content-Type": [b"application/json"]})
+            d.addTimeout(limit, self.reactor)
+            try:
+                response = await d
+            except (*_NOT_SENT, *_MAYBE_SENT, defer.TimeoutError) as e:
+                last = e
+                continue
+            if response.code != 200:
+                content = await response.content()
+                raise _error_from_body(response.code, content, path)
+            self._prefer(endpoint)
+            response.deliverBody(protocol)
+            return endpoint
+        raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
+
+    def close(self) -> defer.Deferred:
+        """Close pooled connections (streams are closed by their owners)."""
+        return self._pool.closeCachedConnections()
+
+    # ------------------------------------------------------------ KV
+
+    async def range(self, key: bytes, range_end: bytes = b"", limit: int = 0, revision: int = 0,
+                    count_only: bool = False, keys_only: bool = False, serializable: bool = False) -> RangeResponse:
+        body = _range_body(key, range_end, limit, revision, count_only, keys_only, serializable)
+        return RangeResponse.from_json(await self.call("/v3/kv/range", body, revision=revision))
+
+    async def put(self, key: bytes, value: bytes, lease: int = 0, prev_kv: bool = False,
+                  ignore_lease: bool = False) -> PutResponse:
+        body = _put_body(key, value, lease, prev_kv, ignore_lease)
+        return _put_response(await self.call("/v3/kv/put", body, idempotent=False))
+
+    async def delete_range(self, key: bytes, range_end: bytes = b"", prev_kv: bool = False) -> DeleteResponse:
+        body = _delete_body(key, range_end, prev_kv)
+        return _delete_response(await self.call("/v3/kv/deleterange", body, idempotent=False))
+
+    async def txn(self, compare: list[Compare], success: list[Op], failure: list[Op]) -> TxnResponse:
+        body = {"compare": [c.to_json() for c in compare], "success": [o.to_json() for o in success],
+                "failure": [o.to_json() for o in failure]}
+        read_only = all(o.kind == "range" for o in success + failure)
+        r = await self.call("/v3/kv/txn", body, idempotent=read_only)
+        responses = []
+        for item in r.get("responses", ()):
+            for name, parse in _OP_RESPONSES.items():
+                if name in item:
+                    responses.append(parse(item[name]))
+                    break
+            else:
+                responses.append(item)
+        return TxnResponse(bool(r.get("succeeded", False)), header_revision(r), responses)
+
+    async def compact(self, revision: int, physical: bool = False) -> None:
+        body: dict[str, Any] = {"revision": str(revision)}
+        if physical:
+            body["physical"] = True
+        await self.call("/v3/kv/compaction", body, revision=revision)
+
+    # ------------------------------------------------------------ leases
+
+    async def lease_grant(self, ttl: int, lease_id: int = 0) -> tuple[int, int]:
+        """Grant a lease; returns ``(id, ttl)``."""
+        body: dict[str, Any] = {"TTL": str(ttl)}
+        if lease_id:
+            body["ID"] = str(lease_id)
+        r = await self.call("/v3/lease/grant", body, idempotent=False)
+        if r.get("error"):
+            raise EtcdError(0, r["error"])
+        return int(r.get("ID", 0)), int(r.get("TTL", 0))
+
+    async def lease_keepalive(self, lease_id: int) -> int:
+        """Refresh a lease once; returns its new TTL (raises LeaseNotFoundError if it expired)."""
+        r = await self.call("/v3/lease/keepalive", {"ID": str(lease_id)})
+        result = r.get("result", r)
+        if "error" in r:
+            raise _error_from_body(500, orjson.dumps(r["error"]), "/v3/lease/keepalive")
+        ttl = int(result.get("TTL", 0))
+        if ttl <= 0:
+            raise LeaseNotFoundError(5, "etcdserver: requested lease not found")
+        return ttl
+
+    async def lease_revoke(self, lease_id: int) -> None:
+        await self.call("/v3/lease/revoke", {"ID": str(lease_id)})
+
+    # ------------------------------------------------------------ maintenance
+
+    async def status(self, timeout: Optional[float] = None) -> dict:
+        """The maintenance status of the first endpoint that answers (revision in ``header``)."""
+        return await self.call("/v3/maintenance/status", {}, timeout=timeout)
+
+
+def _describe(e: Optional[BaseException]) -> str:
+    if e is None:
+        return "no endpoint tried"
+    reasons = getattr(e, "reasons", None)
+    if reasons:
+        return "; ".join(str(r.value) for r in reasons)
+    return str(e) or type(e).__name__

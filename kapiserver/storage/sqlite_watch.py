@@ -1,0 +1,163 @@
+"""Watch fan-out for the embedded SQLite backend.
+
+The write path calls :meth:`WatchHub.publish` on the reactor thread after every
+committed batch, so watchers are pushed to, never polling.  A watch that starts
+behind the newest published revision first replays history read from the
+database; while that read runs, live events are buffered on the watcher, and
+the history read is bounded by the revision published when the watch was
+registered.  History covers ``(after, bound]``, live events cover
+``(bound, ...)``: no gap and no duplicate, whatever the interleaving.
+"""
+from __future__ import annotations
+
+from typing import Awaitable, Callable, Optional
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from kapiserver.storage.interface import CompactedError, ErrorHandler, Event, EventHandler, ProgressHandler
+
+log = Logger()
+
+# Reads one page of history: (prefix, after, bound, limit) -> events with
+# after < revision <= bound, in order; fails CompactedError when the page
+# starts below the compacted revision.
+HistoryReader = Callable[[str, int, int, int], Awaitable[list[Event]]]
+
+HISTORY_PAGE = 1000
+
+
+class HubWatch:
+    """One running watch of a key prefix (the object ``Storage.watch`` returns)."""
+
+    def __init__(self, hub: "WatchHub", prefix: str, after: int, on_event: EventHandler,
+                 on_error: ErrorHandler, on_progress: Optional[ProgressHandler]) -> None:
+        self._hub = hub
+        self.prefix = prefix
+        self.last = after  # every event with revision <= last was delivered (or skipped)
+        self._on_event = on_event
+        self._on_error = on_error
+        self._on_progress = on_progress
+        self._buffer: Optional[list[Event]] = None  # not None while replaying history
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stop delivery now; idempotent, and on_error is not called."""
+        if not self.cancelled:
+            self.cancelled = True
+            self._buffer = None
+            self._hub._remove(self)
+
+    # ---------------------------------------------------------- delivery
+
+    def _deliver(self, event: Event) -> None:
+        if self.cancelled or event.revision <= self.last:
+            return
+        self.last = event.revision
+        try:
+            self._on_event(event)
+        except Exception:
+            log.failure("watch event handler failed")
+
+    def _progress(self, revision: int) -> None:
+        if self.cancelled or self._buffer is not None or revision < self.last:
+            return
+        self.last = revision
+        if self._on_progress is None:
+            return
+        try:
+            self._on_progress(revision)
+        except Exception:
+            log.failure("watch progress handler failed")
+
+    def _fail(self, err: Exception) -> None:
+        if self.cancelled:
+            return
+        self.cancel()
+        try:
+            self._on_error(err)
+        except Exception:
+            log.failure("watch error handler failed")
+
+    def _offer(self, event: Event) -> None:
+        """A live event under this watch's prefix."""
+        if self._buffer is not None:
+            self._buffer.append(event)
+        else:
+            self._deliver(event)
+
+    async def _replay(self, read: HistoryReader, bound: int) -> None:
+        """Deliver history up to ``bound``, then the buffered live events."""
+        self._buffer = []
+        try:
+            while not self.cancelled and self.last < bound:
+                page = await read(self.prefix, self.last, bound, HISTORY_PAGE)
+                for event in page:
+                    self._deliver(event)
+                if len(page) < HISTORY_PAGE:
+                    break
+                if page and page[-1].revision >= bound:
+                    break
+        except Exception as err:  # CompactedError, or the store went away
+            self._fail(err)
+            return
+        if self.cancelled:
+            return
+        self.last = max(self.last, bound)
+        # Buffered events may themselves call cancel(); drain until empty.
+        while self._buffer:
+            pending, self._buffer = self._buffer, []
+            for event in pending:
+                self._deliver(event)
+            if self.cancelled:
+                return
+        self._buffer = None
+        self._progress(self.last)
+
+
+class WatchHub:
+    """All watches of one store, fed on the reactor thread after each commit."""
+
+    def __init__(self, read_history: HistoryReader, reactor) -> None:
+        self._read = read_history
+        self._reactor = reactor
+        self._watches: list[HubWatch] = []
+        self.published = 0  # newest revision handed to publish()
+
+    def watch(self, prefix: str, after: int, on_event: EventHandler, on_error: ErrorHandler,
+              on_progress: Optional[ProgressHandler] = None, compacted: int = 0) -> HubWatch:
+        w = HubWatch(self, prefix, after, on_event, on_error, on_progress)
+        self._watches.append(w)
+        if after + 1 < compacted:
+            # Fail asynchronously, as the contract asks.
+            self._reactor.callLater(0, w._fail, CompactedError(after, compacted))
+        elif after < self.published:
+            defer.Deferred.fromCoroutine(w._replay(self._read, self.published))
+        return w
+
+    def publish(self, events: list[Event], revision: int) -> None:
+        """Hand committed events (in revision order) up to ``revision`` to every watch."""
+        self.published = max(self.published, revision)
+        if not self._watches:
+            return
+        for event in events:
+            key = event.kv.key
+            for w in list(self._watches):
+                if key.startswith(w.prefix):
+                    w._offer(event)
+        for w in list(self._watches):
+            w._progress(revision)
+
+    def close(self) -> None:
+        """Cancel every watch without calling on_error (store shutdown)."""
+        for w in list(self._watches):
+            w.cancel()
+
+    def _remove(self, w: HubWatch) -> None:
+        try:
+            self._watches.remove(w)
+        except ValueError:
+            pass
+
+    def __len__(self) -> int:
+        return len(self._watches)

@@ -1,0 +1,577 @@
+"""Resource-tree tests: every REST verb and its error cases, through the real
+filters, delegation chain, handlers and Store, on ConfigMaps (namespaced, no
+status), Namespaces (cluster-scoped, status) and Leases (coordination.k8s.io)."""
+from __future__ import annotations
+
+import json
+
+from twisted.internet import defer, reactor
+from twisted.trial import unittest
+
+from kapiserver.testing.apiserver import start_api_server
+from kapiserver.testing.client import JSONClient
+
+CM = "/api/v1/namespaces/default/configmaps"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+
+
+def cm(name: str, data: dict | None = None, **meta) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **meta}, "data": data or {}}
+
+
+class ServerTestCase(unittest.TestCase):
+    settings: dict = {}
+
+    async def _start(self):
+        self.server = await start_api_server(**self.settings)
+        self.client = JSONClient(self.server.url)
+
+    def setUp(self):
+        return defer.Deferred.fromCoroutine(self._start())
+
+    def tearDown(self):
+        return defer.Deferred.fromCoroutine(self.server.stop())
+
+
+def run(coro_fn):
+    """Decorator: an ``async def`` test method as a Deferred-returning one."""
+    def wrapper(self):
+        return defer.Deferred.fromCoroutine(coro_fn(self))
+    wrapper.__name__ = coro_fn.__name__
+    return wrapper
+
+
+class CreateGetTests(ServerTestCase):
+    @run
+    async def test_create_sets_metadata(self):
+        r = await self.client.post(CM, cm("a", {"k": "v"}))
+        self.assertEqual(r.code, 201, r.body)
+        md = r.body["metadata"]
+        self.assertEqual(md["namespace"], "default")
+        self.assertEqual(md["generation"], 1) if "generation" in md else None
+        self.assertRegex(md["uid"], r"^[0-9a-f-]{36}$")
+        self.assertRegex(md["creationTimestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertTrue(md["resourceVersion"].isdigit())
+        got = await self.client.get(CM + "/a")
+        self.assertEqual(got.code, 200)
+        self.assertEqual(got.body["data"], {"k": "v"})
+        self.assertEqual(got.body["metadata"]["resourceVersion"], md["resourceVersion"])
+
+    @run
+    async def test_already_exists(self):
+        await self.client.post(CM, cm("a"))
+        r = await self.client.post(CM, cm("a"))
+        self.assertEqual(r.code, 409)
+        self.assertEqual(r.body["reason"], "AlreadyExists")
+        self.assertEqual(r.body["message"], 'configmaps "a" already exists')
+        self.assertEqual(r.body["details"], {"name": "a", "kind": "configmaps"})
+
+    @run
+    async def test_generate_name(self):
+        body = cm("")
+        body["metadata"] = {"generateName": "gen-"}
+        names = set()
+        for _ in range(3):
+            r = await self.client.post(CM, body)
+            self.assertEqual(r.code, 201, r.body)
+            names.add(r.body["metadata"]["name"])
+        self.assertEqual(len(names), 3)
+        for name in names:
+            self.assertRegex(name, r"^gen-[a-z0-9]{5}$")
+
+    @run
+    async def test_not_found(self):
+        r = await self.client.get(CM + "/missing")
+        self.assertEqual(r.code, 404)
+        self.assertEqual(r.body["kind"], "Status")
+        self.assertEqual(r.body["message"], 'configmaps "missing" not found')
+        r = await self.client.get(LEASES + "/missing")
+        self.assertEqual(r.body["message"], 'leases.coordination.k8s.io "missing" not found')
+        self.assertEqual(r.body["details"]["group"], "coordination.k8s.io")
+
+    @run
+    async def test_invalid_name_is_422_with_causes(self):
+        r = await self.client.post(CM, cm("Not_Valid"))
+        self.assertEqual(r.code, 422)
+        self.assertEqual(r.body["reason"], "Invalid")
+        fields = [c.get("field") for c in r.body["details"]["causes"]]
+        self.assertIn("metadata.name", fields)
+
+    @run
+    async def test_invalid_label_is_422(self):
+        r = await self.client.post(CM, cm("x", labels={"bad key!": "v"}))
+        self.assertEqual(r.code, 422)
+        self.assertIn("metadata.labels", [c.get("field") for c in r.body["details"]["causes"]])
+
+    @run
+    async def test_malformed_json_is_400(self):
+        r = await self.client.post(CM, raw=b'{"apiVersion": "v1", "kind":')
+        self.assertEqual(r.code, 400)
+        self.assertEqual(r.body["reason"], "BadRequest")
+
+    @run
+    async def test_wrong_kind_is_400(self):
+        body = cm("x")
+        body["kind"] = "Secret"
+        r = await self.client.post(CM, body)
+        self.assertEqual(r.code, 400)
+
+    @run
+    async def test_namespace_mismatch_is_400(self):
+        r = await self.client.post(CM, cm("x", namespace="kube-system"))
+        self.assertEqual(r.code, 400)
+        self.assertIn("does not match the namespace", r.body["message"])
+
+    @run
+    async def test_name_mismatch_on_update_is_400(self):
+        await self.client.post(CM, cm("a"))
+        r = await self.client.put(CM + "/a", cm("b"))
+        self.assertEqual(r.code, 400)
+
+    @run
+    async def test_body_too_large_is_413(self):
+        big = cm("big", {"k": "x" * (3 * 1024 * 1024 + 10)})
+        r = await self.client.post(CM, big)
+        self.assertEqual(r.code, 413)
+        self.assertEqual(r.body["reason"], "RequestEntityTooLarge")
+        r = await self.client.get(CM + "/big")
+        self.assertEqual(r.code, 404)
+
+    @run
+    async def test_unsupported_content_type_is_415(self):
+        r = await self.client.post(CM, raw=b"a=b", content_type="application/x-www-form-urlencoded")
+        self.assertEqual(r.code, 415)
+
+    @run
+    async def test_unacceptable_accept_is_406(self):
+        r = await self.client.get(CM, headers={"Accept": "application/vnd.kubernetes.protobuf"})
+        self.assertEqual(r.code, 406)
+
+    @run
+    async def test_yaml_in_and_out(self):
+        r = await self.client.post(CM, raw=b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  a: b\n",
+                                   content_type="application/yaml")
+        self.assertEqual(r.code, 201, r.raw)
+        r = await self.client.get(CM + "/y", headers={"Accept": "application/yaml"})
+        self.assertEqual(r.header("content-type"), "application/yaml")
+        self.assertIn(b"name: y", r.raw)
+
+    @run
+    async def test_create_in_missing_namespace_is_404(self):
+        r = await self.client.post("/api/v1/namespaces/nope/configmaps", cm("a"))
+        self.assertEqual(r.code, 404)
+        self.assertEqual(r.body["message"], 'namespaces "nope" not found')
+
+    @run
+    async def test_unknown_path_is_404_status(self):
+        r = await self.client.get("/apis/nothing.example.com/v1/things")
+        self.assertEqual(r.code, 404)
+        self.assertEqual(r.body["kind"], "Status")
+        r = await self.client.get("/no/such/path")
+        self.assertEqual(r.code, 404)
+
+    @run
+    async def test_cluster_scoped_create_and_status(self):
+        r = await self.client.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                           "metadata": {"name": "demo"}})
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.body["status"]["phase"], "Active")
+        self.assertNotIn("namespace", r.body["metadata"])
+        r = await self.client.get("/api/v1/namespaces/demo/status")
+        self.assertEqual(r.code, 200)
+        self.assertEqual(r.body["metadata"]["name"], "demo")
+
+
+class UpdateTests(ServerTestCase):
+    @run
+    async def test_stale_resource_version_conflicts(self):
+        created = (await self.client.post(CM, cm("a", {"v": "1"}))).body
+        stale = dict(created, data={"v": "2"})
+        r = await self.client.put(CM + "/a", stale)
+        self.assertEqual(r.code, 200, r.body)
+        stale["data"] = {"v": "3"}
+        r = await self.client.put(CM + "/a", stale)
+        self.assertEqual(r.code, 409)
+        self.assertEqual(r.body["reason"], "Conflict")
+        self.assertEqual(r.body["message"], 'Operation cannot be fulfilled on configmaps "a": the object has '
+                         'been modified; please apply your changes to the latest version and try again')
+        self.assertEqual((await self.client.get(CM + "/a")).body["data"], {"v": "2"})
+
+    @run
+    async def test_unconditional_update(self):
+        await self.client.post(CM, cm("a", {"v": "1"}))
+        r = await self.client.put(CM + "/a", cm("a", {"v": "2"}))
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.body["data"], {"v": "2"})
+
+    @run
+    async def test_uid_and_creation_timestamp_are_kept(self):
+        created = (await self.client.post(CM, cm("a"))).body
+        body = cm("a", {"x": "y"})
+        body["metadata"]["creationTimestamp"] = "2000-01-01T00:00:00Z"
+        r = await self.client.put(CM + "/a", body)
+        self.assertEqual(r.body["metadata"]["uid"], created["metadata"]["uid"])
+        self.assertEqual(r.body["metadata"]["creationTimestamp"], created["metadata"]["creationTimestamp"])
+
+    @run
+    async def test_noop_update_keeps_resource_version(self):
+        created = (await self.client.post(CM, cm("a", {"v": "1"}))).body
+        r = await self.client.put(CM + "/a", created)
+        self.assertEqual(r.body["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"])
+
+    @run
+    async def test_generation_bumps_on_spec_change_only(self):
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
+                 "spec": {"holderIdentity": "a"}}
+        created = (await self.client.post(LEASES, lease)).body
+        self.assertEqual(created["metadata"]["generation"], 1)
+        lease["spec"]["holderIdentity"] = "b"
+        r = await self.client.put(LEASES + "/l", lease)
+        self.assertEqual(r.body["metadata"]["generation"], 2)
+        lease["metadata"]["labels"] = {"x": "y"}
+        r = await self.client.put(LEASES + "/l", lease)
+        self.assertEqual(r.body["metadata"]["generation"], 2)
+
+    @run
+    async def test_status_subresource_only_changes_status(self):
+        await self.client.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                       "metadata": {"name": "st"}})
+        ns = (await self.client.get("/api/v1/namespaces/st")).body
+        ns["metadata"]["labels"] = {"changed": "yes"}
+        ns["status"] = {"phase": "Active", "conditions": [{"type": "X", "status": "True"}]}
+        r = await self.client.put("/api/v1/namespaces/st/status", ns)
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.body["status"]["conditions"][0]["type"], "X")
+        self.assertNotIn("labels", r.body["metadata"])
+        # the main resource ignores status
+        ns2 = r.body
+        ns2["status"] = {"phase": "Active"}
+        ns2["metadata"]["labels"] = {"a": "b"}
+        r = await self.client.put("/api/v1/namespaces/st", ns2)
+        self.assertEqual(r.body["metadata"]["labels"], {"a": "b"})
+        self.assertEqual(r.body["status"]["conditions"][0]["type"], "X")
+
+
+class PatchTests(ServerTestCase):
+    @run
+    async def test_merge_patch(self):
+        await self.client.post(CM, cm("a", {"x": "1", "y": "2"}))
+        r = await self.client.patch(CM + "/a", {"data": {"x": None, "z": "3"}})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.body["data"], {"y": "2", "z": "3"})
+
+    @run
+    async def test_json_patch_with_test_op(self):
+        await self.client.post(CM, cm("a", {"x": "1"}))
+        ops = [{"op": "test", "path": "/data/x", "value": "1"}, {"op": "add", "path": "/data/y", "value": "2"}]
+        r = await self.client.patch(CM + "/a", ops, content_type="application/json-patch+json")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.body["data"], {"x": "1", "y": "2"})
+        ops = [{"op": "test", "path": "/data/x", "value": "nope"}, {"op": "remove", "path": "/data/x"}]
+        r = await self.client.patch(CM + "/a", ops, content_type="application/json-patch+json")
+        self.assertIn(r.code, (409, 422, 400))
+        self.assertEqual((await self.client.get(CM + "/a")).body["data"], {"x": "1", "y": "2"})
+
+    @run
+    async def test_strategic_merge_patch_on_builtin(self):
+        await self.client.post(CM, cm("a", {"x": "1"}, labels={"a": "b"}))
+        r = await self.client.patch(CM + "/a", {"metadata": {"labels": {"c": "d"}}},
+                                    content_type="application/strategic-merge-patch+json")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.body["metadata"]["labels"], {"a": "b", "c": "d"})
+
+    @run
+    async def test_patch_precondition_conflict(self):
+        created = (await self.client.post(CM, cm("a"))).body
+        await self.client.patch(CM + "/a", {"data": {"n": "1"}})
+        r = await self.client.patch(CM + "/a", {"metadata": {"resourceVersion": created["metadata"]
+                                                              ["resourceVersion"]}, "data": {"n": "2"}})
+        self.assertEqual(r.code, 409)
+
+    @run
+    async def test_apply_patch_is_415(self):
+        await self.client.post(CM, cm("a"))
+        r = await self.client.patch(CM + "/a", {"data": {}}, content_type="application/apply-patch+yaml")
+        self.assertEqual(r.code, 415)
+        self.assertEqual(r.body["reason"], "UnsupportedMediaType")
+
+    @run
+    async def test_concurrent_patches_lose_nothing(self):
+        await self.client.post(CM, cm("a"))
+        results = await defer.gatherResults([
+            self.client.patch(CM + "/a", [{"op": "add", "path": f"/data/k{i}", "value": str(i)}],
+                              content_type="application/json-patch+json") for i in range(20)])
+        self.assertEqual([r.code for r in results], [200] * 20)
+        data = (await self.client.get(CM + "/a")).body["data"]
+        self.assertEqual(len(data), 20)
+
+
+class DeleteTests(ServerTestCase):
+    @run
+    async def test_delete_returns_success_status(self):
+        created = (await self.client.post(CM, cm("a"))).body
+        r = await self.client.delete(CM + "/a")
+        self.assertEqual(r.code, 200)
+        self.assertEqual(r.body["status"], "Success")
+        self.assertEqual(r.body["details"]["uid"], created["metadata"]["uid"])
+        self.assertEqual((await self.client.get(CM + "/a")).code, 404)
+        self.assertEqual((await self.client.delete(CM + "/a")).code, 404)
+
+    @run
+    async def test_preconditions(self):
+        created = (await self.client.post(CM, cm("a"))).body
+        r = await self.client.delete(CM + "/a", {"preconditions": {"uid": "other"}})
+        self.assertEqual(r.code, 409)
+        r = await self.client.delete(CM + "/a", {"preconditions": {"resourceVersion": "1"}})
+        self.assertEqual(r.code, 409)
+        r = await self.client.delete(CM + "/a", {"preconditions": {"uid": created["metadata"]["uid"]},
+                                                 "propagationPolicy": "Foreground"})
+        self.assertEqual(r.code, 200)
+
+    @run
+    async def test_bad_propagation_policy(self):
+        await self.client.post(CM, cm("a"))
+        r = await self.client.delete(CM + "/a", {"propagationPolicy": "Sideways"})
+        self.assertEqual(r.code, 422)
+
+    @run
+    async def test_finalizers_hold_the_object(self):
+        await self.client.post(CM, cm("f", finalizers=["example.com/hold"]))
+        r = await self.client.delete(CM + "/f")
+        self.assertEqual(r.code, 200)
+        self.assertTrue(r.body["metadata"]["deletionTimestamp"])
+        self.assertEqual(r.body["metadata"]["deletionGracePeriodSeconds"], 0)
+        got = await self.client.get(CM + "/f")
+        self.assertEqual(got.code, 200)
+        # no new finalizers on a deleting object
+        r = await self.client.patch(CM + "/f", {"metadata": {"finalizers": ["example.com/hold", "x.io/new"]}})
+        self.assertEqual(r.code, 422)
+        # emptying the finalizers removes it
+        r = await self.client.patch(CM + "/f", {"metadata": {"finalizers": None}})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual((await self.client.get(CM + "/f")).code, 404)
+
+    @run
+    async def test_deletecollection_with_selectors(self):
+        for i in range(4):
+            await self.client.post(CM, cm(f"c{i}", labels={"app": "x" if i % 2 else "y"}))
+        r = await self.client.delete(CM + "?labelSelector=app%3Dx")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(sorted(i["metadata"]["name"] for i in r.body["items"]), ["c1", "c3"])
+        left = (await self.client.get(CM + "?labelSelector=app")).body["items"]
+        self.assertEqual(sorted(i["metadata"]["name"] for i in left), ["c0", "c2"])
+        r = await self.client.delete(CM + "?fieldSelector=metadata.name%3Dc0")
+        self.assertEqual([i["metadata"]["name"] for i in r.body["items"]], ["c0"])
+
+    @run
+    async def test_bootstrap_namespace_cannot_be_deleted(self):
+        r = await self.client.delete("/api/v1/namespaces/default")
+        self.assertEqual(r.code, 403)
+
+
+class ListTests(ServerTestCase):
+    async def _fill(self, n=7):
+        for i in range(n):
+            await self.client.post(CM, cm(f"item{i}", labels={"idx": str(i), "even": str(i % 2 == 0).lower()}))
+
+    @run
+    async def test_label_selectors(self):
+        await self._fill()
+        cases = {"even=true": 4, "even==false": 3, "even!=true": 3, "idx in (1,2,9)": 2, "idx notin (1,2)": 5,
+                 "idx": 7, "!idx": 0, "even=true,idx in (0,2)": 2}
+        for selector, count in cases.items():
+            r = await self.client.get(CM + "?labelSelector=" + selector.replace(" ", "%20"))
+            self.assertEqual(r.code, 200, (selector, r.body))
+            names = [i["metadata"]["name"] for i in r.body["items"] if i["metadata"]["name"].startswith("item")]
+            self.assertEqual(len(names), count, selector)
+
+    @run
+    async def test_field_selectors(self):
+        await self._fill(3)
+        r = await self.client.get(CM + "?fieldSelector=metadata.name%3Ditem1")
+        self.assertEqual([i["metadata"]["name"] for i in r.body["items"]], ["item1"])
+        r = await self.client.get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Ddefault,"
+                                  "metadata.name!%3Ditem1")
+        self.assertNotIn("item1", [i["metadata"]["name"] for i in r.body["items"]])
+        r = await self.client.get(CM + "?fieldSelector=spec.nothing%3Dx")
+        self.assertEqual(r.code, 400)
+        self.assertIn("field label not supported", r.body["message"])
+
+    @run
+    async def test_pagination_returns_everything_once(self):
+        await self._fill(7)
+        seen, token, pages = [], "", 0
+        while True:
+            r = await self.client.get(CM + "?labelSelector=idx&limit=3" + (f"&continue={token}" if token else ""))
+            self.assertEqual(r.code, 200, r.body)
+            seen += [i["metadata"]["name"] for i in r.body["items"]]
+            pages += 1
+            token = r.body["metadata"].get("continue", "")
+            if not token:
+                break
+        self.assertEqual(sorted(seen), [f"item{i}" for i in range(7)])
+        self.assertEqual(pages, 3)
+
+    @run
+    async def test_remaining_item_count(self):
+        await self._fill(5)
+        r = await self.client.get(CM + "?limit=2")
+        total = len((await self.client.get(CM)).body["items"])
+        self.assertEqual(r.body["metadata"]["remainingItemCount"], total - 2)
+
+    @run
+    async def test_list_resource_version_and_exact(self):
+        await self._fill(2)
+        first = (await self.client.get(CM)).body
+        rv = first["metadata"]["resourceVersion"]
+        await self.client.post(CM, cm("later"))
+        exact = await self.client.get(CM + f"?resourceVersion={rv}&resourceVersionMatch=Exact")
+        self.assertEqual(exact.code, 200, exact.body)
+        self.assertEqual(len(exact.body["items"]), len(first["items"]))
+        self.assertEqual(exact.body["metadata"]["resourceVersion"], rv)
+        r = await self.client.get(CM + "?resourceVersionMatch=Bogus&resourceVersion=1")
+        self.assertEqual(r.code, 422)
+
+    @run
+    async def test_bad_continue_token(self):
+        r = await self.client.get(CM + "?limit=1&continue=garbage")
+        self.assertEqual(r.code, 400)
+
+    @run
+    async def test_compacted_continue_token_is_410_with_fresh_token(self):
+        await self._fill(4)
+        r = await self.client.get(CM + "?limit=1")
+        token = r.body["metadata"]["continue"]
+        for i in range(3):
+            await self.client.patch(CM + "/item0", {"data": {"n": str(i)}})
+        current = await self.server.storage.current_revision()
+        await self.server.storage.compact(current)
+        r = await self.client.get(CM + f"?limit=1&continue={token}")
+        self.assertEqual(r.code, 410)
+        self.assertEqual(r.body["reason"], "Expired")
+        fresh = r.body["metadata"]["continue"]
+        r = await self.client.get(CM + f"?limit=100&continue={fresh}")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertTrue(r.body["items"])
+
+    @run
+    async def test_table_output(self):
+        await self.client.post(CM, cm("t", {"a": "1", "b": "2"}))
+        r = await self.client.get(CM, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.body["kind"], "Table")
+        names = [c["name"] for c in r.body["columnDefinitions"]]
+        self.assertEqual(names[:3], ["Name", "Data", "Age"])
+        row = [row for row in r.body["rows"] if row["cells"][0] == "t"][0]
+        self.assertEqual(row["cells"][1], 2)
+        self.assertEqual(row["object"]["kind"], "PartialObjectMetadata")
+
+    @run
+    async def test_partial_object_metadata(self):
+        await self.client.post(CM, cm("p", {"a": "1"}))
+        r = await self.client.get(CM + "/p", headers={
+            "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
+        self.assertEqual(r.body["kind"], "PartialObjectMetadata")
+        self.assertNotIn("data", r.body)
+        r = await self.client.get(CM, headers={
+            "Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+        self.assertEqual(r.body["kind"], "PartialObjectMetadataList")
+
+
+class WatchTests(ServerTestCase):
+    settings = {"bookmark_interval_seconds": 0.2}
+
+    async def _watch(self, query: str) -> list[dict]:
+        """All events of a watch that the server ends (timeoutSeconds or an ERROR)."""
+        import treq
+        events: list[dict] = []
+        buf = bytearray()
+        response = await treq.get(self.server.url + CM + "?watch=true&" + query, unbuffered=True,
+                                  persistent=False)
+        self.assertEqual(response.code, 200)
+
+        def collect(chunk: bytes):
+            buf.extend(chunk)
+            while b"\n" in buf:
+                line, _, rest = bytes(buf).partition(b"\n")
+                buf[:] = rest
+                events.append(json.loads(line))
+        await treq.collect(response, collect)
+        return events
+
+    @run
+    async def test_watch_from_resource_version_gets_exactly_later_events(self):
+        a = (await self.client.post(CM, cm("w1"))).body
+        rv = a["metadata"]["resourceVersion"]
+        await self.client.patch(CM + "/w1", {"data": {"x": "1"}})
+        await self.client.post(CM, cm("w2"))
+        await self.client.delete(CM + "/w1")
+        events = await self._watch(f"resourceVersion={rv}&timeoutSeconds=2")
+        self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in events],
+                         [("MODIFIED", "w1"), ("ADDED", "w2"), ("DELETED", "w1")])
+        rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+        self.assertEqual(rvs, sorted(rvs))
+        self.assertTrue(all(r > int(rv) for r in rvs))
+
+    @run
+    async def test_watch_without_rv_starts_with_current_state(self):
+        await self.client.post(CM, cm("s1"))
+        events = await self._watch("fieldSelector=metadata.name%3Ds1&timeoutSeconds=1")
+        self.assertEqual(events[0]["type"], "ADDED")
+        self.assertEqual(events[0]["object"]["metadata"]["name"], "s1")
+
+    @run
+    async def test_compacted_watch_is_410_error_event(self):
+        a = (await self.client.post(CM, cm("old"))).body
+        for i in range(3):
+            await self.client.patch(CM + "/old", {"data": {"n": str(i)}})
+        await self.server.storage.compact(await self.server.storage.current_revision())
+        events = await self._watch(f"resourceVersion={a['metadata']['resourceVersion']}&timeoutSeconds=5")
+        self.assertEqual(events[0]["type"], "ERROR")
+        self.assertEqual(events[0]["object"]["code"], 410)
+        self.assertEqual(events[0]["object"]["reason"], "Expired")
+
+    @run
+    async def test_selector_transitions(self):
+        await self.client.post(CM, cm("m", labels={"team": "a"}))
+        start = (await self.client.get(CM)).body["metadata"]["resourceVersion"]
+        await self.client.patch(CM + "/m", {"metadata": {"labels": {"team": "b"}}})  # leaves selection
+        await self.client.patch(CM + "/m", {"metadata": {"labels": {"team": "a"}}})  # enters again
+        await self.client.patch(CM + "/m", {"data": {"k": "v"}})  # stays
+        events = await self._watch(f"resourceVersion={start}&labelSelector=team%3Da&timeoutSeconds=2")
+        self.assertEqual([e["type"] for e in events], ["DELETED", "ADDED", "MODIFIED"])
+
+    @run
+    async def test_bookmarks_and_initial_events_end(self):
+        await self.client.post(CM, cm("b1"))
+        events = await self._watch("sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                                   "&allowWatchBookmarks=true&timeoutSeconds=2")
+        types = [e["type"] for e in events]
+        self.assertIn("ADDED", types)
+        first_bookmark = events[types.index("BOOKMARK")]
+        self.assertEqual(first_bookmark["object"]["metadata"]["annotations"],
+                         {"k8s.io/initial-events-end": "true"})
+        self.assertLess(types.index("ADDED"), types.index("BOOKMARK"))
+
+    @run
+    async def test_send_initial_events_requires_bookmarks(self):
+        r = await self.client.get(CM + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
+        self.assertEqual(r.code, 422)
+
+    @run
+    async def test_timeout_seconds_ends_the_watch(self):
+        started = reactor.seconds()
+        events = await self._watch("resourceVersion=0&timeoutSeconds=1&fieldSelector=metadata.name%3Dnone")
+        self.assertEqual(events, [])
+        self.assertLess(reactor.seconds() - started, 5)
+
+    @run
+    async def test_legacy_watch_path(self):
+        import treq
+        a = (await self.client.post(CM, cm("legacy"))).body
+        await self.client.patch(CM + "/legacy", {"data": {"x": "1"}})
+        response = await treq.get(self.server.url + "/api/v1/watch/namespaces/default/configmaps?resourceVersion="
+                                  + a["metadata"]["resourceVersion"] + "&timeoutSeconds=1", persistent=False)
+        body = await treq.content(response)
+        events = [json.loads(line) for line in body.splitlines() if line.strip()]
+        self.assertEqual(events[0]["type"], "MODIFIED")

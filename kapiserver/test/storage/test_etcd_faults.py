@@ -1,0 +1,181 @@
+"""The etcd backend when things break: restarts, outages, broken streams, compaction.
+
+Each test class gets its own etcd (these tests stop and restart it); a small
+TCP relay between the backend and etcd lets a test cut the watch stream while
+etcd itself keeps running.
+"""
+from __future__ import annotations
+
+import time
+
+from twisted.internet import defer, reactor
+from twisted.protocols import portforward
+from twisted.trial import unittest
+
+from kapiserver.storage.etcd import EtcdStorage
+from kapiserver.storage.interface import CompactedError, UnavailableError
+from kapiserver.test.storage.contract import Recorder, sleep, until
+from kapiserver.testing.etcd import EtcdServer, free_port, skip_reason
+
+
+class _Relay:
+    """A cuttable TCP relay 127.0.0.1:<port> → etcd."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.port = free_port()
+        self.listener = None
+        self.factory = None
+
+    def up(self) -> None:
+        self.factory = _TrackingFactory("127.0.0.1", self.target_port)
+        self.listener = reactor.listenTCP(self.port, self.factory, interface="127.0.0.1")
+
+    async def down(self) -> None:
+        """Refuse new connections and drop the open ones."""
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            await listener.stopListening()
+        for proto in list(getattr(self.factory, "open", ())):
+            proto.transport.abortConnection()
+
+
+class _TrackingServer(portforward.ProxyServer):
+    def connectionMade(self):
+        self.factory.open.add(self)
+        super().connectionMade()
+
+    def connectionLost(self, reason):
+        self.factory.open.discard(self)
+        super().connectionLost(reason)
+
+
+class _TrackingFactory(portforward.ProxyFactory):
+    protocol = _TrackingServer
+
+    def __init__(self, host, port):
+        super().__init__(host, port)
+        self.open = set()
+
+
+def seq(i: int) -> bytes:
+    return f"seq-{i:05d}".encode()
+
+
+class EtcdFaultTests(unittest.TestCase):
+    skip = skip_reason()
+
+    def setUp(self) -> None:
+        self.etcd = EtcdServer().start()
+        self.addCleanup(self.etcd.cleanup)
+
+    async def storage(self, endpoints=None, timeout: float = 2.0) -> EtcdStorage:
+        store = EtcdStorage(endpoints or [self.etcd.endpoint], prefix="/faults", request_timeout=timeout)
+        await store.start()
+        self.addCleanup(store.stop)
+        return store
+
+    def watch(self, store: EtcdStorage, prefix: str, after: int) -> Recorder:
+        rec = Recorder()
+        rec.handle = store.watch(prefix, after, rec.on_event, rec.on_error, rec.on_progress)
+        self.addCleanup(rec.handle.cancel)
+        return rec
+
+    async def test_watch_survives_etcd_restart_without_gap_or_duplicate(self):
+        store = await self.storage()
+        r0 = await store.current_revision()
+        recs = [self.watch(store, "/s/", r0), self.watch(store, "/s/", r0)]
+        await defer.gatherResults([store.create(f"/s/{i:05d}", seq(i)) for i in range(150)])
+        # Kill etcd while events may still be in flight to the watchers; let
+        # the reactor see the dropped connections before etcd comes back.
+        self.etcd.stop(kill=True)
+        await sleep(0.05)
+        self.etcd.start()
+        for i in range(150, 300):
+            await store.create(f"/s/{i:05d}", seq(i))
+        for rec in recs:
+            await until(lambda: len(rec.events) >= 300, timeout=10, what="all 300 events after restart")
+        await sleep(0.2)
+        for rec in recs:
+            # Concurrent creates commit in any order: each exactly once, revisions without a hole.
+            self.assertEqual(sorted(e.kv.value for e in rec.events), [seq(i) for i in range(300)])
+            self.assertEqual(rec.revisions(), list(range(r0 + 1, r0 + 301)))
+            self.assertEqual(rec.errors, [])
+            self.assertGreaterEqual(rec.handle.reconnects, 1)
+
+    async def test_outage_fails_fast_and_watch_resumes_after(self):
+        store = await self.storage(timeout=2.0)
+        rec = self.watch(store, "/o/", await store.current_revision())
+        await store.create("/o/before", b"1")
+        await until(lambda: len(rec.events) == 1, what="first event")
+        self.etcd.stop()
+        for call in (lambda: store.get("/o/before"), lambda: store.create("/o/x", b"x"),
+                     lambda: store.list("/o/"), store.current_revision, store.check_health):
+            started = time.monotonic()
+            with self.assertRaises(UnavailableError) as caught:
+                await defer.ensureDeferred(call())
+            self.assertLess(time.monotonic() - started, 2.5, "a call to a stopped etcd must fail within the timeout")
+            self.assertIn(self.etcd.endpoint, str(caught.exception))
+        self.etcd.start()
+        await store.create("/o/after", b"2")
+        await until(lambda: len(rec.events) == 2, timeout=10, what="the event after the outage")
+        self.assertEqual([e.kv.key for e in rec.events], ["/o/before", "/o/after"])
+        self.assertEqual(rec.errors, [])
+
+    async def test_failover_to_the_next_endpoint(self):
+        dead = f"http://127.0.0.1:{free_port()}"
+        store = await self.storage(endpoints=[dead, self.etcd.endpoint])
+        kv = await store.create("/f/a", b"v")
+        self.assertEqual((await store.get("/f/a")).mod_revision, kv.mod_revision)
+        rec = self.watch(store, "/f/", kv.mod_revision - 1)
+        await until(lambda: len(rec.events) == 1, what="watch through the second endpoint")
+
+    async def test_unreachable_etcd_names_every_endpoint(self):
+        dead = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
+        store = EtcdStorage(dead, request_timeout=2.0)
+        self.addCleanup(store.stop)
+        with self.assertRaises(UnavailableError) as caught:
+            await store.start()
+        for endpoint in dead:
+            self.assertIn(endpoint, str(caught.exception))
+
+    async def test_broken_stream_resumes_without_gap(self):
+        relay = _Relay(self.etcd.client_port)
+        relay.up()
+        self.addCleanup(relay.down)
+        direct = await self.storage()
+        relayed = await self.storage(endpoints=[f"http://127.0.0.1:{relay.port}"])
+        rec = self.watch(relayed, "/b/", await direct.current_revision())
+        for i in range(20):
+            await direct.create(f"/b/{i:03d}", seq(i))
+        await until(lambda: len(rec.events) == 20, what="events before the cut")
+        await relay.down()
+        for i in range(20, 40):
+            await direct.create(f"/b/{i:03d}", seq(i))
+        await sleep(0.2)
+        relay.up()
+        await until(lambda: len(rec.events) == 40, timeout=10, what="events after the cut")
+        await sleep(0.1)
+        self.assertEqual([e.kv.value for e in rec.events], [seq(i) for i in range(40)])
+        self.assertEqual(rec.errors, [])
+
+    async def test_compaction_while_watch_is_behind_ends_with_compacted(self):
+        relay = _Relay(self.etcd.client_port)
+        relay.up()
+        self.addCleanup(relay.down)
+        direct = await self.storage()
+        relayed = await self.storage(endpoints=[f"http://127.0.0.1:{relay.port}"])
+        rec = self.watch(relayed, "/c/", await direct.current_revision())
+        await direct.create("/c/0", b"x")
+        await until(lambda: len(rec.events) == 1, what="first event")
+        await relay.down()
+        for i in range(1, 5):
+            await direct.create(f"/c/{i}", b"x")
+        await direct.compact(await direct.current_revision())
+        relay.up()
+        await until(lambda: rec.errors, timeout=10, what="CompactedError after reconnecting")
+        self.assertIsInstance(rec.errors[0], CompactedError)
+        self.assertEqual(rec.errors[0].requested, rec.events[0].revision + 1)
+        self.assertEqual(rec.errors[0].compacted, await direct.current_revision())
+        self.assertEqual(len(rec.events), 1, "nothing after the gap may be delivered")
+        self.assertFalse(rec.handle.active)

@@ -1,0 +1,122 @@
+"""The SQLite backend: the shared storage contract plus what only it promises."""
+from __future__ import annotations
+
+import os
+import time
+
+from twisted.internet import defer, reactor, task
+from twisted.trial import unittest
+
+from kapiserver.storage.sqlite import SQLiteStorage
+from kapiserver.test.storage.contract import StorageContractTests
+
+
+class SQLiteContractTests(StorageContractTests, unittest.TestCase):
+    async def make_storage(self) -> SQLiteStorage:
+        self.path = os.path.abspath(self.mktemp()) + ".db"
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        store = SQLiteStorage(self.path, lease_sweep_interval=0.2)
+        await store.start()
+        return store
+
+    async def restart_storage(self) -> SQLiteStorage:
+        await self.storage.stop()
+        store = SQLiteStorage(self.path, lease_sweep_interval=0.2)
+        await store.start()
+        return store
+
+
+class SQLiteBackendTests(unittest.TestCase):
+    """Promises of the embedded backend beyond the shared contract."""
+
+    def path(self) -> str:
+        path = self.mktemp() + ".db"
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    async def open(self, path: str, **kw) -> SQLiteStorage:
+        store = SQLiteStorage(path, **kw)
+        await store.start()
+        self.addCleanup(store.stop)
+        return store
+
+    async def test_compaction_survives_restart(self):
+        path = self.path()
+        store = await self.open(path)
+        for i in range(10):
+            await store.create(f"/c/{i}", b"x")
+        await store.compact(6)
+        await store.stop()
+        store = await self.open(path)
+        self.assertEqual(await store.compacted_revision(), 6)
+        self.assertEqual(await store.current_revision(), 10)
+        self.assertEqual((await store.list("/c/", revision=6)).count, 6)
+        errors = []
+        store.watch("/c/", 2, lambda e: None, errors.append)
+        await task.deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual(len(errors), 1)
+
+    async def test_churn_with_periodic_compaction_keeps_the_file_small(self):
+        # 50 keys rewritten 100 times each with 1 KiB values: 5,000 revisions,
+        # about 5 MiB of history if nothing were ever removed.  With the last
+        # 200 revisions retained, what must stay is 50 live values plus 200
+        # history rows (~250 KiB of payload, plus b-tree and page overhead),
+        # so 1 MiB for database + WAL is a comfortable but meaningful bound.
+        path = self.path()
+        store = await self.open(path, compaction_interval=0.05, compaction_retain=200)
+        value = b"v" * 1024
+
+        async def churn(key: str) -> None:
+            kv = await store.create(key, value)
+            for _ in range(99):
+                kv = await store.update(key, value, kv.mod_revision)
+        await defer.gatherResults([defer.Deferred.fromCoroutine(churn(f"/churn/{i:02d}")) for i in range(50)],
+                                  consumeErrors=True)
+        self.assertEqual(await store.current_revision(), 5000)
+        deadline = time.monotonic() + 10
+        while await store.compacted_revision() < 4800 and time.monotonic() < deadline:
+            await task.deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual(await store.compacted_revision(), 4800)
+        await task.deferLater(reactor, 0.2, lambda: None)  # the reclaim step follows the compaction
+        size = store.file_size()
+        self.assertLess(size, 1024 * 1024, f"database + WAL is {size} bytes")
+        page = await store.list("/churn/")
+        self.assertEqual((page.count, page.items[0].value), (50, value))
+
+    async def test_reactor_stays_responsive_during_writes(self):
+        store = await self.open(self.path())
+        ticks: list[float] = []
+        loop = task.LoopingCall(lambda: ticks.append(time.monotonic()))
+        loop.start(0.01)
+        try:
+            writes = []
+            for i in range(2000):
+                writes.append(store.create(f"/busy/{i:04d}", b"x" * 200))
+                if i % 100 == 99:
+                    # Let the reactor turn between bursts, as a real server would.
+                    await task.deferLater(reactor, 0, lambda: None)
+            await defer.gatherResults(writes, consumeErrors=True)
+            pages = [store.list("/busy/", limit=500) for _ in range(20)]
+            await defer.gatherResults(pages, consumeErrors=True)
+        finally:
+            loop.stop()
+        gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+        self.assertGreater(len(ticks), 5)
+        self.assertLess(max(gaps), 0.2, f"the reactor stalled for {max(gaps):.3f}s")
+        self.assertEqual(await store.count("/busy/"), 2000)
+
+    async def test_memory_store_serves_the_contract_basics(self):
+        store = await self.open(":memory:")
+        kv = await store.create("/m/a", b"1")
+        await store.update("/m/a", b"2", kv.mod_revision)
+        self.assertEqual((await store.get("/m/a", kv.mod_revision)).value, b"1")
+        self.assertEqual([k.value for k in (await store.list("/m/")).items], [b"2"])
+
+    async def test_writes_after_stop_fail_cleanly(self):
+        from kapiserver.storage.interface import UnavailableError
+        store = await self.open(self.path())
+        await store.stop()
+        with self.assertRaises(UnavailableError):
+            await store.create("/x", b"1")
+        with self.assertRaises(UnavailableError):
+            await store.get("/x")
