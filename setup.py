@@ -1,4 +1,17 @@
 from setuptools import find_packages, setup
+from setuptools.command.editable_wheel import editable_wheel
+
+
+class _EditableWheel(editable_wheel):
+    """`pip install -e .` in "compat" mode: the checkout goes on sys.path, so
+    twisted's plugin scan finds twisted/plugins/kapiserver_plugin.py
+    (the default strict mode hides it behind an import hook twistd cannot scan)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.mode:
+            self.mode = "compat"
+
 
 setup(
     name="kapiserver",
@@ -21,4 +34,5 @@ setup(
         "common-expression-language>=0.10",
     ],
     extras_require={"test": ["kubernetes>=30"]},
+    cmdclass={"editable_wheel": _EditableWheel},
 )

@@ -16,12 +16,12 @@ from __future__ import annotations
 import copy
 import functools
 import importlib.resources
+import importlib.util
+import os
 from typing import Any, Iterable
 
 import orjson
-from twisted.logger import Logger
 
-log = Logger()
 
 DEFINITIONS_FILE = "kubernetes-json-schema/v1.37.0-local/_definitions.json"
 
@@ -200,8 +200,19 @@ class Definitions:
 
 
 def read_raw() -> dict[str, dict]:
-    """The package's ``$defs`` as shipped."""
-    data = importlib.resources.files("kubernetes_validate").joinpath(DEFINITIONS_FILE).read_bytes()
+    """The package's ``$defs`` as shipped.
+
+    The file is located without importing ``kubernetes_validate`` (whose
+    import pulls in jsonschema and costs more than reading the file).
+    """
+    spec = importlib.util.find_spec("kubernetes_validate")
+    locations = list(spec.submodule_search_locations or ()) if spec else []
+    path = os.path.join(locations[0], DEFINITIONS_FILE) if locations else ""
+    if path and os.path.exists(path):
+        with open(path, "rb") as f:
+            data = f.read()
+    else:
+        data = importlib.resources.files("kubernetes_validate").joinpath(DEFINITIONS_FILE).read_bytes()
     return orjson.loads(data)["$defs"]
 
 

@@ -29,6 +29,8 @@ class DelegatingResource(resource.Resource):
         owned = self.own(request)
         if owned is not None:
             return owned
+        if self.delegate.isLeaf:  # the end of the chain answers everything itself
+            return self.delegate
         return self.delegate.getChildWithDefault(path, request)
 
     def render(self, request):  # "/" itself

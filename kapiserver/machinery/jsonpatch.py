@@ -121,7 +121,7 @@ def _apply_one(doc: Any, op: dict) -> None:
     if kind not in ("add", "remove", "replace", "move", "copy", "test"):
         raise _ApplyError(f"Unexpected kind: {kind}: unknown object type")
     path = _string_member(op, "path", kind)
-    value = op.get("value")
+    value = copy.deepcopy(op.get("value"))  # the ops are reused when a conflict makes the Store retry
     if kind == "add":
         con, key = _find(doc, path)
         if con is None:

@@ -389,8 +389,10 @@ class Store:
                     return self.to_external(new), False
                 written = await self.storage.update(key, self._encode(new), expected_mod_revision=kv.mod_revision)
             except st.ConflictError as e:
-                if rv:
+                if precondition_rv:
                     raise self._conflict(name)
+                # someone wrote in between: re-apply the change to the new state; a
+                # resourceVersion the change itself carries is checked again there
                 kv = e.current
                 continue
             except st.KeyNotFoundError:

@@ -22,7 +22,7 @@ Every method that does I/O returns a ``Deferred``; callers ``await`` them from
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol, runtime_checkable
 
 from twisted.internet.defer import Deferred
@@ -59,6 +59,10 @@ class Event:
     kv: KeyValue
     prev_kv: Optional[KeyValue]
     revision: int
+    # A per-event memo for consumers (e.g. the encoded watch frame per content
+    # type): the watch cache hands the same Event object to every watcher of a
+    # prefix, so an event is decoded/encoded once however many watch it.
+    cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @property
     def is_create(self) -> bool:

@@ -93,10 +93,17 @@ def _node(s: dict, path: str, level: str, in_junctor: bool, out: list[Cause]) ->
         _node(s["items"], child(path, "items"), _ITEMS, in_junctor, out)
     for junctor in _JUNCTORS:
         for i, sub in enumerate(s.get(junctor) or ()):
-            if isinstance(sub, dict):
+            if isinstance(sub, dict) and not _int_or_string_branch(s, junctor, sub):
                 _node(sub, index(child(path, junctor), i), level, True, out)
     if isinstance(s.get("not"), dict):
         _node(s["not"], child(path, "not"), level, True, out)
+
+
+def _int_or_string_branch(s: dict, junctor: str, sub: dict) -> bool:
+    """``anyOf: [{type: integer}, {type: string}]`` is how int-or-string is spelled; upstream allows it."""
+    return bool(s.get("x-kubernetes-int-or-string")) and junctor == "anyOf" and \
+        sub.get("type") in ("integer", "string") and set(sub) <= {"type", "format", "pattern", "maxLength",
+                                                                   "minLength", "minimum", "maximum", "enum"}
 
 
 def _types(s: dict, path: str, level: str, out: list[Cause]) -> None:

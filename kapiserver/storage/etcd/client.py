@@ -277,7 +277,7 @@ class EtcdClient:
     """
 
     def __init__(self, endpoints: list[str], tls: Optional[EtcdTLS] = None, request_timeout: float = 10.0,
-                 reactor=None):
+                 reactor=None, max_in_flight: int = 32):
         if not endpoints:
             raise ValueError("at least one etcd endpoint is required")
         if reactor is None:
@@ -288,7 +288,10 @@ class EtcdClient:
         self.request_timeout = request_timeout
         self._preferred = 0
         self._pool = HTTPConnectionPool(reactor, persistent=True)
-        self._pool.maxPersistentPerHost = 16
+        self._pool.maxPersistentPerHost = max_in_flight
+        # Bounds the number of concurrent unary calls (and so of connections):
+        # a burst of writes queues here instead of opening a socket each.
+        self._slots = defer.DeferredSemaphore(max_in_flight)
         self._pool.retryAutomatically = False
         connect_timeout = max(1, min(5, int(request_timeout)))
         kwargs: dict[str, Any] = {"pool": self._pool, "connectTimeout": connect_timeout}
@@ -331,6 +334,7 @@ class EtcdClient:
     async def _call(self, path: str, data: bytes, idempotent: bool, revision: int) -> dict:
         last: Optional[BaseException] = None
         for endpoint in self._order():
+            await self._slots.acquire()
             try:
                 response = await self._http.post(endpoint + path, data=data,
                                                  headers={b"Content-Type": [b"application/json"]})
@@ -344,6 +348,8 @@ class EtcdClient:
                     continue
                 raise UnavailableError(f"connection to etcd at {endpoint} broke during {path}; "
                                        f"the outcome is unknown: {_describe(e)}") from None
+            finally:
+                self._slots.release()
             self._prefer(endpoint)
             if response.code != 200:
                 raise _error_from_body(response.code, content, path, revision)

@@ -92,7 +92,7 @@ class EtcdBackendTests(unittest.TestCase):
 
 
 class EtcdFragmentTests(unittest.TestCase):
-    """etcd splits watch responses larger than --max-request-bytes into fragments."""
+    """etcd splits watch responses larger than --max-request-bytes (+512 KiB gRPC overhead) into fragments."""
 
     skip = skip_reason()
 
@@ -103,13 +103,13 @@ class EtcdFragmentTests(unittest.TestCase):
         self.addCleanup(store.stop)
         await store.start()
         r0 = await store.current_revision()
-        values = [f"{i:04d}".encode() * 500 for i in range(40)]  # 2 KB each, 80 KB in all
+        values = [f"{i:04d}".encode() * 1500 for i in range(100)]  # 6 KB each, 600 KB in all
         for i, value in enumerate(values):
             await store.create(f"/big/{i:04d}", value)
         rec = Recorder()
         w = store.watch("/big/", r0, rec.on_event, rec.on_error)
         self.addCleanup(w.cancel)
-        await until(lambda: len(rec.events) == 40, timeout=10, what="40 large events")
+        await until(lambda: len(rec.events) == 100, timeout=10, what="100 large events")
         await sleep(0.1)
         self.assertEqual([e.kv.value for e in rec.events], values)
         self.assertGreater(w.fragmented_responses, 0, "etcd should have fragmented the catch-up")

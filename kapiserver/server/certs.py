@@ -1,0 +1,323 @@
+"""The cluster's certificates: a CA, the serving certificate and the admin client certificate.
+
+On first start nothing exists and everything is generated, so that
+``kubectl --kubeconfig var/admin.kubeconfig`` works at once.  On later starts
+the files are reused; only the serving certificate is re-issued, and only when
+the wanted subject alternative names changed, it expired (or soon will) or it
+was not issued by the current CA.  Keys are written with mode 0600.
+
+Files in ``cert_dir``: ``ca.crt``/``ca.key``, ``apiserver.crt``/``apiserver.key``
+and ``admin.crt``/``admin.key``.  An operator may put their own CA (and even
+their own leaf certificates) there; without ``ca.key`` nothing is issued.
+"""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Iterable, Optional, Union
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from OpenSSL import SSL, crypto
+from twisted.internet import ssl
+from twisted.logger import Logger
+
+log = Logger()
+
+CA_NAME = "kapiserver-ca"
+SERVING_NAME = "kapiserver"
+ADMIN_USER = "kapiserver-admin"
+ADMIN_GROUP = "system:masters"
+DEFAULT_SANS = ("127.0.0.1", "::1", "localhost", "kubernetes", "kubernetes.default",
+                "kubernetes.default.svc")
+
+CA_DAYS = 3650
+LEAF_DAYS = 365
+RENEW_BEFORE = datetime.timedelta(days=30)
+
+
+class CertificateError(Exception):
+    """A certificate or key cannot be read or issued; ``str()`` is one line for the operator."""
+
+
+@dataclass
+class CertBundle:
+    """The PEM material the server needs, and where it lives."""
+
+    cert_dir: str
+    ca_cert_pem: bytes
+    serving_cert_pem: bytes
+    serving_key_pem: bytes
+    admin_cert_pem: bytes
+    admin_key_pem: bytes
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.cert_dir, name)
+
+
+Key = ec.EllipticCurvePrivateKey
+SAN = Union[x509.DNSName, x509.IPAddress]
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _new_key() -> Key:
+    # P-256: fast to generate, accepted by Go (kubectl), OpenSSL and urllib3 clients.
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _key_pem(key: Key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def parse_sans(names: Iterable[str]) -> list[SAN]:
+    """Turn host names and IP literals into SAN entries (IPs as IP SANs)."""
+    out: list[SAN] = []
+    for name in names:
+        try:
+            entry: SAN = x509.IPAddress(ipaddress.ip_address(name))
+        except ValueError:
+            entry = x509.DNSName(name)
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+def _san_key(entries: Iterable[SAN]) -> set:
+    return {(type(e).__name__, str(e.value).lower()) for e in entries}
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key, days: int) -> x509.CertificateBuilder:
+    now = _now()
+    return (x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(issuer)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=days)))
+
+
+def _make_ca() -> tuple[x509.Certificate, Key]:
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME)])
+    cert = (_builder(name, name, key.public_key(), CA_DAYS)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256()))
+    return cert, key
+
+
+def _make_leaf(ca_cert: x509.Certificate, ca_key: Key, subject: x509.Name, usage: x509.ObjectIdentifier,
+               sans: Optional[list[SAN]] = None) -> tuple[x509.Certificate, Key]:
+    key = _new_key()
+    builder = (_builder(subject, ca_cert.subject, key.public_key(), LEAF_DAYS)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                            data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                            crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+               .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                              critical=False))
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(ca_key, hashes.SHA256()), key
+
+
+def _write(path: str, data: bytes, private: bool) -> None:
+    """Write atomically; private files are created 0600 from the start."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, 0o600 if private else 0o644)
+    os.replace(tmp, path)
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CertificateError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def _load_cert(path: str, data: bytes) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(data)
+    except ValueError:
+        raise CertificateError(f"{path}: not a PEM certificate") from None
+
+
+def _load_key(path: str, data: bytes):
+    try:
+        return serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):
+        raise CertificateError(f"{path}: not an unencrypted PEM private key") from None
+
+
+def _check_pair(cert_path: str, cert: x509.Certificate, key) -> None:
+    if cert.public_key().public_numbers() != key.public_key().public_numbers():
+        raise CertificateError(f"{cert_path}: certificate does not match its private key")
+
+
+def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+        return True
+    except (ValueError, TypeError, Exception):
+        return False
+
+
+def _sans_of(cert: x509.Certificate) -> list[SAN]:
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return []
+    return list(ext.value)
+
+
+class _Issuer:
+    """Loads or creates the CA and issues leaf certificates from it when needed."""
+
+    def __init__(self, cert_dir: str) -> None:
+        self.cert_dir = cert_dir
+        self.ca_path = os.path.join(cert_dir, "ca.crt")
+        self.ca_key_path = os.path.join(cert_dir, "ca.key")
+        ca_pem, key_pem = _read(self.ca_path), _read(self.ca_key_path)
+        self.ca_key = None
+        if ca_pem is None and key_pem is None:
+            log.info("Generating a new cluster CA in {dir}", dir=cert_dir)
+            self.ca_cert, self.ca_key = _make_ca()
+            _write(self.ca_key_path, _key_pem(self.ca_key), private=True)
+            _write(self.ca_path, _cert_pem(self.ca_cert), private=False)
+            ca_pem = _cert_pem(self.ca_cert)
+        elif ca_pem is None:
+            raise CertificateError(f"{self.ca_path}: missing (but {self.ca_key_path} exists)")
+        else:
+            self.ca_cert = _load_cert(self.ca_path, ca_pem)
+            if key_pem is not None:
+                self.ca_key = _load_key(self.ca_key_path, key_pem)
+                _check_pair(self.ca_path, self.ca_cert, self.ca_key)
+        self.ca_pem = ca_pem
+
+    def leaf(self, base: str, subject: x509.Name, usage: x509.ObjectIdentifier,
+             sans: Optional[list[SAN]] = None) -> tuple[bytes, bytes]:
+        """Reuse ``<base>.crt``/``<base>.key`` if still right, else issue a new pair."""
+        cert_path = os.path.join(self.cert_dir, base + ".crt")
+        key_path = os.path.join(self.cert_dir, base + ".key")
+        cert_pem, key_pem = _read(cert_path), _read(key_path)
+        why = ""
+        if cert_pem is None or key_pem is None:
+            if (cert_pem is None) != (key_pem is None):
+                missing = cert_path if cert_pem is None else key_path
+                if self.ca_key is None:
+                    raise CertificateError(f"{missing}: missing, and no ca.key to issue a new one")
+            why = "missing"
+        else:
+            cert = _load_cert(cert_path, cert_pem)
+            _check_pair(cert_path, cert, _load_key(key_path, key_pem))
+            if self.ca_key is None:
+                return cert_pem, key_pem  # operator-managed: use as is
+            if not _issued_by(cert, self.ca_cert):
+                why = "not issued by the current CA"
+            elif cert.not_valid_after_utc - RENEW_BEFORE < _now():
+                why = "expiring"
+            elif sans is not None and _san_key(_sans_of(cert)) != _san_key(sans):
+                why = "subject alternative names changed"
+            if not why:
+                return cert_pem, key_pem
+        if self.ca_key is None:
+            raise CertificateError(f"{cert_path}: missing, and no ca.key to issue a new one")
+        log.info("Issuing {path} ({why})", path=cert_path, why=why)
+        cert, key = _make_leaf(self.ca_cert, self.ca_key, subject, usage, sans)
+        cert_pem, key_pem = _cert_pem(cert), _key_pem(key)
+        _write(key_path, key_pem, private=True)
+        _write(cert_path, cert_pem, private=False)
+        return cert_pem, key_pem
+
+
+def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = ()) -> CertBundle:
+    """Load the certificates from ``cert_dir``, creating or renewing what is missing or stale.
+
+    Blocking (file I/O, key generation): call it before the reactor runs or
+    from a thread.  Raises :class:`CertificateError` with a one-line message.
+    """
+    try:
+        os.makedirs(cert_dir, mode=0o700, exist_ok=True)
+    except OSError as e:
+        raise CertificateError(f"{cert_dir}: cannot create certificate directory: {e.strerror}") from None
+    try:
+        issuer = _Issuer(cert_dir)
+        sans = parse_sans(list(DEFAULT_SANS) + list(extra_sans))
+        serving_cert, serving_key = issuer.leaf(
+            "apiserver", x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SERVING_NAME)]),
+            ExtendedKeyUsageOID.SERVER_AUTH, sans)
+        admin_cert, admin_key = issuer.leaf(
+            "admin", x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, ADMIN_GROUP),
+                                x509.NameAttribute(NameOID.COMMON_NAME, ADMIN_USER)]),
+            ExtendedKeyUsageOID.CLIENT_AUTH)
+    except OSError as e:
+        raise CertificateError(f"{getattr(e, 'filename', None) or cert_dir}: {e.strerror or e}") from None
+    return CertBundle(cert_dir, issuer.ca_pem, serving_cert, serving_key, admin_cert, admin_key)
+
+
+def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = ()) -> tuple[bytes, bytes]:
+    """Issue a client certificate for ``user`` from the cluster CA (tests, extra kubeconfigs)."""
+    ca_path, key_path = os.path.join(cert_dir, "ca.crt"), os.path.join(cert_dir, "ca.key")
+    ca_pem, key_pem = _read(ca_path), _read(key_path)
+    if ca_pem is None or key_pem is None:
+        raise CertificateError(f"{cert_dir}: no CA to issue client certificates from")
+    ca_cert, ca_key = _load_cert(ca_path, ca_pem), _load_key(key_path, key_pem)
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
+    cert, key = _make_leaf(ca_cert, ca_key, x509.Name(attrs), ExtendedKeyUsageOID.CLIENT_AUTH)
+    return _cert_pem(cert), _key_pem(key)
+
+
+def serving_context_factory(bundle: CertBundle) -> ssl.CertificateOptions:
+    """TLS options for the listener: our serving certificate, ALPN h2 + http/1.1,
+    and client certificates requested (not required) and verified against the CA."""
+    try:
+        key = crypto.load_privatekey(crypto.FILETYPE_PEM, bundle.serving_key_pem)
+        cert = crypto.load_certificate(crypto.FILETYPE_PEM, bundle.serving_cert_pem)
+        ca = crypto.load_certificate(crypto.FILETYPE_PEM, bundle.ca_cert_pem)
+    except crypto.Error as e:
+        raise CertificateError(f"{bundle.cert_dir}: cannot load serving certificate: {e}") from None
+    options = ssl.CertificateOptions(
+        privateKey=key,
+        certificate=cert,
+        acceptableProtocols=[b"h2", b"http/1.1"],
+        raiseMinimumTo=ssl.TLSVersion.TLSv1_2,
+    )
+    # Twisted's options verify a peer only when a certificate is required, so
+    # ask for an optional client certificate on the context itself: VERIFY_PEER
+    # without FAIL_IF_NO_PEER_CERT; one that does not chain to our CA fails the handshake.
+    ctx = options.getContext()
+    ctx.get_cert_store().add_cert(ca)
+    ctx.set_verify(SSL.VERIFY_PEER, _verify_callback)
+    ctx.set_client_ca_list([ca.get_subject()])  # lets clients pick the right certificate
+    return options
+
+
+def _verify_callback(connection, x509_cert, errno: int, depth: int, ok: int) -> bool:
+    return bool(ok)

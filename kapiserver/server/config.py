@@ -1,0 +1,260 @@
+"""The server's configuration: a typed dataclass tree loaded from YAML.
+
+Every key of ``etc/apiserver.yaml`` is a field below :class:`Config`; a key the
+tree does not know, or a value of the wrong type, is a :class:`ConfigError`
+whose message is one line naming the file and the dotted key, so an operator
+sees at once what to fix.  Command-line flags are applied on top as dotted-key
+overrides.  Relative paths are resolved against the current working directory
+when the configuration is loaded.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+import yaml
+
+
+class ConfigError(Exception):
+    """An invalid configuration; ``str()`` is the one line to show the operator."""
+
+
+STORAGE_BACKENDS = ("sqlite", "etcd3")
+LOG_LEVELS = ("debug", "info", "warn", "error", "critical")
+
+
+@dataclass
+class TLSConfig:
+    extra_sans: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AuthenticationConfig:
+    anonymous: bool = False
+
+
+@dataclass
+class SQLiteConfig:
+    compaction_interval_seconds: int = 300
+    compaction_retain_revisions: int = 1000
+
+
+@dataclass
+class EtcdConfig:
+    servers: list[str] = field(default_factory=lambda: ["http://127.0.0.1:2379"])
+    prefix: str = "/registry"
+    cafile: str = ""
+    certfile: str = ""
+    keyfile: str = ""
+    compaction_interval_seconds: int = 300
+
+
+@dataclass
+class StorageConfig:
+    backend: str = "sqlite"
+    sqlite: SQLiteConfig = field(default_factory=SQLiteConfig)
+    etcd: EtcdConfig = field(default_factory=EtcdConfig)
+    event_ttl_seconds: int = 3600
+
+
+@dataclass
+class LimitsConfig:
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    request_timeout_seconds: int = 60
+    max_request_body_bytes: int = 3 * 1024 * 1024
+
+
+@dataclass
+class WatchConfig:
+    bookmark_interval_seconds: int = 60
+
+
+@dataclass
+class ShutdownConfig:
+    drain_seconds: float = 10
+
+
+@dataclass
+class Config:
+    secure_port: int = 6443
+    bind_address: str = "127.0.0.1"
+    cert_dir: str = "var/certs"
+    data_dir: str = "var/data"
+    admin_kubeconfig: str = "var/admin.kubeconfig"
+    tls: TLSConfig = field(default_factory=TLSConfig)
+    authentication: AuthenticationConfig = field(default_factory=AuthenticationConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    watch: WatchConfig = field(default_factory=WatchConfig)
+    shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    log_level: str = "info"
+    # Where the configuration came from (for messages); not a YAML key.
+    source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
+
+
+# Keys holding file system paths: made absolute against the working directory.
+_PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig",
+              "storage.etcd.cafile", "storage.etcd.certfile", "storage.etcd.keyfile")
+# Integer keys that must be > 0 (the rest of the integers must be >= 0).
+_POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_inflight",
+                  "limits.request_timeout_seconds", "limits.max_request_body_bytes",
+                  "watch.bookmark_interval_seconds", "storage.event_ttl_seconds",
+                  "storage.sqlite.compaction_interval_seconds", "storage.etcd.compaction_interval_seconds")
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is list:
+        return "a list of strings"
+    return {int: "an integer", float: "a number", str: "a string", bool: "a boolean (true/false)"}.get(
+        tp, getattr(tp, "__name__", str(tp)))
+
+
+def _convert(value: Any, tp: Any, where: str) -> Any:
+    """Check ``value`` against the field type ``tp``; never coerce silently (no "1" for 1)."""
+    if typing.get_origin(tp) is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: must be {_type_name(tp)}, got {value!r}")
+        return list(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: must be {_type_name(tp)}, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: must be {_type_name(tp)}, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: must be {_type_name(tp)}, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: must be {_type_name(tp)}, got {value!r}")
+        return value
+    raise AssertionError(f"unsupported config type {tp!r}")
+
+
+def _fill(obj: Any, data: Any, source: str, prefix: str) -> None:
+    """Copy a YAML mapping onto the dataclass ``obj``, rejecting unknown keys and bad types."""
+    section = prefix.rstrip(".") or "the top level"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: {section} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(type(obj))
+    known = {f.name: f for f in dataclasses.fields(obj) if not f.metadata.get("internal")}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if not isinstance(key, str) or key not in known:
+            raise ConfigError(f"{source}: unknown key '{dotted}'")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            if value is None:
+                continue
+            _fill(getattr(obj, key), value, source, dotted + ".")
+        else:
+            setattr(obj, key, _convert(value, tp, f"{source}: key '{dotted}'"))
+
+
+def _lookup(config: Config, dotted: str) -> tuple[Any, str, Any]:
+    """The object holding ``dotted``'s last part, that part, and its declared type."""
+    obj: Any = config
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        obj = getattr(obj, part)
+    return obj, parts[-1], typing.get_type_hints(type(obj))[parts[-1]]
+
+
+def _validate(config: Config) -> None:
+    src = config.source
+    if not 0 <= config.secure_port <= 65535:
+        raise ConfigError(f"{src}: key 'secure_port': must be between 0 and 65535, got {config.secure_port}")
+    try:
+        ipaddress.ip_address(config.bind_address)
+    except ValueError:
+        raise ConfigError(f"{src}: key 'bind_address': must be an IP address, got {config.bind_address!r}") from None
+    if config.storage.backend not in STORAGE_BACKENDS:
+        raise ConfigError(f"{src}: key 'storage.backend': must be one of {', '.join(STORAGE_BACKENDS)}, "
+                          f"got {config.storage.backend!r}")
+    if config.log_level not in LOG_LEVELS:
+        raise ConfigError(f"{src}: key 'log_level': must be one of {', '.join(LOG_LEVELS)}, "
+                          f"got {config.log_level!r}")
+    for dotted in _POSITIVE_KEYS:
+        obj, name, _ = _lookup(config, dotted)
+        if getattr(obj, name) <= 0:
+            raise ConfigError(f"{src}: key '{dotted}': must be greater than 0, got {getattr(obj, name)}")
+    if config.storage.sqlite.compaction_retain_revisions < 0:
+        raise ConfigError(f"{src}: key 'storage.sqlite.compaction_retain_revisions': must not be negative")
+    if config.shutdown.drain_seconds < 0:
+        raise ConfigError(f"{src}: key 'shutdown.drain_seconds': must not be negative")
+    etcd = config.storage.etcd
+    if config.storage.backend == "etcd3":
+        if not etcd.servers:
+            raise ConfigError(f"{src}: key 'storage.etcd.servers': at least one server is required "
+                              f"when storage.backend is etcd3")
+        for server in etcd.servers:
+            if not server.startswith(("http://", "https://")):
+                raise ConfigError(f"{src}: key 'storage.etcd.servers': {server!r} is not an http:// or "
+                                  f"https:// URL")
+        if bool(etcd.certfile) != bool(etcd.keyfile):
+            raise ConfigError(f"{src}: keys 'storage.etcd.certfile' and 'storage.etcd.keyfile' must be set together")
+    if not etcd.prefix.startswith("/"):
+        raise ConfigError(f"{src}: key 'storage.etcd.prefix': must start with '/', got {etcd.prefix!r}")
+    for san in config.tls.extra_sans:
+        if not san or any(c.isspace() for c in san):
+            raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")
+
+
+def apply_overrides(config: Config, overrides: Mapping[str, Any]) -> None:
+    """Set dotted keys (command-line flags) on ``config``; values are checked like YAML values."""
+    for dotted, value in overrides.items():
+        try:
+            obj, name, tp = _lookup(config, dotted)
+        except (AttributeError, KeyError):
+            raise ConfigError(f"unknown configuration key '{dotted}'") from None
+        setattr(obj, name, _convert(value, tp, f"option for '{dotted}'"))
+
+
+def _absolutize(config: Config) -> None:
+    for dotted in _PATH_KEYS:
+        obj, name, _ = _lookup(config, dotted)
+        value = getattr(obj, name)
+        if value:
+            setattr(obj, name, os.path.abspath(value))
+
+
+def config_from_dict(data: Optional[Mapping[str, Any]], source: str = "<config>",
+                     overrides: Optional[Mapping[str, Any]] = None) -> Config:
+    """Build and validate a :class:`Config` from parsed YAML (``None`` = all defaults)."""
+    config = Config(source=source)
+    if data is not None:
+        _fill(config, data, source, "")
+    if overrides:
+        apply_overrides(config, overrides)
+    _validate(config)
+    _absolutize(config)
+    return config
+
+
+def load_config(path: Optional[str], overrides: Optional[Mapping[str, Any]] = None) -> Config:
+    """Read ``path`` (YAML; None = defaults only), apply ``overrides`` and validate."""
+    if path is None:
+        return config_from_dict(None, "<defaults>", overrides)
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read configuration file: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    return config_from_dict(data, path, overrides)

@@ -1,0 +1,152 @@
+"""Prometheus metrics with upstream's names and labels, in the server's own registry.
+
+The names and label sets follow kube-apiserver (``apiserver_request_total``,
+``apiserver_request_duration_seconds`` ...), so existing dashboards and
+alerts work.  The registry is per :class:`Metrics` instance (not
+prometheus_client's global one) so several servers in one test process do not
+collide.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from twisted.logger import Logger
+from twisted.web import resource, server
+
+log = Logger()
+
+# Upstream's buckets for apiserver_request_duration_seconds.
+DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3,
+                    4, 5, 6, 8, 10, 15, 20, 30, 45, 60)
+
+StorageCounts = Callable[[], Mapping[str, int]]
+
+
+class _StorageObjectsCollector:
+    """``apiserver_storage_objects{resource}``, read from a callback at scrape time."""
+
+    def __init__(self) -> None:
+        self.source: Optional[StorageCounts] = None
+
+    def describe(self) -> Iterable:
+        return [GaugeMetricFamily("apiserver_storage_objects",
+                                  "Number of stored objects at the time of last check split by kind.",
+                                  labels=["resource"])]
+
+    def collect(self) -> Iterable:
+        family = GaugeMetricFamily("apiserver_storage_objects",
+                                   "Number of stored objects at the time of last check split by kind.",
+                                   labels=["resource"])
+        if self.source is not None:
+            try:
+                counts = self.source()
+            except Exception as e:
+                log.warn("storage object counts unavailable: {error}", error=e)
+                counts = {}
+            for name, count in sorted(counts.items()):
+                family.add_metric([name], count)
+        yield family
+
+
+class Metrics:
+    """The server's metrics; call :meth:`record_request` once per finished request."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "apiserver_request_total",
+            "Counter of apiserver requests broken out for each verb, dry run value, group, version, "
+            "resource, scope, component, and HTTP response code.",
+            ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component", "code"],
+            registry=self.registry)
+        self.duration = Histogram(
+            "apiserver_request_duration_seconds",
+            "Response latency distribution in seconds for each verb, dry run value, group, version, "
+            "resource, subresource, scope and component.",
+            ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"],
+            buckets=DURATION_BUCKETS, registry=self.registry)
+        self.inflight = Gauge(
+            "apiserver_current_inflight_requests",
+            "Maximal number of currently used inflight request limit of this apiserver per request kind "
+            "in last second.",
+            ["request_kind"], registry=self.registry)
+        self.watchers = Gauge(
+            "apiserver_registered_watchers",
+            "Number of currently registered watchers for a given resources",
+            ["group", "version", "kind"], registry=self.registry)
+        self._storage = _StorageObjectsCollector()
+        self.registry.register(self._storage)
+        for kind in ("readOnly", "mutating"):
+            self.inflight.labels(request_kind=kind).set(0)
+
+    def record_request(self, verb: str, group: str, version: str, resource: str, subresource: str,
+                       scope: str, code: int, duration: float, dry_run: bool = False,
+                       component: str = "apiserver") -> None:
+        """Count one finished request and observe its latency.
+
+        ``verb`` is upstream's metric verb (GET, LIST, WATCH, POST, PUT, PATCH,
+        DELETE, APPLY, CONNECT); ``scope`` is ``resource``, ``namespace`` or
+        ``cluster`` (empty for non-resource paths).
+        """
+        dry = "All" if dry_run else ""
+        self.requests.labels(verb=verb, dry_run=dry, group=group, version=version, resource=resource,
+                             subresource=subresource, scope=scope, component=component, code=str(code)).inc()
+        self.duration.labels(verb=verb, dry_run=dry, group=group, version=version, resource=resource,
+                             subresource=subresource, scope=scope, component=component).observe(duration)
+
+    def set_inflight(self, request_kind: str, count: int) -> None:
+        """``request_kind`` is ``readOnly`` or ``mutating``."""
+        self.inflight.labels(request_kind=request_kind).set(count)
+
+    def watcher_added(self, group: str, version: str, kind: str) -> None:
+        self.watchers.labels(group=group, version=version, kind=kind).inc()
+
+    def watcher_removed(self, group: str, version: str, kind: str) -> None:
+        self.watchers.labels(group=group, version=version, kind=kind).dec()
+
+    def set_storage_objects_source(self, source: Optional[StorageCounts]) -> None:
+        """``source()`` returns {resource (e.g. ``pods``, ``deployments.apps``): count}; called per scrape."""
+        self._storage.source = source
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsResource(resource.Resource):
+    """``GET /metrics`` in the Prometheus text format."""
+
+    isLeaf = True
+
+    def __init__(self, metrics: Metrics) -> None:
+        super().__init__()
+        self.metrics = metrics
+
+    def render_GET(self, request: server.Request) -> bytes:
+        request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode("ascii"))
+        return self.metrics.render()
+
+
+# The process-wide metrics the API server records into (one server per process).
+METRICS = Metrics()
+
+_METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
+                 "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
+
+
+def record_request(info: Any, code: int, seconds: float, dry_run: bool = False,
+                   metrics: Optional[Metrics] = None) -> None:
+    """Record one finished request described by a RequestInfo (kapiserver.endpoints.request_info)."""
+    target = metrics or METRICS
+    verb = _METRIC_VERBS.get(info.verb, info.verb.upper())
+    if info.is_resource_request:
+        target.record_request(verb, info.group, info.version, info.resource, info.subresource, info.scope,
+                              code, seconds, dry_run=dry_run)
+    else:
+        target.record_request(verb, "", "", "", "", "", code, seconds, dry_run=dry_run)
+
+
+def metrics_resource(metrics: Optional[Metrics] = None) -> resource.Resource:
+    """The ``/metrics`` resource for ``metrics`` (the process-wide :data:`METRICS` by default)."""
+    return MetricsResource(metrics or METRICS)

@@ -1,0 +1,317 @@
+"""The server process: storage, certificates, the TLS listener, systemd and shutdown.
+
+``makeService(config)`` returns the MultiService twistd runs.  Startup is:
+certificates (before the reactor runs) → storage reachable → listen → admin
+kubeconfig (with the real port) → ``APIServer.start()`` → ``READY=1`` once
+``/readyz`` passes.  A startup failure prints one line on stderr and ends the
+process with exit code 1.  SIGTERM/SIGINT start a graceful shutdown: ``/readyz``
+fails, ``STOPPING=1``, the listener closes, in-flight requests get up to
+``shutdown.drain_seconds`` to finish, watches end, storage closes, exit 0.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any, Optional
+
+from twisted.application import service
+from twisted.internet import defer, endpoints, error as net_error, task
+from twisted.logger import Logger
+
+from kapiserver.server import systemd
+from kapiserver.server.certs import CertBundle, CertificateError, ensure_certificates, serving_context_factory
+from kapiserver.server.config import Config
+from kapiserver.server.healthz import HealthChecks
+from kapiserver.server.kubeconfig import write_admin_kubeconfig
+from kapiserver.server.version import version_info
+
+log = Logger()
+
+STORAGE_CHECK_TIMEOUT = 5.0
+READY_POLL_INTERVAL = 0.1
+DRAIN_POLL_INTERVAL = 0.05
+SQLITE_FILE = "kapiserver.db"
+
+
+class StartupError(Exception):
+    """A reason the server cannot start; ``str()`` is the one line shown to the operator."""
+
+
+def fail_startup(message: str) -> None:
+    """Write one line on stderr (the real one: twistd redirects sys.stderr into the log)."""
+    line = f"kapiserver: {message}".replace("\n", " ") + "\n"
+    try:
+        os.write(2, line.encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def build_storage(config: Config, reactor: Any = None) -> Any:
+    """The storage backend named by ``storage.backend`` (imported lazily: only one is needed)."""
+    if config.storage.backend == "etcd3":
+        from kapiserver.storage.etcd.backend import EtcdStorage
+        from kapiserver.storage.etcd.tls import EtcdTLS
+        etcd = config.storage.etcd
+        tls = None
+        if etcd.cafile or etcd.certfile or etcd.keyfile:
+            tls = EtcdTLS(ca_file=etcd.cafile or None, cert_file=etcd.certfile or None,
+                          key_file=etcd.keyfile or None)
+        return EtcdStorage(list(etcd.servers), prefix=etcd.prefix, tls=tls, reactor=reactor)
+    from kapiserver.storage.sqlite import SQLiteStorage
+    try:
+        os.makedirs(config.data_dir, exist_ok=True)
+    except OSError as e:
+        raise StartupError(f"{config.data_dir}: cannot create data directory: {e.strerror}") from None
+    sqlite = config.storage.sqlite
+    return SQLiteStorage(os.path.join(config.data_dir, SQLITE_FILE),
+                         compaction_interval=float(sqlite.compaction_interval_seconds),
+                         compaction_retain=sqlite.compaction_retain_revisions, reactor=reactor)
+
+
+def _describe_storage(config: Config) -> str:
+    if config.storage.backend == "etcd3":
+        return f"etcd at {', '.join(config.storage.etcd.servers)}"
+    return f"sqlite database {os.path.join(config.data_dir, SQLITE_FILE)}"
+
+
+class EtcdCompactor:
+    """Upstream's compactor: every interval, compact etcd to the revision seen one interval ago,
+    so every watcher has at least one interval to catch up."""
+
+    def __init__(self, storage: Any, interval: float, reactor: Any) -> None:
+        self.storage = storage
+        self.last_revision = 0
+        self.loop = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._tick()))
+        self.loop.clock = reactor
+        self.interval = interval
+
+    def start(self) -> None:
+        self.loop.start(self.interval, now=True).addErrback(lambda f: log.failure("etcd compactor stopped", f))
+
+    def stop(self) -> None:
+        if self.loop.running:
+            self.loop.stop()
+
+    async def _tick(self) -> None:
+        try:
+            if self.last_revision:
+                await self.storage.compact(self.last_revision)
+            self.last_revision = await self.storage.current_revision()
+        except Exception as e:
+            log.warn("etcd compaction failed: {error}", error=e)
+
+
+class KapiService(service.Service):
+    """Runs one API server.  ``ready`` fires once READY=1 was sent; ``stopped`` when shut down."""
+
+    name = "kapiserver"
+
+    def __init__(self, config: Config, bundle: CertBundle, reactor: Any = None,
+                 install_signal_handlers: bool = False, exit_on_failure: bool = False,
+                 env: Optional[dict] = None) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.config = config
+        self.bundle = bundle
+        self.reactor = reactor
+        self.install_signal_handlers = install_signal_handlers
+        self.exit_on_failure = exit_on_failure
+        self.health = HealthChecks()
+        self.notifier = systemd.Notifier(env, reactor)
+        self.storage: Any = None
+        self.apiserver: Any = None
+        self.port: Any = None
+        self.compactor: Optional[EtcdCompactor] = None
+        self.started = False
+        self.ready: defer.Deferred = defer.Deferred()
+        self._startup: Optional[defer.Deferred] = None
+        self._shutdown: Optional[defer.Deferred] = None
+        self.health.add("etcd" if config.storage.backend == "etcd3" else "sqlite", self._storage_check)
+        self.health.add("poststarthook/kapiserver-start", self._started_check)
+
+    # ------------------------------------------------------------ health
+
+    def _started_check(self) -> None:
+        if not self.started:
+            raise RuntimeError("not finished")
+
+    async def _storage_check(self) -> None:
+        if self.storage is None:
+            raise RuntimeError("storage not started")
+        probe = getattr(self.storage, "check_health", None)
+        d = defer.Deferred.fromCoroutine(probe()) if probe else self.storage.current_revision()
+        d.addTimeout(STORAGE_CHECK_TIMEOUT, self.reactor)
+        await d
+
+    @property
+    def bound_port(self) -> Optional[int]:
+        return self.port.getHost().port if self.port is not None else None
+
+    # ------------------------------------------------------------ start
+
+    def startService(self) -> None:
+        super().startService()
+        version_info()  # warm the cache (it runs git) before serving
+        if self.install_signal_handlers:
+            self.reactor.callWhenRunning(self._install_signal_handlers)
+        self._startup = defer.Deferred.fromCoroutine(self._start())
+        self._startup.addErrback(self._startup_failed)
+
+    async def _start(self) -> None:
+        from kapiserver.server.apiserver import APIServer
+        config = self.config
+        self.storage = build_storage(config, self.reactor)
+        try:
+            await self.storage.start()
+        except Exception as e:
+            raise StartupError(f"storage unavailable: cannot open {_describe_storage(config)}: {e}") from None
+        if config.storage.backend == "etcd3":
+            self.compactor = EtcdCompactor(self.storage, float(config.storage.etcd.compaction_interval_seconds),
+                                           self.reactor)
+            self.compactor.start()
+        self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
+                                   reactor=self.reactor)
+        endpoint = endpoints.SSL4ServerEndpoint(self.reactor, config.secure_port,
+                                                serving_context_factory(self.bundle),
+                                                backlog=1024, interface=config.bind_address)
+        try:
+            self.port = await endpoint.listen(self.apiserver.site)
+        except net_error.CannotListenError as e:
+            reason = getattr(e.socketError, "strerror", None) or str(e.socketError)
+            raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
+        log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
+        try:
+            if write_admin_kubeconfig(config.admin_kubeconfig, self.bundle, config.bind_address, self.bound_port):
+                log.info("Wrote admin kubeconfig {path}", path=config.admin_kubeconfig)
+        except OSError as e:
+            raise StartupError(f"{config.admin_kubeconfig}: cannot write admin kubeconfig: {e.strerror}") from None
+        await self.apiserver.start()
+        self.started = True
+        await self._wait_ready()
+
+    async def _wait_ready(self) -> None:
+        """Send READY=1 the first time every /readyz check passes."""
+        waited = 0.0
+        while not await self.health.healthy("readyz"):
+            if self._shutdown is not None:
+                return
+            if waited and int(waited) % 10 == 0 and int(waited - READY_POLL_INTERVAL) % 10 != 0:
+                failing = [n for n, err in await self.health.run("readyz") if err is not None]
+                log.warn("not ready yet, failing checks: {checks}", checks=", ".join(failing))
+            await task.deferLater(self.reactor, READY_POLL_INTERVAL, lambda: None)
+            waited += READY_POLL_INTERVAL
+        log.info("kapiserver is ready")
+        self.notifier.ready()
+        self.ready.callback(self.bound_port)
+
+    def _startup_failed(self, failure) -> None:
+        if self._shutdown is not None and failure.check(defer.CancelledError):
+            if not self.ready.called:  # shut down before we were ready: not an error
+                self.ready.errback(failure)
+                self.ready.addErrback(lambda f: None)
+            return
+        if failure.check(StartupError, CertificateError):
+            message = str(failure.value)
+        else:
+            log.failure("startup failed", failure)
+            message = f"startup failed: {failure.getErrorMessage()}"
+        log.error("{message}", message=message)
+        if not self.ready.called:
+            self.ready.errback(StartupError(message))
+            self.ready.addErrback(lambda f: None)
+        if self.exit_on_failure:
+            fail_startup(message)
+            self.reactor.addSystemEventTrigger("after", "shutdown", _exit_after_shutdown, 1)
+            if self.reactor.running:
+                self.reactor.stop()
+            else:
+                self.reactor.callWhenRunning(self.reactor.stop)
+
+    # ------------------------------------------------------------ stop
+
+    def _install_signal_handlers(self) -> None:
+        """Replace twistd's SIGTERM/SIGINT handlers: theirs re-raise the signal (exit status 143),
+        ours drain and exit 0 as systemd expects from a clean stop."""
+        def handler(signum, frame):
+            self.reactor.callFromThread(self._on_signal, signum)
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def _on_signal(self, signum: int) -> None:
+        log.info("Received {signal}, shutting down", signal=signal.Signals(signum).name)
+        self.shutdown().addBoth(lambda _: self._stop_reactor())
+
+    def _stop_reactor(self) -> None:
+        """Stop the reactor once, however many signals arrived."""
+        try:
+            self.reactor.stop()
+        except net_error.ReactorNotRunning:
+            pass
+
+    def stopService(self) -> defer.Deferred:
+        super().stopService()
+        return self.shutdown()
+
+    def shutdown(self) -> defer.Deferred:
+        """Graceful shutdown (idempotent)."""
+        if self._shutdown is None:
+            self._shutdown = defer.Deferred.fromCoroutine(self._stop())
+            self._shutdown.addErrback(lambda f: log.failure("error during shutdown", f))
+        d = defer.Deferred()
+        self._shutdown.addBoth(lambda r: (d.callback(None), r)[1])
+        return d
+
+    async def _stop(self) -> None:
+        self.health.begin_shutdown()
+        self.notifier.stopping()
+        if self._startup is not None and not self._startup.called:
+            self._startup.cancel()
+        if self.port is not None:
+            await self.port.stopListening()
+        if self.apiserver is not None:
+            deadline = self.reactor.seconds() + self.config.shutdown.drain_seconds
+            while self.apiserver.inflight() > 0 and self.reactor.seconds() < deadline:
+                await task.deferLater(self.reactor, DRAIN_POLL_INTERVAL, lambda: None)
+            if self.apiserver.inflight():
+                log.warn("{n} requests still in flight after draining", n=self.apiserver.inflight())
+            await self.apiserver.stop()
+        if self.compactor is not None:
+            self.compactor.stop()
+        if self.storage is not None:
+            try:
+                await self.storage.stop()
+            except Exception as e:
+                log.warn("storage did not stop cleanly: {error}", error=e)
+        log.info("kapiserver stopped")
+
+
+def _exit_after_shutdown(code: int) -> None:
+    """End the process with ``code`` (twistd itself would exit 0 after reactor.stop())."""
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    os._exit(code)
+
+
+def load_certificates(config: Config) -> CertBundle:
+    """Certificates for ``config`` (creating them on first start); raises StartupError."""
+    try:
+        return ensure_certificates(config.cert_dir, config.tls.extra_sans)
+    except CertificateError as e:
+        raise StartupError(str(e)) from None
+
+
+def makeService(config: Config, reactor: Any = None, install_signal_handlers: bool = True,
+                exit_on_failure: bool = True) -> service.MultiService:
+    """Build the whole server; certificates are prepared now (before the reactor runs).
+
+    Raises StartupError (one-line message) if the certificates cannot be loaded.
+    """
+    bundle = load_certificates(config)
+    top = service.MultiService()
+    KapiService(config, bundle, reactor, install_signal_handlers=install_signal_handlers,
+                exit_on_failure=exit_on_failure).setServiceParent(top)
+    return top

@@ -1,0 +1,246 @@
+"""The watch cache as a storage layer (kube-apiserver's cacher): ``CachedStorage``.
+
+``CachedStorage`` honours the same :class:`~kapiserver.storage.interface.Storage`
+contract as the backend it wraps, so the registry does not know it is there.
+Per resource prefix (``/configmaps/``, ``/<group>/<plural>/`` for custom
+resources) it keeps one :class:`~kapiserver.storage.cacher_watch_cache.WatchCache`,
+built lazily on first use and fed by ONE backend watch, whatever the number
+of clients watching.
+
+What is served from where:
+
+* ``list(prefix)`` at the latest revision: a consistent read from memory: the
+  backend's current revision is read, the cache waits (at most
+  ``consistent_wait`` seconds) until it has caught up with it, then answers;
+  if it does not catch up in time, the backend answers.  ``list`` at the
+  cache's own revision is served from memory; other past revisions go to the
+  backend (exactness matters for paginated lists).
+* ``list_cached(prefix)``: the ``resourceVersion=0`` fast path ("any recent
+  state"): memory, at once, no round trip to the backend.
+* ``get(key)``: the backend.  A single-key read is cheap on both backends, is
+  exact, and read-modify-write loops want the freshest value; a consistent read
+  from memory would cost the same revision round trip plus a wait.
+  ``get_cached(key)`` is the ``resourceVersion=0`` fast path.
+* writes, ``count``, revisions, compaction and leases: the backend.  The cache
+  learns of writes from its watch; any later consistent read waits for them.
+* ``watch(prefix, after)``: from the event window when it covers ``after``
+  (fan-out of the very same :class:`Event` object to every watcher, so a
+  per-event memo in ``Event.cache`` lets handlers encode once).  Older than the
+  window: ``CompactedError`` (upstream's 410 "too old resource version") —
+  except while the window still starts where the cache was built (nothing
+  evicted yet), where the backend serves that watch directly, so a young
+  cache is as good as the backend.  A watch from before a compaction made
+  through this layer fails as on the backend (compactions made elsewhere,
+  e.g. the SQLite backend's periodic one, are not seen: like upstream, the
+  window may then serve history the backend has dropped).  As for every backend, ``after == 0``
+  means "everything after revision 0", not "from now".
+
+Keys or prefixes that do not name one resource (``/``, or a prefix not in the
+``prefixes`` allow-list) pass through to the backend.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from kapiserver.storage.cacher_watch_cache import WatchCache
+from kapiserver.storage.cacher_watcher import CacheWatcher
+from kapiserver.storage.interface import ErrorHandler, EventHandler, ListResult, ProgressHandler, Storage, Watch
+
+log = Logger()
+
+ResourcePrefixOf = Callable[[str], Optional[str]]
+
+
+def default_resource_prefix(key_or_prefix: str) -> Optional[str]:
+    """The resource prefix of a registry key or prefix, or None if it names none.
+
+    ``/configmaps/ns/name`` → ``/configmaps/``; ``/namespaces/`` → ``/namespaces/``;
+    a first segment with a dot is a CRD group: ``/example.com/widgets/ns/x`` →
+    ``/example.com/widgets/`` (built-in kinds are stored without their group).
+    """
+    parts = key_or_prefix.split("/", 3)
+    if len(parts) < 3 or parts[0] or not parts[1]:
+        return None
+    if "." in parts[1]:
+        if len(parts) < 4 or not parts[2]:
+            return None
+        return f"/{parts[1]}/{parts[2]}/"
+    return f"/{parts[1]}/"
+
+
+class CachedStorage:
+    """A :class:`Storage` that serves reads and watches from per-resource watch caches."""
+
+    def __init__(self, backend: Storage, prefixes: Optional[Iterable[str]] = None,
+                 window_events: int = 10_000, window_seconds: float = 75.0, reactor=None,
+                 resource_prefix_of: ResourcePrefixOf = default_resource_prefix,
+                 consistent_wait: float = 3.0) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.backend = backend
+        self.allowed = frozenset(prefixes) if prefixes is not None else None
+        self.window_events = window_events
+        self.window_seconds = window_seconds
+        self.resource_prefix_of = resource_prefix_of
+        self.consistent_wait = consistent_wait
+        self._reactor = reactor
+        self._caches: dict[str, WatchCache] = {}
+        self._stopped = False
+        # How often a consistent read had to fall back to the backend (metrics, tests).
+        self.consistent_fallbacks = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> defer.Deferred:
+        return self.backend.start()
+
+    def stop(self) -> defer.Deferred:
+        self._stopped = True
+        for cache in self._caches.values():
+            cache.stop()
+        self._caches.clear()
+        return self.backend.stop()
+
+    def cache_for(self, key_or_prefix: str) -> Optional[WatchCache]:
+        """The watch cache serving ``key_or_prefix`` (created on first use), or None."""
+        if self._stopped:
+            return None
+        rp = self.resource_prefix_of(key_or_prefix)
+        if rp is None or not key_or_prefix.startswith(rp):
+            return None
+        if self.allowed is not None and rp not in self.allowed:
+            return None
+        cache = self._caches.get(rp)
+        if cache is None:
+            cache = WatchCache(self.backend, rp, self.window_events, self.window_seconds, self._reactor)
+            self._caches[rp] = cache
+        return cache
+
+    # ------------------------------------------------------------ pass-through
+
+    def current_revision(self) -> defer.Deferred:
+        return self.backend.current_revision()
+
+    def compacted_revision(self) -> defer.Deferred:
+        return self.backend.compacted_revision()
+
+    def get(self, key: str, revision: int = 0) -> defer.Deferred:
+        return self.backend.get(key, revision)
+
+    def count(self, prefix: str) -> defer.Deferred:
+        return self.backend.count(prefix)
+
+    def create(self, key: str, value: bytes, lease: int = 0) -> defer.Deferred:
+        return self.backend.create(key, value, lease)
+
+    def update(self, key: str, value: bytes, expected_mod_revision: int = 0) -> defer.Deferred:
+        return self.backend.update(key, value, expected_mod_revision)
+
+    def delete(self, key: str, expected_mod_revision: int = 0) -> defer.Deferred:
+        return self.backend.delete(key, expected_mod_revision)
+
+    def compact(self, revision: int) -> defer.Deferred:
+        return defer.Deferred.fromCoroutine(self._compact(revision))
+
+    async def _compact(self, revision: int) -> None:
+        await self.backend.compact(revision)
+        # Watches from before a compaction made through this layer fail as
+        # they would on the backend, even where the window still has the events.
+        for cache in self._caches.values():
+            cache.compacted = max(cache.compacted, revision)
+
+    def grant_lease(self, ttl_seconds: int) -> defer.Deferred:
+        return self.backend.grant_lease(ttl_seconds)
+
+    # ------------------------------------------------------------ reads
+
+    def list(self, prefix: str, revision: int = 0, limit: int = 0, start_key: str = "") -> defer.Deferred:
+        cache = self.cache_for(prefix)
+        if cache is None:
+            return self.backend.list(prefix, revision, limit, start_key)
+        if revision > 0:
+            if cache.ready and revision == cache.revision:
+                return defer.succeed(cache.list(prefix, limit, start_key))
+            return self.backend.list(prefix, revision, limit, start_key)
+        return defer.Deferred.fromCoroutine(self._consistent_list(cache, prefix, limit, start_key))
+
+    async def _consistent_list(self, cache: WatchCache, prefix: str, limit: int, start_key: str) -> ListResult:
+        if not await self.wait_consistent(cache):
+            return await self.backend.list(prefix, 0, limit, start_key)
+        return cache.list(prefix, limit, start_key)
+
+    async def wait_consistent(self, cache: WatchCache) -> bool:
+        """Wait until ``cache`` holds everything the backend had committed when called.
+
+        False when it did not catch up within ``consistent_wait`` seconds (the
+        caller then reads the backend).
+        """
+        current = await self.backend.current_revision()
+        await cache.ensure_ready()
+        if await cache.wait_for(current, self.consistent_wait):
+            return True
+        self.consistent_fallbacks += 1
+        log.debug("watch cache {prefix} did not reach revision {rev} in {t}s; reading the backend",
+                  prefix=cache.prefix, rev=current, t=self.consistent_wait)
+        return False
+
+    def list_cached(self, prefix: str, limit: int = 0, start_key: str = "") -> defer.Deferred:
+        """A list from memory without waiting for the backend (resourceVersion=0 semantics)."""
+        cache = self.cache_for(prefix)
+        if cache is None:
+            return self.backend.list(prefix, 0, limit, start_key)
+        if cache.ready:
+            return defer.succeed(cache.list(prefix, limit, start_key))
+        return cache.ensure_ready().addCallback(lambda _: cache.list(prefix, limit, start_key))
+
+    def get_cached(self, key: str) -> defer.Deferred:
+        """A key from memory without waiting for the backend (resourceVersion=0 semantics)."""
+        cache = self.cache_for(key)
+        if cache is None:
+            return self.backend.get(key)
+        if cache.ready:
+            return defer.succeed(cache.get(key))
+        return cache.ensure_ready().addCallback(lambda _: cache.get(key))
+
+    # ------------------------------------------------------------ watch
+
+    def watch(self, prefix: str, after_revision: int, on_event: EventHandler, on_error: ErrorHandler,
+              on_progress: Optional[ProgressHandler] = None) -> Watch:
+        cache = self.cache_for(prefix)
+        if cache is None:
+            return self.backend.watch(prefix, after_revision, on_event, on_error, on_progress)
+        w = CacheWatcher(prefix, after_revision, on_event, on_error, on_progress)
+        # Attach on a later reactor turn: events never reach a handler before
+        # watch() has returned its handle (and the cache may still be building).
+        d = cache.ensure_ready() if not cache.ready else defer.succeed(None)
+        self._reactor.callLater(0, lambda: d.addCallbacks(lambda _: self._attach(cache, w),
+                                                          lambda f: w.end(f.value)))
+        return w
+
+    def _attach(self, cache: WatchCache, w: CacheWatcher) -> None:
+        if w.cancelled:
+            return
+        if not cache.ready:  # reset again between the build and now
+            cache.ensure_ready().addCallbacks(lambda _: self._attach(cache, w), lambda f: w.end(f.value))
+            return
+        refused = cache.attach(w)
+        if refused is None:
+            return
+        if isinstance(refused, LookupError):
+            w.passthrough(self.backend.watch(w.prefix, w.after, w.on_backend_event, w.on_backend_error,
+                                             w.on_backend_progress))
+            return
+        w.end(refused)
+
+    # ------------------------------------------------------------ introspection
+
+    def cached_prefixes(self) -> list[str]:
+        return sorted(self._caches)
+
+    def watcher_count(self) -> int:
+        return sum(c.watcher_count() for c in self._caches.values())
+

@@ -1,0 +1,298 @@
+"""The watch cache of one resource prefix: objects in memory, a window of events, fan-out.
+
+It is fed by exactly one backend watch.  Building lists the prefix from the
+backend (paged, at one revision R) and then watches from R, so the in-memory
+state is exact at every revision the cache reports.  ``revision`` is the
+revision up to which the cache has seen everything (advanced by events and by
+the backend's progress notifications).
+
+Window rule: the window keeps every event with revision > ``window_start``.
+It always keeps at least ``window_events`` events, whatever their age; beyond
+that count it keeps events younger than ``window_seconds``; and it never holds
+more than ``max_window_events`` (10 × ``window_events`` by default), dropping
+the oldest even if young, so memory stays bounded under a write storm.
+Eviction happens when events are appended.
+
+If the backend watch ends (compacted history after the cache fell behind, a
+cancelled stream), the cache never serves a gap: it ends every client watch
+with ``CompactedError`` (clients re-list, as with upstream's 410), forgets its
+state and rebuilds from a fresh list.
+"""
+from __future__ import annotations
+
+import bisect
+import collections
+import heapq
+import itertools
+import time
+from typing import Callable, Optional
+
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from kapiserver.storage.cacher_watcher import CacheWatcher
+from kapiserver.storage.interface import DELETE, CompactedError, Event, KeyValue, ListResult, Storage, Watch
+
+log = Logger()
+
+# Page size of the list that (re)builds a cache.
+BUILD_PAGE = 5000
+
+
+def prefix_end(prefix: str) -> str:
+    """The first string after every string starting with ``prefix``.
+
+    Python compares ``str`` by code point, which for valid UTF-8 is the byte
+    order the backends sort keys in.
+    """
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+class WatchCache:
+    """Objects, event window and client watches of one resource prefix."""
+
+    def __init__(self, backend: Storage, prefix: str, window_events: int, window_seconds: float,
+                 reactor, max_window_events: Optional[int] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.backend = backend
+        self.prefix = prefix
+        self.window_events = max(1, window_events)
+        self.window_seconds = window_seconds
+        self.max_window_events = max_window_events or 10 * self.window_events
+        self._reactor = reactor
+        self._clock = clock
+        self._objects: dict[str, KeyValue] = {}
+        self._keys: list[str] = []  # sorted keys of _objects
+        self._window: collections.deque[tuple[float, Event]] = collections.deque()
+        self.window_start = 0  # the window holds every event with revision > window_start
+        self.evicted = False  # whether the window has dropped events since the last build
+        self.revision = 0
+        self.compacted = 0  # the newest compaction made through CachedStorage
+        self.ready = False
+        self.rebuilds = 0
+        self._generation = 0
+        self._building: Optional[defer.Deferred] = None
+        self._pending_ready: list[defer.Deferred] = []
+        self._upstream: Optional[Watch] = None
+        self._watchers: dict[str, list[CacheWatcher]] = {}  # by watched prefix
+        self._waiters: list[tuple[int, int, defer.Deferred]] = []  # heap of (revision, seq, d)
+        self._seq = itertools.count()
+        self._stopped = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def ensure_ready(self) -> defer.Deferred:
+        """Fire once the cache serves (building it if needed); fails if the build fails."""
+        if self._stopped:
+            return defer.fail(RuntimeError("the watch cache is stopped"))
+        if self.ready:
+            return defer.succeed(None)
+        d: defer.Deferred = defer.Deferred()
+        self._pending_ready.append(d)
+        if self._building is None:
+            self._building = building = defer.Deferred.fromCoroutine(self._build())
+            building.addBoth(self._built)
+        return d
+
+    def _built(self, result: object) -> None:
+        """Tell everyone waiting for the build how it went."""
+        self._building = None
+        if isinstance(result, Failure) and not self._pending_ready:
+            log.warn("watch cache {prefix}: build failed: {err}", prefix=self.prefix, err=result.value)
+        waiters, self._pending_ready = self._pending_ready, []
+        for d in waiters:
+            if isinstance(result, Failure):
+                d.errback(result)
+            else:
+                d.callback(None)
+        return None
+
+    async def _build(self) -> None:
+        generation = self._generation
+        items: list[KeyValue] = []
+        page = await self.backend.list(self.prefix, limit=BUILD_PAGE)
+        at = page.revision
+        items.extend(page.items)
+        while page.more and page.items:
+            page = await self.backend.list(self.prefix, revision=at, limit=BUILD_PAGE,
+                                           start_key=page.items[-1].key + "\x00")
+            items.extend(page.items)
+        if self._stopped or generation != self._generation:
+            raise RuntimeError("the watch cache was reset while building")
+        self._objects = {kv.key: kv for kv in items}
+        self._keys = [kv.key for kv in items]  # the backend lists in key order
+        self._window.clear()
+        self.window_start = at
+        self.evicted = False
+        self.revision = at
+        self.ready = True
+        self._upstream = self.backend.watch(
+            self.prefix, at,
+            lambda e: self._on_event(generation, e),
+            lambda err: self._on_error(generation, err),
+            lambda rev: self._on_progress(generation, rev))
+        self._wake(at)
+        log.debug("watch cache {prefix} built at revision {rev} with {n} objects",
+                  prefix=self.prefix, rev=at, n=len(items))
+
+    def stop(self) -> None:
+        """Cancel the backend watch and every client watch (without on_error)."""
+        self._stopped = True
+        self._reset()
+        for ws in list(self._watchers.values()):
+            for w in list(ws):
+                w.cancel()
+        self._watchers.clear()
+        waiters, self._waiters = self._waiters, []
+        for _, _, d in waiters:
+            if not d.called:
+                d.callback(False)
+
+    def _reset(self) -> None:
+        self._generation += 1
+        self.ready = False
+        upstream, self._upstream = self._upstream, None
+        if upstream is not None:
+            upstream.cancel()
+
+    # ------------------------------------------------------------ upstream
+
+    def _on_event(self, generation: int, event: Event) -> None:
+        if generation != self._generation or event.revision <= self.revision:
+            return
+        key = event.kv.key
+        if event.type == DELETE:
+            if self._objects.pop(key, None) is not None:
+                i = bisect.bisect_left(self._keys, key)
+                del self._keys[i]
+        else:
+            if key not in self._objects:
+                bisect.insort(self._keys, key)
+            self._objects[key] = event.kv
+        self.revision = event.revision
+        self._append(event)
+        for prefix, ws in self._watchers.items():
+            if key.startswith(prefix):
+                for w in tuple(ws):
+                    w.deliver(event)
+        self._wake(event.revision)
+
+    def _on_progress(self, generation: int, revision: int) -> None:
+        if generation != self._generation or revision < self.revision:
+            return
+        self.revision = revision
+        for ws in self._watchers.values():
+            for w in tuple(ws):
+                w.progress(revision)
+        self._wake(revision)
+
+    def _on_error(self, generation: int, err: Exception) -> None:
+        if generation != self._generation:
+            return
+        log.warn("watch cache {prefix}: backend watch ended ({err}); ending client watches and rebuilding",
+                 prefix=self.prefix, err=err)
+        self._upstream = None
+        self._reset()
+        self.rebuilds += 1
+        watchers = [w for ws in self._watchers.values() for w in ws]
+        self._watchers.clear()
+        for w in watchers:
+            w.detach = None
+            w.end(CompactedError(w.last, self.revision))
+        if not self._stopped:
+            self.ensure_ready().addErrback(
+                lambda f: log.warn("watch cache {prefix}: rebuild failed ({err}); will retry on next use",
+                                   prefix=self.prefix, err=f.value))
+
+    def _append(self, event: Event) -> None:
+        window = self._window
+        now = self._clock()
+        window.append((now, event))
+        while len(window) > self.window_events and (
+                len(window) > self.max_window_events or now - window[0][0] > self.window_seconds):
+            _, dropped = window.popleft()
+            self.window_start = dropped.revision
+            self.evicted = True
+
+    # ------------------------------------------------------------ revision waits
+
+    def wait_for(self, revision: int, timeout: float) -> defer.Deferred:
+        """Fire True once the cache is at ``revision`` or later, False after ``timeout`` s."""
+        if self.ready and self.revision >= revision:
+            return defer.succeed(True)
+        d: defer.Deferred = defer.Deferred()
+        heapq.heappush(self._waiters, (revision, next(self._seq), d))
+        timer = self._reactor.callLater(timeout, lambda: d.called or d.callback(False))
+        d.addBoth(lambda r: (timer.active() and timer.cancel(), r)[1])
+        return d
+
+    def _wake(self, revision: int) -> None:
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= revision:
+            _, _, d = heapq.heappop(waiters)
+            if not d.called:
+                d.callback(True)
+
+    # ------------------------------------------------------------ reads
+
+    def get(self, key: str) -> Optional[KeyValue]:
+        return self._objects.get(key)
+
+    def list(self, prefix: str, limit: int = 0, start_key: str = "") -> ListResult:
+        """A page of keys under ``prefix`` (within this cache) at ``self.revision``."""
+        keys = self._keys
+        low = start_key if start_key > prefix else prefix
+        lo = bisect.bisect_left(keys, low)
+        hi = bisect.bisect_left(keys, prefix_end(prefix), lo) if prefix else len(keys)
+        count = hi - lo
+        end = lo + limit if 0 < limit < count else hi
+        objects = self._objects
+        return ListResult([objects[k] for k in keys[lo:end]], self.revision, end < hi, count)
+
+    # ------------------------------------------------------------ client watches
+
+    def attach(self, w: CacheWatcher) -> Optional[Exception]:
+        """Start serving ``w`` from the window (the cache must be ready).
+
+        Returns None when attached; an exception when ``w`` asks for history
+        older than the window (CompactedError once the window has dropped
+        events; a plain LookupError while the window still starts at the
+        cache's build, meaning "ask the backend").
+        """
+        if w.cancelled:
+            return None
+        after = w.after
+        if after + 1 < self.compacted:
+            return CompactedError(after, self.compacted)
+        if after < self.window_start:
+            if self.evicted:
+                return CompactedError(after, self.window_start)
+            return LookupError("history before the cache was built")
+        replay = []
+        for _, event in reversed(self._window):
+            if event.revision <= after:
+                break
+            if event.kv.key.startswith(w.prefix):
+                replay.append(event)
+        w.last = after
+        self._watchers.setdefault(w.prefix, []).append(w)
+        w.detach = self._detach
+        for event in reversed(replay):
+            w.deliver(event)
+        w.progress(self.revision)
+        return None
+
+    def _detach(self, w: CacheWatcher) -> None:
+        ws = self._watchers.get(w.prefix)
+        if ws is None:
+            return
+        try:
+            ws.remove(w)
+        except ValueError:
+            return
+        if not ws:
+            del self._watchers[w.prefix]
+
+    def watcher_count(self) -> int:
+        return sum(len(ws) for ws in self._watchers.values())

@@ -1,0 +1,165 @@
+"""Configuration loading: defaults, validation messages, overrides, and how bad configs end twistd."""
+from __future__ import annotations
+
+import os
+import socket
+
+from twisted.trial import unittest
+
+from kapiserver.server.config import ConfigError, load_config
+from kapiserver.test.server.process import run_to_exit, write_config
+
+
+class LoadConfigTests(unittest.TestCase):
+    def setUp(self) -> None:
+        self.dir = self.mktemp()
+        os.makedirs(self.dir)
+
+    def write(self, text: str) -> str:
+        path = os.path.join(self.dir, "apiserver.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def assertConfigError(self, text: str, message: str) -> None:
+        path = self.write(text)
+        with self.assertRaises(ConfigError) as cm:
+            load_config(path)
+        self.assertEqual(str(cm.exception), f"{path}: {message}")
+
+    def test_defaults(self) -> None:
+        config = load_config(None)
+        self.assertEqual(config.secure_port, 6443)
+        self.assertEqual(config.bind_address, "127.0.0.1")
+        self.assertEqual(config.storage.backend, "sqlite")
+        self.assertEqual(config.storage.etcd.prefix, "/registry")
+        self.assertEqual(config.limits.max_request_body_bytes, 3145728)
+        self.assertFalse(config.authentication.anonymous)
+        self.assertEqual(config.cert_dir, os.path.abspath("var/certs"))
+
+    def test_nested_values_and_relative_paths(self) -> None:
+        path = self.write("secure_port: 7443\ncert_dir: certs\nstorage:\n  backend: etcd3\n  etcd:\n"
+                          "    servers: [http://127.0.0.1:2379]\n    prefix: /kap\nshutdown:\n  drain_seconds: 2.5\n")
+        config = load_config(path)
+        self.assertEqual(config.secure_port, 7443)
+        self.assertEqual(config.cert_dir, os.path.join(os.getcwd(), "certs"))
+        self.assertEqual(config.storage.backend, "etcd3")
+        self.assertEqual(config.storage.etcd.prefix, "/kap")
+        self.assertEqual(config.shutdown.drain_seconds, 2.5)
+
+    def test_empty_file_means_defaults(self) -> None:
+        self.assertEqual(load_config(self.write("")).secure_port, 6443)
+
+    def test_unknown_nested_key(self) -> None:
+        self.assertConfigError("storage:\n  bakend: sqlite\n", "unknown key 'storage.bakend'")
+
+    def test_unknown_top_level_key(self) -> None:
+        self.assertConfigError("port: 1\n", "unknown key 'port'")
+
+    def test_wrong_type(self) -> None:
+        self.assertConfigError("secure_port: '6443'\n", "key 'secure_port': must be an integer, got '6443'")
+
+    def test_bool_is_not_an_integer(self) -> None:
+        self.assertConfigError("limits:\n  max_requests_inflight: true\n",
+                               "key 'limits.max_requests_inflight': must be an integer, got True")
+
+    def test_list_of_strings(self) -> None:
+        self.assertConfigError("tls:\n  extra_sans: example.com\n",
+                               "key 'tls.extra_sans': must be a list of strings, got 'example.com'")
+
+    def test_section_must_be_mapping(self) -> None:
+        self.assertConfigError("storage: sqlite\n", "storage must be a mapping, got 'sqlite'")
+
+    def test_backend_choice(self) -> None:
+        self.assertConfigError("storage:\n  backend: mysql\n",
+                               "key 'storage.backend': must be one of sqlite, etcd3, got 'mysql'")
+
+    def test_port_range(self) -> None:
+        self.assertConfigError("secure_port: 70000\n", "key 'secure_port': must be between 0 and 65535, got 70000")
+
+    def test_invalid_yaml(self) -> None:
+        path = self.write("secure_port: [\n")
+        with self.assertRaises(ConfigError) as cm:
+            load_config(path)
+        self.assertIn(f"{path}: invalid YAML at line", str(cm.exception))
+
+    def test_missing_file(self) -> None:
+        path = os.path.join(self.dir, "nope.yaml")
+        with self.assertRaises(ConfigError) as cm:
+            load_config(path)
+        self.assertEqual(str(cm.exception), f"{path}: configuration file not found")
+
+    def test_overrides_win(self) -> None:
+        path = self.write("secure_port: 7443\n")
+        config = load_config(path, {"secure_port": 0, "storage.etcd.servers": ["http://127.0.0.1:1"]})
+        self.assertEqual(config.secure_port, 0)
+        self.assertEqual(config.storage.etcd.servers, ["http://127.0.0.1:1"])
+
+    def test_override_is_validated(self) -> None:
+        with self.assertRaises(ConfigError) as cm:
+            load_config(None, {"storage.backend": "mysql"})
+        self.assertIn("'storage.backend': must be one of", str(cm.exception))
+
+
+class BadConfigExitTests(unittest.TestCase):
+    """Every startup problem ends twistd with a non-zero status and exactly one line on stderr."""
+
+    def setUp(self) -> None:
+        self.dir = os.path.abspath(self.mktemp())
+        os.makedirs(self.dir)
+
+    def assertFailsWith(self, config_path, expected: str, *extra: str) -> None:
+        result = run_to_exit(self.dir, config_path, *extra)
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        lines = result.stderr.splitlines()
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertIn(expected, lines[0])
+        self.assertNotIn("Traceback", result.stderr)
+
+    def test_unknown_key(self) -> None:
+        path = write_config(self.dir, {"storage": {"bakend": "sqlite"}})
+        self.assertFailsWith(path, f"{path}: unknown key 'storage.bakend'")
+
+    def test_wrong_type(self) -> None:
+        path = write_config(self.dir, {"secure_port": "high"})
+        self.assertFailsWith(path, f"{path}: key 'secure_port': must be an integer, got 'high'")
+
+    def test_missing_file(self) -> None:
+        path = os.path.join(self.dir, "missing.yaml")
+        self.assertFailsWith(path, f"{path}: configuration file not found")
+
+    def test_bad_flag_value(self) -> None:
+        path = write_config(self.dir, {})
+        self.assertFailsWith(path, "--secure-port: invalid value 'x'", "--secure-port", "x")
+
+    def test_port_in_use(self) -> None:
+        busy = socket.socket()
+        self.addCleanup(busy.close)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        path = write_config(self.dir, {"secure_port": port, "cert_dir": os.path.join(self.dir, "certs"),
+                                       "data_dir": os.path.join(self.dir, "data"),
+                                       "admin_kubeconfig": os.path.join(self.dir, "admin.kubeconfig")})
+        self.assertFailsWith(path, f"cannot listen on 127.0.0.1:{port}: Address already in use")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "admin.kubeconfig")))
+
+    def test_unreadable_certificate(self) -> None:
+        certs = os.path.join(self.dir, "certs")
+        os.makedirs(certs)
+        with open(os.path.join(certs, "ca.crt"), "w") as f:
+            f.write("this is not a certificate\n")
+        with open(os.path.join(certs, "ca.key"), "w") as f:
+            f.write("nor is this a key\n")
+        path = write_config(self.dir, {"secure_port": 0, "cert_dir": certs})
+        self.assertFailsWith(path, f"{certs}/ca.crt: not a PEM certificate")
+
+    def test_storage_unreachable(self) -> None:
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        closed.close()  # nothing listens there now
+        path = write_config(self.dir, {"secure_port": 0, "cert_dir": os.path.join(self.dir, "certs"),
+                                       "storage": {"backend": "etcd3",
+                                                   "etcd": {"servers": [f"http://127.0.0.1:{port}"]}}})
+        self.assertFailsWith(path, f"storage unavailable: cannot open etcd at http://127.0.0.1:{port}")

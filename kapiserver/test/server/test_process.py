@@ -1,0 +1,98 @@
+"""The server process as an operator meets it: twistd, systemd notifications, certificates, SIGTERM."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+from twisted.trial import unittest
+
+from kapiserver.test.server.process import ServerProcess, https_get, server_port, wait_for_file, write_config
+
+KUBECTL = shutil.which("kubectl")
+CURL = shutil.which("curl")
+
+
+class ServerProcessTests(unittest.TestCase):
+    def setUp(self) -> None:
+        self.dir = os.path.abspath(self.mktemp())
+        os.makedirs(self.dir)
+        self.cert_dir = os.path.join(self.dir, "certs")
+        self.kubeconfig = os.path.join(self.dir, "admin.kubeconfig")
+        self.config = write_config(self.dir, {
+            "secure_port": 0, "cert_dir": self.cert_dir, "data_dir": os.path.join(self.dir, "data"),
+            "admin_kubeconfig": self.kubeconfig, "shutdown": {"drain_seconds": 2}})
+        sock_dir = tempfile.mkdtemp(prefix="kap-sd-")  # AF_UNIX paths must be short
+        self.addCleanup(shutil.rmtree, sock_dir, True)
+        self.notify_path = os.path.join(sock_dir, "notify")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(self.sock.close)
+        self.sock.bind(self.notify_path)
+
+    def start(self, **env: str) -> ServerProcess:
+        server = ServerProcess(self.dir, self.config, env={"NOTIFY_SOCKET": self.notify_path, **env})
+        self.addCleanup(server.kill)
+        return server
+
+    def wait_for(self, message: bytes, timeout: float = 60) -> list[bytes]:
+        """Collect notifications until ``message`` arrives; returns everything received."""
+        seen: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while message not in seen:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                seen.append(self.sock.recv(1024))
+            except socket.timeout:
+                self.fail(f"no {message!r} within {timeout}s; got {seen!r}")
+        return seen
+
+    def test_ready_watchdog_sigterm(self) -> None:
+        server = self.start(WATCHDOG_USEC="400000")
+        self.wait_for(b"READY=1")
+        port = server_port(self.kubeconfig)
+        self.assertNotEqual(port, 0)
+        # READY=1 was sent only once /readyz passes.
+        self.assertEqual(https_get(port, "/readyz", self.cert_dir), (200, "ok"))
+        # With WatchdogSec= systemd expects pings at least every WATCHDOG_USEC.
+        self.wait_for(b"WATCHDOG=1", timeout=5)
+        self.wait_for(b"WATCHDOG=1", timeout=5)
+        # The admin client certificate authenticates; no certificate does not.
+        self.assertEqual(https_get(port, "/livez", self.cert_dir, client_cert=False)[0], 401)
+        if KUBECTL:
+            out = subprocess.run([KUBECTL, "--kubeconfig", self.kubeconfig, "version", "-o", "json"],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn('"gitVersion": "v1.33.0-kapiserver"', out.stdout)
+        if CURL:
+            out = subprocess.run([CURL, "-s", "--http2", "-w", " %{http_version}", "--cacert",
+                                  os.path.join(self.cert_dir, "ca.crt"), "--cert", os.path.join(self.cert_dir, "admin.crt"),
+                                  "--key", os.path.join(self.cert_dir, "admin.key"),
+                                  f"https://127.0.0.1:{port}/readyz"], capture_output=True, text=True, timeout=30)
+            self.assertEqual(out.stdout, "ok 2")  # HTTP/2 via ALPN, client certificate honoured
+        server.proc.send_signal(15)
+        self.wait_for(b"STOPPING=1", timeout=10)
+        self.assertEqual(server.proc.wait(30), 0)
+        self.assertEqual(server.stderr(), "")
+
+    def test_restart_reuses_certificates_and_updates_port(self) -> None:
+        server = self.start()
+        self.wait_for(b"READY=1")
+        first_port = server_port(self.kubeconfig)
+        with open(os.path.join(self.cert_dir, "ca.crt"), "rb") as f:
+            ca = f.read()
+        self.assertEqual(server.stop(), 0)
+        # Hold the old port so the second start must pick a new one.
+        holder = socket.socket()
+        self.addCleanup(holder.close)
+        holder.bind(("127.0.0.1", first_port))
+        server = self.start()
+        self.wait_for(b"READY=1")
+        second_port = server_port(self.kubeconfig)
+        self.assertNotEqual(first_port, second_port)
+        with open(os.path.join(self.cert_dir, "ca.crt"), "rb") as f:
+            self.assertEqual(f.read(), ca)
+        self.assertEqual(https_get(second_port, "/healthz?verbose", self.cert_dir)[0], 200)
+        self.assertEqual(server.stop(), 0)

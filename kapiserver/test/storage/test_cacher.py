@@ -1,0 +1,267 @@
+"""The watch cache: a faithful Storage (the shared contract), plus what only it promises."""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from kapiserver.storage.cacher import CachedStorage, default_resource_prefix
+from kapiserver.storage.etcd import EtcdStorage
+from kapiserver.storage.interface import DELETE, PUT, CompactedError, Event, KeyValue, Storage
+from kapiserver.storage.sqlite import SQLiteStorage
+from kapiserver.test.storage.contract import Recorder, StorageContractTests, sleep, until
+from kapiserver.testing.etcd import shared_etcd, skip_reason
+
+
+def sqlite_path(test: unittest.TestCase) -> str:
+    path = os.path.abspath(test.mktemp()) + ".db"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return path
+
+
+class CachedSQLiteContractTests(StorageContractTests, unittest.TestCase):
+    async def make_storage(self) -> CachedStorage:
+        self.path = sqlite_path(self)
+        store = CachedStorage(SQLiteStorage(self.path, lease_sweep_interval=0.2))
+        await store.start()
+        return store
+
+    async def restart_storage(self) -> CachedStorage:
+        await self.storage.stop()
+        store = CachedStorage(SQLiteStorage(self.path, lease_sweep_interval=0.2))
+        await store.start()
+        return store
+
+
+class CachedEtcdContractTests(StorageContractTests, unittest.TestCase):
+    """One etcd for the whole class (the shared one); every test has its own key prefix."""
+
+    skip = skip_reason()
+
+    async def make_storage(self) -> CachedStorage:
+        self.etcd = shared_etcd()
+        self.prefix = f"/cacher-{uuid.uuid4().hex[:12]}"
+        store = CachedStorage(EtcdStorage([self.etcd.endpoint], prefix=self.prefix, request_timeout=5.0))
+        await store.start()
+        return store
+
+    async def tearDown(self) -> None:
+        # EtcdWatch logs a DNSLookupError when cancelled while still connecting
+        # (an etcd backend issue); let the caches' backend watches connect first.
+        if self.storage.cached_prefixes():
+            await sleep(0.1)
+        await super().tearDown()
+
+
+class Recording:
+    """A Storage wrapper that counts backend calls and exposes the backend's watches."""
+
+    def __init__(self, backend: Storage) -> None:
+        self.backend = backend
+        self.calls: dict[str, int] = {}
+        self.watches: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.backend, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*args, **kw):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return attr(*args, **kw)
+        return counted
+
+    def watch(self, prefix, after, on_event, on_error, on_progress=None):
+        self.calls["watch"] = self.calls.get("watch", 0) + 1
+        handle = self.backend.watch(prefix, after, on_event, on_error, on_progress)
+        self.watches.append({"prefix": prefix, "after": after, "on_error": on_error, "handle": handle})
+        return handle
+
+
+class CacherTests(unittest.TestCase):
+    """Promises of the watch cache beyond the storage contract."""
+
+    async def open(self, **kw) -> tuple[CachedStorage, Recording]:
+        backend = Recording(SQLiteStorage(sqlite_path(self)))
+        store = CachedStorage(backend, **kw)
+        await store.start()
+        self.addCleanup(store.stop)
+        return store, backend
+
+    def watch(self, store: CachedStorage, prefix: str, after: int) -> Recorder:
+        rec = Recorder()
+        rec.handle = store.watch(prefix, after, rec.on_event, rec.on_error, rec.on_progress)
+        self.addCleanup(rec.handle.cancel)
+        return rec
+
+    def test_default_resource_prefix(self):
+        self.assertEqual(default_resource_prefix("/configmaps/ns/cm"), "/configmaps/")
+        self.assertEqual(default_resource_prefix("/configmaps/ns/"), "/configmaps/")
+        self.assertEqual(default_resource_prefix("/namespaces/"), "/namespaces/")
+        self.assertEqual(default_resource_prefix("/example.com/widgets/ns/w"), "/example.com/widgets/")
+        self.assertEqual(default_resource_prefix("/example.com/widgets/"), "/example.com/widgets/")
+        for whole in ("/", "/configmaps", "/example.com/widgets", "/example.com/", ""):
+            self.assertIsNone(default_resource_prefix(whole), whole)
+
+    async def test_consistent_list_right_after_a_write_sees_it(self):
+        store, _ = await self.open()
+        await store.create("/configmaps/ns1/a", b"a")
+        self.assertEqual(len((await store.list("/configmaps/")).items), 1)  # cache built
+        for i in range(20):
+            kv = await store.create(f"/configmaps/ns1/k{i:02d}", b"x")
+            page = await store.list("/configmaps/ns1/")
+            self.assertIn(f"/configmaps/ns1/k{i:02d}", [item.key for item in page.items])
+            self.assertGreaterEqual(page.revision, kv.mod_revision)
+            deleted = await store.delete(f"/configmaps/ns1/k{i:02d}")
+            page = await store.list("/configmaps/")
+            self.assertNotIn(deleted.key, [item.key for item in page.items])
+        self.assertEqual(store.consistent_fallbacks, 0)
+
+    async def test_list_cached_answers_from_memory(self):
+        store, backend = await self.open()
+        for i in range(30):
+            await store.create(f"/configmaps/ns{i % 3}/k{i:02d}", str(i).encode())
+        await store.list("/configmaps/")  # builds the cache
+        await until(lambda: store.cache_for("/configmaps/").revision == 30, what="catch-up")
+        before = dict(backend.calls)
+        page = await store.list_cached("/configmaps/ns1/", limit=4)
+        self.assertEqual([kv.key for kv in page.items],
+                         ["/configmaps/ns1/k01", "/configmaps/ns1/k04", "/configmaps/ns1/k07", "/configmaps/ns1/k10"])
+        self.assertEqual((page.more, page.count, page.revision), (True, 10, 30))
+        rest = await store.list_cached("/configmaps/ns1/", start_key=page.items[-1].key + "\x00")
+        self.assertEqual(len(rest.items), 6)
+        self.assertEqual((await store.get_cached("/configmaps/ns2/k02")).value, b"2")
+        self.assertIsNone(await store.get_cached("/configmaps/ns2/nope"))
+        self.assertEqual(backend.calls, before, "list_cached/get_cached must not touch the backend")
+
+    async def test_many_watchers_share_one_backend_watch(self):
+        store, backend = await self.open()
+        await store.create("/configmaps/ns/seed", b"x")
+        start = (await store.list("/configmaps/")).revision  # the cache is built here
+        recs = [self.watch(store, "/configmaps/", start) for _ in range(500)]
+        writes = [store.create(f"/configmaps/ns/k{i:02d}", b"v") for i in range(50)]
+        await defer.gatherResults(writes, consumeErrors=True)
+        await store.delete("/configmaps/ns/k00")
+        want = list(range(start + 1, start + 52))
+        await until(lambda: all(len(r.events) == 51 for r in recs), what="every event to every watcher")
+        for rec in recs:
+            self.assertEqual(rec.revisions(), want)
+            self.assertEqual(rec.errors, [])
+        self.assertEqual(recs[0].events[-1].type, DELETE)
+        # The very same Event objects reach every watcher (so a memo in Event.cache is shared).
+        self.assertTrue(all(r.events[7] is recs[0].events[7] for r in recs))
+        self.assertEqual([w["prefix"] for w in backend.watches], ["/configmaps/"])
+        self.assertEqual(store.watcher_count(), 500)
+        self.assertGreaterEqual(recs[0].progress[-1], start + 51)
+
+    async def test_event_memo_is_per_event_and_ignored_by_equality(self):
+        kv = KeyValue("/k/a", b"1", 1, 1)
+        one, two = Event(PUT, kv, None, 1), Event(PUT, kv, None, 1)
+        one.cache["json"] = b"encoded"
+        self.assertEqual(one, two)
+        self.assertEqual(two.cache, {})
+
+    async def test_watch_older_than_the_window_is_too_old(self):
+        store, _ = await self.open(window_events=5, window_seconds=0.0)
+        await store.list("/configmaps/")  # built at revision 0
+        for i in range(20):
+            await store.create(f"/configmaps/ns/k{i:02d}", b"v")
+        cache = store.cache_for("/configmaps/")
+        await until(lambda: cache.revision == 20, what="catch-up")
+        self.assertEqual(cache.window_start, 15)
+        old = self.watch(store, "/configmaps/", 3)
+        edge = self.watch(store, "/configmaps/", 15)
+        await until(lambda: old.errors and len(edge.events) == 5, what="refusal and replay")
+        self.assertIsInstance(old.errors[0], CompactedError)
+        self.assertEqual((old.errors[0].requested, old.errors[0].compacted), (3, 15))
+        self.assertEqual(old.events, [])
+        self.assertEqual(edge.revisions(), [16, 17, 18, 19, 20])
+
+    async def test_compaction_through_the_cache_refuses_older_watches(self):
+        store, backend = await self.open()
+        await store.list("/configmaps/")  # built at revision 0: the window has everything
+        for i in range(6):
+            await store.create(f"/configmaps/ns/k{i}", b"v")
+        await store.compact(4)
+        old = self.watch(store, "/configmaps/", 1)
+        ok = self.watch(store, "/configmaps/", 3)
+        await until(lambda: old.errors and len(ok.events) == 3, what="refusal and replay")
+        self.assertEqual((old.errors[0].requested, old.errors[0].compacted), (1, 4))
+        self.assertEqual(ok.revisions(), [4, 5, 6])
+        self.assertEqual([w["prefix"] for w in backend.watches], ["/configmaps/"])
+
+    async def test_young_window_serves_older_history_from_the_backend(self):
+        store, _ = await self.open()
+        for i in range(5):
+            await store.create(f"/configmaps/ns/k{i}", b"v")
+        await store.list("/configmaps/")  # built at revision 5: the window starts there
+        rec = self.watch(store, "/configmaps/", 2)
+        await until(lambda: len(rec.events) == 3, what="history from the backend")
+        await store.create("/configmaps/ns/live", b"v")
+        await until(lambda: len(rec.events) == 4, what="live event")
+        self.assertEqual(rec.revisions(), [3, 4, 5, 6])
+
+    async def test_namespace_watcher_gets_only_its_namespace(self):
+        store, backend = await self.open()
+        start = (await store.list("/configmaps/")).revision
+        ns1 = self.watch(store, "/configmaps/ns1/", start)
+        every = self.watch(store, "/configmaps/", start)
+        for key in ("/configmaps/ns1/a", "/configmaps/ns2/a", "/configmaps/ns10/a", "/configmaps/ns1/b",
+                    "/secrets/ns1/a"):
+            await store.create(key, b"x")
+        await until(lambda: len(every.events) == 4 and len(ns1.events) == 2, what="fan-out")
+        await sleep(0.05)
+        self.assertEqual([e.kv.key for e in ns1.events], ["/configmaps/ns1/a", "/configmaps/ns1/b"])
+        self.assertEqual(len(every.events), 4)
+        self.assertEqual([w["prefix"] for w in backend.watches], ["/configmaps/"])
+
+    async def test_progress_reaches_watchers_for_bookmarks(self):
+        store, _ = await self.open()
+        await store.create("/configmaps/ns/a", b"x")
+        start = await store.current_revision()
+        rec = self.watch(store, "/configmaps/ns/", start)
+        await until(lambda: rec.progress, what="the watch to attach")
+        self.assertEqual(rec.progress, [start])
+        # Writes elsewhere move the revision a bookmark can carry.
+        await store.create("/secrets/ns/a", b"x")
+        await store.create("/configmaps/other/a", b"x")
+        await until(lambda: rec.progress[-1] == start + 2, what="progress past foreign writes")
+        self.assertEqual(rec.events, [])
+
+    async def test_backend_watch_failure_ends_client_watches_and_rebuilds(self):
+        store, backend = await self.open()
+        await store.create("/configmaps/ns/a", b"1")
+        start = (await store.list("/configmaps/")).revision  # the cache is built here
+        recs = [self.watch(store, "/configmaps/ns/", start) for _ in range(3)]
+        await store.create("/configmaps/ns/b", b"2")
+        await until(lambda: all(len(r.events) == 1 for r in recs), what="first event")
+        upstream = backend.watches[0]
+        upstream["handle"].cancel()
+        upstream["on_error"](CompactedError(start, start + 1))  # the backend watch fell behind
+        for rec in recs:
+            self.assertEqual(len(rec.errors), 1)
+            self.assertIsInstance(rec.errors[0], CompactedError)
+        # A rebuilt cache serves again, with a fresh backend watch.
+        await store.create("/configmaps/ns/c", b"3")
+        page = await store.list("/configmaps/")
+        self.assertEqual([kv.key for kv in page.items], ["/configmaps/ns/a", "/configmaps/ns/b", "/configmaps/ns/c"])
+        again = self.watch(store, "/configmaps/", page.revision)
+        await store.update("/configmaps/ns/a", b"4")
+        await until(lambda: again.events, what="an event through the rebuilt cache")
+        self.assertEqual(again.summary(), [(PUT, "/configmaps/ns/a", b"4")])
+        self.assertEqual(len(backend.watches), 2)
+        self.assertEqual(store.cache_for("/configmaps/").rebuilds, 1)
+        # The ended watches stay ended.
+        self.assertEqual([len(r.events) for r in recs], [1, 1, 1])
+
+    async def test_uncached_prefixes_pass_through(self):
+        store, backend = await self.open(prefixes=["/configmaps/"])
+        await store.create("/secrets/ns/a", b"x")
+        page = await store.list("/secrets/")
+        self.assertEqual(len(page.items), 1)
+        self.assertEqual(store.cached_prefixes(), [])
+        self.assertEqual((await store.list("/")).count, 1)
+        self.assertEqual(store.cached_prefixes(), [])
