@@ -115,16 +115,13 @@ class Store:
     # ------------------------------------------------------------ get
 
     async def get(self, namespace: str, name: str, resource_version: str = "") -> dict:
-        rev = parse_resource_version(resource_version)
-        try:
-            kv = await self.storage.get(self.key(namespace, name))
-        except st.CompactedError as e:
-            raise too_old(rev, e.compacted)
+        parse_resource_version(resource_version)  # reject malformed values
+        key = self.key(namespace, name)
+        cached = getattr(self.storage, "get_cached", None)
+        # resourceVersion=0: any recent state will do, so the watch cache answers
+        kv = await (cached(key) if resource_version == "0" and cached else self.storage.get(key))
         if kv is None:
             raise self._not_found(name)
-        if rev and kv.mod_revision < rev:
-            # the store is always at least as new as any revision we handed out
-            pass
         return self._from_kv(kv)
 
     # ------------------------------------------------------------ list
@@ -185,6 +182,8 @@ class Store:
                                                  {"reason": "ResourceVersionTooLarge",
                                                   "message": "Too large resource version"}],
                                                  "retryAfterSeconds": 1})
+        # resourceVersion=0 without a continue token: any recent state (served from memory)
+        any_state = opts.resource_version == "0" and not opts.continue_token
         items: list[dict] = []
         start_key = prefix + start if start else ""
         more = False
@@ -194,7 +193,10 @@ class Store:
         while True:
             batch = opts.limit if (opts.limit and not matches) else (_LIST_BATCH if opts.limit else 0)
             try:
-                page = await self.storage.list(prefix, revision=read_rev, limit=batch, start_key=start_key)
+                if any_state and hasattr(self.storage, "list_cached"):
+                    page = await self.storage.list_cached(prefix, limit=batch, start_key=start_key)
+                else:
+                    page = await self.storage.list(prefix, revision=read_rev, limit=batch, start_key=start_key)
             except st.CompactedError as e:
                 if opts.continue_token:
                     fresh = encode_continue(-1, start)

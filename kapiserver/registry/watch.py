@@ -65,7 +65,9 @@ class ResourceWatch:
         if initial:
             wanted = parse_resource_version(opts.resource_version) if opts.resource_version_match == \
                 NOT_OLDER_THAN else 0
-            page = await self.store.storage.list(prefix)
+            cached = getattr(self.store.storage, "list_cached", None)
+            page = await (cached(prefix) if opts.resource_version == "0" and cached else
+                          self.store.storage.list(prefix))
             if wanted and page.revision < wanted:
                 raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
                                          f"current: {page.revision}")
@@ -118,7 +120,17 @@ class ResourceWatch:
         if self._done:
             return
         self.revision = event.revision
+        memo_key = getattr(self.sink, "encoding_key", None) if self.matches is None else None
         try:
+            if memo_key is not None:
+                # Unfiltered watchers of one prefix see the same bytes: the first of
+                # them encodes the event, the rest reuse it (the cacher hands every
+                # watcher the same Event object).
+                line = event.cache.get(memo_key)
+                if line is None:
+                    line = event.cache[memo_key] = self.sink.encode(*self._convert(event))
+                self.sink.send_encoded(line)
+                return
             converted = self._convert(event)
         except Exception:
             log.failure("decoding a watch event of {resource}", resource=self.rtype.plural)

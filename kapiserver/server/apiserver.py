@@ -118,6 +118,8 @@ class APIServer:
         self.root = AggregatorResource(self.all_types, kube)
         self.site = APISite(self.root, self)
         self.controllers: list = []
+        from kapiserver.apiextensions.server import APIExtensionsServer
+        self.apiextensions = APIExtensionsServer(self)
 
     # ------------------------------------------------------------ wiring
 
@@ -241,8 +243,10 @@ class APIServer:
         ]
         for controller in self.controllers:
             controller.start()
+        await self.apiextensions.start()
 
     async def stop(self) -> None:
+        self.apiextensions.stop()
         for controller in self.controllers:
             controller.stop()
         for watch in list(self.watches):

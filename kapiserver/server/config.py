@@ -59,6 +59,7 @@ class StorageConfig:
     sqlite: SQLiteConfig = field(default_factory=SQLiteConfig)
     etcd: EtcdConfig = field(default_factory=EtcdConfig)
     event_ttl_seconds: int = 3600
+    watch_cache: bool = True
 
 
 @dataclass

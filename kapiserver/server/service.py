@@ -48,7 +48,16 @@ def fail_startup(message: str) -> None:
 
 
 def build_storage(config: Config, reactor: Any = None) -> Any:
-    """The storage backend named by ``storage.backend`` (imported lazily: only one is needed)."""
+    """The storage backend named by ``storage.backend``, behind the watch cache when enabled."""
+    backend = _build_backend(config, reactor)
+    if not config.storage.watch_cache:
+        return backend
+    from kapiserver.storage.cacher import CachedStorage
+    return CachedStorage(backend, reactor=reactor)
+
+
+def _build_backend(config: Config, reactor: Any = None) -> Any:
+    """The backend itself (imported lazily: only one is needed)."""
     if config.storage.backend == "etcd3":
         from kapiserver.storage.etcd.backend import EtcdStorage
         from kapiserver.storage.etcd.tls import EtcdTLS

@@ -188,6 +188,14 @@ class CachedStorage:
                   prefix=cache.prefix, rev=current, t=self.consistent_wait)
         return False
 
+    async def check_health(self) -> None:
+        """The backend's health (the cache itself has no failure of its own to report)."""
+        probe = getattr(self.backend, "check_health", None)
+        if probe is not None:
+            await probe()
+        else:
+            await self.backend.current_revision()
+
     def list_cached(self, prefix: str, limit: int = 0, start_key: str = "") -> defer.Deferred:
         """A list from memory without waiting for the backend (resourceVersion=0 semantics)."""
         cache = self.cache_for(prefix)

@@ -49,13 +49,18 @@ class RunningServer:
         await self.storage.stop()
 
 
-async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"test-ca", **settings: Any
-                           ) -> RunningServer:
+async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"test-ca",
+                           watch_cache: bool = True, **settings: Any) -> RunningServer:
+    """The server on SQLite in a temporary directory (behind the watch cache, as
+    in production) unless ``storage`` is given."""
     tmpdir = None
     if storage is None:
         from kapiserver.storage.sqlite import SQLiteStorage
         tmpdir = tempfile.mkdtemp(prefix="kapiserver-test-")
         storage = SQLiteStorage(os.path.join(tmpdir, "state.db"))
+        if watch_cache:
+            from kapiserver.storage.cacher import CachedStorage
+            storage = CachedStorage(storage, reactor=reactor)
     await storage.start()
     api = APIServer(test_config(**settings), storage, ca_pem, HealthChecks(), reactor)
     await api.start()

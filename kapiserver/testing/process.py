@@ -22,6 +22,28 @@ from typing import Any, Optional
 import yaml
 
 READY_TIMEOUT_SECONDS = 30.0
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def twistd_command(config_path: Optional[str], *extra: str) -> list[str]:
+    """``twistd -n kapiserver`` with this interpreter.
+
+    (``python -m twisted.scripts.twistd`` does nothing: that module has no
+    __main__ block, so call ``run()`` as the console script does.)
+    """
+    cmd = [sys.executable, "-c", "import sys; sys.argv[0] = 'twistd'; from twisted.scripts.twistd import run; run()",
+           "-n", "--pidfile=", "kapiserver"]
+    if config_path is not None:
+        cmd += ["--config", config_path]
+    return cmd + list(extra)
+
+
+def child_env(**extra: str) -> dict:
+    """The environment for a server child: the checkout first on sys.path (plugin discovery)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
+    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
 
 # The shared end-to-end server compacts often, so tests can see 410 Gone quickly.
 E2E_CONFIG = {"storage": {"sqlite": {"compaction_interval_seconds": 1, "compaction_retain_revisions": 200}}}
@@ -60,12 +82,10 @@ class ServerProcess:
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(sock_path)
         notify.settimeout(0.2)
-        env = dict(os.environ, NOTIFY_SOCKET=sock_path)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "twisted.scripts.twistd", "--pidfile=", "-n", "kapiserver",
-             "--config", self.config_path, *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
+        self.proc = subprocess.Popen(twistd_command(self.config_path, *self.extra_args), stdout=log,
+                                     stderr=subprocess.STDOUT, env=child_env(NOTIFY_SOCKET=sock_path),
+                                     cwd=self.workdir)
         log.close()
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         try:

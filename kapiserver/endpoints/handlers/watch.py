@@ -43,14 +43,32 @@ class WatchStream:
         self.watch: ResourceWatch | None = None
         self.sent_any = False
 
-    # WatchSink
-    def send(self, event_type: str, obj: dict) -> None:
-        if self.closed:
-            return
+    @property
+    def encoding_key(self):
+        """What makes two watchers' bytes for one event identical (None: never shared).
+
+        Table streams differ per watcher (column definitions only in the first
+        event), so they are not shared.
+        """
+        target = self.scope.target
+        if target.as_kind == "Table":
+            return None
+        return ("watch-line", self.scope.rtype.api_version, self.scope.rtype.kind, target.content_type)
+
+    def encode(self, event_type: str, obj: dict) -> bytes:
         if event_type not in ("ERROR", "BOOKMARK"):
             obj = transform_watch_object(self.scope, obj, first=not self.sent_any)
             self.sent_any = True
-        line = codec.encode_json({"type": event_type, "object": obj}) + b"\n"
+        return codec.encode_json({"type": event_type, "object": obj}) + b"\n"
+
+    # WatchSink
+    def send(self, event_type: str, obj: dict) -> None:
+        if not self.closed:
+            self.send_encoded(self.encode(event_type, obj))
+
+    def send_encoded(self, line: bytes) -> None:
+        if self.closed:
+            return
         if self.paused or self.backlog:
             self.backlog.append(line)
             self.backlog_bytes += len(line)

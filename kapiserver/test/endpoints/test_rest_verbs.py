@@ -573,7 +573,8 @@ class WatchTests(ServerTestCase):
         a = (await self.client.post(CM, cm("legacy"))).body
         await self.client.patch(CM + "/legacy", {"data": {"x": "1"}})
         response = await treq.get(self.server.url + "/api/v1/watch/namespaces/default/configmaps?resourceVersion="
-                                  + a["metadata"]["resourceVersion"] + "&timeoutSeconds=1", persistent=False)
+                                  + a["metadata"]["resourceVersion"] + "&timeoutSeconds=1"
+                                  "&fieldSelector=metadata.name%3Dlegacy", persistent=False)
         body = await treq.content(response)
         events = [json.loads(line) for line in body.splitlines() if line.strip()]
         self.assertEqual(events[0]["type"], "MODIFIED")

@@ -13,24 +13,7 @@ from typing import Optional
 
 import yaml
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-def twistd_command(config_path: Optional[str], *extra: str) -> list[str]:
-    # (``python -m twisted.scripts.twistd`` does nothing: that module has no __main__ block.)
-    cmd = [sys.executable, "-c", "import sys; sys.argv[0] = 'twistd'; from twisted.scripts.twistd import run; run()",
-           "-n", "--pidfile=", "kapiserver"]
-    if config_path is not None:
-        cmd += ["--config", config_path]
-    return cmd + list(extra)
-
-
-def child_env(**extra: str) -> dict:
-    """The environment for a server child: the checkout first on sys.path (plugin discovery)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
-    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra)
-    return env
+from kapiserver.testing.process import REPO_ROOT, child_env, twistd_command  # noqa: F401 (re-exported)
 
 
 def write_config(directory: str, data: dict) -> str:
