@@ -13,7 +13,7 @@ from twisted.web import resource, server
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
-from kapiserver.endpoints.handlers import update, watch as watch_handler
+from kapiserver.endpoints.handlers import scale, update, watch as watch_handler
 from kapiserver.endpoints.negotiation import negotiate
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
@@ -29,6 +29,7 @@ HANDLERS = {
     "delete": delete.delete,
     "deletecollection": deletecollection.delete_collection,
 }
+SCALE_HANDLERS = {"get": scale.get_scale, "update": scale.update_scale, "patch": scale.patch_scale}
 # verbs each subresource answers
 SUBRESOURCE_VERBS = {"status": ("get", "update", "patch"), "scale": ("get", "update", "patch")}
 
@@ -58,9 +59,6 @@ class RESTEndpoint(resource.Resource):
                     raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
                 if verb not in SUBRESOURCE_VERBS[info.subresource]:
                     raise errors.method_not_supported(f"{rtype.plural}/{info.subresource}", rtype.group, verb)
-                if info.subresource == "scale":
-                    raise errors.StatusError(501, "NotImplemented",
-                                             "the scale subresource is not implemented by kapiserver yet")
             elif verb not in rtype.verbs:
                 raise errors.method_not_supported(rtype.plural, rtype.group, verb)
             accept = request.getHeader(b"accept")
@@ -69,6 +67,8 @@ class RESTEndpoint(resource.Resource):
                                  user=getattr(request, "user", None), reactor=self.state.reactor,
                                  bookmark_interval=self.state.bookmark_interval,
                                  schema_resolver=self.state.schema_resolver())
+            if rtype.deprecated:
+                scope.warnings.append(rtype.deprecation_warning)
         except Exception as e:
             respond.write_failure(request, e, target)
             return server.NOT_DONE_YET
@@ -76,7 +76,8 @@ class RESTEndpoint(resource.Resource):
             d = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.state.register_watch))
             d.addErrback(lambda f: respond.write_failure(request, f.value, target))
             return server.NOT_DONE_YET
-        d = defer.Deferred.fromCoroutine(HANDLERS[verb](scope))
+        handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
+        d = defer.Deferred.fromCoroutine(handler(scope))
         d.addCallback(self._answer, scope)
         d.addErrback(lambda f: respond.write_failure(request, f.value, target))
         return server.NOT_DONE_YET

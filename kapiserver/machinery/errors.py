@@ -106,10 +106,11 @@ def conflict(resource: str, group: str, name: str, why: str = CONFLICT_MESSAGE) 
 
 
 def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> StatusError:
-    """422 Invalid, message in upstream's ``Kind "name" is invalid: [a, b]`` form."""
+    """422 Invalid, message in upstream's ``Kind.group "name" is invalid: [a, b]`` form."""
     rendered = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
     summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
-    return StatusError(422, "Invalid", f'{kind} "{name}" is invalid: {summary}',
+    qualified_kind = f"{kind}.{group}" if group else kind  # upstream's GroupKind.String()
+    return StatusError(422, "Invalid", f'{qualified_kind} "{name}" is invalid: {summary}',
                        _details(name=name, group=group, kind=kind, causes=causes))
 
 

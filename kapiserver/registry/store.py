@@ -289,6 +289,7 @@ class Store:
             if generated:
                 md["name"] = meta.generate_name(md["generateName"])
             causes = self._check_metadata(obj) + self.strategy.validate(self.rtype, obj)
+            causes += await self.strategy.validate_async(self.rtype, obj, None)
             if causes:
                 raise self._invalid(md.get("name") or md.get("generateName", ""), causes)
             attrs.name = md["name"]
@@ -450,6 +451,7 @@ class Store:
         causes = (self._check_metadata(new)
                   + validation.validate_object_meta_update(md, old_md)
                   + self.strategy.validate_update(self.rtype, new, old))
+        causes += await self.strategy.validate_async(self.rtype, new, old)
         if causes:
             raise self._invalid(name, causes)
         await self.admission.validate(attrs)

@@ -8,7 +8,7 @@ into a 422 Invalid.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from kapiserver.machinery.errors import Cause
 
@@ -73,6 +73,10 @@ class Strategy:
     def validate_update(self, rtype: "ResourceType", new: dict, old: dict) -> list[Cause]:
         """Kind-specific validation on update; defaults to create validation."""
         return self.validate(rtype, new)
+
+    async def validate_async(self, rtype: "ResourceType", obj: dict, old: Optional[dict]) -> list[Cause]:
+        """Validation that may need to leave the reactor thread (CRD CEL rules); ``old`` on update."""
+        return []
 
     def generation_changes(self, rtype: "ResourceType", new: dict, old: dict) -> bool:
         """Whether an update bumps metadata.generation: anything but metadata and status changed."""

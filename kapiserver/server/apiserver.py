@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from twisted.internet import defer
+from twisted.internet import defer, task
 from twisted.logger import Logger
 from twisted.web import resource
 
@@ -38,6 +38,7 @@ from kapiserver.storage.interface import Storage
 log = Logger()
 
 BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+OBJECT_COUNT_INTERVAL_SECONDS = 60.0
 
 
 def _setting(config: Any, dotted: str, default: Any) -> Any:
@@ -211,17 +212,48 @@ class APIServer:
         return None  # every authenticated request is allowed until RBAC arrives
 
     def admit_inflight(self, info: RequestInfo):
-        return self.limiter.admit(info)
+        token = self.limiter.admit(info)
+        self._publish_inflight()
+        return token
+
+    def _publish_inflight(self) -> None:
+        metrics.METRICS.set_inflight("readOnly", self.limiter.counts[False])
+        metrics.METRICS.set_inflight("mutating", self.limiter.counts[True])
 
     def record(self, request, code: int, seconds: float) -> None:
+        self._publish_inflight()
         info = getattr(request, "request_info", None)
         if info is None:
             return
         metrics.record_request(info, code, seconds)
 
     def register_watch(self, watch) -> Callable[[], None]:
+        rtype = watch.rtype
         self.watches.add(watch)
-        return lambda: self.watches.discard(watch)
+        metrics.METRICS.watcher_added(rtype.group, rtype.version, rtype.kind)
+
+        def unregister() -> None:
+            if watch in self.watches:
+                self.watches.discard(watch)
+                metrics.METRICS.watcher_removed(rtype.group, rtype.version, rtype.kind)
+        return unregister
+
+    async def _count_objects(self) -> None:
+        """Refresh apiserver_storage_objects (upstream refreshes it about once a minute)."""
+        counts = {}
+        seen = set()
+        for store in self.all_stores():
+            rtype = store.rtype
+            if rtype.storage_resource in seen:
+                continue
+            seen.add(rtype.storage_resource)
+            name = f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural
+            try:
+                counts[name] = await self.storage.count(rtype.storage_prefix())
+            except Exception as e:  # storage down or stopping: keep the last counts
+                log.warn("counting stored {resource} failed: {err}", resource=name, err=e)
+                return
+        self._object_counts = counts
 
     def inflight(self) -> int:
         return self.limiter.total()
@@ -244,8 +276,16 @@ class APIServer:
         for controller in self.controllers:
             controller.start()
         await self.apiextensions.start()
+        self._object_counts: dict = {}
+        metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
+        self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
+        self._counter.clock = self.reactor
+        self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=True).addErrback(
+            lambda f: log.failure("counting stored objects failed", f))
 
     async def stop(self) -> None:
+        if getattr(self, "_counter", None) is not None and self._counter.running:
+            self._counter.stop()
         self.apiextensions.stop()
         for controller in self.controllers:
             controller.stop()

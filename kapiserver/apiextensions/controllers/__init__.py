@@ -1,0 +1,1 @@
+"""The CRD controllers: status conditions (naming, establishing, non-structural schema, API approval) and finalizing."""
