@@ -45,6 +45,7 @@ def _rv(crd: dict) -> int:
 class APIExtensionsServer:
     def __init__(self, api: Any) -> None:
         self.api = api
+        api.crds_synced = False  # until start() has installed the stored CRDs
         self.rtype = customresourcedefinitions.resource_type()
         self.store = Store(self.rtype, api.storage, api.admission, api.leases)
         api.crd_groups.add(self.rtype, self.store)

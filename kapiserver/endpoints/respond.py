@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.server import Request
 
 from kapiserver.endpoints.negotiation import MediaTarget
@@ -60,5 +61,6 @@ def write_failure(request: Request, exc: BaseException, target: MediaTarget | No
     if isinstance(exc, errors.StatusError):
         write_status(request, exc, target)
         return
-    log.failure("handler error for {method} {path}", method=request.method, path=request.path)
+    log.failure("handler error for {method} {path}", failure=Failure(exc, type(exc), exc.__traceback__),
+                method=request.method, path=request.path)
     write_status(request, errors.internal_error(), target)

@@ -10,6 +10,7 @@ from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
+from kapiserver.machinery import protobuf
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 
@@ -37,6 +38,8 @@ class RequestScope:
     reactor: Any = None
     bookmark_interval: float = 60.0
     schema_resolver: Any = None  # callable(ref) -> schema dict, for strict field validation / SMP
+    # field numbers a protobuf body carried that no table knows (``metadata.#42``)
+    unknown_protobuf_fields: list[str] = field(default_factory=list)
 
     @property
     def args(self) -> dict:
@@ -65,7 +68,7 @@ class RequestScope:
         return body_media_type(raw.decode("latin-1") if raw else None)
 
     def decode_body(self, allow_empty: bool = False) -> Any:
-        """Decode a JSON or YAML body, applying ``fieldValidation``."""
+        """Decode a JSON, YAML or (built-in kinds with a field table) protobuf body."""
         body = self.body_bytes()
         if not body.strip():
             if allow_empty:
@@ -76,6 +79,16 @@ class RequestScope:
             obj = codec.decode_json(body)
         elif media in (codec.YAML, "application/x-yaml", "text/yaml"):
             obj = codec.decode_yaml(body)
+        elif media == protobuf.MEDIA_TYPE:
+            if self.rtype.is_crd:  # like upstream: custom resources are JSON/YAML only
+                raise errors.StatusError(
+                    415, "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - protobuf ({media}) is not "
+                    f"supported for custom resources; accepted media types include: application/json, "
+                    f"application/yaml")
+            decoded = protobuf.decode_request_body(body)
+            self.unknown_protobuf_fields = decoded.unknown_fields
+            obj = decoded.obj
         else:
             raise errors.unsupported_media_type(media)
         return obj
@@ -97,4 +110,5 @@ class RequestScope:
         if schema is None:
             return
         raw = self.body_bytes() if self.content_type() == codec.JSON else None
-        self.warnings.extend(fieldvalidation.check_fields(obj, raw, schema, self.schema_resolver, mode))
+        self.warnings.extend(fieldvalidation.check_fields(obj, raw, schema, self.schema_resolver, mode,
+                                                          extra_unknown=self.unknown_protobuf_fields))

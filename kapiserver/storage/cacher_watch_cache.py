@@ -172,7 +172,8 @@ class WatchCache:
             self._objects[key] = event.kv
         self.revision = event.revision
         self._append(event)
-        for prefix, ws in self._watchers.items():
+        # handlers may cancel watchers (and empty a prefix) while we deliver
+        for prefix, ws in list(self._watchers.items()):
             if key.startswith(prefix):
                 for w in tuple(ws):
                     w.deliver(event)
@@ -182,7 +183,7 @@ class WatchCache:
         if generation != self._generation or revision < self.revision:
             return
         self.revision = revision
-        for ws in self._watchers.values():
+        for ws in list(self._watchers.values()):
             for w in tuple(ws):
                 w.progress(revision)
         self._wake(revision)

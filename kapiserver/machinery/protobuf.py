@@ -1,0 +1,480 @@
+"""Kubernetes' protobuf wire format (``application/vnd.kubernetes.protobuf``).
+
+A body is the magic prefix ``k8s\\x00`` followed by a ``runtime.Unknown``
+envelope: ``typeMeta {apiVersion, kind}``, ``raw`` (the object's own message,
+without type meta), ``contentEncoding`` and ``contentType``.  Objects inside
+kapiserver are JSON-shaped dicts, so decoding turns a message into exactly
+the dict upstream's JSON encoding of the same Go object would give, and
+encoding does the reverse, driven by the field tables of
+:mod:`kapiserver.machinery.protobuf_types`.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator, Optional
+
+import orjson
+
+from kapiserver.machinery import errors
+from kapiserver.machinery.protobuf_types import (
+    BOOL, BYTES, FIELDS_V1, INT32, INT64, INT_OR_STRING, MAP_BYTES, MAP_STRING, MESSAGE, MESSAGES,
+    MICRO_TIME, QUANTITY, STRING, TIME, Field, message_for, split_api_version)
+
+MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
+MAGIC = b"k8s\x00"
+
+VARINT = 0
+FIXED64 = 1
+LENGTH_DELIMITED = 2
+FIXED32 = 5
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class ProtobufError(ValueError):
+    """Malformed protobuf data."""
+
+
+@dataclass
+class Unknown:
+    """The ``runtime.Unknown`` envelope of a protobuf body."""
+
+    api_version: str = ""
+    kind: str = ""
+    raw: bytes = b""
+    content_encoding: str = ""
+    content_type: str = ""
+
+
+@dataclass
+class Decoded:
+    """A decoded object and the fields the tables did not know (``metadata.#42``)."""
+
+    obj: dict
+    unknown_fields: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ wire level
+
+def write_varint(out: bytearray, value: int) -> None:
+    """Append a base-128 varint; negative numbers as 64-bit two's complement (10 bytes)."""
+    value &= 0xFFFFFFFFFFFFFFFF
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` and the position after it."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise ProtobufError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result & 0xFFFFFFFFFFFFFFFF, pos
+        shift += 7
+        if shift >= 70:
+            raise ProtobufError("varint too long")
+
+
+def write_tag(out: bytearray, number: int, wire_type: int) -> None:
+    write_varint(out, (number << 3) | wire_type)
+
+
+def write_bytes_field(out: bytearray, number: int, payload: bytes) -> None:
+    write_tag(out, number, LENGTH_DELIMITED)
+    write_varint(out, len(payload))
+    out += payload
+
+
+def write_varint_field(out: bytearray, number: int, value: int) -> None:
+    write_tag(out, number, VARINT)
+    write_varint(out, value)
+
+
+def iter_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
+    """``(number, wire type, value)`` for each field: an int for varints and fixed, bytes for the rest."""
+    pos = 0
+    end = len(data)
+    while pos < end:
+        key, pos = read_varint(data, pos)
+        number, wire_type = key >> 3, key & 7
+        if number == 0:
+            raise ProtobufError("illegal field number 0")
+        if wire_type == VARINT:
+            value, pos = read_varint(data, pos)
+        elif wire_type == LENGTH_DELIMITED:
+            length, pos = read_varint(data, pos)
+            if pos + length > end:
+                raise ProtobufError("truncated length-delimited field")
+            value = bytes(data[pos:pos + length])
+            pos += length
+        elif wire_type == FIXED64:
+            if pos + 8 > end:
+                raise ProtobufError("truncated fixed64")
+            value = int.from_bytes(data[pos:pos + 8], "little")
+            pos += 8
+        elif wire_type == FIXED32:
+            if pos + 4 > end:
+                raise ProtobufError("truncated fixed32")
+            value = int.from_bytes(data[pos:pos + 4], "little")
+            pos += 4
+        else:
+            raise ProtobufError(f"unsupported wire type {wire_type}")
+        yield number, wire_type, value
+
+
+def _signed(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+# ------------------------------------------------------------------ envelope
+
+def unwrap(body: bytes) -> Unknown:
+    """Parse the magic prefix and the ``runtime.Unknown`` envelope."""
+    if not body.startswith(MAGIC):
+        raise ProtobufError("the body does not start with the protobuf magic prefix k8s\\x00")
+    env = Unknown()
+    for number, wire_type, value in iter_fields(body[len(MAGIC):]):
+        if wire_type != LENGTH_DELIMITED:
+            continue
+        if number == 1:
+            for n, wt, v in iter_fields(value):
+                if wt == LENGTH_DELIMITED and n == 1:
+                    env.api_version = _text(v)
+                elif wt == LENGTH_DELIMITED and n == 2:
+                    env.kind = _text(v)
+        elif number == 2:
+            env.raw = value
+        elif number == 3:
+            env.content_encoding = _text(value)
+        elif number == 4:
+            env.content_type = _text(value)
+    return env
+
+
+def wrap(api_version: str, kind: str, raw: bytes) -> bytes:
+    """The magic prefix and an envelope around ``raw`` (all four fields written, as Go does)."""
+    type_meta = bytearray()
+    write_bytes_field(type_meta, 1, api_version.encode())
+    write_bytes_field(type_meta, 2, kind.encode())
+    out = bytearray(MAGIC)
+    write_bytes_field(out, 1, bytes(type_meta))
+    write_bytes_field(out, 2, raw)
+    write_bytes_field(out, 3, b"")
+    write_bytes_field(out, 4, b"")
+    return bytes(out)
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtobufError("invalid UTF-8 in a string field") from None
+
+
+# ------------------------------------------------------------------ times
+
+def format_time(seconds: int) -> str:
+    """metav1.Time's JSON: RFC 3339 in UTC, whole seconds."""
+    return (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_micro_time(seconds: int, nanos: int) -> str:
+    """metav1.MicroTime's JSON: RFC 3339 in UTC with six fractional digits."""
+    moment = _EPOCH + timedelta(seconds=seconds, microseconds=nanos // 1000)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> tuple[int, int]:
+    """``(seconds, nanos)`` of an RFC 3339 timestamp."""
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise ProtobufError(f"invalid timestamp {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    delta = moment - _EPOCH
+    seconds = delta.days * 86400 + delta.seconds
+    return seconds, delta.microseconds * 1000
+
+
+# ------------------------------------------------------------------ decoding
+
+def decode_object(body: bytes) -> Decoded:
+    """A protobuf request body as the JSON-shaped dict of the object.
+
+    Raises :class:`ProtobufError` for malformed data and ``LookupError`` when
+    no table exists for the envelope's kind.
+    """
+    env = unwrap(body)
+    if env.content_encoding:
+        raise ProtobufError(f"unsupported content encoding {env.content_encoding!r}")
+    group, version = split_api_version(env.api_version)
+    name = message_for(group, version, env.kind)
+    if name is None:
+        raise LookupError(env.kind)
+    unknown: list[str] = []
+    obj: dict = {"kind": env.kind, "apiVersion": env.api_version}
+    obj.update(decode_message(name, env.raw, "", unknown))
+    return Decoded(obj, unknown)
+
+
+def decode_message(name: str, data: bytes, path: str, unknown: list[str]) -> dict:
+    """One message as a dict; numbers missing from the table are appended to ``unknown``."""
+    fields = MESSAGES[name]
+    by_number = {f.number: f for f in fields}
+    seen: dict[int, list[Any]] = {}
+    for number, wire_type, value in iter_fields(data):
+        f = by_number.get(number)
+        if f is None:
+            where = f"{path}.#{number}" if path else f"#{number}"
+            if where not in unknown:
+                unknown.append(where)
+            continue
+        seen.setdefault(number, []).append(_check_wire(f, wire_type, value))
+    out: dict = {}
+    for f in fields:
+        values = seen.get(f.number)
+        where = f"{path}.{f.name}" if path else f.name
+        present, value = _field_value(f, values, where, unknown)
+        if present:
+            out[f.name] = value
+    return out
+
+
+def _check_wire(f: Field, wire_type: int, value: Any) -> Any:
+    expected = VARINT if f.kind in (BOOL, INT32, INT64) else LENGTH_DELIMITED
+    if wire_type != expected:
+        raise ProtobufError(f"field {f.name} (number {f.number}) has wire type {wire_type}, expected {expected}")
+    return value
+
+
+def _field_value(f: Field, values: Optional[list], where: str, unknown: list[str]) -> tuple[bool, Any]:
+    """Whether the field appears in the JSON form, and its JSON value."""
+    if f.kind in (MAP_STRING, MAP_BYTES):
+        result = {}
+        for entry in values or ():
+            key, val = _map_entry(entry, f.kind == MAP_BYTES)
+            result[key] = val
+        return (bool(result) or not f.omitempty), result
+    if f.repeated:
+        items = [_single(f, v, f"{where}[{i}]", unknown) for i, v in enumerate(values or ())]
+        return (bool(items) or not f.omitempty), items
+    if values is None:
+        if f.pointer:
+            return False, None
+        value = _zero(f)
+    else:
+        value = _single(f, values[-1], where, unknown)  # last one wins
+    if f.pointer:
+        return True, value
+    if f.kind == MESSAGE:
+        return True, value
+    if f.kind in (TIME, MICRO_TIME):
+        return not (value is None and f.omitzero), value
+    return (not f.omitempty or bool(value)), value
+
+
+def _zero(f: Field) -> Any:
+    if f.kind == MESSAGE:
+        return decode_message(f.message, b"", "", [])
+    if f.kind in (TIME, MICRO_TIME, FIELDS_V1):
+        return None
+    if f.kind in (INT32, INT64, INT_OR_STRING):
+        return 0
+    if f.kind == BOOL:
+        return False
+    return ""
+
+
+def _single(f: Field, value: Any, where: str, unknown: list[str]) -> Any:
+    kind = f.kind
+    if kind == STRING:
+        return _text(value)
+    if kind == BOOL:
+        return value != 0
+    if kind == INT32:
+        return _signed(value, 32)
+    if kind == INT64:
+        return _signed(value, 64)
+    if kind == BYTES:
+        return base64.b64encode(value).decode("ascii")
+    if kind == MESSAGE:
+        return decode_message(f.message, value, where, unknown)
+    if kind in (TIME, MICRO_TIME):
+        if not value:
+            return None  # a zero time is written as an empty message
+        seconds = nanos = 0
+        for n, wt, v in iter_fields(value):
+            if n == 1 and wt == VARINT:
+                seconds = _signed(v, 64)
+            elif n == 2 and wt == VARINT:
+                nanos = _signed(v, 32)
+        return format_time(seconds) if kind == TIME else format_micro_time(seconds, nanos)
+    if kind == FIELDS_V1:
+        raw = b""
+        for n, wt, v in iter_fields(value):
+            if n == 1 and wt == LENGTH_DELIMITED:
+                raw = v
+        if not raw:
+            return None
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise ProtobufError(f"{where}: FieldsV1 does not hold JSON") from None
+    if kind == INT_OR_STRING:
+        typ, int_val, str_val = 0, 0, ""
+        for n, wt, v in iter_fields(value):
+            if n == 1 and wt == VARINT:
+                typ = _signed(v, 64)
+            elif n == 2 and wt == VARINT:
+                int_val = _signed(v, 32)
+            elif n == 3 and wt == LENGTH_DELIMITED:
+                str_val = _text(v)
+        return str_val if typ == 1 else int_val
+    if kind == QUANTITY:
+        text = ""
+        for n, wt, v in iter_fields(value):
+            if n == 1 and wt == LENGTH_DELIMITED:
+                text = _text(v)
+        return text
+    raise ProtobufError(f"no decoder for field kind {kind}")  # pragma: no cover - tables are fixed
+
+
+def _map_entry(entry: bytes, binary: bool) -> tuple[str, str]:
+    key = ""
+    val = b""
+    for n, wt, v in iter_fields(entry):
+        if n == 1 and wt == LENGTH_DELIMITED:
+            key = _text(v)
+        elif n == 2 and wt == LENGTH_DELIMITED:
+            val = v
+    return key, (base64.b64encode(val).decode("ascii") if binary else _text(val))
+
+
+# ------------------------------------------------------------------ encoding
+
+def can_encode(api_version: str, kind: str) -> bool:
+    """Whether a table exists for this top-level kind."""
+    group, version = split_api_version(api_version)
+    return message_for(group, version, kind) is not None
+
+
+def encode_object(obj: dict) -> bytes:
+    """The protobuf body (magic + envelope) of a JSON-shaped object with a known kind.
+
+    Fields without a table entry are dropped, as a typed Go object would drop them.
+    """
+    api_version = obj.get("apiVersion") or ""
+    kind = obj.get("kind") or ""
+    group, version = split_api_version(api_version)
+    name = message_for(group, version, kind)
+    if name is None:
+        raise LookupError(kind)
+    return wrap(api_version, kind, encode_message(name, obj))
+
+
+def encode_message(name: str, obj: Optional[dict]) -> bytes:
+    """One message, fields in number order like Go's generated marshallers.
+
+    Non-pointer fields are always written (zero when absent), pointer fields
+    only when present, so the bytes match what a Go client would send.
+    """
+    obj = obj if isinstance(obj, dict) else {}
+    out = bytearray()
+    for f in sorted(MESSAGES[name], key=lambda f: f.number):
+        value = obj.get(f.name)
+        if f.kind in (MAP_STRING, MAP_BYTES):
+            for key in sorted(value or {}):
+                entry = bytearray()
+                write_bytes_field(entry, 1, str(key).encode())
+                raw = value[key]
+                write_bytes_field(entry, 2, _b64decode(raw) if f.kind == MAP_BYTES else _str(raw).encode())
+                write_bytes_field(out, f.number, bytes(entry))
+            continue
+        if f.repeated:
+            for item in value or ():
+                _write_single(out, f, item)
+            continue
+        if value is None and (f.pointer or f.kind in (FIELDS_V1,)):
+            continue
+        _write_single(out, f, value)
+    return bytes(out)
+
+
+def _write_single(out: bytearray, f: Field, value: Any) -> None:
+    kind = f.kind
+    n = f.number
+    if kind == STRING:
+        write_bytes_field(out, n, _str(value).encode())
+    elif kind == BOOL:
+        write_varint_field(out, n, 1 if value else 0)
+    elif kind in (INT32, INT64):
+        write_varint_field(out, n, int(value or 0))
+    elif kind == BYTES:
+        write_bytes_field(out, n, _b64decode(value))
+    elif kind == MESSAGE:
+        write_bytes_field(out, n, encode_message(f.message, value))
+    elif kind in (TIME, MICRO_TIME):
+        inner = bytearray()
+        if value:
+            seconds, nanos = parse_time(str(value))
+            write_varint_field(inner, 1, seconds)
+            # Time keeps whole seconds; MicroTime microseconds
+            write_varint_field(inner, 2, nanos - nanos % 1000 if kind == MICRO_TIME else 0)
+        write_bytes_field(out, n, bytes(inner))
+    elif kind == FIELDS_V1:
+        inner = bytearray()
+        write_bytes_field(inner, 1, orjson.dumps(value))
+        write_bytes_field(out, n, bytes(inner))
+    elif kind == INT_OR_STRING:
+        inner = bytearray()
+        is_str = isinstance(value, str)
+        write_varint_field(inner, 1, 1 if is_str else 0)
+        write_varint_field(inner, 2, 0 if is_str else int(value or 0))
+        write_bytes_field(inner, 3, value.encode() if is_str else b"")
+        write_bytes_field(out, n, bytes(inner))
+    elif kind == QUANTITY:
+        inner = bytearray()
+        write_bytes_field(inner, 1, _str(value).encode())
+        write_bytes_field(out, n, bytes(inner))
+    else:  # pragma: no cover - tables are fixed
+        raise ProtobufError(f"no encoder for field kind {kind}")
+
+
+def _str(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _b64decode(value: Any) -> bytes:
+    if not value:
+        return b""
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ProtobufError("illegal base64 data in a bytes field") from None
+
+
+# ------------------------------------------------------------------ errors
+
+def decode_request_body(body: bytes) -> Decoded:
+    """:func:`decode_object` with failures as the Status errors a client sees."""
+    try:
+        return decode_object(body)
+    except LookupError as e:
+        raise errors.StatusError(415, "UnsupportedMediaType",
+                                 f"the body of the request was in an unknown format - protobuf "
+                                 f"({MEDIA_TYPE}) is not supported for kind {e.args[0]!r} by kapiserver; "
+                                 f"send application/json or application/yaml") from None
+    except ProtobufError as e:
+        raise errors.bad_request(f"unable to decode protobuf body: {e}") from None

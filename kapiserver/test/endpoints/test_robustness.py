@@ -1,0 +1,56 @@
+"""What happens when things go wrong: a handler bug, a client that stops reading."""
+from __future__ import annotations
+
+import socket
+
+from twisted.internet import defer, reactor, task
+
+from kapiserver.endpoints.handlers import watch as watch_handler
+from kapiserver.test.endpoints.test_rest_verbs import CM, ServerTestCase, cm, run
+
+
+class HandlerBugTests(ServerTestCase):
+    @run
+    async def test_bug_is_a_generic_500_status(self):
+        store = self.server.api.store("", "v1", "configmaps")
+
+        async def broken(*args, **kwargs):
+            raise RuntimeError("secret internals")
+        self.patch(store, "list", broken)
+        r = await self.client.get(CM)
+        self.assertEqual(r.code, 500)
+        self.assertEqual(r.body["kind"], "Status")
+        self.assertEqual(r.body["reason"], "InternalError")
+        self.assertNotIn("secret internals", r.raw.decode())
+        self.assertNotIn("Traceback", r.raw.decode())
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+        # the server goes on serving
+        self.assertEqual((await self.client.get(CM + "/missing")).code, 404)
+
+
+class SlowWatcherTests(ServerTestCase):
+    @run
+    async def test_watch_that_is_not_read_is_closed_not_buffered(self):
+        self.patch(watch_handler, "MAX_BACKLOG_BYTES", 512 * 1024)
+        await self.client.post(CM, cm("big"))
+        port = int(self.server.url.rsplit(":", 1)[1])
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        self.addCleanup(sock.close)
+        sock.sendall(b"GET " + CM.encode() + b"?watch=true&resourceVersion=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+
+        async def watchers() -> int:
+            await task.deferLater(reactor, 0.05, lambda: None)
+            return len(self.server.api.watches)
+        for _ in range(40):
+            if await watchers():
+                break
+        self.assertEqual(await watchers(), 1)
+        payload = "x" * (100 * 1024)
+        for i in range(200):
+            await self.client.patch(CM + "/big", {"data": {"blob": f"{i}{payload}"}})
+            if not await watchers():
+                break
+        self.assertEqual(await watchers(), 0, "the unread watch should have been closed")
+        self.assertEqual((await self.client.get(CM + "/big")).code, 200)
