@@ -103,6 +103,8 @@ def _cell_getter(col_type: str, path: str) -> Callable[[dict], Any]:
             return None
         if len(values) == 1:
             value = values[0]
+            if col_type == "date":  # upstream prints dates as ages ("5m"), keeping the column type
+                return columns.since(value) if isinstance(value, str) else None
             if col_type == "integer" and isinstance(value, int) and not isinstance(value, bool):
                 return value
             if col_type == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):

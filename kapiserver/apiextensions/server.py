@@ -20,7 +20,7 @@ from twisted.logger import Logger
 
 from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_true
-from kapiserver.apiextensions.controllers.finalizer import _everything, finalize
+from kapiserver.apiextensions.controllers.finalizer import list_everything, finalize
 from kapiserver.apiextensions.controllers.naming import apply_naming
 from kapiserver.apiextensions.controllers.schema_conditions import apply_api_approval, apply_nonstructural
 from kapiserver.apiextensions.custom_resource import CRDState, resource_types
@@ -76,7 +76,7 @@ class APIExtensionsServer:
         self.informer.start()
 
     async def initial_install(self) -> None:
-        listed = await self.store.list("", _everything())
+        listed = await self.store.list("", list_everything())
         for crd in listed["items"]:
             self._remember(crd)
             self._install(crd)

@@ -1,6 +1,7 @@
 """Content negotiation: which encoding and which object shape to answer with.
 
-Clients ask for a media type (JSON or YAML; protobuf is not served) and,
+Clients ask for a media type (JSON, YAML, or protobuf for the kinds that have a
+protobuf field table: see ``MediaTarget.prefer_protobuf``) and,
 through ``as``/``g``/``v`` parameters, for a different shape of the object:
 ``Table``, ``PartialObjectMetadata(List)`` (meta.k8s.io) or aggregated
 discovery (``APIGroupDiscoveryList`` of apidiscovery.k8s.io).
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from kapiserver.machinery import codec, errors
+from kapiserver.machinery.protobuf import MEDIA_TYPE as PROTOBUF
 
 _SERVED = {"application/json": codec.JSON, "application/yaml": codec.YAML,
            "application/*": codec.JSON, "*/*": codec.JSON}
@@ -22,6 +24,10 @@ class MediaTarget:
     as_kind: str = ""  # "" = the object itself
     group: str = ""
     version: str = ""
+    # The client listed protobuf first: a plain object whose kind has a protobuf
+    # table is answered in protobuf; everything else (Tables, watches, kinds
+    # without a table, errors) in ``media_type``.
+    prefer_protobuf: bool = False
 
     @property
     def content_type(self) -> str:
@@ -67,16 +73,24 @@ def negotiate(accept: Optional[str], allowed_as: Iterable[tuple[str, str, str]] 
     if not accept:
         return MediaTarget(codec.JSON)
     allowed = set(allowed_as)
+    prefer_protobuf = False
     for clause in _parse_accept(accept):
+        if clause.media_type == PROTOBUF and not clause.params.get("as") and not clause.params.get("stream"):
+            prefer_protobuf = True  # answered with the next acceptable clause's type when it cannot be
+            continue
         media = _SERVED.get(clause.media_type)
         if media is None:
             continue
         as_kind = clause.params.get("as", "")
         if not as_kind:
-            return MediaTarget(media)
+            return MediaTarget(media, prefer_protobuf=prefer_protobuf)
+        if prefer_protobuf:
+            continue  # protobuf of the plain object comes first; other shapes only after it
         shape = (as_kind, clause.params.get("g", ""), clause.params.get("v", ""))
         if shape in allowed:
             return MediaTarget(media, *shape)
+    if prefer_protobuf:
+        return MediaTarget(codec.JSON, prefer_protobuf=True)
     raise errors.not_acceptable(
         f"only the following media types are accepted: application/json, application/yaml "
         f"(got {accept!r})")

@@ -8,7 +8,7 @@ from twisted.python.failure import Failure
 from twisted.web.server import Request
 
 from kapiserver.endpoints.negotiation import MediaTarget
-from kapiserver.machinery import codec, errors
+from kapiserver.machinery import codec, errors, protobuf
 
 log = Logger()
 
@@ -36,15 +36,31 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
                  warnings: Iterable[str] = ()) -> None:
     if not _writable(request):
         return
-    body = codec.encode(obj, target.media_type, _pretty(request))
+    body = _protobuf_body(target, obj)
+    content_type = protobuf.MEDIA_TYPE if body is not None else target.content_type
+    if body is None:
+        body = codec.encode(obj, target.media_type, _pretty(request))
     request.setResponseCode(code)
-    request.setHeader(b"content-type", target.content_type.encode())
+    request.setHeader(b"content-type", content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
     _warn(request, warnings)
     request.setHeader(b"content-length", str(len(body)).encode())
     if request.method != b"HEAD":
         request.write(body)
     request.finish()
+
+
+def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
+    """The protobuf encoding when the client prefers it and the kind has a table, else None."""
+    if not target.prefer_protobuf or target.as_kind or not isinstance(obj, dict):
+        return None
+    if not protobuf.can_encode(obj.get("apiVersion") or "", obj.get("kind") or ""):
+        return None
+    try:
+        return protobuf.encode_object(obj)
+    except protobuf.ProtobufError:
+        log.failure("protobuf encoding of {kind} failed; answering JSON", kind=obj.get("kind"))
+        return None
 
 
 def write_status(request: Request, err: errors.StatusError, target: MediaTarget | None = None) -> None:

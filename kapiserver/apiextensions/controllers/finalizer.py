@@ -21,7 +21,7 @@ from kapiserver.registry.options import DeleteOptions, ListOptions
 from kapiserver.registry.store import Store
 
 
-def _everything() -> ListOptions:
+def list_everything() -> ListOptions:
     return ListOptions(parse_label_selector(""), parse_field_selector(""))
 
 
@@ -45,7 +45,7 @@ async def finalize(crd: dict, crd_store: Store, make_store: Callable, state: CRD
     if rtype is not None:
         await _set_terminating(crd_store, name, "InstanceDeletionInProgress", "CustomResource deletion is in progress")
         store = make_store(rtype)
-        listed = await store.list("", _everything())
+        listed = await store.list("", list_everything())
         for item in listed["items"]:
             md = item["metadata"]
             try:
@@ -53,7 +53,7 @@ async def finalize(crd: dict, crd_store: Store, make_store: Callable, state: CRD
             except errors.StatusError as e:
                 if e.code != 404:
                     raise
-        remaining = await store.list("", _everything())
+        remaining = await store.list("", list_everything())
         if remaining["items"]:
             await _set_terminating(crd_store, name, "InstanceDeletionCheck",
                                    f"could not confirm zero CustomResources remaining: "

@@ -240,6 +240,18 @@ class CustomResourceTests(CRDTestCase):
         self.assertIn("type is immutable", r.body["message"])
 
     @run
+    async def test_cel_rules_apply_to_big_objects_too(self):
+        from kapiserver.apiextensions.custom_resource import CEL_THREAD_THRESHOLD_BYTES
+        acme = load("issuer-acme.yaml")
+        acme["spec"]["keySize"] = 1024
+        acme["spec"]["podTemplate"]["metadata"]["annotations"] = {"big": "x" * CEL_THREAD_THRESHOLD_BYTES}
+        r = await self.client.post(ISSUERS, acme)
+        self.assertEqual(r.code, 422)
+        self.assertIn("ECDSA keys must be 256, 384 or 521 bits, not 1024", r.body["message"])
+        acme["spec"]["keySize"] = 384
+        self.assertEqual((await self.client.post(ISSUERS, acme)).code, 201)
+
+    @run
     async def test_unknown_fields_pruned_warned_or_rejected(self):
         body = load("issuer-ca.yaml")
         body["spec"]["color"] = "blue"

@@ -54,3 +54,42 @@ class SlowWatcherTests(ServerTestCase):
                 break
         self.assertEqual(await watchers(), 0, "the unread watch should have been closed")
         self.assertEqual((await self.client.get(CM + "/big")).code, 200)
+
+
+class LimitTests(ServerTestCase):
+    settings = {"max_requests_inflight": 1, "request_timeout_seconds": 1}
+
+    def hang_lists(self) -> defer.Deferred:
+        """Make configmap lists wait until the returned Deferred fires."""
+        store = self.server.api.store("", "v1", "configmaps")
+        original = store.list
+        gate = defer.Deferred()
+
+        async def slow(*args, **kwargs):
+            await gate
+            return await original(*args, **kwargs)
+        self.patch(store, "list", slow)
+        return gate
+
+    @run
+    async def test_max_inflight_answers_429_with_retry_after(self):
+        gate = self.hang_lists()
+        first = self.client.get(CM)
+        await task.deferLater(reactor, 0.1, lambda: None)
+        second = await self.client.get(CM + "/anything")
+        self.assertEqual(second.code, 429)
+        self.assertEqual(second.body["reason"], "TooManyRequests")
+        self.assertTrue(second.header("retry-after"))
+        gate.callback(None)
+        self.assertIn((await first).code, (200, 504))
+
+    @run
+    async def test_slow_request_times_out_with_504(self):
+        gate = self.hang_lists()
+        r = await self.client.get(CM)
+        self.assertEqual(r.code, 504)
+        self.assertEqual(r.body["reason"], "Timeout")
+        gate.callback(None)
+        await task.deferLater(reactor, 0.1, lambda: None)
+        # the in-flight slot is free again
+        self.assertEqual((await self.client.get(CM + "/missing")).code, 404)

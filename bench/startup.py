@@ -1,0 +1,171 @@
+"""Startup time and idle memory of a kapiserver process.
+
+``python3 bench/startup.py [--runs 5] [--objects 10000] [--backend sqlite|etcd|both]``
+
+Startup time is measured from just before the process is spawned to the
+``READY=1`` it sends on NOTIFY_SOCKET (sent only once ``/readyz`` passes).
+Idle RSS is VmRSS one second after READY.  Rows:
+
+* empty store, first start: a fresh working directory each run (new CA and
+  certificates, new SQLite file);
+* empty store, restart: the same directory again (certificates exist);
+* N ConfigMaps stored: the store filled once over concurrent HTTPS, then the
+  server restarted on it; "RSS after list" is after one full list of them
+  (which fills the watch cache for ConfigMaps).
+
+``--profile`` instead prints where the time of one start goes: the slowest
+imports (``python -X importtime``) and a cProfile of the process up to READY.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import (Client, ServerProcess, create_many, ensure_namespace, machine, median, print_table,  # noqa: E402
+                     rss_mb, server_config, start_etcd)
+
+TARGET_SECONDS = 1.0
+TARGET_RSS_MB = 80.0
+
+
+def timed_start(server: ServerProcess) -> tuple[float, float]:
+    """Start ``server``; return (seconds to READY=1, idle RSS MiB)."""
+    t0 = time.perf_counter()
+    server.start()
+    elapsed = time.perf_counter() - t0
+    time.sleep(1.0)
+    return elapsed, rss_mb(server.proc.pid)
+
+
+def measure(label: str, make, runs: int, after=None) -> list:
+    """``make(run)`` returns an unstarted ServerProcess; ``after(server)`` optionally returns an extra RSS."""
+    times, rss, extra = [], [], []
+    for run in range(runs):
+        server = make(run)
+        try:
+            t, r = timed_start(server)
+            times.append(t)
+            rss.append(r)
+            if after is not None:
+                extra.append(after(server))
+        finally:
+            server.stop()
+    row = [label, median(times), min(times), max(times), median(rss)]
+    row.append(median(extra) if extra else "")
+    print(f"  {label}: {', '.join(f'{t:.2f}s' for t in times)}", file=sys.stderr)
+    return row
+
+
+def list_rss(namespace: str):
+    def after(server: ServerProcess) -> float:
+        Client(server).json("GET", f"/api/v1/namespaces/{namespace}/configmaps")
+        time.sleep(0.5)
+        return rss_mb(server.proc.pid)
+    return after
+
+
+def backend_rows(backend: str, runs: int, objects: int) -> list[list]:
+    rows = []
+    etcd = start_etcd() if backend == "etcd" else None
+    tmp = tempfile.mkdtemp(prefix="kapi-bench-startup-")
+    try:
+        def fresh(run: int) -> ServerProcess:
+            return ServerProcess(extra_config=server_config(backend, etcd),
+                                 workdir=tempfile.mkdtemp(dir=tmp))
+        rows.append(measure(f"{backend}, empty, first start", fresh, runs))
+        reuse_dir = tempfile.mkdtemp(dir=tmp)
+        config = server_config(backend, etcd)
+        ServerProcess(extra_config=config, workdir=reuse_dir).start().stop()
+        rows.append(measure(f"{backend}, empty, restart", lambda run: ServerProcess(config, workdir=reuse_dir), runs))
+        if objects:
+            filler = ServerProcess(extra_config=config, workdir=reuse_dir).start()
+            try:
+                ensure_namespace(Client(filler), "startup")
+                result = create_many(filler, "startup", objects, concurrency=32)
+                print(f"  stored {objects} ConfigMaps in {result.seconds:.1f}s ({result.errors} errors)",
+                      file=sys.stderr)
+            finally:
+                filler.stop()
+            rows.append(measure(f"{backend}, {objects:,} ConfigMaps, restart",
+                                lambda run: ServerProcess(config, workdir=reuse_dir), runs,
+                                after=list_rss("startup")))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if etcd is not None:
+            etcd.cleanup()
+    return rows
+
+
+def profile() -> None:
+    """Where one start's time goes: slowest imports (-X importtime), then cProfile to READY."""
+    from kapiserver.testing import process
+    tmp = tempfile.mkdtemp(prefix="kapi-bench-profile-")
+    try:
+        os.environ["PYTHONPROFILEIMPORTTIME"] = "1"  # inherited by the child (child_env copies os.environ)
+        try:
+            server = ServerProcess(server_config("sqlite"), workdir=os.path.join(tmp, "imports"))
+            os.makedirs(server.workdir)
+            t, _ = timed_start(server)
+            server.stop()
+        finally:
+            del os.environ["PYTHONPROFILEIMPORTTIME"]
+        imports = []
+        for line in open(server.log_path, errors="replace"):
+            parts = line.removeprefix("import time:").split("|")
+            if line.startswith("import time:") and len(parts) == 3 and parts[1].strip().isdigit():
+                imports.append((int(parts[1]), int(parts[0]), parts[2].rstrip()))
+        print(f"start to READY=1 with -X importtime: {t:.2f}s; all imports: "
+              f"{sum(own for _, own, _ in imports) / 1e6:.2f}s of own time")
+        print("\nSlowest imports (cumulative ms, own ms):")
+        for cumulative, own, name in sorted(imports, reverse=True)[:25]:
+            print(f"  {cumulative / 1000:8.1f} {own / 1000:8.1f}  {name}")
+
+        script = os.path.join(tmp, "twistd_main.py")
+        with open(script, "w") as f:
+            f.write("import sys\nsys.argv[0] = 'twistd'\nfrom twisted.scripts.twistd import run\nrun()\n")
+        stats = os.path.join(tmp, "start.prof")
+        original = process.twistd_command
+        process.twistd_command = lambda config, *extra: [
+            sys.executable, "-m", "cProfile", "-o", stats, script, "-n", "--pidfile=", "kapiserver",
+            "--config", config, *extra]
+        try:
+            server = ServerProcess(server_config("sqlite"), workdir=os.path.join(tmp, "cprofile"))
+            os.makedirs(server.workdir)
+            t, _ = timed_start(server)
+            server.stop()
+        finally:
+            process.twistd_command = original
+        print(f"\nstart to READY=1 under cProfile: {t:.2f}s (profiling slows it); "
+              "top functions by cumulative time over start, 1 s idle and SIGTERM:")
+        pstats.Stats(stats).sort_stats("cumulative").print_stats(30)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--objects", type=int, default=10_000)
+    parser.add_argument("--backend", choices=("sqlite", "etcd", "both"), default="both")
+    parser.add_argument("--profile", action="store_true", help="profile one start instead")
+    args = parser.parse_args()
+    if args.profile:
+        profile()
+        return
+    rows = []
+    for backend in (("sqlite", "etcd") if args.backend == "both" else (args.backend,)):
+        rows += backend_rows(backend, args.runs, args.objects)
+    print_table(["case", "median s", "min s", "max s", "idle RSS MiB", "RSS after list MiB"], rows,
+                title=f"Startup to READY=1, median of {args.runs} ({machine()}); "
+                      f"targets: < {TARGET_SECONDS:.0f} s, < {TARGET_RSS_MB:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
