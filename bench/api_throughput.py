@@ -105,7 +105,7 @@ def list_results(server: ServerProcess, sizes: list[int], concurrencies: list[in
         path = f"/api/v1/namespaces/{ns}/configmaps"
         for label, limit, rv in LIST_VARIANTS:
             for c in concurrencies:
-                count = max(10, 2 * c) if size <= 1000 else max(4, c)
+                count = max(20, 2 * c) if size <= 1000 else max(5, c)
                 out.setdefault(f"list {size:,}, {label}", {})[c] = run_parallel(
                     server, c, count, lambda cl, i: full_list(cl, path, size, limit, rv))
     return out

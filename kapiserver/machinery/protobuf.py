@@ -70,6 +70,8 @@ def write_varint(out: bytearray, value: int) -> None:
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     """The unsigned varint at ``pos`` and the position after it."""
+    if pos < len(data) and data[pos] < 0x80:  # the common one-byte case
+        return data[pos], pos + 1
     result = 0
     shift = 0
     while True:
@@ -208,6 +210,26 @@ def parse_time(text: str) -> tuple[int, int]:
     return seconds, delta.microseconds * 1000
 
 
+# ------------------------------------------------------------------ tables
+
+_BY_NUMBER: dict[str, dict[int, Field]] = {}
+_NUMBER_ORDER: dict[str, tuple[Field, ...]] = {}
+
+
+def _by_number(name: str) -> dict[int, Field]:
+    found = _BY_NUMBER.get(name)
+    if found is None:
+        found = _BY_NUMBER[name] = {f.number: f for f in MESSAGES[name]}
+    return found
+
+
+def _in_number_order(name: str) -> tuple[Field, ...]:
+    found = _NUMBER_ORDER.get(name)
+    if found is None:
+        found = _NUMBER_ORDER[name] = tuple(sorted(MESSAGES[name], key=lambda f: f.number))
+    return found
+
+
 # ------------------------------------------------------------------ decoding
 
 def decode_object(body: bytes) -> Decoded:
@@ -232,7 +254,7 @@ def decode_object(body: bytes) -> Decoded:
 def decode_message(name: str, data: bytes, path: str, unknown: list[str]) -> dict:
     """One message as a dict; numbers missing from the table are appended to ``unknown``."""
     fields = MESSAGES[name]
-    by_number = {f.number: f for f in fields}
+    by_number = _by_number(name)
     seen: dict[int, list[Any]] = {}
     for number, wire_type, value in iter_fields(data):
         f = by_number.get(number)
@@ -392,7 +414,7 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
     """
     obj = obj if isinstance(obj, dict) else {}
     out = bytearray()
-    for f in sorted(MESSAGES[name], key=lambda f: f.number):
+    for f in _in_number_order(name):
         value = obj.get(f.name)
         if f.kind in (MAP_STRING, MAP_BYTES):
             for key in sorted(value or {}):

@@ -16,6 +16,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.storage.interface import CompactedError, ErrorHandler, Event, EventHandler, ProgressHandler
+from kapiserver.storage.watcher import OrderedWatcher
 
 log = Logger()
 
@@ -27,64 +28,29 @@ HistoryReader = Callable[[str, int, int, int], Awaitable[list[Event]]]
 HISTORY_PAGE = 1000
 
 
-class HubWatch:
+class HubWatch(OrderedWatcher):
     """One running watch of a key prefix (the object ``Storage.watch`` returns)."""
 
     def __init__(self, hub: "WatchHub", prefix: str, after: int, on_event: EventHandler,
                  on_error: ErrorHandler, on_progress: Optional[ProgressHandler]) -> None:
+        super().__init__(prefix, after, on_event, on_error, on_progress)
         self._hub = hub
-        self.prefix = prefix
-        self.last = after  # every event with revision <= last was delivered (or skipped)
-        self._on_event = on_event
-        self._on_error = on_error
-        self._on_progress = on_progress
         self._buffer: Optional[list[Event]] = None  # not None while replaying history
-        self.cancelled = False
 
-    def cancel(self) -> None:
-        """Stop delivery now; idempotent, and on_error is not called."""
-        if not self.cancelled:
-            self.cancelled = True
-            self._buffer = None
-            self._hub._remove(self)
+    def _detach(self) -> None:
+        self._buffer = None
+        self._hub._remove(self)
 
-    # ---------------------------------------------------------- delivery
-
-    def _deliver(self, event: Event) -> None:
-        if self.cancelled or event.revision <= self.last:
-            return
-        self.last = event.revision
-        try:
-            self._on_event(event)
-        except Exception:
-            log.failure("watch event handler failed")
-
-    def _progress(self, revision: int) -> None:
-        if self.cancelled or self._buffer is not None or revision < self.last:
-            return
-        self.last = revision
-        if self._on_progress is None:
-            return
-        try:
-            self._on_progress(revision)
-        except Exception:
-            log.failure("watch progress handler failed")
-
-    def _fail(self, err: Exception) -> None:
-        if self.cancelled:
-            return
-        self.cancel()
-        try:
-            self._on_error(err)
-        except Exception:
-            log.failure("watch error handler failed")
+    def progress(self, revision: int) -> None:
+        if self._buffer is None:  # not while replaying: history is still being delivered
+            super().progress(revision)
 
     def _offer(self, event: Event) -> None:
         """A live event under this watch's prefix."""
         if self._buffer is not None:
             self._buffer.append(event)
         else:
-            self._deliver(event)
+            self.deliver(event)
 
     async def _replay(self, read: HistoryReader, bound: int) -> None:
         """Deliver history up to ``bound``, then the buffered live events."""
@@ -93,13 +59,13 @@ class HubWatch:
             while not self.cancelled and self.last < bound:
                 page = await read(self.prefix, self.last, bound, HISTORY_PAGE)
                 for event in page:
-                    self._deliver(event)
+                    self.deliver(event)
                 if len(page) < HISTORY_PAGE:
                     break
                 if page and page[-1].revision >= bound:
                     break
         except Exception as err:  # CompactedError, or the store went away
-            self._fail(err)
+            self.end(err)
             return
         if self.cancelled:
             return
@@ -108,11 +74,11 @@ class HubWatch:
         while self._buffer:
             pending, self._buffer = self._buffer, []
             for event in pending:
-                self._deliver(event)
+                self.deliver(event)
             if self.cancelled:
                 return
         self._buffer = None
-        self._progress(self.last)
+        self.progress(self.last)
 
 
 class WatchHub:
@@ -130,7 +96,7 @@ class WatchHub:
         self._watches.append(w)
         if after + 1 < compacted:
             # Fail asynchronously, as the contract asks.
-            self._reactor.callLater(0, w._fail, CompactedError(after, compacted))
+            self._reactor.callLater(0, w.end, CompactedError(after, compacted))
         elif after < self.published:
             defer.Deferred.fromCoroutine(w._replay(self._read, self.published))
         return w
@@ -146,7 +112,7 @@ class WatchHub:
                 if key.startswith(w.prefix):
                     w._offer(event)
         for w in list(self._watches):
-            w._progress(revision)
+            w.progress(revision)
 
     def close(self) -> None:
         """Cancel every watch without calling on_error (store shutdown)."""

@@ -144,8 +144,9 @@ class CreateGetTests(ServerTestCase):
 
     @run
     async def test_unacceptable_accept_is_406(self):
-        r = await self.client.get(CM, headers={"Accept": "application/vnd.kubernetes.protobuf"})
+        r = await self.client.get(CM, headers={"Accept": "application/x-unheard-of"})
         self.assertEqual(r.code, 406)
+        self.assertEqual(r.body["reason"], "NotAcceptable")
 
     @run
     async def test_yaml_in_and_out(self):

@@ -16,7 +16,7 @@ from kapiserver.testing.client import JSONClient
 
 
 def h(text: str) -> bytes:
-    """Hex with spaces and comments-free line breaks -> bytes."""
+    """Hex digits (spaces and line breaks ignored) as bytes."""
     return bytes.fromhex("".join(text.split()))
 
 
