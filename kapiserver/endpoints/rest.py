@@ -5,7 +5,7 @@ model for every resource type.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any
 
 from twisted.internet import defer
 from twisted.web import resource, server

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from typing import Any, Optional, Protocol
 
-from twisted.internet import reactor as default_reactor
 from twisted.logger import Logger
 from twisted.web import server
 

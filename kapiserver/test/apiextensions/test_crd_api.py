@@ -7,11 +7,12 @@ import json
 import time
 
 import treq
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
 from kapiserver.test.apiextensions.crd_fixtures import load
 from kapiserver.testing.apiserver import start_api_server
+from kapiserver.testing.cases import ServerTestCase, run, sleep
 from kapiserver.testing.client import JSONClient
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -19,17 +20,6 @@ ISSUER_CRD = CRDS + "/issuers.certs.example.com"
 ISSUERS = "/apis/certs.example.com/v1/namespaces/default/issuers"
 ISSUERS_V1ALPHA1 = "/apis/certs.example.com/v1alpha1/namespaces/default/issuers"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-
-
-def run(coro_fn):
-    def wrapper(self):
-        return defer.Deferred.fromCoroutine(coro_fn(self))
-    wrapper.__name__ = coro_fn.__name__
-    return wrapper
-
-
-def sleep(seconds: float) -> defer.Deferred:
-    return task.deferLater(reactor, seconds, lambda: None)
 
 
 def condition(crd: dict, ctype: str) -> dict:
@@ -49,27 +39,7 @@ def simple_crd(group: str = "example.com", plural: str = "widgets", kind: str = 
                      "versions": [v]}}
 
 
-class CRDTestCase(unittest.TestCase):
-    async def _start(self):
-        self.server = await start_api_server()
-        self.client = JSONClient(self.server.url)
-
-    def setUp(self):
-        return defer.Deferred.fromCoroutine(self._start())
-
-    def tearDown(self):
-        return defer.Deferred.fromCoroutine(self.server.stop())
-
-    async def wait_for(self, check, timeout: float = 5.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = await check()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                self.fail("condition not met in time")
-            await sleep(0.02)
-
+class CRDTestCase(ServerTestCase):
     async def create_crd(self, crd: dict) -> dict:
         r = await self.client.post(CRDS, crd)
         self.assertEqual(r.code, 201, r.body)

@@ -6,12 +6,12 @@ import copy
 import os
 import stat
 import tempfile
-import time
 
 import yaml
 from twisted.trial import unittest
 
 from kapiserver.test.apiextensions.crd_fixtures import FIXTURES, load
+from kapiserver.testing.cases import wait_for
 from kapiserver.testing.process import E2E_CONFIG, ServerProcess, shared_server
 
 CRD_NAME = "issuers.certs.example.com"
@@ -19,17 +19,6 @@ CRD_NAME = "issuers.certs.example.com"
 
 def fixture(name: str) -> str:
     return os.path.join(FIXTURES, name)
-
-
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(interval)
 
 
 def widget_crd(group: str, categories: list[str]) -> dict:

@@ -15,18 +15,8 @@ import time
 
 from twisted.trial import unittest
 
+from kapiserver.testing.cases import wait_for
 from kapiserver.testing.process import E2E_CONFIG, kubectl_binary, shared_server
-
-
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(interval)
 
 
 class KubectlTests(unittest.TestCase):

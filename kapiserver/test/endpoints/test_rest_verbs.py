@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 
 from twisted.internet import defer, reactor
-from twisted.trial import unittest
 
-from kapiserver.testing.apiserver import start_api_server
-from kapiserver.testing.client import JSONClient
+from kapiserver.testing.cases import ServerTestCase, run
 
 CM = "/api/v1/namespaces/default/configmaps"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
@@ -17,28 +15,6 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
 
 def cm(name: str, data: dict | None = None, **meta) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **meta}, "data": data or {}}
-
-
-class ServerTestCase(unittest.TestCase):
-    settings: dict = {}
-
-    async def _start(self):
-        self.server = await start_api_server(**self.settings)
-        self.client = JSONClient(self.server.url)
-
-    def setUp(self):
-        return defer.Deferred.fromCoroutine(self._start())
-
-    def tearDown(self):
-        return defer.Deferred.fromCoroutine(self.server.stop())
-
-
-def run(coro_fn):
-    """Decorator: an ``async def`` test method as a Deferred-returning one."""
-    def wrapper(self):
-        return defer.Deferred.fromCoroutine(coro_fn(self))
-    wrapper.__name__ = coro_fn.__name__
-    return wrapper
 
 
 class CreateGetTests(ServerTestCase):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import base64
 import time
 
-from twisted.internet import defer, reactor, task
+from twisted.internet import reactor, task
 from twisted.trial import unittest
 
 from kapiserver.machinery import protobuf, protobuf_types
 from kapiserver.machinery.protobuf import ProtobufError
-from kapiserver.testing.apiserver import start_api_server
-from kapiserver.testing.client import JSONClient
+from kapiserver.testing.cases import ServerTestCase, run
 
 
 def h(text: str) -> bytes:
@@ -183,28 +182,11 @@ class MalformedTests(unittest.TestCase):
         self.assertRaises(LookupError, protobuf.decode_object, body)
 
 
-def run(coro_fn):
-    def wrapper(self):
-        return defer.Deferred.fromCoroutine(coro_fn(self))
-    wrapper.__name__ = coro_fn.__name__
-    return wrapper
-
-
 PB = "application/vnd.kubernetes.protobuf"
 
 
-class ProtobufRequestTests(unittest.TestCase):
+class ProtobufRequestTests(ServerTestCase):
     """POSTs with protobuf bodies through the real resource tree."""
-
-    async def _start(self):
-        self.server = await start_api_server()
-        self.client = JSONClient(self.server.url)
-
-    def setUp(self):
-        return defer.Deferred.fromCoroutine(self._start())
-
-    def tearDown(self):
-        return defer.Deferred.fromCoroutine(self.server.stop())
 
     @run
     async def test_create_namespace_and_configmap(self):

@@ -5,7 +5,6 @@ import os
 import signal
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -13,7 +12,7 @@ from typing import Optional
 
 import yaml
 
-from kapiserver.testing.process import REPO_ROOT, child_env, twistd_command  # noqa: F401 (re-exported)
+from kapiserver.testing.process import child_env, twistd_command
 
 
 def write_config(directory: str, data: dict) -> str:

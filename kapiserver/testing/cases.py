@@ -1,0 +1,66 @@
+"""Shared test-case scaffolding: async test methods, an in-process server per test, polling."""
+from __future__ import annotations
+
+import time
+from typing import Any, Awaitable, Callable
+
+from twisted.internet import defer, reactor, task
+from twisted.trial import unittest
+
+from kapiserver.testing.apiserver import start_api_server
+from kapiserver.testing.client import JSONClient
+
+
+def run(coro_fn: Callable[[Any], Awaitable[None]]):
+    """Decorator: an ``async def`` test method as a Deferred-returning one."""
+    def wrapper(self):
+        return defer.Deferred.fromCoroutine(coro_fn(self))
+    wrapper.__name__ = coro_fn.__name__
+    wrapper.__doc__ = coro_fn.__doc__
+    return wrapper
+
+
+def sleep(seconds: float) -> defer.Deferred:
+    return task.deferLater(reactor, seconds, lambda: None)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.2) -> Any:
+    """Blocking poll for end-to-end tests (the server is another process)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)
+
+
+class ServerTestCase(unittest.TestCase):
+    """A fresh in-process API server (real SQLite, watch cache) for every test.
+
+    ``settings`` are passed to :func:`start_api_server` (limits, bookmark interval...).
+    """
+
+    settings: dict = {}
+
+    async def _start(self) -> None:
+        self.server = await start_api_server(**self.settings)
+        self.client = JSONClient(self.server.url)
+
+    def setUp(self):
+        return defer.Deferred.fromCoroutine(self._start())
+
+    def tearDown(self):
+        return defer.Deferred.fromCoroutine(self.server.stop())
+
+    async def wait_for(self, check: Callable[[], Awaitable[Any]], timeout: float = 5.0) -> Any:
+        """Poll an async ``check`` until it returns something true."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = await check()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                self.fail("condition not met in time")
+            await sleep(0.02)
