@@ -25,12 +25,15 @@ class NamespaceLifecycle(AdmissionPlugin):
             return
         if attrs.operation != CREATE or not rtype.namespaced or not attrs.namespace:
             return
+        namespaces = self._namespaces()
         try:
-            ns = await self._namespaces().get("", attrs.namespace)
+            # the watch cache answers at once; a miss may just be a namespace created
+            # a moment ago, so it is confirmed with a live read (as upstream does)
+            ns = await namespaces.get("", attrs.namespace, resource_version="0")
         except errors.StatusError as e:
-            if e.code == 404:
-                raise errors.not_found("namespaces", "", attrs.namespace)
-            raise
+            if e.code != 404:
+                raise
+            ns = await namespaces.get("", attrs.namespace)
         if ns["metadata"].get("deletionTimestamp") or (ns.get("status") or {}).get("phase") == "Terminating":
             raise errors.forbidden(rtype.plural, rtype.group, attrs.name,
                                    f"unable to create new content in namespace {attrs.namespace} because it is "
