@@ -8,6 +8,9 @@ write (and defaults again on read, as upstream does for defaults added to a
 schema later), validates against the version's OpenAPI schema and its CEL
 rules (off the reactor thread for big objects), and bumps
 ``metadata.generation`` the way upstream does for custom resources.
+Versions are converted by relabelling apiVersion (strategy None) or through
+the CRD's conversion webhook (strategy Webhook, :mod:`.conversion`, wired as
+the ResourceType's asynchronous conversion hooks).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import orjson
 from twisted.internet import threads
 
 from kapiserver.apiextensions import crd_validation
+from kapiserver.apiextensions.conversion import WebhookConverter
 from kapiserver.apiextensions.cel.rules import CompiledRules, compile_rules, evaluate
 from kapiserver.apiextensions.schema.defaulting import apply_defaults
 from kapiserver.apiextensions.schema.pruning import prune
@@ -154,14 +158,6 @@ def _api_version_setter(api_version: str) -> Callable[[dict], dict]:
     return convert
 
 
-def _webhook_unsupported(crd_name: str) -> Callable[[dict], dict]:
-    def fail(obj: dict) -> dict:
-        raise errors.internal_error(f"conversion webhook for {crd_name} failed: webhook conversion of custom "
-                                    "resources is not implemented by kapiserver; only the storage version can "
-                                    "be served")
-    return fail
-
-
 def resource_types(crd: dict, state: Optional[CRDState] = None) -> list[ResourceType]:
     """The ResourceTypes serving every served version of ``crd`` (named by its accepted names)."""
     spec = crd.get("spec") or {}
@@ -169,6 +165,8 @@ def resource_types(crd: dict, state: Optional[CRDState] = None) -> list[Resource
     group = spec["group"]
     storage = crd_validation.storage_version(crd)
     webhook = (spec.get("conversion") or {}).get("strategy") == "Webhook"
+    # one webhook client per installed CRD, shared by its versions
+    converter = WebhookConverter(crd) if webhook else None
     name = crd["metadata"]["name"]
     state = state or CRDState(name)
     kind = accepted.get("kind") or spec["names"]["kind"]
@@ -183,13 +181,17 @@ def resource_types(crd: dict, state: Optional[CRDState] = None) -> list[Resource
         strategy = CustomResourceStrategy(
             schema=schema, rules=compile_rules(schema) if schema else None, has_status_subresource=has_status,
             state=state)
-        to_storage = from_storage = None
-        if version["name"] != storage:
-            if webhook:
-                to_storage = from_storage = _webhook_unsupported(name)
-            else:
-                to_storage = _api_version_setter(f"{group}/{storage}")
-                from_storage = _api_version_setter(f"{group}/{version['name']}")
+        to_storage = from_storage = to_storage_async = from_storage_async = None
+        if converter is not None:
+            # every version, the storage one too: objects stored before a storage
+            # version change are converted on read (objects already in the wanted
+            # version are never sent to the webhook)
+            from_storage_async = converter.hook(f"{group}/{version['name']}", on_write=False)
+            if version["name"] != storage:
+                to_storage_async = converter.hook(f"{group}/{storage}", on_write=True)
+        elif version["name"] != storage:
+            to_storage = _api_version_setter(f"{group}/{storage}")
+            from_storage = _api_version_setter(f"{group}/{version['name']}")
         deprecated = bool(version.get("deprecated"))
         out.append(ResourceType(
             group=group, version=version["name"], kind=kind, plural=accepted.get("plural") or spec["names"]["plural"],
@@ -202,7 +204,9 @@ def resource_types(crd: dict, state: Optional[CRDState] = None) -> list[Resource
                                    scale.get("labelSelectorPath") or "") if scale is not None else None,
             schema=schema, table_columns=table_columns(version), selectable_fields=selectable_fields(version),
             is_crd=True, strategic_merge_patch=False, return_deleted_object=True,
-            convert_to_storage=to_storage, convert_from_storage=from_storage, deprecated=deprecated,
+            convert_to_storage=to_storage, convert_from_storage=from_storage,
+            convert_to_storage_async=to_storage_async, convert_from_storage_async=from_storage_async,
+            deprecated=deprecated,
             deprecation_warning=(version.get("deprecationWarning")
                                  or f"{group}/{version['name']} {kind} is deprecated") if deprecated else "",
         ))

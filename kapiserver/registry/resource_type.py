@@ -8,7 +8,7 @@ the CRD controllers build them from Established CRDs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 from kapiserver.registry.strategy import Strategy
 
@@ -87,6 +87,14 @@ class ResourceType:
     # watch) before anything else.  Both return a new dict.
     convert_to_storage: Optional[Callable[[dict], dict]] = None
     convert_from_storage: Optional[Callable[[dict], dict]] = None
+    # Conversions that leave the process (CRD conversion webhooks): batch hooks taking
+    # a list of objects and returning an awaitable of the converted list, same length
+    # and order.  When set they replace the synchronous pair above: the Store awaits
+    # ``convert_from_storage_async`` once per read batch (a get, a list page, a run of
+    # watch events) and ``convert_to_storage_async`` once per write.  Objects already
+    # in the target version come back unchanged.  Failures raise StatusError.
+    convert_to_storage_async: Optional[Callable[[list[dict]], Awaitable[list[dict]]]] = None
+    convert_from_storage_async: Optional[Callable[[list[dict]], Awaitable[list[dict]]]] = None
     deprecated: bool = False
     deprecation_warning: str = ""
 

@@ -5,12 +5,19 @@ initial state as synthetic ADDED events (resourceVersion unset or "0", or
 ``sendInitialEvents=true``), events strictly after a given resourceVersion,
 selector filtering with objects moving in and out of the selection,
 bookmarks, ``timeoutSeconds`` and 410 Expired for compacted history.
+
+Kinds whose conversion is asynchronous (``convert_from_storage_async``: CRD
+conversion webhooks) go through an ordered pipeline instead of the
+synchronous path: storage events queue up, one drain loop converts each run
+of queued events with one conversion call and sends them in order, and a
+failed conversion ends the watch with an ERROR event (500 Status).
 """
 from __future__ import annotations
 
-from typing import Optional, Protocol
+from collections import deque
+from typing import Optional, Protocol, Union
 
-from twisted.internet import task
+from twisted.internet import defer, task
 from twisted.logger import Logger
 
 from kapiserver.machinery import errors
@@ -26,6 +33,10 @@ DELETED = "DELETED"
 BOOKMARK = "BOOKMARK"
 ERROR = "ERROR"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# Asynchronous conversion: events converted per call, and how many may wait
+# behind a slow conversion before the watch is closed (the client re-lists).
+CONVERT_BATCH_EVENTS = 500
+MAX_PENDING_EVENTS = 10_000
 
 
 class WatchSink(Protocol):
@@ -53,6 +64,10 @@ class ResourceWatch:
         self._timer = None
         self._bookmarks: Optional[task.LoopingCall] = None
         self._done = False
+        self._async = self.rtype.convert_from_storage_async is not None
+        # asynchronous conversion: events (or progress revisions) waiting, in order
+        self._pending: deque[Union[st.Event, int]] = deque()
+        self._draining = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -72,8 +87,11 @@ class ResourceWatch:
                 raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
                                          f"current: {page.revision}")
             self.revision = page.revision
-            for kv in page.items:
-                obj = self.store.to_external(decode(kv))
+            if self._async:
+                initial_objs = await self.store.externals([decode(kv) for kv in page.items])
+            else:
+                initial_objs = (self.store.to_external(decode(kv)) for kv in page.items)
+            for obj in initial_objs:
                 if self.matches is None or self.matches(obj):
                     self.sink.send(ADDED, obj)
             if opts.send_initial_events:
@@ -106,7 +124,7 @@ class ResourceWatch:
     # ------------------------------------------------------------ events
 
     def _bookmark(self, annotations: Optional[dict] = None) -> None:
-        if self._done:
+        if self._done or self._draining:  # never a bookmark ahead of unsent events
             return
         md: dict = {"resourceVersion": str(self.revision)}
         if annotations:
@@ -114,10 +132,16 @@ class ResourceWatch:
         self.sink.send(BOOKMARK, {"kind": self.rtype.kind, "apiVersion": self.rtype.api_version, "metadata": md})
 
     def _on_progress(self, revision: int) -> None:
+        if self._draining:
+            self._pending.append(revision)
+            return
         self.revision = max(self.revision, revision)
 
     def _on_event(self, event: st.Event) -> None:
         if self._done:
+            return
+        if self._async:
+            self._enqueue(event)
             return
         self.revision = event.revision
         memo_key = getattr(self.sink, "encoding_key", None) if self.matches is None else None
@@ -140,6 +164,14 @@ class ResourceWatch:
 
     def _convert(self, event: st.Event) -> Optional[tuple[str, dict]]:
         obj = self.store.to_external(decode(event.kv))
+        old = None
+        if self.matches is not None and event.type != st.DELETE and event.prev_kv is not None:
+            old = self.store.to_external(decode(event.prev_kv))
+        return self._classify(event, obj, old)
+
+    def _classify(self, event: st.Event, obj: dict, old: Optional[dict]) -> Optional[tuple[str, dict]]:
+        """The watch event for a storage event, given its converted object (and
+        previous object when a selector applies); None when it is not seen."""
         if event.type == st.DELETE:
             if self.matches is None or self.matches(obj):
                 return DELETED, obj
@@ -147,11 +179,7 @@ class ResourceWatch:
         if self.matches is None:
             return (ADDED if event.is_create else MODIFIED), obj
         now = self.matches(obj)
-        before = False
-        old = None
-        if event.prev_kv is not None:
-            old = self.store.to_external(decode(event.prev_kv))
-            before = self.matches(old)
+        before = old is not None and self.matches(old)
         if now and before:
             return MODIFIED, obj
         if now:
@@ -161,6 +189,66 @@ class ResourceWatch:
             old["metadata"]["resourceVersion"] = str(event.revision)
             return DELETED, old
         return None
+
+    # ------------------------------------------------------------ asynchronous conversion
+
+    def _enqueue(self, event: st.Event) -> None:
+        if len(self._pending) >= MAX_PENDING_EVENTS:
+            log.warn("closing a watch of {resource}: {n} events wait for conversion",
+                     resource=self.rtype.plural, n=len(self._pending))
+            self.stop()
+            return
+        self._pending.append(event)
+        if not self._draining:
+            self._draining = True
+            defer.Deferred.fromCoroutine(self._drain()).addErrback(
+                lambda f: log.failure("watch conversion of {resource}", f, resource=self.rtype.plural))
+
+    async def _drain(self) -> None:
+        """Convert and send queued events in order until the queue is empty."""
+        try:
+            while self._pending and not self._done:
+                batch: list[Union[st.Event, int]] = []
+                while self._pending and len(batch) < CONVERT_BATCH_EVENTS:
+                    batch.append(self._pending.popleft())
+                events = [e for e in batch if isinstance(e, st.Event)]
+                objs, with_old = [], []
+                for event in events:
+                    objs.append(decode(event.kv))
+                    has_old = self.matches is not None and event.type != st.DELETE and event.prev_kv is not None
+                    with_old.append(has_old)
+                    if has_old:
+                        objs.append(decode(event.prev_kv))
+                try:
+                    converted = iter(await self.store.externals(objs))
+                except errors.StatusError as e:
+                    self._fail(e)
+                    return
+                except Exception:
+                    log.failure("converting watch events of {resource}", resource=self.rtype.plural)
+                    self._fail(errors.internal_error("converting a watch event failed"))
+                    return
+                outputs = {}
+                for event, has_old in zip(events, with_old):
+                    obj = next(converted)
+                    outputs[id(event)] = self._classify(event, obj, next(converted) if has_old else None)
+                for item in batch:
+                    if self._done:
+                        return
+                    if isinstance(item, int):
+                        self.revision = max(self.revision, item)
+                        continue
+                    self.revision = item.revision
+                    out = outputs[id(item)]
+                    if out is not None:
+                        self.sink.send(*out)
+        finally:
+            self._draining = False
+
+    def _fail(self, err: errors.StatusError) -> None:
+        if not self._done:
+            self.sink.send(ERROR, err.to_status())
+            self.stop()
 
     def _on_error(self, failure: Exception) -> None:
         if self._done:

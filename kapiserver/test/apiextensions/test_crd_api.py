@@ -407,7 +407,7 @@ class VersionsAndScopeTests(CRDTestCase):
         await self.wait_for(defaulted)
 
     @run
-    async def test_webhook_conversion_is_accepted_but_other_versions_fail_clearly(self):
+    async def test_webhook_conversion_is_accepted_and_an_unreachable_webhook_fails_clearly(self):
         crd = simple_crd()
         v2 = dict(copy.deepcopy(crd["spec"]["versions"][0]), name="v2", storage=False)
         crd["spec"]["versions"].append(v2)
@@ -419,7 +419,8 @@ class VersionsAndScopeTests(CRDTestCase):
         self.assertEqual(r.code, 201)
         r = await self.client.get("/apis/example.com/v2/namespaces/default/widgets/w")
         self.assertEqual(r.code, 500)
-        self.assertIn("webhook conversion of custom resources is not implemented", r.body["message"])
+        self.assertIn("conversion webhook for example.com/v1, Kind=Widget failed", r.body["message"])
+        self.assertIn("connection refused", r.body["message"])
 
 
 class StartupSyncTests(unittest.TestCase):
