@@ -42,8 +42,12 @@ class RunningServer:
         self.storage = storage
         self.tmpdir = tmpdir
         self.url = f"http://127.0.0.1:{port.getHost().port}"
+        self.stopped = False
 
     async def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
         await self.api.stop()
         await self.port.stopListening()
         await self.storage.stop()

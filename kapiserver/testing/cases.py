@@ -46,13 +46,12 @@ class ServerTestCase(unittest.TestCase):
 
     async def _start(self) -> None:
         self.server = await start_api_server(**self.settings)
+        # a cleanup, not tearDown: it also runs when a subclass's setUp fails later
+        self.addCleanup(lambda: defer.Deferred.fromCoroutine(self.server.stop()))
         self.client = JSONClient(self.server.url)
 
     def setUp(self):
         return defer.Deferred.fromCoroutine(self._start())
-
-    def tearDown(self):
-        return defer.Deferred.fromCoroutine(self.server.stop())
 
     async def wait_for(self, check: Callable[[], Awaitable[Any]], timeout: float = 5.0) -> Any:
         """Poll an async ``check`` until it returns something true."""

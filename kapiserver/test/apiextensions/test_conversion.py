@@ -133,8 +133,7 @@ class WebhookTestCase(CRDTestCase):
         for request in self.webhook.pending:
             if not request._disconnected and not request.finished:
                 request.loseConnection()
-        await self.webhook_port.stopListening()
-        await self.server.stop()
+        await self.webhook_port.stopListening()  # the server itself is stopped by a cleanup
 
     def tearDown(self):
         from twisted.internet import defer
