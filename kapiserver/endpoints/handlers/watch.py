@@ -25,12 +25,15 @@ log = Logger()
 
 MAX_BACKLOG_EVENTS = 10_000
 MAX_BACKLOG_BYTES = 32 * 1024 * 1024
-# How long a watch stream gathers events before writing them (see WriteCoalescer).
+# How long a watch stream gathers events before writing them (see WriteCoalescer),
+# once at least COALESCE_FROM_STREAMS watches are open; below that, events go out
+# in the same reactor turn (few watchers never saturate the server).
 FLUSH_DELAY_SECONDS = 0.03
+COALESCE_FROM_STREAMS = 100
 
 
 class WriteCoalescer:
-    """Writes each watch stream's events of a short window as one chunk.
+    """Writes each watch stream's events of a reactor turn, or a short window, as one chunk.
 
     With many watchers, per-write costs dominate the fan-out: a TLS record, a
     send and two epoll updates per event and watcher (measured with py-spy,
@@ -44,11 +47,13 @@ class WriteCoalescer:
         self.reactor = reactor
         self.streams: list["WatchStream"] = []
         self.call = None
+        self.open_streams = 0  # maintained by WatchStream
 
     def mark(self, stream: "WatchStream") -> None:
         self.streams.append(stream)
         if self.call is None:
-            self.call = self.reactor.callLater(FLUSH_DELAY_SECONDS, self.flush)
+            delay = FLUSH_DELAY_SECONDS if self.open_streams >= COALESCE_FROM_STREAMS else 0
+            self.call = self.reactor.callLater(delay, self.flush)
 
     def forget(self, stream: "WatchStream") -> None:
         if stream in self.streams:
@@ -90,6 +95,7 @@ class WatchStream:
         self.watch: ResourceWatch | None = None
         self.sent_any = False
         self.pending: list[bytes] = []  # events of this reactor turn, written together
+        coalescer_for(scope.reactor).open_streams += 1
 
     @property
     def encoding_key(self):
@@ -149,11 +155,24 @@ class WatchStream:
             else:
                 self.finish()
 
+    def abandon(self) -> None:
+        """Give the request back before the stream started (the watch failed to start)."""
+        if self.closed:
+            return
+        self.closed = True
+        coalescer = coalescer_for(self.scope.reactor)
+        coalescer.forget(self)
+        coalescer.open_streams -= 1
+        self.request.unregisterProducer()
+        self.done.callback(None)
+
     def finish(self) -> None:
         if self.closed:
             return
         self.closed = True
-        coalescer_for(self.scope.reactor).forget(self)
+        coalescer = coalescer_for(self.scope.reactor)
+        coalescer.forget(self)
+        coalescer.open_streams -= 1
         try:
             for line in self.backlog:
                 self.request.write(line)
@@ -200,7 +219,11 @@ async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callabl
     request.setHeader(b"cache-control", b"no-cache, private")
     request.registerProducer(stream, True)
     request.notifyFinish().addBoth(lambda _: rw.stop())
-    await rw.start()
+    try:
+        await rw.start()
+    except Exception:
+        stream.abandon()  # the error is answered as a Status instead of a stream
+        raise
     unregister.append(register(rw))
     # send headers now so clients see the watch established even when idle
     request.write(b"")
