@@ -1,6 +1,8 @@
 """``/openapi/v2`` and ``/openapi/v3[/<group-version>]``, served with ETags."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from twisted.web import resource, server
 
 from kapiserver.endpoints import respond
@@ -10,19 +12,20 @@ from kapiserver.machinery import errors
 class OpenAPIEndpoint(resource.Resource):
     isLeaf = True
 
-    def __init__(self, service) -> None:
+    def __init__(self, service: Callable[[], Any]) -> None:
         super().__init__()
-        self.service = service  # kapiserver.endpoints.openapi.OpenAPIService
+        self.service = service  # returns the current kapiserver.endpoints.openapi.OpenAPIService
 
     def render_GET(self, request: server.Request):
         parts = request.request_info.parts[1:]  # after "openapi"
         try:
+            service = self.service()
             if parts == ["v2"]:
-                body, etag = self.service.v2_bytes(), None
+                body, etag = service.v2_bytes(), None
             elif parts == ["v3"]:
-                body, etag = self.service.v3_index_bytes(), None
+                body, etag = service.v3_index_bytes(), None
             elif len(parts) > 1 and parts[0] == "v3":
-                found = self.service.v3_bytes("/".join(parts[1:]))
+                found = service.v3_bytes("/".join(parts[1:]))
                 if found is None:
                     raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
                 body, etag = found

@@ -14,7 +14,7 @@ from kapiserver.endpoints import respond
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
 from kapiserver.endpoints.handlers import scale, update, watch as watch_handler
-from kapiserver.endpoints.negotiation import negotiate
+from kapiserver.endpoints.negotiation import MediaTarget, negotiate
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints.transform import allowed_shapes, transform_object
@@ -92,6 +92,8 @@ class RESTEndpoint(resource.Resource):
 
     @staticmethod
     def _answer(response: Response, scope: RequestScope) -> None:
-        obj = transform_object(scope, response.obj) if response.convertible else response.obj
-        respond.write_object(scope.request, scope.target if response.convertible else
-                             scope.target.__class__(scope.target.media_type), response.code, obj, scope.warnings)
+        if response.convertible:
+            obj, target = transform_object(scope, response.obj), scope.target
+        else:  # a Status: same encoding, never another shape
+            obj, target = response.obj, MediaTarget(scope.target.media_type)
+        respond.write_object(scope.request, target, response.code, obj, scope.warnings)

@@ -456,13 +456,11 @@ class Store:
         md["name"] = name
         if self.rtype.namespaced:
             md["namespace"] = namespace
-        # fields the client cannot change through an update
+        # fields an update cannot change: reset to the stored values, as upstream's
+        # BeforeUpdate does (a differing uid was already a precondition conflict)
         for fixed in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                       "generation", "selfLink"):
             if fixed in old_md:
-                if fixed == "uid" or fixed == "creationTimestamp":
-                    if md.get(fixed) not in (None, "", old_md[fixed]):
-                        pass  # reported by validate_object_meta_update below
                 md[fixed] = old_md[fixed]
             else:
                 md.pop(fixed, None)
@@ -475,13 +473,6 @@ class Store:
             md = new["metadata"]
         else:
             self.strategy.prepare_for_update(self.rtype, new, old)
-        if old_md.get("deletionTimestamp"):
-            added = [f for f in md.get("finalizers") or [] if f not in (old_md.get("finalizers") or [])]
-            if added:
-                raise self._invalid(name, [errors.Cause(
-                    errors.FORBIDDEN, "no new finalizers can be added if the object is being deleted, found new "
-                    f"finalizers []string{{{', '.join(repr(f).replace(chr(39), chr(34)) for f in added)}}}",
-                    "metadata.finalizers")])
         attrs = Attributes(UPDATE, self.rtype, namespace, name, new, old, subresource, ctx.user, ctx.dry_run)
         await self.admission.admit(attrs)
         self.strategy.default(self.rtype, new)

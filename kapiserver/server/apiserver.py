@@ -103,6 +103,7 @@ class APIServer:
         self.crds_synced = True  # set False while stored CRDs are being installed
         self._definitions = None
         self._openapi = None
+        self._openapi_generation = None
 
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
@@ -131,7 +132,7 @@ class APIServer:
             "readyz": healthz.health_resource("readyz", self.health),
             "version": DocumentEndpoint(lambda request, target: version.version_info()),
             "metrics": metrics.metrics_resource(),
-            "openapi": OpenAPIEndpoint(self.openapi()),
+            "openapi": OpenAPIEndpoint(self.openapi),
         }
 
     def _root_paths(self) -> list[str]:
@@ -165,33 +166,18 @@ class APIServer:
         return lambda ref: self.definitions().resolve_ref(ref)
 
     def openapi(self):
+        """The OpenAPI service, current with the served types.
+
+        Built on the first OpenAPI request (the definitions load lazily, off the
+        start-up path) and refreshed when a group set changed (CRDs).
+        """
         if self._openapi is None:
             from kapiserver.endpoints.openapi import OpenAPIService
-            server = self
-
-            class _Lazy:
-                """Defers loading the definitions until the first OpenAPI request."""
-                service = None
-
-                def _get(self):
-                    if self.service is None:
-                        self.service = OpenAPIService(server.definitions())
-                        self.generation = None
-                    gen = (server.kube_groups.generation, server.crd_groups.generation)
-                    if self.generation != gen:
-                        self.service.set_types(server.all_types())
-                        self.generation = gen
-                    return self.service
-
-                def v2_bytes(self):
-                    return self._get().v2_bytes()
-
-                def v3_index_bytes(self):
-                    return self._get().v3_index_bytes()
-
-                def v3_bytes(self, path):
-                    return self._get().v3_bytes(path)
-            self._openapi = _Lazy()
+            self._openapi = OpenAPIService(self.definitions())
+        generation = (self.kube_groups.generation, self.crd_groups.generation)
+        if self._openapi_generation != generation:
+            self._openapi.set_types(self.all_types())
+            self._openapi_generation = generation
         return self._openapi
 
     # ------------------------------------------------------------ filter settings

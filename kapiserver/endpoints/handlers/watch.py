@@ -155,24 +155,25 @@ class WatchStream:
             else:
                 self.finish()
 
+    def _close(self) -> bool:
+        """Mark the stream closed once; False if it already was."""
+        if self.closed:
+            return False
+        self.closed = True
+        coalescer = coalescer_for(self.scope.reactor)
+        coalescer.forget(self)
+        coalescer.open_streams -= 1
+        return True
+
     def abandon(self) -> None:
         """Give the request back before the stream started (the watch failed to start)."""
-        if self.closed:
-            return
-        self.closed = True
-        coalescer = coalescer_for(self.scope.reactor)
-        coalescer.forget(self)
-        coalescer.open_streams -= 1
-        self.request.unregisterProducer()
-        self.done.callback(None)
+        if self._close():
+            self.request.unregisterProducer()
+            self.done.callback(None)
 
     def finish(self) -> None:
-        if self.closed:
+        if not self._close():
             return
-        self.closed = True
-        coalescer = coalescer_for(self.scope.reactor)
-        coalescer.forget(self)
-        coalescer.open_streams -= 1
         try:
             for line in self.backlog:
                 self.request.write(line)
