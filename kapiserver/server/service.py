@@ -22,6 +22,7 @@ from twisted.logger import Logger
 from kapiserver.server import systemd
 from kapiserver.server.certs import CertBundle, CertificateError, ensure_certificates, serving_context_factory
 from kapiserver.server.config import Config
+from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.server.kubeconfig import write_admin_kubeconfig
 from kapiserver.server.version import version_info
@@ -212,6 +213,7 @@ class KapiService(service.Service):
             await task.deferLater(self.reactor, READY_POLL_INTERVAL, lambda: None)
             waited += READY_POLL_INTERVAL
         log.info("kapiserver is ready")
+        tune_after_startup()
         self.notifier.ready()
         self.ready.callback(self.bound_port)
 

@@ -28,7 +28,7 @@ MAX_BACKLOG_BYTES = 32 * 1024 * 1024
 # How long a watch stream gathers events before writing them (see WriteCoalescer),
 # once at least COALESCE_FROM_STREAMS watches are open; below that, events go out
 # in the same reactor turn (few watchers never saturate the server).
-FLUSH_DELAY_SECONDS = 0.03
+FLUSH_DELAY_SECONDS = 0.02
 COALESCE_FROM_STREAMS = 100
 
 
@@ -95,10 +95,11 @@ class WatchStream:
         self.watch: ResourceWatch | None = None
         self.sent_any = False
         self.pending: list[bytes] = []  # events of this reactor turn, written together
+        # read for every event and watcher: computed once (the target parses headers)
+        self.encoding_key = self._encoding_key()
         coalescer_for(scope.reactor).open_streams += 1
 
-    @property
-    def encoding_key(self):
+    def _encoding_key(self):
         """What makes two watchers' bytes for one event identical (None: never shared).
 
         Table streams differ per watcher (column definitions only in the first
