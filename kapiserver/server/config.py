@@ -51,6 +51,10 @@ class EtcdConfig:
     certfile: str = ""
     keyfile: str = ""
     compaction_interval_seconds: int = 300
+    # Reconnect a watch stream that sent nothing (not even a progress
+    # notification) for this long; 0 = never.  About 3x etcd's
+    # --experimental-watch-progress-notify-interval.
+    watch_silence_timeout_seconds: float = 0.0
 
 
 @dataclass
@@ -191,6 +195,9 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"{src}: key 'storage.sqlite.compaction_retain_revisions': must not be negative")
     if config.shutdown.drain_seconds < 0:
         raise ConfigError(f"{src}: key 'shutdown.drain_seconds': must not be negative")
+    if config.storage.etcd.watch_silence_timeout_seconds < 0:
+        raise ConfigError(f"{src}: key 'storage.etcd.watch_silence_timeout_seconds': must not be negative "
+                          f"(0 turns the check off)")
     etcd = config.storage.etcd
     if config.storage.backend == "etcd3":
         if not etcd.servers:

@@ -67,7 +67,8 @@ def _build_backend(config: Config, reactor: Any = None) -> Any:
         if etcd.cafile or etcd.certfile or etcd.keyfile:
             tls = EtcdTLS(ca_file=etcd.cafile or None, cert_file=etcd.certfile or None,
                           key_file=etcd.keyfile or None)
-        return EtcdStorage(list(etcd.servers), prefix=etcd.prefix, tls=tls, reactor=reactor)
+        return EtcdStorage(list(etcd.servers), prefix=etcd.prefix, tls=tls, reactor=reactor,
+                           watch_silence_timeout=etcd.watch_silence_timeout_seconds)
     from kapiserver.storage.sqlite import SQLiteStorage
     try:
         os.makedirs(config.data_dir, exist_ok=True)

@@ -28,11 +28,16 @@ def _deferred(coro) -> defer.Deferred:
 
 
 class EtcdStorage:
-    """The etcd backend.  ``endpoints`` are client URLs (``http(s)://host:port``)."""
+    """The etcd backend.  ``endpoints`` are client URLs (``http(s)://host:port``).
+
+    ``watch_silence_timeout`` (seconds, 0 = off): a watch stream that brings
+    nothing, not even a progress notification, for that long is reconnected.
+    """
 
     def __init__(self, endpoints: list[str], prefix: str = "/registry", tls: Optional[EtcdTLS] = None,
-                 request_timeout: float = 10.0, reactor=None):
+                 request_timeout: float = 10.0, reactor=None, watch_silence_timeout: float = 0.0):
         self.client = EtcdClient(endpoints, tls=tls, request_timeout=request_timeout, reactor=reactor)
+        self.watch_silence_timeout = watch_silence_timeout
         self.reactor = self.client.reactor
         self.prefix = prefix.rstrip("/")
         self._prefix_bytes = self.prefix.encode("utf-8")
@@ -209,7 +214,8 @@ class EtcdStorage:
               on_progress: Optional[ProgressHandler] = None) -> Watch:
         begin = self._key(prefix)
         w = EtcdWatch(self.client, begin, prefix_end(begin), after_revision, self._unkey, on_event,
-                      on_error, on_progress, reactor=self.reactor, on_done=self._watches.discard)
+                      on_error, on_progress, reactor=self.reactor, on_done=self._watches.discard,
+                      silence_timeout=self.watch_silence_timeout)
         if w.active:
             self._watches.add(w)
         return w

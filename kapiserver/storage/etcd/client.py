@@ -6,7 +6,7 @@ the gateway this module hides: keys and values are base64, int64 fields are
 JSON strings, and fields equal to their zero value are omitted.
 
 Every call has a deadline; with several endpoints, a connection failure moves
-on to the next one.  Failures surface as the storage errors of
+on to the next one.  Connections use TCP keepalive (:mod:`.keepalive`).  Failures surface as the storage errors of
 :mod:`kapiserver.storage.interface` (an unreachable etcd is
 :class:`UnavailableError` naming the endpoints).
 """
@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.web import _newclient
 from twisted.web.client import Agent, HTTPConnectionPool
 
+from kapiserver.storage.etcd.keepalive import KeepAliveEndpointFactory
 from kapiserver.storage.etcd.tls import EtcdTLS
 from kapiserver.storage.interface import (CompactedError, FutureRevisionError, StorageError,
                                           UnavailableError)
@@ -294,20 +295,23 @@ class EtcdClient:
         self._slots = defer.DeferredSemaphore(max_in_flight)
         self._pool.retryAutomatically = False
         connect_timeout = max(1, min(5, int(request_timeout)))
-        kwargs: dict[str, Any] = {"pool": self._pool, "connectTimeout": connect_timeout}
-        if tls is not None:
-            kwargs["contextFactory"] = tls.policy()
-        self._http = treq.client.HTTPClient(Agent(reactor, **kwargs))
+        endpoint_factory = KeepAliveEndpointFactory(reactor, tls.policy() if tls is not None else None,
+                                                     connect_timeout)
+        self._http = treq.client.HTTPClient(Agent.usingEndpointFactory(reactor, endpoint_factory, self._pool))
         # Streams (watches) get their own non-pooled connections.
-        stream_kwargs = dict(kwargs, pool=HTTPConnectionPool(reactor, persistent=False))
-        self._stream_http = treq.client.HTTPClient(Agent(reactor, **stream_kwargs))
+        self._stream_http = treq.client.HTTPClient(Agent.usingEndpointFactory(
+            reactor, endpoint_factory, HTTPConnectionPool(reactor, persistent=False)))
 
     def describe_endpoints(self) -> str:
         return ", ".join(self.endpoints)
 
-    def _order(self) -> list[str]:
+    def _order(self, avoid: Optional[str] = None) -> list[str]:
         n = len(self.endpoints)
-        return [self.endpoints[(self._preferred + i) % n] for i in range(n)]
+        order = [self.endpoints[(self._preferred + i) % n] for i in range(n)]
+        if avoid in order and n > 1:
+            order.remove(avoid)
+            order.append(avoid)
+        return order
 
     def _prefer(self, endpoint: str) -> None:
         self._preferred = self.endpoints.index(endpoint)
@@ -356,17 +360,19 @@ class EtcdClient:
             return orjson.loads(content) if content else {}
         raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
 
-    async def open_stream(self, path: str, body: dict, protocol: IProtocol, timeout: Optional[float] = None) -> str:
+    async def open_stream(self, path: str, body: dict, protocol: IProtocol, timeout: Optional[float] = None,
+                          avoid: Optional[str] = None) -> str:
         """POST ``body`` and feed the streaming response body into ``protocol``.
 
         Returns the endpoint that answered once the response headers arrived;
         ``protocol.connectionLost`` says when the stream ends.  Cancelling the
-        awaiting Deferred aborts a request still in flight.
+        awaiting Deferred aborts a request still in flight.  ``avoid`` (an
+        endpoint that just went silent) is tried last.
         """
         limit = self.request_timeout if timeout is None else timeout
         data = orjson.dumps(body)
         last: Optional[BaseException] = None
-        for endpoint in self._order():
+        for endpoint in self._order(avoid):
             d = self._stream_http.post(endpoint + path, data=data, unbuffered=True,
                                        headers={b"Content-Type": [b"application/json"]})
             d.addTimeout(limit, self.reactor)

@@ -7,6 +7,13 @@ and when the stream breaks (etcd restarted, connection lost) opens a new one
 starting just after the last revision it delivered, so the watcher sees no gap
 and no duplicate.  A compacted start revision ends the watch with
 ``on_error(CompactedError)``.
+
+A stream can also stay open and go silent (a partition without FIN/RST, a
+hung gateway).  With a silence timeout, a stream that brings no bytes at all
+for that long is aborted and resumed the same way, on another endpoint first.
+etcd's progress notifications (asked for with ``progress_notify``) are what
+keep a healthy but idle stream from looking silent, so the timeout must be a
+few times etcd's ``--experimental-watch-progress-notify-interval``.
 """
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ from typing import Callable, Optional
 
 import orjson
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -28,16 +36,50 @@ KeyDecoder = Callable[[bytes], str]
 
 
 class _LineStream(Protocol):
-    """Splits a streaming body into JSON documents, one per line."""
+    """Splits a streaming body into JSON documents, one per line.
 
-    def __init__(self, on_message: Callable[[dict], None]):
+    With ``silence_timeout`` > 0 it aborts itself (and calls ``on_silence``
+    with the idle time) once no byte arrived for that long.  Data only stamps
+    the time; one timer checks the stamp, so a busy stream costs one timer
+    per timeout period, not one per chunk.
+    """
+
+    def __init__(self, on_message: Callable[[dict], None], clock=None, silence_timeout: float = 0.0,
+                 on_silence: Optional[Callable[[float], None]] = None):
         self._on_message = on_message
         self._buffer = b""
         self.received = False
+        self.silent = False
         self.ended: defer.Deferred = defer.Deferred()
+        self._clock = clock
+        self._silence_timeout = silence_timeout if clock is not None else 0.0
+        self._on_silence = on_silence
+        self._last_data = 0.0
+        self._watchdog: Optional[IDelayedCall] = None
+
+    def connectionMade(self) -> None:
+        if self._silence_timeout > 0:
+            self._last_data = self._clock.seconds()
+            self._watchdog = self._clock.callLater(self._silence_timeout, self._check_silence)
+
+    def _check_silence(self) -> None:
+        self._watchdog = None
+        if self.transport is None:
+            return
+        idle = self._clock.seconds() - self._last_data
+        remaining = self._silence_timeout - idle
+        if remaining > 0.001:
+            self._watchdog = self._clock.callLater(remaining, self._check_silence)
+            return
+        self.silent = True
+        if self._on_silence is not None:
+            self._on_silence(idle)
+        self.abort()
 
     def dataReceived(self, data: bytes) -> None:
         self.received = True
+        if self._watchdog is not None:
+            self._last_data = self._clock.seconds()
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
         for line in lines:
@@ -53,12 +95,19 @@ class _LineStream(Protocol):
             self._on_message(doc)
 
     def abort(self) -> None:
+        self._stop_watchdog()
         transport, self.transport = self.transport, None
         if transport is not None:
             transport.stopProducing()
 
+    def _stop_watchdog(self) -> None:
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None and watchdog.active():
+            watchdog.cancel()
+
     def connectionLost(self, reason: Failure = None) -> None:
         self.transport = None
+        self._stop_watchdog()
         self.reason = reason
         if not self.ended.called:
             self.ended.callback(None)
@@ -68,13 +117,15 @@ class EtcdWatch:
     """A running watch of ``[key, range_end)`` delivering events after ``after_revision``.
 
     ``decode_key`` maps an etcd key back to the storage key (strips the prefix).
+    ``silence_timeout`` > 0 resumes a stream that sent nothing for that many
+    seconds (see the module docstring); 0 trusts the stream forever.
     """
 
     def __init__(self, client: EtcdClient, key: bytes, range_end: bytes, after_revision: int,
                  decode_key: KeyDecoder, on_event: EventHandler, on_error: ErrorHandler,
                  on_progress: Optional[ProgressHandler] = None, reactor=None,
                  initial_backoff: float = 0.05, max_backoff: float = 2.0,
-                 on_done: Optional[Callable[["EtcdWatch"], None]] = None):
+                 on_done: Optional[Callable[["EtcdWatch"], None]] = None, silence_timeout: float = 0.0):
         self._client = client
         self._reactor = reactor or client.reactor
         self._key = key
@@ -87,12 +138,15 @@ class EtcdWatch:
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._on_done = on_done
+        self._silence_timeout = silence_timeout
+        self._endpoint: Optional[str] = None
         self._stream: Optional[_LineStream] = None
         self._pending: Optional[defer.Deferred] = None
         self._fragments: list[dict] = []
         self._finished = False
         self.reconnects = 0
         self.fragmented_responses = 0
+        self.silences = 0
         self._loop = defer.Deferred.fromCoroutine(self._run())
 
     # ------------------------------------------------------------ public
@@ -116,14 +170,15 @@ class EtcdWatch:
 
     async def _run(self) -> None:
         backoff = self._initial_backoff
+        avoid: Optional[str] = None
         while not self._finished:
-            stream = _LineStream(self._handle)
+            stream = _LineStream(self._handle, self._reactor, self._silence_timeout, self._silent)
             self._stream = stream
             self._fragments = []
             try:
                 self._pending = defer.Deferred.fromCoroutine(
-                    self._client.open_stream("/v3/watch", self._request(), stream))
-                await self._pending
+                    self._client.open_stream("/v3/watch", self._request(), stream, avoid=avoid))
+                self._endpoint = await self._pending
                 self._pending = None
                 await stream.ended
             except defer.CancelledError:
@@ -137,6 +192,8 @@ class EtcdWatch:
                 self._pending = None
             if self._finished:
                 return
+            # A silent endpoint may be partitioned away: try the others first.
+            avoid = self._endpoint if stream.silent else None
             if stream.received:
                 backoff = self._initial_backoff
             self.reconnects += 1
@@ -150,6 +207,12 @@ class EtcdWatch:
             finally:
                 self._pending = None
             backoff = min(backoff * 2, self._max_backoff)
+
+    def _silent(self, idle: float) -> None:
+        self.silences += 1
+        log.warn("etcd watch stream from {endpoint} sent nothing for {idle:.1f}s (no events, no progress "
+                 "notifications); reconnecting and resuming after revision {rev}",
+                 endpoint=self._endpoint, idle=idle, rev=self.last_revision)
 
     def _finish(self, error: Optional[Exception] = None) -> None:
         if self._finished:
