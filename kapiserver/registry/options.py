@@ -10,6 +10,7 @@ import orjson
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import FieldSelector, parse_field_selector
 from kapiserver.machinery.labels import LabelSelector, parse_label_selector
+from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
 
 NOT_OLDER_THAN = "NotOlderThan"
 EXACT = "Exact"
@@ -182,3 +183,30 @@ class DeleteOptions:
         if opts.grace_period_seconds is not None and opts.grace_period_seconds < 0:
             opts.grace_period_seconds = 1  # upstream turns negative grace periods into 1
         return opts
+
+    def _explicit_policy(self) -> str:
+        """The propagation policy the request asked for ("" when it said nothing)."""
+        if self.orphan_dependents is not None:
+            return "Orphan" if self.orphan_dependents else "Background"
+        return self.propagation_policy
+
+    def gc_finalizers(self, finalizers: list[str]) -> list[str]:
+        """The object's finalizers once this delete's propagation policy is applied.
+
+        Orphan adds ``orphan``, Foreground adds ``foregroundDeletion``,
+        Background drops both (the garbage collector then works after the
+        object is gone); without a policy a GC finalizer the object already
+        carries stays (upstream's deletionFinalizersForGarbageCollection).
+        """
+        policy = self._explicit_policy()
+        if not policy:
+            if ORPHAN_FINALIZER in finalizers:
+                policy = "Orphan"
+            elif FOREGROUND_FINALIZER in finalizers:
+                policy = "Foreground"
+        kept = [f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+        if policy == "Orphan":
+            kept.append(ORPHAN_FINALIZER)
+        elif policy == "Foreground":
+            kept.append(FOREGROUND_FINALIZER)
+        return kept

@@ -516,11 +516,24 @@ class Store:
                                dry_run=ctx.dry_run or opts.dry_run)
             await self.admission.validate(attrs)
             marked = copy.deepcopy(current)
-            if cmd.get("finalizers") or self.strategy.delete_pending(self.rtype, marked):
-                if cmd.get("deletionTimestamp"):
+            pending = self.strategy.delete_pending(self.rtype, marked)
+            mmd = marked["metadata"]
+            # the propagation policy becomes a finalizer (orphan, foregroundDeletion)
+            # that the garbage collector removes once it has handled the dependents
+            finalizers = opts.gc_finalizers(mmd.get("finalizers") or [])
+            finalizers_changed = set(finalizers) != set(cmd.get("finalizers") or [])
+            if finalizers or pending:
+                if cmd.get("deletionTimestamp") and not finalizers_changed:
                     return current, False
-                marked["metadata"]["deletionTimestamp"] = meta.now_rfc3339()
-                marked["metadata"]["deletionGracePeriodSeconds"] = 0
+                if finalizers:
+                    mmd["finalizers"] = finalizers
+                else:
+                    mmd.pop("finalizers", None)
+                if not cmd.get("deletionTimestamp"):
+                    mmd["deletionTimestamp"] = meta.now_rfc3339()
+                    if mmd.get("generation") and not pending:
+                        mmd["generation"] += 1  # as upstream's generic markAsDeleting
+                mmd["deletionGracePeriodSeconds"] = 0
                 if ctx.dry_run or opts.dry_run:
                     return marked, False
                 try:

@@ -20,6 +20,7 @@ from kapiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from kapiserver.aggregator.resource import AggregatorResource
 from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
 from kapiserver.endpoints.filters.request import APISite
@@ -262,6 +263,11 @@ class APIServer:
         for controller in self.controllers:
             controller.start()
         await self.apiextensions.start()
+        # after the stored CRDs are served, so its first sync sees every kind
+        collector = GarbageCollector(self.all_stores,
+                                     lambda: (self.kube_groups.generation, self.crd_groups.generation), self.reactor)
+        self.controllers.append(collector)
+        collector.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
