@@ -332,7 +332,7 @@ class Store:
             attrs.name = md["name"]
             await self.admission.validate(attrs)
             ctx.warnings.extend(attrs.warnings)
-            md["uid"] = meta.new_uid()
+            md["uid"] = md.get("uid") or meta.new_uid()  # a strategy may need it first (Job selectors)
             md["creationTimestamp"] = meta.now_rfc3339()
             if ctx.dry_run:
                 existing = await self.storage.get(self.key(namespace, md["name"]))

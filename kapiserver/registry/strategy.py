@@ -8,7 +8,7 @@ into a 422 Invalid.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kapiserver.machinery.errors import Cause
 
@@ -62,6 +62,11 @@ class Strategy:
             keep["spec"].pop("finalizers", None)
         new.clear()
         new.update(keep)
+
+    def bind(self, rtype: "ResourceType", store: Any, config: Any) -> None:
+        """Called once the server has built the Store serving ``rtype``: kinds whose
+        hooks need other objects or settings (Services allocating cluster IPs) keep
+        what they need here."""
 
     def default(self, rtype: "ResourceType", obj: dict) -> None:
         """Fill defaults (upstream's defaulting functions)."""

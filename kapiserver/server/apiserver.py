@@ -114,7 +114,9 @@ class APIServer:
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = event_ttl
-            self.kube_groups.add(rtype, Store(rtype, storage, self.admission, self.leases))
+            store = Store(rtype, storage, self.admission, self.leases)
+            rtype.strategy.bind(rtype, store, config)
+            self.kube_groups.add(rtype, store)
 
         crd = CRDResource(self.crd_groups, self, lambda: self.crds_synced)
         kube = KubeAPIResource(self.kube_groups, self, crd, self._server_paths(), self._root_paths)

@@ -98,6 +98,8 @@ class Config:
     watch: WatchConfig = field(default_factory=WatchConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
     log_level: str = "info"
+    # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range).
+    service_cluster_ip_range: str = "10.96.0.0/12"
     # Where the configuration came from (for messages); not a YAML key.
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
 
@@ -211,6 +213,11 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"{src}: keys 'storage.etcd.certfile' and 'storage.etcd.keyfile' must be set together")
     if not etcd.prefix.startswith("/"):
         raise ConfigError(f"{src}: key 'storage.etcd.prefix': must start with '/', got {etcd.prefix!r}")
+    try:
+        ipaddress.ip_network(config.service_cluster_ip_range, strict=False)
+    except ValueError:
+        raise ConfigError(f"{src}: key 'service_cluster_ip_range': must be a CIDR such as 10.96.0.0/12, "
+                          f"got {config.service_cluster_ip_range!r}") from None
     for san in config.tls.extra_sans:
         if not san or any(c.isspace() for c in san):
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")

@@ -1,7 +1,9 @@
-"""The scale subresource of custom resources: an autoscaling/v1 Scale view of the object.
+"""The scale subresource: an autoscaling/v1 Scale view of the object.
 
 ``spec.replicas`` maps to the CRD's specReplicasPath, ``status.replicas``
-to statusReplicasPath and ``status.selector`` to labelSelectorPath.  PUT and
+to statusReplicasPath and ``status.selector`` to labelSelectorPath.  Built-in
+kinds (Deployments, ReplicaSets, StatefulSets) point labelSelectorPath at
+``.spec.selector``, a LabelSelector object (or a plain map), shown as its selector string.  PUT and
 PATCH change only the replicas, through the main resource's update (so the
 generation moves as for any spec change), inside the Store's
 compare-and-swap loop; a resourceVersion in the Scale is a precondition.
@@ -13,7 +15,7 @@ from typing import Any, Callable, Optional
 
 from kapiserver.endpoints.handlers.patch import patcher
 from kapiserver.endpoints.scope import RequestScope, Response
-from kapiserver.machinery import errors, jsonpath
+from kapiserver.machinery import errors, jsonpath, labels
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_API_VERSION = "autoscaling/v1"
@@ -38,6 +40,13 @@ def to_scale(rtype: ResourceType, obj: dict) -> dict:
     status_replicas = _value(obj, paths.status_replicas_path)
     status: dict = {"replicas": status_replicas if isinstance(status_replicas, int) else 0}
     selector = _value(obj, paths.label_selector_path)
+    if isinstance(selector, dict) and not rtype.is_crd:
+        if "matchLabels" not in selector and "matchExpressions" not in selector:
+            selector = {"matchLabels": selector}  # ReplicationControllers select by a plain map
+        try:
+            selector = str(labels.selector_from_label_selector_dict(selector))
+        except errors.StatusError:
+            selector = ""
     if isinstance(selector, str) and selector:
         status["selector"] = selector
     return {"kind": "Scale", "apiVersion": SCALE_API_VERSION, "metadata": scale_md,

@@ -138,7 +138,8 @@ class CRDKubectlTests(unittest.TestCase):
             {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 1}}))
         listed = self.kubectl("-n", self.ns, "get", "all").stdout.splitlines()
         self.assertEqual(listed[0].split(), ["NAME", "AGE"])
-        self.assertEqual(listed[1].split()[0], "w1")
+        # `all` expands to several kinds (pods, services, deployments...), so kubectl names them kind/name
+        self.assertEqual(listed[1].split()[0], f"widget.{group}/w1")
         self.kubectl("delete", "crd", f"widgets.{group}", "--timeout=20s")
         result = self.kubectl("-n", self.ns, "get", f"widgets.{group}", check=False)
         self.assertNotEqual(result.returncode, 0)

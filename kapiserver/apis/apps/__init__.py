@@ -1,0 +1,1 @@
+"""apps/v1: Deployments, ReplicaSets, StatefulSets, DaemonSets, ControllerRevisions."""

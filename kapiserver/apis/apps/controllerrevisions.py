@@ -1,0 +1,51 @@
+"""ControllerRevisions (apps/v1): immutable snapshots of a controller's template; data is required."""
+from __future__ import annotations
+
+from kapiserver.apis import columns
+from kapiserver.apis.apps import workload
+from kapiserver.apis.core import podspec
+from kapiserver.machinery import errors
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.strategy import Strategy
+
+SCHEMA = "io.k8s.api.apps.v1.ControllerRevision"
+
+
+class ControllerRevisionStrategy(Strategy):
+    def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        causes = []
+        if obj.get("data") is None:
+            causes.append(errors.field_required("data", "data is mandatory"))
+        return causes + podspec.validate_non_negative(obj.get("revision"), "revision")
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        return self.validate(rtype, new) + workload.immutable(new.get("data"), old.get("data"), "data")
+
+    def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
+        """Upstream never moves a ControllerRevision's generation."""
+        return False
+
+
+def _controller(obj: dict) -> str:
+    """``daemonset.apps/name`` from the controller owner reference, as upstream prints it."""
+    for ref in columns.get_path(obj, "metadata", "ownerReferences", default=[]) or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            api_version = ref.get("apiVersion") or ""
+            group = api_version.split("/")[0] if "/" in api_version else ""
+            kind = (ref.get("kind") or "").lower()
+            qualified = f"{kind}.{group}" if group else kind
+            return f"{qualified}/{ref.get('name', '')}" if qualified else ref.get("name", "")
+    return "<none>"
+
+
+def resource_type() -> ResourceType:
+    return ResourceType(
+        group="apps", version="v1", kind="ControllerRevision", plural="controllerrevisions",
+        singular="controllerrevision", namespaced=True, strategy=ControllerRevisionStrategy(), schema_name=SCHEMA,
+        table_columns=(
+            columns.name_column(),
+            columns.column("Controller", _controller, desc="Controller of the object"),
+            columns.column("Revision", lambda o: o.get("revision", 0), SCHEMA, "revision", type="integer"),
+            columns.age_column(),
+        ),
+    )

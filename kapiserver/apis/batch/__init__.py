@@ -1,0 +1,1 @@
+"""batch/v1: Jobs and CronJobs."""

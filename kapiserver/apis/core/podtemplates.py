@@ -1,0 +1,39 @@
+"""PodTemplates (core/v1): a stored pod template, defaulted and validated like any other."""
+from __future__ import annotations
+
+from kapiserver.apis import columns
+from kapiserver.apis.core import podspec
+from kapiserver.machinery import errors
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.strategy import Strategy
+
+SCHEMA = "io.k8s.api.core.v1.PodTemplate"
+
+
+class PodTemplateStrategy(Strategy):
+    def default(self, rtype: ResourceType, obj: dict) -> None:
+        podspec.default_pod_template_spec(obj.get("template"))
+
+    def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        return podspec.validate_pod_template_spec(obj.get("template") or {}, "template")
+
+
+def _containers(obj: dict, key: str) -> str:
+    return ",".join(c.get(key, "") for c in columns.get_path(obj, "template", "spec", "containers", default=()))
+
+
+def resource_type() -> ResourceType:
+    return ResourceType(
+        group="", version="v1", kind="PodTemplate", plural="podtemplates", singular="podtemplate",
+        namespaced=True, strategy=PodTemplateStrategy(), schema_name=SCHEMA,
+        table_columns=(
+            columns.name_column(),
+            columns.column("Containers", lambda o: _containers(o, "name"),
+                           desc="Names of each container in the template."),
+            columns.column("Images", lambda o: _containers(o, "image"),
+                           desc="Images referenced by each container in the template."),
+            columns.column("Pod Labels", lambda o: podspec.selector_string(
+                columns.get_path(o, "template", "metadata", "labels")) or "<none>",
+                desc="The labels for the pod template."),
+        ),
+    )

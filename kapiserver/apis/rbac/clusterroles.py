@@ -1,0 +1,17 @@
+"""ClusterRoles (rbac.authorization.k8s.io/v1): stored, listed and watched; not enforced.
+
+Validation and columns live in :mod:`kapiserver.apis.rbac.rules`.
+"""
+from __future__ import annotations
+
+from kapiserver.apis.rbac import rules
+from kapiserver.registry.resource_type import ResourceType
+
+SCHEMA = "io.k8s.api.rbac.v1.ClusterRole"
+
+
+def resource_type() -> ResourceType:
+    return ResourceType(
+        group=rules.GROUP, version="v1", kind="ClusterRole", plural="clusterroles", singular="clusterrole", namespaced=False,
+        strategy=rules.RoleStrategy(), schema_name=SCHEMA, table_columns=rules.role_columns(SCHEMA),
+    )
