@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from kapiserver.apis.apps import controllerrevisions, daemonsets, deployments, replicasets, statefulsets
+from kapiserver.apis.authentication import self_subject_reviews
+from kapiserver.apis.authorization import access_reviews
 from kapiserver.apis.autoscaling import horizontalpodautoscalers
 from kapiserver.apis.batch import cronjobs, jobs
 from kapiserver.apis.coordination import leases
@@ -58,4 +60,6 @@ def builtin_resource_types() -> list[ResourceType]:
         controllerrevisions.resource_type(),
         jobs.resource_type(),
         cronjobs.resource_type(),
+        *access_reviews.resource_types(),
+        self_subject_reviews.resource_type(),
     ]

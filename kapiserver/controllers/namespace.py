@@ -47,8 +47,9 @@ class NamespaceController:
     def _stores(self) -> list[Store]:
         seen, stores = set(), []
         for store in self.namespaced_stores():
-            if store.rtype.namespaced and store.rtype.storage_resource not in seen:
-                seen.add(store.rtype.storage_resource)
+            rtype = store.rtype  # create-only reviews store nothing to empty
+            if rtype.namespaced and "deletecollection" in rtype.verbs and rtype.storage_resource not in seen:
+                seen.add(rtype.storage_resource)
                 stores.append(store)
         return stores
 

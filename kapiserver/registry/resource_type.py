@@ -95,6 +95,9 @@ class ResourceType:
     # in the target version come back unchanged.  Failures raise StatusError.
     convert_to_storage_async: Optional[Callable[[list[dict]], Awaitable[list[dict]]]] = None
     convert_from_storage_async: Optional[Callable[[list[dict]], Awaitable[list[dict]]]] = None
+    # REST storage other than the generic Store: ``make_store(rtype, server)``
+    # (create-only reviews answered from the request, registry/review.py)
+    make_store: Optional[Callable[["ResourceType", Any], Any]] = None
     deprecated: bool = False
     deprecation_warning: str = ""
 

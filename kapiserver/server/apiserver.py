@@ -20,6 +20,8 @@ from kapiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from kapiserver.aggregator.resource import AggregatorResource
 from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.auth import impersonation
+from kapiserver.auth.authorizer import AlwaysAllow, Attributes
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
@@ -106,6 +108,7 @@ class APIServer:
         self._openapi = None
         self._openapi_generation = None
 
+        self.authorizer = AlwaysAllow()  # requests and access reviews ask the same authorizer
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
         self.leases = LeaseReuser(storage)
@@ -114,7 +117,10 @@ class APIServer:
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = event_ttl
-            store = Store(rtype, storage, self.admission, self.leases)
+            if rtype.make_store is not None:
+                store = rtype.make_store(rtype, self)
+            else:
+                store = Store(rtype, storage, self.admission, self.leases)
             rtype.strategy.bind(rtype, store, config)
             self.kube_groups.add(rtype, store)
 
@@ -195,10 +201,15 @@ class APIServer:
                 raise errors.unauthorized()
             from kapiserver.auth.user import ANONYMOUS
             user = ANONYMOUS
-        return user
+        return impersonation.apply(request, user, self.authorizer)
 
     def authorize(self, user: Any, info: RequestInfo) -> Optional[str]:
-        return None  # every authenticated request is allowed until RBAC arrives
+        """None when ``user`` may make the request, else why not (a 403)."""
+        decision = self.authorizer.authorize(user, Attributes(
+            verb=info.verb, resource_request=info.is_resource_request, namespace=info.namespace,
+            api_group=info.group, api_version=info.version, resource=info.resource,
+            subresource=info.subresource, name=info.name, path=info.path))
+        return None if decision.allowed else (decision.reason or "access denied")
 
     def admit_inflight(self, info: RequestInfo):
         token = self.limiter.admit(info)

@@ -1,0 +1,59 @@
+"""Create-only resources answered from the request, never stored (upstream's review APIs).
+
+``kubectl auth can-i`` POSTs a SelfSubjectAccessReview and reads the answer
+from the returned object's ``status``; ``kubectl auth whoami`` does the same
+with a SelfSubjectReview.  These kinds are served like any other (discovery,
+OpenAPI, the create handler) but their "storage" is a function of the
+request: a ``ReviewStore`` validates the body with the kind's strategy, asks
+``answer`` for the status and returns the object with it (201, as upstream).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from kapiserver.machinery import errors, meta
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.store import Context, Store
+from kapiserver.registry.strategy import Strategy
+
+# (the review object, who asks, the namespace of the URL) -> the status to return
+Answer = Callable[[dict, Any, str], dict]
+
+CREATE_ONLY = ("create",)
+
+
+class ReviewStrategy(Strategy):
+    """Checks of a review's spec; ``namespace`` is the URL's (namespaced reviews)."""
+
+    def validate_review(self, rtype: ResourceType, obj: dict, namespace: str) -> list[errors.Cause]:
+        return []
+
+
+class ReviewStore(Store):
+    """Answers ``create`` by computing the object's status; every other verb is
+    refused before it gets here (the resource type's verbs are only ``create``)."""
+
+    def __init__(self, rtype: ResourceType, answer: Answer) -> None:
+        super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # nothing is stored
+        self.answer = answer
+
+    async def create(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> dict:
+        ctx = ctx or Context()
+        obj = self._stamp_type(self._check_kind(obj))
+        md = meta.metadata(obj)
+        md.clear()
+        md["creationTimestamp"] = None  # upstream echoes an empty ObjectMeta
+        self.strategy.default(self.rtype, obj)
+        causes = self.strategy.validate_review(self.rtype, obj, namespace)
+        if causes:
+            raise self._invalid("", causes)
+        obj["status"] = self.answer(obj, ctx.user, namespace)
+        return obj
+
+
+def review_store_factory(answer_for: Callable[[Any], Answer]) -> Callable[[ResourceType, Any], Store]:
+    """A ResourceType.make_store for a review kind: ``answer_for(server)`` builds the answer."""
+    def make(rtype: ResourceType, server: Any) -> Store:
+        return ReviewStore(rtype, answer_for(server))
+    return make
+
