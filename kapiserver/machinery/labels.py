@@ -7,7 +7,7 @@ send selectors in that syntax and show our errors to users verbatim.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import is_qualified_name, is_valid_label_value
@@ -364,3 +364,17 @@ def format_label_selector(selector: Optional[dict]) -> str:
         return "<none>"
     text = str(selector_from_label_selector_dict(selector))
     return text or "<none>"
+
+
+def selector_string(selector: Any) -> str:
+    """A LabelSelector, or a plain label map (Services', ReplicationControllers'
+    selectors), as selector text (``app=web,tier in (a,b)``: what ``kubectl -l``
+    takes and a Scale's ``status.selector`` holds); "" when absent or invalid."""
+    if not isinstance(selector, dict):
+        return ""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    try:
+        return str(selector_from_label_selector_dict(selector))
+    except errors.StatusError:
+        return ""

@@ -1,8 +1,7 @@
 """ControllerRevisions (apps/v1): immutable snapshots of a controller's template; data is required."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
-from kapiserver.apis.apps import workload
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
@@ -19,7 +18,7 @@ class ControllerRevisionStrategy(Strategy):
         return causes + podspec.validate_non_negative(obj.get("revision"), "revision")
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        return self.validate(rtype, new) + workload.immutable(new.get("data"), old.get("data"), "data")
+        return self.validate(rtype, new) + field_checks.immutable(new.get("data"), old.get("data"), "data")
 
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         """Upstream never moves a ControllerRevision's generation."""

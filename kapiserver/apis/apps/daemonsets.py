@@ -1,7 +1,7 @@
 """DaemonSets (apps/v1): update-strategy defaults, selector/template checks, upstream's columns."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType, TableColumn
@@ -77,7 +77,7 @@ class DaemonSetStrategy(Strategy):
         return causes + workload.non_negative(spec, "spec", "revisionHistoryLimit")
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        return self.validate(rtype, new) + workload.immutable(
+        return self.validate(rtype, new) + field_checks.immutable(
             (new.get("spec") or {}).get("selector"), (old.get("spec") or {}).get("selector"), "spec.selector",
             workload.go_label_selector)
 

@@ -5,7 +5,7 @@ fills status, so ``kubectl rollout status`` waits forever.
 """
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
@@ -99,7 +99,7 @@ class DeploymentStrategy(Strategy):
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         causes = self.validate(rtype, new)
-        return causes + workload.immutable((new.get("spec") or {}).get("selector"),
+        return causes + field_checks.immutable((new.get("spec") or {}).get("selector"),
                                            (old.get("spec") or {}).get("selector"), "spec.selector",
                                            workload.go_label_selector)
 

@@ -1,7 +1,7 @@
 """ReplicaSets (apps/v1): replicas default, selector/template checks, scale, upstream's columns."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.apps.deployments import validate_replicated_template
 from kapiserver.machinery import errors
@@ -27,7 +27,7 @@ class ReplicaSetStrategy(Strategy):
         return causes + validate_replicated_template(spec, "spec", "deployment")
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        return self.validate(rtype, new) + workload.immutable(
+        return self.validate(rtype, new) + field_checks.immutable(
             (new.get("spec") or {}).get("selector"), (old.get("spec") or {}).get("selector"), "spec.selector",
             workload.go_label_selector)
 

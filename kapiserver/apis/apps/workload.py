@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
-from kapiserver.apis.policy import field_checks
 from kapiserver.machinery import errors, labels, validation
 from kapiserver.machinery.errors import Cause
 from kapiserver.registry.resource_type import ScaleSubresource, TableColumn
@@ -61,21 +60,12 @@ def go_label_selector(selector: Any) -> str:
     return f"v1.LabelSelector{{MatchLabels:{go_string_map(sel.get('matchLabels'))}, MatchExpressions:{expr_text}}}"
 
 
-def invalid_rendered(path: str, rendered: str, detail: str) -> Cause:
-    """A FieldValueInvalid whose value is already rendered (Go struct syntax)."""
-    return Cause(errors.INVALID, f"Invalid value: {rendered}: {detail}", path)
+
 
 
 # ------------------------------------------------------------------ selectors and templates
 
-def selector_text(selector: Any) -> str:
-    """``app=x,tier in (a,b)``: the selector string of a Scale and of the SELECTOR column."""
-    if not isinstance(selector, dict):
-        return ""
-    try:
-        return str(labels.selector_from_label_selector_dict(selector))
-    except errors.StatusError:
-        return ""
+
 
 
 def _selector_matches(selector: Optional[dict], template_labels: Any) -> Optional[bool]:
@@ -108,7 +98,7 @@ def validate_selector(spec: dict, path: str, kind_word: str, required: bool = Tr
         return []
     causes = field_checks.label_selector(selector, f"{path}.selector")
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):
-        causes.append(invalid_rendered(f"{path}.selector", go_label_selector(selector),
+        causes.append(field_checks.invalid_rendered(f"{path}.selector", go_label_selector(selector),
                                        f"empty selector is invalid for {kind_word}"))
     return causes
 
@@ -118,9 +108,9 @@ def selector_matches_template(spec: dict, path: str) -> list[Cause]:
     template = template_of(spec)
     found = template_labels(template)
     if spec.get("selector") is None:
-        return [invalid_rendered(f"{path}.template.metadata.labels", go_string_map(found), SELECTOR_MISMATCH)]
+        return [field_checks.invalid_rendered(f"{path}.template.metadata.labels", go_string_map(found), SELECTOR_MISMATCH)]
     if _selector_matches(spec.get("selector"), found) is False:
-        return [invalid_rendered(f"{path}.template.metadata.labels", go_string_map(found), SELECTOR_MISMATCH)]
+        return [field_checks.invalid_rendered(f"{path}.template.metadata.labels", go_string_map(found), SELECTOR_MISMATCH)]
     return []
 
 
@@ -176,13 +166,7 @@ def not_more_than_100_percent(value: Any, path: str) -> list[Cause]:
     return []
 
 
-def immutable(new: Any, old: Any, path: str, rendered: Optional[Callable[[Any], str]] = None) -> list[Cause]:
-    """ValidateImmutableField, with Go rendering of the new value when given."""
-    if new == old:
-        return []
-    if rendered is None:
-        return [errors.field_invalid(path, new, validation.FIELD_IMMUTABLE)]
-    return [invalid_rendered(path, rendered(new), validation.FIELD_IMMUTABLE)]
+
 
 
 # ------------------------------------------------------------------ columns
@@ -200,7 +184,7 @@ def wide_columns(selector_path: tuple[str, ...] = ("spec", "selector"),
         selector = columns.get_path(obj, *selector_path)
         if selector is None:
             return "<none>"
-        return selector_text(selector)
+        return labels.selector_string(selector)
     return (
         columns.column("Containers", lambda o: ",".join(c.get("name", "") for c in _containers(o, *template_path)),
                        desc="Names of each container in the template.", priority=1),

@@ -7,8 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kapiserver.apis import columns
-from kapiserver.apis.policy import field_checks
+from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy

@@ -11,9 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
-from kapiserver.apis.policy import field_checks
 from kapiserver.machinery import errors, meta
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -127,14 +126,14 @@ class JobStrategy(Strategy):
         spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
         old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
         causes = self.validate(rtype, new)
-        causes += workload.immutable(spec.get("selector"), old_spec.get("selector"), "spec.selector",
+        causes += field_checks.immutable(spec.get("selector"), old_spec.get("selector"), "spec.selector",
                                      workload.go_label_selector)
-        causes += workload.immutable(_frozen_template(new, old), _frozen_template(old, old), "spec.template")
+        causes += field_checks.immutable(_frozen_template(new, old), _frozen_template(old, old), "spec.template")
         elastic = spec.get("completionMode") == "Indexed" and spec.get("completions") == spec.get("parallelism")
         if not elastic:
-            causes += workload.immutable(spec.get("completions"), old_spec.get("completions"), "spec.completions")
+            causes += field_checks.immutable(spec.get("completions"), old_spec.get("completions"), "spec.completions")
         for name in ("completionMode", "backoffLimitPerIndex", "podFailurePolicy", "successPolicy"):
-            causes += workload.immutable(spec.get(name), old_spec.get(name), f"spec.{name}")
+            causes += field_checks.immutable(spec.get(name), old_spec.get(name), f"spec.{name}")
         return causes
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
@@ -34,8 +34,8 @@ class EndpointsStrategy(Strategy):
                                                            "must be a valid IP address"))
             for j, port in enumerate((subset or {}).get("ports") or ()):
                 causes.extend(podspec.validate_port_number((port or {}).get("port"), f"{path}.ports[{j}].port"))
-                causes.extend(podspec.validate_enum((port or {}).get("protocol"), f"{path}.ports[{j}].protocol",
-                                                    podspec.PROTOCOLS))
+                causes.extend(field_checks.one_of((port or {}).get("protocol"), f"{path}.ports[{j}].protocol",
+                                                    podspec.PROTOCOLS, required=True))
         return causes
 
 

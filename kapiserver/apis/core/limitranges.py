@@ -1,7 +1,7 @@
 """LimitRanges (core/v1): per-type min/max/default resources, checked lightly."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
@@ -16,7 +16,7 @@ class LimitRangeStrategy(Strategy):
         causes = []
         for i, item in enumerate((obj.get("spec") or {}).get("limits") or ()):
             path = f"spec.limits[{i}]"
-            causes += podspec.validate_enum((item or {}).get("type"), path + ".type", TYPES)
+            causes += field_checks.one_of((item or {}).get("type"), path + ".type", TYPES, required=True)
             for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
                 causes += podspec.validate_resource_list((item or {}).get(key), f"{path}.{key}")
         return causes

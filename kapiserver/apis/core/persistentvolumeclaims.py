@@ -2,7 +2,7 @@
 a new claim is ``Pending`` until something binds it (nothing does here)."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec, volume_modes
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
@@ -29,7 +29,7 @@ class PersistentVolumeClaimStrategy(Strategy):
         if "storage" not in requests:
             causes.append(errors.field_required("spec.resources[storage]"))
         causes += podspec.validate_resource_list(requests, "spec.resources.requests")
-        causes += podspec.validate_enum(spec.get("volumeMode"), "spec.volumeMode", volume_modes.VOLUME_MODES,
+        causes += field_checks.one_of(spec.get("volumeMode"), "spec.volumeMode", volume_modes.VOLUME_MODES,
                                         required=False)
         cls = spec.get("storageClassName")
         if cls:

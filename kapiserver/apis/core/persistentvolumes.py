@@ -1,7 +1,7 @@
 """PersistentVolumes (core/v1, cluster-scoped): capacity, access modes and exactly one volume source."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec, volume_modes
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
@@ -38,9 +38,9 @@ class PersistentVolumeStrategy(Strategy):
         elif "storage" not in capacity:
             causes.append(errors.field_not_supported("spec.capacity", sorted(capacity), ["storage"]))
         causes += podspec.validate_resource_list(capacity, "spec.capacity")
-        causes += podspec.validate_enum(spec.get("persistentVolumeReclaimPolicy"),
+        causes += field_checks.one_of(spec.get("persistentVolumeReclaimPolicy"),
                                         "spec.persistentVolumeReclaimPolicy", RECLAIM_POLICIES, required=False)
-        causes += podspec.validate_enum(spec.get("volumeMode"), "spec.volumeMode", volume_modes.VOLUME_MODES,
+        causes += field_checks.one_of(spec.get("volumeMode"), "spec.volumeMode", volume_modes.VOLUME_MODES,
                                         required=False)
         sources = [k for k in SOURCES if spec.get(k) is not None]
         if not sources:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
+from kapiserver.apis import field_checks
 from kapiserver.apis.core import quantity
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.errors import Cause
@@ -185,14 +186,6 @@ def validate_non_negative(value: Any, path: str) -> list[Cause]:
     return []
 
 
-def validate_enum(value: Any, path: str, supported: list[str], required: bool = True) -> list[Cause]:
-    if value in (None, ""):
-        return [errors.field_required(path)] if required else []
-    if value not in supported:
-        return [errors.field_not_supported(path, value, supported)]
-    return []
-
-
 def _quantity_string(value: Any) -> str:
     return value if isinstance(value, str) else errors.render_value(value)
 
@@ -251,7 +244,7 @@ def _validate_ports(ports: Any, path: str) -> list[Cause]:
         hp = port.get("hostPort")
         if hp not in (None, 0):
             causes.extend(validate_port_number(hp, p + ".hostPort"))
-        causes.extend(validate_enum(port.get("protocol"), p + ".protocol", PROTOCOLS))
+        causes.extend(field_checks.one_of(port.get("protocol"), p + ".protocol", PROTOCOLS, required=True))
     return causes
 
 
@@ -280,9 +273,9 @@ def _validate_container(c: dict, path: str, volumes: set[str]) -> list[Cause]:
         causes.append(errors.field_invalid(path + ".image", c["image"], "must not have leading or trailing whitespace"))
     causes.extend(_validate_ports(c.get("ports"), path + ".ports"))
     causes.extend(_validate_env(c.get("env"), path + ".env"))
-    causes.extend(validate_enum(c.get("imagePullPolicy"), path + ".imagePullPolicy", PULL_POLICIES))
-    causes.extend(validate_enum(c.get("terminationMessagePolicy"), path + ".terminationMessagePolicy",
-                                TERMINATION_MESSAGE_POLICIES))
+    causes.extend(field_checks.one_of(c.get("imagePullPolicy"), path + ".imagePullPolicy", PULL_POLICIES, required=True))
+    causes.extend(field_checks.one_of(c.get("terminationMessagePolicy"), path + ".terminationMessagePolicy",
+                                TERMINATION_MESSAGE_POLICIES, required=True))
     causes.extend(validate_resource_requirements(c.get("resources"), path + ".resources"))
     mount_paths: set[str] = set()
     for i, mount in enumerate(c.get("volumeMounts") or ()):
@@ -352,8 +345,8 @@ def validate_pod_spec(spec: dict, path: str) -> list[Cause]:
                 causes.append(errors.field_duplicate(p + ".name", name))
             seen.add(name)
         causes.extend(_validate_container(c, p, volumes))
-    causes.extend(validate_enum(spec.get("restartPolicy"), path + ".restartPolicy", RESTART_POLICIES))
-    causes.extend(validate_enum(spec.get("dnsPolicy"), path + ".dnsPolicy", DNS_POLICIES))
+    causes.extend(field_checks.one_of(spec.get("restartPolicy"), path + ".restartPolicy", RESTART_POLICIES, required=True))
+    causes.extend(field_checks.one_of(spec.get("dnsPolicy"), path + ".dnsPolicy", DNS_POLICIES, required=True))
     for key in ("terminationGracePeriodSeconds", "activeDeadlineSeconds"):
         causes.extend(validate_non_negative(spec.get(key), f"{path}.{key}"))
     deadline = spec.get("activeDeadlineSeconds")
@@ -387,26 +380,3 @@ def validate_pod_template_spec(template: dict, path: str) -> list[Cause]:
 
 # ------------------------------------------------------------------ shared helpers for workloads
 
-def selector_string(selector: Any) -> str:
-    """A label selector (a LabelSelector object or a plain map) as the string ``kubectl -l`` takes.
-
-    Upstream's ``LabelSelectorAsSelector(...).String()``: requirements sorted by key.
-    """
-    if not isinstance(selector, dict):
-        return ""
-    if "matchLabels" not in selector and "matchExpressions" not in selector:
-        return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-    parts: list[tuple[str, str]] = [(k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
-    for expr in selector.get("matchExpressions") or ():
-        if not isinstance(expr, dict):
-            continue
-        key, op, values = expr.get("key", ""), expr.get("operator", ""), sorted(expr.get("values") or ())
-        if op == "In":
-            parts.append((key, f"{key} in ({','.join(values)})"))
-        elif op == "NotIn":
-            parts.append((key, f"{key} notin ({','.join(values)})"))
-        elif op == "Exists":
-            parts.append((key, key))
-        elif op == "DoesNotExist":
-            parts.append((key, f"!{key}"))
-    return ",".join(text for _, text in sorted(parts, key=lambda kv: kv[0]))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kapiserver.apis import columns
 from kapiserver.apis.core import podspec
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, labels
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -32,7 +32,7 @@ def resource_type() -> ResourceType:
                            desc="Names of each container in the template."),
             columns.column("Images", lambda o: _containers(o, "image"),
                            desc="Images referenced by each container in the template."),
-            columns.column("Pod Labels", lambda o: podspec.selector_string(
+            columns.column("Pod Labels", lambda o: labels.selector_string(
                 columns.get_path(o, "template", "metadata", "labels")) or "<none>",
                 desc="The labels for the pod template."),
         ),

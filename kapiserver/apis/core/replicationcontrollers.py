@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kapiserver.apis import columns
 from kapiserver.apis.core import podspec
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, labels
 from kapiserver.registry.resource_type import ResourceType, ScaleSubresource
 from kapiserver.registry.strategy import Strategy
 
@@ -75,7 +75,7 @@ def resource_type() -> ResourceType:
             columns.column("Images", lambda o: _images(columns.get_path(o, "spec", "template", "spec",
                                                                         default={}), "image"),
                            desc="Images referenced by each container in the template.", priority=1),
-            columns.column("Selector", lambda o: podspec.selector_string(columns.get_path(o, "spec", "selector"))
+            columns.column("Selector", lambda o: labels.selector_string(columns.get_path(o, "spec", "selector"))
                            or "<none>", SPEC, "selector", priority=1),
         ),
     )

@@ -10,10 +10,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
 from kapiserver.apis.core.service_allocator import DEFAULT_SERVICE_CIDR, ServiceAllocator
-from kapiserver.machinery import errors, validation
+from kapiserver.machinery import errors, labels, validation
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import DNS1123_LABEL, Strategy
@@ -106,13 +106,13 @@ class ServiceStrategy(Strategy):
         name = (obj.get("metadata") or {}).get("name") or ""
         if name[:1].isdigit():
             causes.extend(errors.field_invalid("metadata.name", name, m) for m in validation.is_dns1035_label(name))
-        causes += podspec.validate_enum(spec.get("type"), "spec.type", TYPES)
+        causes += field_checks.one_of(spec.get("type"), "spec.type", TYPES, required=True)
         kind = spec.get("type")
-        causes += podspec.validate_enum(spec.get("sessionAffinity"), "spec.sessionAffinity", AFFINITIES)
-        causes += podspec.validate_enum(spec.get("ipFamilyPolicy"), "spec.ipFamilyPolicy", IP_FAMILY_POLICIES,
+        causes += field_checks.one_of(spec.get("sessionAffinity"), "spec.sessionAffinity", AFFINITIES, required=True)
+        causes += field_checks.one_of(spec.get("ipFamilyPolicy"), "spec.ipFamilyPolicy", IP_FAMILY_POLICIES,
                                         required=False)
         for key in ("externalTrafficPolicy", "internalTrafficPolicy"):
-            causes += podspec.validate_enum(spec.get(key), f"spec.{key}", TRAFFIC_POLICIES, required=False)
+            causes += field_checks.one_of(spec.get(key), f"spec.{key}", TRAFFIC_POLICIES, required=False)
         if kind == "ExternalName":
             name = spec.get("externalName")
             if not name:
@@ -154,7 +154,7 @@ class ServiceStrategy(Strategy):
                     causes.append(errors.field_duplicate(p + ".name", name))
                 names.add(name)
             causes.extend(podspec.validate_port_number(port.get("port"), p + ".port"))
-            causes.extend(podspec.validate_enum(port.get("protocol"), p + ".protocol", podspec.PROTOCOLS))
+            causes.extend(field_checks.one_of(port.get("protocol"), p + ".protocol", podspec.PROTOCOLS, required=True))
             target = port.get("targetPort")
             if isinstance(target, str):
                 causes.extend(errors.field_invalid(p + ".targetPort", target, m)
@@ -213,7 +213,7 @@ def _ports(svc: dict) -> str:
 
 
 def _selector(svc: dict) -> str:
-    return podspec.selector_string((svc.get("spec") or {}).get("selector")) or "<none>"
+    return labels.selector_string((svc.get("spec") or {}).get("selector")) or "<none>"
 
 
 def resource_type() -> ResourceType:

@@ -2,8 +2,7 @@
 immutable ``spec.controller``; parameters default to cluster scope."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
-from kapiserver.apis.policy import field_checks
+from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy

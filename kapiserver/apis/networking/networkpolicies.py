@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.networking.ingresses import port_name_problems, port_number_problems
-from kapiserver.apis.policy import field_checks
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kapiserver.apis import columns
-from kapiserver.apis.policy import field_checks
+from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import TableColumn
 from kapiserver.registry.strategy import PATH_SEGMENT, Strategy

@@ -3,8 +3,7 @@ prefix is reserved, user values stop at one billion, value and
 preemptionPolicy never change."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
-from kapiserver.apis.policy import field_checks
+from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy

@@ -3,8 +3,7 @@ attachRequired, podInfoOnMount, volumeLifecycleModes and fsGroupPolicy are fixed
 after create; the name is a CSI driver name."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
-from kapiserver.apis.policy import field_checks
+from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kapiserver.apis import columns
-from kapiserver.apis.policy import field_checks
+from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy

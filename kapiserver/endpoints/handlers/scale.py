@@ -41,12 +41,7 @@ def to_scale(rtype: ResourceType, obj: dict) -> dict:
     status: dict = {"replicas": status_replicas if isinstance(status_replicas, int) else 0}
     selector = _value(obj, paths.label_selector_path)
     if isinstance(selector, dict) and not rtype.is_crd:
-        if "matchLabels" not in selector and "matchExpressions" not in selector:
-            selector = {"matchLabels": selector}  # ReplicationControllers select by a plain map
-        try:
-            selector = str(labels.selector_from_label_selector_dict(selector))
-        except errors.StatusError:
-            selector = ""
+        selector = labels.selector_string(selector)
     if isinstance(selector, str) and selector:
         status["selector"] = selector
     return {"kind": "Scale", "apiVersion": SCALE_API_VERSION, "metadata": scale_md,

@@ -1,13 +1,10 @@
-"""Validation pieces several of these kinds share: label selectors, int-or-percent
-values, enums and immutable fields, with upstream's field paths and messages.
-
-Lives next to PodDisruptionBudgets (its heaviest user); networking and rbac
-import it too.
-"""
+"""Field checks the built-in kinds of every group share: label selectors,
+int-or-percent values, enums and immutable fields, with upstream's field paths
+and messages."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from kapiserver.machinery import errors, labels, validation
 
@@ -59,9 +56,18 @@ def one_of(value: Any, path: str, supported: Iterable[str], required: bool = Fal
     return [] if value in supported else [errors.field_not_supported(path, value, supported)]
 
 
-def immutable(new: Any, old: Any, path: str) -> list[errors.Cause]:
-    """Upstream's ValidateImmutableField."""
-    return [] if new == old else [errors.field_invalid(path, new, validation.FIELD_IMMUTABLE)]
+def invalid_rendered(path: str, rendered: str, detail: str) -> errors.Cause:
+    """A FieldValueInvalid whose value is already rendered (Go struct syntax)."""
+    return errors.Cause(errors.INVALID, f"Invalid value: {rendered}: {detail}", path)
+
+
+def immutable(new: Any, old: Any, path: str, rendered: Optional[Callable[[Any], str]] = None) -> list[errors.Cause]:
+    """Upstream's ValidateImmutableField; ``rendered`` prints the value as Go would (structs)."""
+    if new == old:
+        return []
+    if rendered is None:
+        return [errors.field_invalid(path, new, validation.FIELD_IMMUTABLE)]
+    return [invalid_rendered(path, rendered(new), validation.FIELD_IMMUTABLE)]
 
 
 
