@@ -21,6 +21,7 @@ from cel import stdlib
 
 from kapiserver.apiextensions import names
 from kapiserver.apiextensions.schema.validation import compile_pattern
+from kapiserver.machinery import quantity
 
 _Q = "__kapiserver_quantity__"
 _URL = "__kapiserver_url__"
@@ -120,26 +121,13 @@ def _to_string(value: Any) -> str:
 
 # ------------------------------------------------------------------ quantities
 
-_SUFFIXES = {
-    "Ki": Fraction(2 ** 10), "Mi": Fraction(2 ** 20), "Gi": Fraction(2 ** 30), "Ti": Fraction(2 ** 40),
-    "Pi": Fraction(2 ** 50), "Ei": Fraction(2 ** 60),
-    "n": Fraction(1, 10 ** 9), "u": Fraction(1, 10 ** 6), "m": Fraction(1, 1000), "": Fraction(1),
-    "k": Fraction(10 ** 3), "M": Fraction(10 ** 6), "G": Fraction(10 ** 9), "T": Fraction(10 ** 12),
-    "P": Fraction(10 ** 15), "E": Fraction(10 ** 18),
-}
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$")
-
-
 def parse_quantity(text: str) -> Fraction:
     """The exact value of a Kubernetes quantity string (ValueError if malformed)."""
-    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
-    if not m:
+    value = quantity.parse(text) if isinstance(text, str) else None
+    if value is None:
         raise ValueError("quantities must match the regular expression "
                          "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
-    number = Fraction(m.group(1))
-    if m.group(2):
-        return number * Fraction(10) ** int(m.group(2)[1:])
-    return number * _SUFFIXES[m.group(3) or ""]
+    return value
 
 
 def _quantity(text: str) -> dict:

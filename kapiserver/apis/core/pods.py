@@ -14,8 +14,8 @@ import copy
 from typing import Any
 
 from kapiserver.apis import columns
-from kapiserver.apis.core import podspec, quantity
-from kapiserver.machinery import errors
+from kapiserver.apis.core import podspec
+from kapiserver.machinery import errors, quantity
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 

@@ -12,8 +12,7 @@ import re
 from typing import Any, Iterator
 
 from kapiserver.apis import field_checks
-from kapiserver.apis.core import quantity
-from kapiserver.machinery import errors, validation
+from kapiserver.machinery import errors, quantity, validation
 from kapiserver.machinery.errors import Cause
 
 RESTART_POLICIES = ["Always", "OnFailure", "Never"]

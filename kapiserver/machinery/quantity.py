@@ -1,7 +1,9 @@
-"""Resource quantities ("500m", "1Gi", "2e3") as exact numbers, for comparisons.
+"""Resource quantities ("500m", "1Gi", "2e3") as exact numbers.
 
-The CEL library has a parser too, but importing it pulls in the CEL runtime
-(~0.2 s); pod validation only needs the number.
+Pod validation compares requests with limits; CEL's quantity() library
+(apiextensions/cel/library.py) computes with them.  Kept free of heavy
+imports: the CEL runtime is loaded lazily and pod validation must not pull
+it in.
 """
 from __future__ import annotations
 
