@@ -20,8 +20,8 @@ import orjson
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.protobuf_types import (
-    BOOL, BYTES, FIELDS_V1, INT32, INT64, INT_OR_STRING, MAP_BYTES, MAP_STRING, MESSAGE, MESSAGES,
-    MICRO_TIME, QUANTITY, STRING, TIME, Field, message_for, split_api_version)
+    BOOL, BYTES, FIELDS_V1, INT32, INT64, INT_OR_STRING, MAP_BYTES, MAP_QUANTITY, MAP_STRING, MAP_STRING_LIST, MAP_TIME, MESSAGE,
+    MICRO_TIME, QUANTITY, STRING, TIME, Field, all_messages, message_for, split_api_version)
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
@@ -219,14 +219,14 @@ _NUMBER_ORDER: dict[str, tuple[Field, ...]] = {}
 def _by_number(name: str) -> dict[int, Field]:
     found = _BY_NUMBER.get(name)
     if found is None:
-        found = _BY_NUMBER[name] = {f.number: f for f in MESSAGES[name]}
+        found = _BY_NUMBER[name] = {f.number: f for f in all_messages()[name]}
     return found
 
 
 def _in_number_order(name: str) -> tuple[Field, ...]:
     found = _NUMBER_ORDER.get(name)
     if found is None:
-        found = _NUMBER_ORDER[name] = tuple(sorted(MESSAGES[name], key=lambda f: f.number))
+        found = _NUMBER_ORDER[name] = tuple(sorted(all_messages()[name], key=lambda f: f.number))
     return found
 
 
@@ -253,7 +253,7 @@ def decode_object(body: bytes) -> Decoded:
 
 def decode_message(name: str, data: bytes, path: str, unknown: list[str]) -> dict:
     """One message as a dict; numbers missing from the table are appended to ``unknown``."""
-    fields = MESSAGES[name]
+    fields = all_messages()[name]
     by_number = _by_number(name)
     seen: dict[int, list[Any]] = {}
     for number, wire_type, value in iter_fields(data):
@@ -268,8 +268,10 @@ def decode_message(name: str, data: bytes, path: str, unknown: list[str]) -> dic
     for f in fields:
         values = seen.get(f.number)
         where = f"{path}.{f.name}" if path else f.name
-        present, value = _field_value(f, values, where, unknown)
-        if present:
+        present, value = _field_value(f, values, path if f.inline else where, unknown)
+        if f.inline:
+            out.update(value or {})
+        elif present:
             out[f.name] = value
     return out
 
@@ -283,10 +285,10 @@ def _check_wire(f: Field, wire_type: int, value: Any) -> Any:
 
 def _field_value(f: Field, values: Optional[list], where: str, unknown: list[str]) -> tuple[bool, Any]:
     """Whether the field appears in the JSON form, and its JSON value."""
-    if f.kind in (MAP_STRING, MAP_BYTES):
+    if f.kind in _MAP_KINDS:
         result = {}
         for entry in values or ():
-            key, val = _map_entry(entry, f.kind == MAP_BYTES)
+            key, val = _map_entry(entry, f.kind)
             result[key] = val
         return (bool(result) or not f.omitempty), result
     if f.repeated:
@@ -373,7 +375,7 @@ def _single(f: Field, value: Any, where: str, unknown: list[str]) -> Any:
     raise ProtobufError(f"no decoder for field kind {kind}")  # pragma: no cover - tables are fixed
 
 
-def _map_entry(entry: bytes, binary: bool) -> tuple[str, str]:
+def _map_entry(entry: bytes, kind: str) -> tuple[str, str]:
     key = ""
     val = b""
     for n, wt, v in iter_fields(entry):
@@ -381,7 +383,18 @@ def _map_entry(entry: bytes, binary: bool) -> tuple[str, str]:
             key = _text(v)
         elif n == 2 and wt == LENGTH_DELIMITED:
             val = v
-    return key, (base64.b64encode(val).decode("ascii") if binary else _text(val))
+    if kind == MAP_BYTES:
+        return key, base64.b64encode(val).decode("ascii")
+    if kind in _MAP_VALUES:
+        return key, _single(_MAP_VALUES[kind], val, key, [])
+    if kind == MAP_STRING_LIST:
+        return key, [_text(v) for n, wt, v in iter_fields(val) if n == 1 and wt == LENGTH_DELIMITED]
+    return key, _text(val)
+
+
+# map kinds whose values are messages with a JSON form of their own
+_MAP_VALUES = {MAP_QUANTITY: Field("value", 2, QUANTITY), MAP_TIME: Field("value", 2, TIME)}
+_MAP_KINDS = (MAP_STRING, MAP_BYTES, MAP_QUANTITY, MAP_TIME, MAP_STRING_LIST)
 
 
 # ------------------------------------------------------------------ encoding
@@ -415,13 +428,21 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
     obj = obj if isinstance(obj, dict) else {}
     out = bytearray()
     for f in _in_number_order(name):
-        value = obj.get(f.name)
-        if f.kind in (MAP_STRING, MAP_BYTES):
+        value = obj if f.inline else obj.get(f.name)
+        if f.kind in _MAP_KINDS:
             for key in sorted(value or {}):
                 entry = bytearray()
                 write_bytes_field(entry, 1, str(key).encode())
                 raw = value[key]
-                write_bytes_field(entry, 2, _b64decode(raw) if f.kind == MAP_BYTES else _str(raw).encode())
+                if f.kind in _MAP_VALUES:
+                    _write_single(entry, _MAP_VALUES[f.kind], raw)
+                elif f.kind == MAP_STRING_LIST:
+                    items = bytearray()
+                    for item in raw or ():
+                        write_bytes_field(items, 1, _str(item).encode())
+                    write_bytes_field(entry, 2, bytes(items))
+                else:
+                    write_bytes_field(entry, 2, _b64decode(raw) if f.kind == MAP_BYTES else _str(raw).encode())
                 write_bytes_field(out, f.number, bytes(entry))
             continue
         if f.repeated:

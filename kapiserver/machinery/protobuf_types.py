@@ -13,6 +13,7 @@ JSON form upstream would produce.
 """
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass
 from typing import Optional
 
@@ -27,6 +28,9 @@ BYTES = "bytes"  # base64 in JSON
 MESSAGE = "message"
 MAP_STRING = "map<string,string>"
 MAP_BYTES = "map<string,bytes>"
+MAP_QUANTITY = "map<string,Quantity>"  # ResourceList: {"cpu": "500m"}
+MAP_TIME = "map<string,Time>"  # PodDisruptionBudget status.disruptedPods
+MAP_STRING_LIST = "map<string,ExtraValue>"  # user "extra": {"scopes": ["a", "b"]}
 TIME = "Time"  # "2006-01-02T15:04:05Z"
 MICRO_TIME = "MicroTime"  # "2006-01-02T15:04:05.000000Z"
 FIELDS_V1 = "FieldsV1"  # raw JSON object
@@ -55,6 +59,8 @@ class Field:
     pointer: bool = False
     omitempty: bool = True
     omitzero: bool = False
+    # Go embeds the struct with ``json:",inline"``: its fields sit in the parent's JSON
+    inline: bool = False
 
 
 def _f(name: str, number: int, kind: str, **kw) -> Field:
@@ -325,7 +331,27 @@ ANY_GROUP_VERSION_KINDS: dict[str, str] = {
 
 def message_for(group: str, version: str, kind: str) -> Optional[str]:
     """The message name of a top-level kind, or None when protobuf is not served for it."""
-    return KINDS.get((group, version, kind)) or ANY_GROUP_VERSION_KINDS.get(kind)
+    return all_kinds().get((group, version, kind)) or ANY_GROUP_VERSION_KINDS.get(kind)
+
+
+_merged: dict[str, ChainMap] = {}
+
+
+def all_messages() -> ChainMap:
+    """Every table: the generated ones (tools/gen_protobuf_tables.py), with the
+    hand-written ones above taking precedence.  Loaded on first use, so a server
+    that never sees protobuf never imports the generated module."""
+    if not _merged:
+        from kapiserver.machinery import protobuf_tables_generated as generated
+        _merged["messages"] = ChainMap(MESSAGES, generated.MESSAGES)
+        _merged["kinds"] = ChainMap(KINDS, generated.KINDS)
+    return _merged["messages"]
+
+
+def all_kinds() -> ChainMap:
+    """(group, version, kind) -> message, generated and hand-written."""
+    all_messages()
+    return _merged["kinds"]
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:

@@ -6,6 +6,7 @@ import copy
 from twisted.trial import unittest
 
 from kapiserver.apis.apps import workload
+from kapiserver.machinery import protobuf
 from kapiserver.testing.cases import ServerTestCase, run
 
 APPS = "/apis/apps/v1/namespaces/default"
@@ -218,13 +219,15 @@ class AppsTests(ServerTestCase):
             self.assertIn(sub, found)
         self.assertNotIn("daemonsets/scale", found)
         self.assertNotIn("categories", found["controllerrevisions"])
-        # typed clients sending protobuf (kubectl create deployment) get a clear 415
-        type_meta = b"\n\x07apps/v1\x12\x0aDeployment"
-        body = b"k8s\x00\n" + bytes([len(type_meta)]) + type_meta + b"\x12\x00"
+        # typed clients send protobuf (kubectl create deployment): decoded with the generated tables
+        body = protobuf.encode_object({"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "pb"},
+                                       "spec": {"selector": {"matchLabels": {"app": "pb"}},
+                                                "template": {"metadata": {"labels": {"app": "pb"}},
+                                                             "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
         r = await self.client.request("POST", f"{APPS}/deployments", raw=body,
                                       content_type="application/vnd.kubernetes.protobuf")
-        self.assertEqual((r.code, r.body["reason"]), (415, "UnsupportedMediaType"), r.body)
-        self.assertIn("Deployment", r.body["message"])
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual((r.body["spec"]["replicas"], r.body["spec"]["revisionHistoryLimit"]), (1, 10))
 
 
 class GoRenderingTests(unittest.TestCase):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from kapiserver.machinery import protobuf
 from kapiserver.testing.cases import ServerTestCase, run
 
 NS = "/api/v1/namespaces/default"
@@ -117,9 +118,14 @@ class PodTests(ServerTestCase):
         self.assertEqual((r.code, r.body["kind"], r.body["reason"]), (404, "Status", "NotFound"))
 
     @run
-    async def test_protobuf_body_for_a_new_kind_is_415(self) -> None:
-        r = await self.client.post(NS + "/pods", raw=b"k8s\x00\x0a\x00", content_type="application/vnd.kubernetes.protobuf")
-        self.assertEqual((r.code, r.body["reason"]), (415, "UnsupportedMediaType"))
+    async def test_protobuf_pod_body(self) -> None:
+        # what `kubectl run` sends: a protobuf Pod, defaulted like a JSON one
+        body = protobuf.encode_object({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "pb"},
+                                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        r = await self.client.post(NS + "/pods", raw=body, content_type="application/vnd.kubernetes.protobuf")
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual((r.body["spec"]["dnsPolicy"], r.body["spec"]["containers"][0]["imagePullPolicy"]),
+                         ("ClusterFirst", "Always"))
 
 
 class ServiceTests(ServerTestCase):

@@ -3,6 +3,7 @@ HTTP on an in-process server: defaults, validation, immutable fields,
 generation, status subresources, columns and the protobuf 415."""
 from __future__ import annotations
 
+from kapiserver.machinery import protobuf
 from kapiserver.testing.cases import ServerTestCase, run
 
 NET = "/apis/networking.k8s.io/v1"
@@ -214,16 +215,17 @@ class MiscKindsTests(ServerTestCase):
         self.assertEqual(rows[0][:6], ["web", "Deployment/web", "cpu: <unknown>/80%", 1, 5, 0])
 
     @run
-    async def test_protobuf_body_is_unsupported(self):
+    async def test_protobuf_body(self):
         await self.make_ns()
         # what a typed client sends: the "k8s\0" magic, then runtime.Unknown{typeMeta, raw}
-        type_meta = field(1, b"autoscaling/v2") + field(2, b"HorizontalPodAutoscaler")
-        body = b"k8s\x00" + field(1, type_meta) + field(2, b"")
+        hpa = {"kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v2", "metadata": {"name": "pb"},
+               "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                        "maxReplicas": 4}}
         reply = await self.client.request("POST", "/apis/autoscaling/v2/namespaces/apps/horizontalpodautoscalers",
-                                          raw=body, content_type="application/vnd.kubernetes.protobuf")
-        self.assertEqual(reply.code, 415)
-        self.assertEqual(reply.body["reason"], "UnsupportedMediaType")
-        self.assertIn("'HorizontalPodAutoscaler' by kapiserver; send application/json", reply.body["message"])
+                                          raw=protobuf.encode_object(hpa),
+                                          content_type="application/vnd.kubernetes.protobuf")
+        self.assertEqual(reply.code, 201, reply.body)
+        self.assertEqual((reply.body["spec"]["minReplicas"], reply.body["spec"]["maxReplicas"]), (1, 4))
 
     @run
     async def test_all_category_and_short_names_in_discovery(self):

@@ -90,6 +90,47 @@ class RoundTripTests(unittest.TestCase):
     def round_trip(self, obj: dict) -> dict:
         return protobuf.decode_object(protobuf.encode_object(obj)).obj
 
+    def test_pod_with_inlined_volume_source_resources_and_probe(self):
+        # generated tables: VolumeSource and ProbeHandler are inlined in the JSON,
+        # resources are maps of quantities, pointers stay absent when unset
+        pod = {"kind": "Pod", "apiVersion": "v1",
+               "metadata": {"name": "p", "namespace": "default", "labels": {"app": "web"}},
+               "spec": {"containers": [{"name": "c", "image": "nginx:1.27", "args": ["-g", "daemon off;"],
+                                        "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                                        "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}},
+                                        "readinessProbe": {"httpGet": {"path": "/", "port": "http"},
+                                                           "periodSeconds": 5},
+                                        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]}],
+                        "volumes": [{"name": "cfg", "configMap": {"name": "settings", "defaultMode": 420}}],
+                        "restartPolicy": "Always", "terminationGracePeriodSeconds": 30},
+               "status": {"phase": "Pending"}}
+        got = self.round_trip(pod)
+        container = got["spec"]["containers"][0]
+        self.assertEqual(container["resources"], {"limits": {"cpu": "500m", "memory": "128Mi"}})
+        self.assertEqual(container["readinessProbe"]["httpGet"], {"path": "/", "port": "http"})
+        self.assertEqual(container["readinessProbe"]["periodSeconds"], 5)
+        self.assertEqual(got["spec"]["volumes"], [{"name": "cfg", "configMap": {"name": "settings",
+                                                                               "defaultMode": 420}}])
+        self.assertEqual(got["spec"]["terminationGracePeriodSeconds"], 30)
+        self.assertNotIn("activeDeadlineSeconds", got["spec"])
+        self.assertEqual(got["status"]["phase"], "Pending")
+
+    def test_deployment_and_user_extra(self):
+        deployment = {"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "web"},
+                      "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                               "strategy": {"type": "RollingUpdate",
+                                            "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
+                               "template": {"metadata": {"labels": {"app": "web"}},
+                                            "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+        got = self.round_trip(deployment)
+        self.assertEqual(got["spec"]["replicas"], 0)  # a pointer: explicit zero survives
+        self.assertEqual(got["spec"]["strategy"], deployment["spec"]["strategy"])
+        self.assertEqual(got["spec"]["template"]["spec"]["containers"], [{"name": "c", "image": "nginx",
+                                                                           "resources": {}}])
+        review = {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1", "metadata": {},
+                  "status": {"userInfo": {"username": "bob", "groups": ["dev"], "extra": {"scopes": ["a", "b"]}}}}
+        self.assertEqual(self.round_trip(review)["status"]["userInfo"]["extra"], {"scopes": ["a", "b"]})
+
     def test_lease_micro_time_and_pointers(self):
         lease = {"kind": "Lease", "apiVersion": "coordination.k8s.io/v1",
                  "metadata": {"name": "leader", "namespace": "kube-system", "resourceVersion": "42",
@@ -178,7 +219,7 @@ class MalformedTests(unittest.TestCase):
         self.assertRaises(ProtobufError, protobuf.decode_object, NAMESPACE_BODY[:-9])
 
     def test_kind_without_table(self):
-        body = envelope(b"apps/v1", b"Deployment", b"")
+        body = envelope(b"apps/v1", b"ControllerRevision", b"")  # its data is a RawExtension: no table
         self.assertRaises(LookupError, protobuf.decode_object, body)
 
 
@@ -224,12 +265,12 @@ class ProtobufRequestTests(ServerTestCase):
 
     @run
     async def test_kind_without_table_is_415(self):
-        body = envelope(b"v1", b"Pod", b"")
-        r = await self.client.post("/api/v1/namespaces/default/configmaps", raw=body, content_type=PB)
+        body = envelope(b"apps/v1", b"ControllerRevision", b"")
+        r = await self.client.post("/apis/apps/v1/namespaces/default/controllerrevisions", raw=body, content_type=PB)
         self.assertEqual(r.code, 415, r.raw)
         self.assertEqual(r.body["reason"], "UnsupportedMediaType")
         self.assertIn("protobuf", r.body["message"])
-        self.assertIn("'Pod'", r.body["message"])
+        self.assertIn("'ControllerRevision'", r.body["message"])
 
     @run
     async def test_custom_resources_never_take_protobuf(self):
