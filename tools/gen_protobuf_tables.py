@@ -31,7 +31,8 @@ PACKAGES = {
     "rbac/v1": ("rbac.authorization.k8s.io", "v1"), "networking/v1": ("networking.k8s.io", "v1"),
     "policy/v1": ("policy", "v1"), "storage/v1": ("storage.k8s.io", "v1"),
     "scheduling/v1": ("scheduling.k8s.io", "v1"), "discovery/v1": ("discovery.k8s.io", "v1"),
-    "autoscaling/v2": ("autoscaling", "v2"), "authorization/v1": ("authorization.k8s.io", "v1"),
+    "autoscaling/v2": ("autoscaling", "v2"), "autoscaling/v1": ("autoscaling", "v1"),
+    "authorization/v1": ("authorization.k8s.io", "v1"),
     "authentication/v1": ("authentication.k8s.io", "v1"),
 }
 META = "pkg/apis/meta/v1"
@@ -49,6 +50,7 @@ KINDS = {
     "scheduling/v1": ["PriorityClass"],
     "discovery/v1": ["EndpointSlice"],
     "autoscaling/v2": ["HorizontalPodAutoscaler"],
+    "autoscaling/v1": ["HorizontalPodAutoscaler"],
     "authorization/v1": ["SelfSubjectAccessReview", "SubjectAccessReview", "LocalSubjectAccessReview",
                          "SelfSubjectRulesReview"],
     "authentication/v1": ["SelfSubjectReview", "TokenRequest", "TokenReview"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 from kapiserver.apis.apps import controllerrevisions, daemonsets, deployments, replicasets, statefulsets
 from kapiserver.apis.authentication import self_subject_reviews
 from kapiserver.apis.authorization import access_reviews
-from kapiserver.apis.autoscaling import horizontalpodautoscalers
+from kapiserver.apis.autoscaling import horizontalpodautoscalers, horizontalpodautoscalers_v1
 from kapiserver.apis.batch import cronjobs, jobs
 from kapiserver.apis.coordination import leases
 from kapiserver.apis.core import configmaps, events, namespaces, secrets, serviceaccounts
@@ -53,6 +53,7 @@ def builtin_resource_types() -> list[ResourceType]:
         priorityclasses.resource_type(),
         endpointslices.resource_type(),
         horizontalpodautoscalers.resource_type(),
+        horizontalpodautoscalers_v1.resource_type(),
         deployments.resource_type(),
         replicasets.resource_type(),
         statefulsets.resource_type(),

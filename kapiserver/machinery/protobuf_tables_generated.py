@@ -313,6 +313,33 @@ MESSAGES = {
         _f("incomplete", 3, BOOL, omitempty=False),
         _f("evaluationError", 4, STRING),
     ),
+    "autoscaling.CrossVersionObjectReference": (
+        _f("kind", 1, STRING, omitempty=False),
+        _f("name", 2, STRING, omitempty=False),
+        _f("apiVersion", 3, STRING),
+    ),
+    "autoscaling.HorizontalPodAutoscaler": (
+        _msg("metadata", 1, "meta.ObjectMeta"),
+        _msg("spec", 2, "autoscaling.HorizontalPodAutoscalerSpec"),
+        _msg("status", 3, "autoscaling.HorizontalPodAutoscalerStatus"),
+    ),
+    "autoscaling.HorizontalPodAutoscalerList": (
+        _msg("metadata", 1, "meta.ListMeta"),
+        _msg("items", 2, "autoscaling.HorizontalPodAutoscaler", repeated=True, omitempty=False),
+    ),
+    "autoscaling.HorizontalPodAutoscalerSpec": (
+        _msg("scaleTargetRef", 1, "autoscaling.CrossVersionObjectReference", omitempty=False),
+        _f("minReplicas", 2, INT32, pointer=True),
+        _f("maxReplicas", 3, INT32, omitempty=False),
+        _f("targetCPUUtilizationPercentage", 4, INT32, pointer=True),
+    ),
+    "autoscaling.HorizontalPodAutoscalerStatus": (
+        _f("observedGeneration", 1, INT64, pointer=True),
+        _f("lastScaleTime", 2, TIME, pointer=True),
+        _f("currentReplicas", 3, INT32, omitempty=False),
+        _f("desiredReplicas", 4, INT32, omitempty=False),
+        _f("currentCPUUtilizationPercentage", 5, INT32, pointer=True),
+    ),
     "autoscaling.v2.ContainerResourceMetricSource": (
         _f("name", 1, STRING, omitempty=False),
         _msg("target", 2, "autoscaling.v2.MetricTarget", omitempty=False),
@@ -2233,6 +2260,8 @@ KINDS = {
     ("discovery.k8s.io", "v1", "EndpointSliceList"): "discovery.EndpointSliceList",
     ("autoscaling", "v2", "HorizontalPodAutoscaler"): "autoscaling.v2.HorizontalPodAutoscaler",
     ("autoscaling", "v2", "HorizontalPodAutoscalerList"): "autoscaling.v2.HorizontalPodAutoscalerList",
+    ("autoscaling", "v1", "HorizontalPodAutoscaler"): "autoscaling.HorizontalPodAutoscaler",
+    ("autoscaling", "v1", "HorizontalPodAutoscalerList"): "autoscaling.HorizontalPodAutoscalerList",
     ("authorization.k8s.io", "v1", "SelfSubjectAccessReview"): "authorization.SelfSubjectAccessReview",
     ("authorization.k8s.io", "v1", "SubjectAccessReview"): "authorization.SubjectAccessReview",
     ("authorization.k8s.io", "v1", "LocalSubjectAccessReview"): "authorization.LocalSubjectAccessReview",

@@ -1,7 +1,8 @@
-"""HorizontalPodAutoscalers (autoscaling/v2 only): upstream's defaults (one
-replica minimum, an 80% CPU target, behavior rules filled in when behavior is
-given) and replica-range checks; status behind its subresource, filled by
-nobody (no HPA controller).  autoscaling/v1 is not served."""
+"""HorizontalPodAutoscalers (autoscaling/v2, the stored form): upstream's defaults
+(one replica minimum, an 80% CPU target, behavior rules filled in when behavior
+is given) and replica-range checks; status behind its subresource, filled by
+nobody (no HPA controller).  autoscaling/v1 is a view of the same storage
+(horizontalpodautoscalers_v1.py)."""
 from __future__ import annotations
 
 import copy

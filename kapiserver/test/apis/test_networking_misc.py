@@ -236,3 +236,29 @@ class MiscKindsTests(ServerTestCase):
         short = {r["name"]: r.get("shortNames") for r in net.body["resources"]}
         self.assertEqual(short["ingresses"], ["ing"])
         self.assertEqual(short["networkpolicies"], ["netpol"])
+
+
+class AutoscalingV1Tests(ServerTestCase):
+    @run
+    async def test_v1_is_a_view_of_the_v2_storage(self):
+        await self.client.post("/api/v1/namespaces", {"metadata": {"name": "apps"}})
+        v1 = "/apis/autoscaling/v1/namespaces/apps/horizontalpodautoscalers"
+        v2 = "/apis/autoscaling/v2/namespaces/apps/horizontalpodautoscalers"
+        ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+        created = await self.client.post(v1, {"metadata": {"name": "web"}, "spec": {
+            "scaleTargetRef": ref, "maxReplicas": 5, "targetCPUUtilizationPercentage": 60}})
+        self.assertEqual(created.code, 201, created.body)
+        self.assertEqual(created.body["spec"], {"scaleTargetRef": ref, "maxReplicas": 5, "minReplicas": 1,
+                                                "targetCPUUtilizationPercentage": 60})
+        stored = await self.client.get(f"{v2}/web")
+        self.assertEqual(stored.body["spec"]["metrics"], [{"type": "Resource", "resource": {
+            "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}])
+        # written through v2, read through v1
+        await self.client.post(v2, {"metadata": {"name": "plain"}, "spec": {"scaleTargetRef": ref,
+                                                                            "maxReplicas": 2}})
+        plain = await self.client.get(f"{v1}/plain")
+        self.assertEqual(plain.body["spec"]["targetCPUUtilizationPercentage"], 80)
+        bad = await self.client.post(v1, {"metadata": {"name": "bad"}, "spec": {
+            "scaleTargetRef": ref, "maxReplicas": 5, "targetCPUUtilizationPercentage": 0}})
+        self.assertEqual(bad.code, 422)
+        self.assertEqual([c["field"] for c in bad.body["details"]["causes"]], ["spec.targetCPUUtilizationPercentage"])

@@ -152,6 +152,9 @@ class KubectlTypedCreateTests(unittest.TestCase):
         self.assertEqual(self.get_json("get", "cronjob", "nightly")["spec"]["schedule"], "0 3 * * *")
         self.kubectl("-n", self.ns, "create", "pdb", "web", "--selector=app=web", "--min-available=1")
         self.assertEqual(self.get_json("get", "pdb", "web")["spec"]["minAvailable"], 1)
+        self.kubectl("-n", self.ns, "autoscale", "deployment", "web", "--max=5", "--cpu-percent=60")
+        hpa = self.get_json("get", "horizontalpodautoscalers.v2.autoscaling", "web")
+        self.assertEqual(hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 60)
         self.kubectl("-n", self.ns, "create", "quota", "q", "--hard=pods=10,cpu=2")
         self.assertEqual(self.get_json("get", "quota", "q")["spec"]["hard"], {"cpu": "2", "pods": "10"})
 

@@ -77,7 +77,7 @@ class DescriptionsTests(unittest.TestCase):
     def test_every_builtin_is_unique_and_described_by_upstream_definitions(self) -> None:
         # OpenAPI, strict field validation and strategic merge patch all read the definition
         rtypes = builtin_resource_types()
-        self.assertEqual(len({(r.group, r.plural) for r in rtypes}), len(rtypes))
+        self.assertEqual(len({(r.group, r.version, r.plural) for r in rtypes}), len(rtypes))
         defs = load_definitions()
         for r in rtypes:
             self.assertIn(r.schema_name, defs, f"{r.group}/{r.plural}")
