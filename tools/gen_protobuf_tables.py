@@ -6,7 +6,7 @@ pointer or not, inlined).  The protobuf codec (machinery/protobuf.py) needs
 both facts; this script reads them from k8s.io/api and k8s.io/apimachinery
 checkouts and writes one table per message, for every message reachable from
 the kinds listed in KINDS.  Hand-written tables in machinery/protobuf_types.py
-(meta/v1 and the first kinds) win over generated ones of the same name.
+(meta/v1 and the first kinds) are not generated again.
 
     python3 tools/gen_protobuf_tables.py --api <k8s.io/api git dir> \\
         --apimachinery <k8s.io/apimachinery git dir> --tag v0.33.9
@@ -17,13 +17,17 @@ the kinds listed in KINDS.  Hand-written tables in machinery/protobuf_types.py
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Optional
+
 
 OUTPUT = "kapiserver/machinery/protobuf_tables_generated.py"
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kapiserver.machinery.protobuf_types import MESSAGES as HAND_WRITTEN  # noqa: E402  (not generated again)
 
 # api package directory -> (group, version)
 PACKAGES = {
@@ -186,7 +190,7 @@ def generate(args: argparse.Namespace) -> str:
     def visit(package: str, name: str) -> str:
         msg = protos[package][name]
         full = f"{msg.package}.{name}"
-        if full in tables or full in unsupported:
+        if full in tables or full in unsupported or full in HAND_WRITTEN:
             return full
         tables[full] = []  # placeholder: recursive types
         lines = []

@@ -1031,9 +1031,6 @@ MESSAGES = {
     "core.LoadBalancerStatus": (
         _msg("ingress", 1, "core.LoadBalancerIngress", repeated=True),
     ),
-    "core.LocalObjectReference": (
-        _f("name", 1, STRING),
-    ),
     "core.LocalVolumeSource": (
         _f("path", 1, STRING, omitempty=False),
         _f("fsType", 2, STRING, pointer=True),
@@ -1150,15 +1147,6 @@ MESSAGES = {
     "core.ObjectFieldSelector": (
         _f("apiVersion", 1, STRING),
         _f("fieldPath", 2, STRING, omitempty=False),
-    ),
-    "core.ObjectReference": (
-        _f("kind", 1, STRING),
-        _f("namespace", 2, STRING),
-        _f("name", 3, STRING),
-        _f("uid", 4, STRING),
-        _f("apiVersion", 5, STRING),
-        _f("resourceVersion", 6, STRING),
-        _f("fieldPath", 7, STRING),
     ),
     "core.PersistentVolume": (
         _msg("metadata", 1, "meta.ObjectMeta"),
@@ -1875,74 +1863,10 @@ MESSAGES = {
         _f("reason", 5, STRING, omitempty=False),
         _f("message", 6, STRING, omitempty=False),
     ),
-    "meta.DeleteOptions": (
-        _f("gracePeriodSeconds", 1, INT64, pointer=True),
-        _msg("preconditions", 2, "meta.Preconditions", pointer=True),
-        _f("orphanDependents", 3, BOOL, pointer=True),
-        _f("propagationPolicy", 4, STRING, pointer=True),
-        _f("dryRun", 5, STRING, repeated=True),
-        _f("ignoreStoreReadErrorWithClusterBreakingPotential", 6, BOOL, pointer=True),
-    ),
     "meta.FieldSelectorRequirement": (
         _f("key", 1, STRING, omitempty=False),
         _f("operator", 2, STRING, omitempty=False),
         _f("values", 3, STRING, repeated=True),
-    ),
-    "meta.FieldsV1": (
-        _f("-", 1, BYTES, omitempty=False),
-    ),
-    "meta.LabelSelector": (
-        _f("matchLabels", 1, MAP_STRING),
-        _msg("matchExpressions", 2, "meta.LabelSelectorRequirement", repeated=True),
-    ),
-    "meta.LabelSelectorRequirement": (
-        _f("key", 1, STRING, omitempty=False),
-        _f("operator", 2, STRING, omitempty=False),
-        _f("values", 3, STRING, repeated=True),
-    ),
-    "meta.ListMeta": (
-        _f("selfLink", 1, STRING),
-        _f("resourceVersion", 2, STRING),
-        _f("continue", 3, STRING),
-        _f("remainingItemCount", 4, INT64, pointer=True),
-    ),
-    "meta.ManagedFieldsEntry": (
-        _f("manager", 1, STRING),
-        _f("operation", 2, STRING),
-        _f("apiVersion", 3, STRING),
-        _msg("time", 4, "meta.Time", pointer=True),
-        _f("fieldsType", 6, STRING),
-        _msg("fieldsV1", 7, "meta.FieldsV1", pointer=True),
-        _f("subresource", 8, STRING),
-    ),
-    "meta.ObjectMeta": (
-        _f("name", 1, STRING),
-        _f("generateName", 2, STRING),
-        _f("namespace", 3, STRING),
-        _f("selfLink", 4, STRING),
-        _f("uid", 5, STRING),
-        _f("resourceVersion", 6, STRING),
-        _f("generation", 7, INT64),
-        _msg("creationTimestamp", 8, "meta.Time"),
-        _msg("deletionTimestamp", 9, "meta.Time", pointer=True),
-        _f("deletionGracePeriodSeconds", 10, INT64, pointer=True),
-        _f("labels", 11, MAP_STRING),
-        _f("annotations", 12, MAP_STRING),
-        _msg("ownerReferences", 13, "meta.OwnerReference", repeated=True),
-        _f("finalizers", 14, STRING, repeated=True),
-        _msg("managedFields", 17, "meta.ManagedFieldsEntry", repeated=True),
-    ),
-    "meta.OwnerReference": (
-        _f("kind", 1, STRING, omitempty=False),
-        _f("name", 3, STRING, omitempty=False),
-        _f("uid", 4, STRING, omitempty=False),
-        _f("apiVersion", 5, STRING, omitempty=False),
-        _f("controller", 6, BOOL, pointer=True),
-        _f("blockOwnerDeletion", 7, BOOL, pointer=True),
-    ),
-    "meta.Preconditions": (
-        _f("uid", 1, STRING, pointer=True),
-        _f("resourceVersion", 2, STRING, pointer=True),
     ),
     "meta.Time": (
         _f("seconds", 1, INT64),
