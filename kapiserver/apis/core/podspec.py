@@ -302,6 +302,17 @@ def _validate_container(c: dict, path: str, volumes: set[str]) -> list[Cause]:
     return causes
 
 
+def _unique_label_name(name: Any, path: str, seen: set[str]) -> list[Cause]:
+    """A required DNS-1123 label, unique among ``seen`` (volume and container names)."""
+    if not name:
+        return [errors.field_required(path)]
+    causes = [errors.field_invalid(path, name, m) for m in validation.is_dns1123_label(name)]
+    if name in seen:
+        causes.append(errors.field_duplicate(path, name))
+    seen.add(name)
+    return causes
+
+
 def _validate_volumes(volumes: Any, path: str) -> tuple[list[Cause], set[str]]:
     causes: list[Cause] = []
     names: set[str] = set()
@@ -309,14 +320,7 @@ def _validate_volumes(volumes: Any, path: str) -> tuple[list[Cause], set[str]]:
         if not isinstance(v, dict):
             continue
         p = f"{path}[{i}]"
-        name = v.get("name")
-        if not name:
-            causes.append(errors.field_required(p + ".name"))
-        else:
-            causes.extend(errors.field_invalid(p + ".name", name, m) for m in validation.is_dns1123_label(name))
-            if name in names:
-                causes.append(errors.field_duplicate(p + ".name", name))
-            names.add(name)
+        causes.extend(_unique_label_name(v.get("name"), p + ".name", names))
         sources = [k for k in VOLUME_SOURCES if v.get(k) is not None]
         if not sources:
             causes.append(errors.field_required(p, "must specify a volume type"))
@@ -335,14 +339,7 @@ def validate_pod_spec(spec: dict, path: str) -> list[Cause]:
     seen: set[str] = set()
     for key, i, c in all_containers(spec):
         p = f"{path}.{key}[{i}]"
-        name = c.get("name")
-        if not name:
-            causes.append(errors.field_required(p + ".name"))
-        else:
-            causes.extend(errors.field_invalid(p + ".name", name, m) for m in validation.is_dns1123_label(name))
-            if name in seen:
-                causes.append(errors.field_duplicate(p + ".name", name))
-            seen.add(name)
+        causes.extend(_unique_label_name(c.get("name"), p + ".name", seen))
         causes.extend(_validate_container(c, p, volumes))
     causes.extend(field_checks.one_of(spec.get("restartPolicy"), path + ".restartPolicy", RESTART_POLICIES, required=True))
     causes.extend(field_checks.one_of(spec.get("dnsPolicy"), path + ".dnsPolicy", DNS_POLICIES, required=True))
