@@ -6,9 +6,9 @@ request and per watch event, and a full pass over its heap (modules, the
 watch cache, hundreds of connections) takes tens of milliseconds during
 which no request is answered and no watch stream written: with the defaults,
 the p99 write-to-delivery delay of bench/watch_latency.py (500 watchers) was
-~190 ms, and ~75 ms with these settings (most of it from the freeze; the
-thresholds stay modest so cyclic garbage does not pile up: the 10-minute
-soak's RSS stays flat).
+~190 ms, and ~125 ms with the freeze and these thresholds, all else equal
+(most of it from the freeze; the thresholds stay modest so cyclic garbage
+does not pile up: the 10-minute soak's RSS stays flat).
 
 Once the server is ready, everything allocated so far lives for the whole
 process, so it is moved out of the collector's sight (``gc.freeze``), and

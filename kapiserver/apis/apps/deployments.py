@@ -110,10 +110,6 @@ class DeploymentStrategy(Strategy):
         return super().generation_changes(rtype, new, old) or new_annotations != old_annotations
 
 
-def _ready(obj: dict) -> str:
-    return f"{workload.status_int(obj, 'readyReplicas')}/{workload.spec_int(obj, 'replicas')}"
-
-
 def resource_type() -> ResourceType:
     return ResourceType(
         group="apps", version="v1", kind="Deployment", plural="deployments", singular="deployment",
@@ -121,7 +117,7 @@ def resource_type() -> ResourceType:
         has_status=True, scale=workload.SCALE, schema_name=SCHEMA,
         table_columns=(
             columns.name_column(),
-            columns.column("Ready", _ready, desc="Number of the pod with ready state"),
+            columns.column("Ready", workload.ready_cell, desc="Number of the pod with ready state"),
             columns.column("Up-to-date", lambda o: workload.status_int(o, "updatedReplicas"), STATUS,
                            "updatedReplicas", type="integer"),
             columns.column("Available", lambda o: workload.status_int(o, "availableReplicas"), STATUS,

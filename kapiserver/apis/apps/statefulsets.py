@@ -112,10 +112,6 @@ class StatefulSetStrategy(Strategy):
         return causes
 
 
-def _ready(obj: dict) -> str:
-    return f"{workload.status_int(obj, 'readyReplicas')}/{workload.spec_int(obj, 'replicas')}"
-
-
 def resource_type() -> ResourceType:
     wide = workload.wide_columns()
     return ResourceType(
@@ -124,7 +120,7 @@ def resource_type() -> ResourceType:
         has_status=True, scale=workload.SCALE, schema_name=SCHEMA,
         table_columns=(
             columns.name_column(),
-            columns.column("Ready", _ready, desc="Number of the pod with ready state"),
+            columns.column("Ready", workload.ready_cell, desc="Number of the pod with ready state"),
             columns.age_column(),
             *wide[:2],  # upstream's -o wide adds CONTAINERS and IMAGES only
         ),

@@ -194,6 +194,11 @@ def wide_columns(selector_path: tuple[str, ...] = ("spec", "selector"),
     )
 
 
+def ready_cell(obj: dict) -> str:
+    """The READY column of Deployments and StatefulSets: ``readyReplicas/replicas``."""
+    return f"{status_int(obj, 'readyReplicas')}/{spec_int(obj, 'replicas')}"
+
+
 def status_int(obj: dict, name: str) -> int:
     value = columns.get_path(obj, "status", name, default=0)
     return value if isinstance(value, int) else 0
