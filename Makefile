@@ -1,24 +1,35 @@
 # Two entry points for a fresh machine (see README.md):
-#   make run   - install kapiserver and run it on the embedded SQLite store
-#   make test  - install everything the tests need (incl. etcd) and run the suite
+#   make run   - create .venv, install kapiserver, run it on the embedded SQLite store
+#   make test  - create .venv, install everything the tests need (incl. etcd), run the suite
+# Nothing is installed into the system Python: everything goes into the
+# project-local virtualenv $(VENV) (ignored by git).
 PYTHON ?= python3
-PIP ?= $(PYTHON) -m pip
+VENV ?= .venv
 CONFIG ?= etc/apiserver.yaml
 TRIAL_JOBS ?= 2
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
 
-.PHONY: install install-test run test bench
+.PHONY: install install-test run test typecheck bench
 
-install:
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+install: $(PY)
 	$(PIP) install -q -e .
 
-install-test: install
+install-test: $(PY)
 	$(PIP) install -q -e '.[test]'
 	@command -v etcd >/dev/null 2>&1 || { \
 	  echo "installing etcd-server (Debian package) for the etcd backend tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
 
 run: install
-	twistd -n kapiserver --config $(CONFIG)
+	$(VENV)/bin/twistd -n kapiserver --config $(CONFIG)
 
-test: install-test
-	$(PYTHON) -m twisted.trial -j$(TRIAL_JOBS) kapiserver
+typecheck: install-test
+	$(VENV)/bin/mypy
+
+test: install-test typecheck
+	$(PY) -m twisted.trial -j$(TRIAL_JOBS) tests

@@ -5,7 +5,7 @@ from twisted.trial import unittest
 
 from kapiserver.apiextensions.schema.defaulting import apply_defaults
 from kapiserver.apiextensions.schema.pruning import prune
-from kapiserver.test.apiextensions.crd_fixtures import issuer_schema, load
+from tests.apiextensions.crd_fixtures import issuer_schema, load
 
 
 class PruneTests(unittest.TestCase):

@@ -19,7 +19,7 @@ from twisted.web import resource, server
 
 from kapiserver.apiextensions import conversion
 from kapiserver.server.certs import ensure_certificates
-from kapiserver.test.apiextensions.test_crd_api import CRDS, CRDTestCase, simple_crd
+from tests.apiextensions.test_crd_api import CRDS, CRDTestCase, simple_crd
 from kapiserver.testing.cases import run, sleep
 
 V1 = "/apis/example.com/v1/namespaces/default/widgets"

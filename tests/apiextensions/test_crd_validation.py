@@ -6,7 +6,7 @@ from twisted.trial import unittest
 from kapiserver.apiextensions.crd_validation import (default_crd, served_versions, storage_version,
                                                      validate_crd, version_schema)
 from kapiserver.apiextensions.schema.structural import violations
-from kapiserver.test.apiextensions.crd_fixtures import load, messages
+from tests.apiextensions.crd_fixtures import load, messages
 
 
 class CRDTests(unittest.TestCase):

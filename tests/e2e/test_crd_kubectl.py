@@ -10,7 +10,7 @@ import tempfile
 import yaml
 from twisted.trial import unittest
 
-from kapiserver.test.apiextensions.crd_fixtures import FIXTURES, load
+from tests.apiextensions.crd_fixtures import FIXTURES, load
 from kapiserver.testing.cases import wait_for
 from kapiserver.testing.process import E2E_CONFIG, ServerProcess, shared_server
 

@@ -9,7 +9,7 @@ from twisted.trial import unittest
 
 from kapiserver.machinery import protobuf_types
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "gen_protobuf_tables.py")
+_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "gen_protobuf_tables.py")
 _spec = importlib.util.spec_from_file_location("gen_protobuf_tables", _PATH)
 gen = importlib.util.module_from_spec(_spec)
 sys.modules["gen_protobuf_tables"] = gen  # dataclasses resolve annotations through it

@@ -10,7 +10,7 @@ from kapiserver.endpoints import discovery
 from kapiserver.machinery.errors import StatusError
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
-from kapiserver.test.endpoints.test_openapi import sample_types
+from tests.endpoints.test_openapi import sample_types
 
 
 def _crd_version(version: str) -> ResourceType:

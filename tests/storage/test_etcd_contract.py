@@ -6,7 +6,7 @@ import uuid
 from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage
-from kapiserver.test.storage.contract import StorageContractTests
+from tests.storage.contract import StorageContractTests
 from kapiserver.testing.etcd import shared_etcd, skip_reason
 
 

@@ -6,7 +6,7 @@ from twisted.trial import unittest
 from kapiserver.apiextensions.schema.defaulting import apply_defaults
 from kapiserver.apiextensions.schema.validation import validate
 from kapiserver.machinery import errors
-from kapiserver.test.apiextensions.crd_fixtures import issuer_schema, load, messages
+from tests.apiextensions.crd_fixtures import issuer_schema, load, messages
 
 
 def spec_schema(**props) -> dict:

@@ -13,7 +13,7 @@ import yaml
 from twisted.trial import unittest
 
 from kapiserver.server.certs import ensure_certificates
-from kapiserver.test.apiextensions.test_conversion import _rename_spec, webhook_crd
+from tests.apiextensions.test_conversion import _rename_spec, webhook_crd
 from kapiserver.testing.process import E2E_CONFIG, shared_server
 
 GROUP = "conv.example.com"

@@ -8,7 +8,7 @@ from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.etcd.client import Compare, EtcdClient, LeaseNotFoundError, Op
-from kapiserver.test.storage.contract import Recorder, sleep, until
+from tests.storage.contract import Recorder, sleep, until
 from kapiserver.testing.etcd import EtcdServer, shared_etcd, skip_reason
 
 

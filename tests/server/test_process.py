@@ -10,7 +10,7 @@ import time
 
 from twisted.trial import unittest
 
-from kapiserver.test.server.process import ServerProcess, https_get, server_port, wait_for_file, write_config
+from tests.server.process import ServerProcess, https_get, server_port, wait_for_file, write_config
 
 KUBECTL = shutil.which("kubectl")
 CURL = shutil.which("curl")

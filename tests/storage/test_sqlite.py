@@ -9,7 +9,7 @@ from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from kapiserver.storage.sqlite import SQLiteStorage
-from kapiserver.test.storage.contract import StorageContractTests
+from tests.storage.contract import StorageContractTests
 
 
 class SQLiteContractTests(StorageContractTests, unittest.TestCase):

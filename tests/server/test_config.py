@@ -7,7 +7,7 @@ import socket
 from twisted.trial import unittest
 
 from kapiserver.server.config import ConfigError, load_config
-from kapiserver.test.server.process import run_to_exit, write_config
+from tests.server.process import run_to_exit, write_config
 
 
 class LoadConfigTests(unittest.TestCase):

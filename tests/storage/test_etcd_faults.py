@@ -14,7 +14,7 @@ from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.interface import CompactedError, UnavailableError
-from kapiserver.test.storage.contract import Recorder, sleep, until
+from tests.storage.contract import Recorder, sleep, until
 from kapiserver.testing.etcd import EtcdServer, free_port, skip_reason
 
 

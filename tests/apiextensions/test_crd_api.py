@@ -10,7 +10,7 @@ import treq
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
-from kapiserver.test.apiextensions.crd_fixtures import load
+from tests.apiextensions.crd_fixtures import load
 from kapiserver.testing.apiserver import start_api_server
 from kapiserver.testing.cases import ServerTestCase, run, sleep
 from kapiserver.testing.client import JSONClient

@@ -23,7 +23,7 @@ from kapiserver.server.service import build_storage
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.etcd.keepalive import KEEPALIVE_IDLE, KeepAliveEndpointFactory
 from kapiserver.storage.etcd.watch import _LineStream
-from kapiserver.test.storage.contract import Recorder, sleep, until
+from tests.storage.contract import Recorder, sleep, until
 from kapiserver.testing.etcd import shared_etcd, skip_reason
 from kapiserver.testing.tcpproxy import TCPProxy
 

@@ -13,7 +13,7 @@ from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage, EtcdTLS
 from kapiserver.storage.interface import UnavailableError
-from kapiserver.test.storage.contract import Recorder, until
+from tests.storage.contract import Recorder, until
 from kapiserver.testing.etcd import EtcdServer, skip_reason
 
 

@@ -6,7 +6,7 @@ import socket
 from twisted.internet import defer, reactor, task
 
 from kapiserver.endpoints.handlers import watch as watch_handler
-from kapiserver.test.endpoints.test_rest_verbs import CM, cm
+from tests.endpoints.test_rest_verbs import CM, cm
 from kapiserver.testing.cases import ServerTestCase, run
 
 

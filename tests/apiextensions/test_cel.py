@@ -8,7 +8,7 @@ from twisted.trial import unittest
 from kapiserver.apiextensions.cel.rules import compile_rules, evaluate
 from kapiserver.apiextensions.schema.defaulting import apply_defaults
 from kapiserver.machinery import errors
-from kapiserver.test.apiextensions.crd_fixtures import issuer_schema, load, messages
+from tests.apiextensions.crd_fixtures import issuer_schema, load, messages
 
 
 def with_rules(prop_schema: dict, *rules: dict) -> dict:

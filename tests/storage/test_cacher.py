@@ -12,7 +12,7 @@ from kapiserver.storage.cacher import CachedStorage, default_resource_prefix
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.interface import DELETE, PUT, CompactedError, Event, KeyValue, Storage
 from kapiserver.storage.sqlite import SQLiteStorage
-from kapiserver.test.storage.contract import Recorder, StorageContractTests, sleep, until
+from tests.storage.contract import Recorder, StorageContractTests, sleep, until
 from kapiserver.testing.etcd import shared_etcd, skip_reason
 
 
