@@ -9,7 +9,9 @@ the kinds listed in KINDS.  Hand-written tables in machinery/protobuf_types.py
 (meta/v1 and the first kinds) are not generated again.
 
     python3 tools/gen_protobuf_tables.py --api <k8s.io/api git dir> \\
-        --apimachinery <k8s.io/apimachinery git dir> --tag v0.33.9
+        --apimachinery <k8s.io/apimachinery git dir>
+
+(the tag defaults to kapiserver.kube_version.API_MODULE_TAG, the version we emulate)
 
 (``fetch github:kubernetes/api`` brings a bare git copy; files are read with
 ``git show <tag>:<path>``.)
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 OUTPUT = "kapiserver/machinery/protobuf_tables_generated.py"
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kapiserver import kube_version  # noqa: E402
 from kapiserver.machinery.protobuf_types import MESSAGES as HAND_WRITTEN  # noqa: E402  (not generated again)
 
 # api package directory -> (group, version)
@@ -251,6 +254,9 @@ def generate(args: argparse.Namespace) -> str:
            "                                                 QUANTITY, STRING, TIME, _f,",
            "                                                 _msg)",
            "",
+           "# the k8s.io/api tag these tables were generated from (a test checks it is kube_version's)",
+           f'API_MODULE_TAG = "{args.tag}"',
+           "",
            "MESSAGES = {"]
     for full in sorted(tables):
         out.append(f'    "{full}": (')
@@ -285,7 +291,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--api", required=True, help="git dir of k8s.io/api")
     parser.add_argument("--apimachinery", required=True, help="git dir of k8s.io/apimachinery")
-    parser.add_argument("--tag", default="v0.33.9")
+    parser.add_argument("--tag", default=kube_version.API_MODULE_TAG)
     parser.add_argument("--apimachinery-tag", default="")
     parser.add_argument("--output", default=OUTPUT)
     args = parser.parse_args()

@@ -22,8 +22,10 @@ from typing import Any, Iterable
 
 import orjson
 
+from kapiserver import kube_version
 
-DEFINITIONS_FILE = "kubernetes-json-schema/v1.37.0-local/_definitions.json"
+
+DEFINITIONS_FILE = f"{kube_version.SCHEMA_DIRECTORY}/_definitions.json"
 
 V2_PREFIX = "#/definitions/"
 V3_PREFIX = "#/components/schemas/"

@@ -21,8 +21,9 @@ import orjson
 from kapiserver.apis.definitions import (DELETE_OPTIONS, INT_OR_STRING, LIST_META, OBJECT_META, PATCH, QUANTITY,
                                          SCALE, STATUS, WATCH_EVENT, Definitions, iter_refs, ref_name, to_v3)
 from kapiserver.registry.resource_type import ResourceType
+from kapiserver import kube_version
 
-INFO_VERSION = "v1.37.0"
+INFO_VERSION = kube_version.OPENAPI_INFO_VERSION
 API_RESOURCE_LIST = "io.k8s.apimachinery.pkg.apis.meta.v1.APIResourceList"
 SCALE_GVK = {"group": "autoscaling", "kind": "Scale", "version": "v1"}
 

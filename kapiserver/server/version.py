@@ -1,7 +1,8 @@
 """The ``/version`` document, in kube-apiserver's ``version.Info`` shape.
 
-We report Kubernetes 1.33 (the API level we emulate): clients such as the
-kubectl dispatcher pick a matching kubectl from the server's minor version.
+We report the Kubernetes version we emulate (:mod:`kapiserver.kube_version`):
+clients such as the kubectl dispatcher pick a matching kubectl from the
+server's minor version.
 ``goVersion`` names the Python interpreter, since there is no Go here.
 """
 from __future__ import annotations
@@ -16,9 +17,11 @@ from twisted.web import resource, server
 
 import orjson
 
-MAJOR = "1"
-MINOR = "33"
-GIT_VERSION = f"v{MAJOR}.{MINOR}.0-kapiserver"
+from kapiserver import kube_version
+
+MAJOR = str(kube_version.MAJOR)
+MINOR = str(kube_version.MINOR)
+GIT_VERSION = kube_version.GIT_VERSION
 BUILD_DATE = "2025-01-01T00:00:00Z"
 
 

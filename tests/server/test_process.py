@@ -1,6 +1,7 @@
 """The server process as an operator meets it: twistd, systemd notifications, certificates, SIGTERM."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -9,6 +10,8 @@ import tempfile
 import time
 
 from twisted.trial import unittest
+
+from kapiserver import kube_version
 
 from tests.server.process import ServerProcess, https_get, server_port, wait_for_file, write_config
 
@@ -65,7 +68,7 @@ class ServerProcessTests(unittest.TestCase):
             out = subprocess.run([KUBECTL, "--kubeconfig", self.kubeconfig, "version", "-o", "json"],
                                  capture_output=True, text=True, timeout=60)
             self.assertEqual(out.returncode, 0, out.stderr)
-            self.assertIn('"gitVersion": "v1.33.0-kapiserver"', out.stdout)
+            self.assertEqual(json.loads(out.stdout)["serverVersion"]["gitVersion"], kube_version.GIT_VERSION)
         if CURL:
             out = subprocess.run([CURL, "-s", "--http2", "-w", " %{http_version}", "--cacert",
                                   os.path.join(self.cert_dir, "ca.crt"), "--cert", os.path.join(self.cert_dir, "admin.crt"),
