@@ -109,7 +109,9 @@ class ProtobufWatchTests(ServerTestCase):
                          {("meta.k8s.io/v1", "PartialObjectMetadata")})
         self.assertIn("m", [obj["metadata"].get("name") for t, _, obj in decoded if t == "ADDED"])
         self.assertNotIn(b"not-in-metadata", b"".join(frames))
-        blueprint = decoded[-1][2]["metadata"]["annotations"]["kubernetes.io/initial-events-list-blueprint"]
+        (end,) = [obj for t, _, obj in decoded if t == "BOOKMARK"
+                  and obj["metadata"].get("annotations", {}).get("k8s.io/initial-events-end")]
+        blueprint = end["metadata"]["annotations"]["kubernetes.io/initial-events-list-blueprint"]
         self.assertEqual(protobuf.decode_object(base64.b64decode(blueprint)).obj["kind"],
                          "PartialObjectMetadataList")
 
