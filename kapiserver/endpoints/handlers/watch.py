@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 from twisted.internet import defer
 from zope.interface import implementer
@@ -159,6 +159,7 @@ class WatchStream:
 
     def _empty_list(self) -> bytes:
         target, rtype = self.scope.target, self.scope.rtype
+        listed: dict[str, Any]
         if target.as_kind:
             listed = {"kind": "PartialObjectMetadataList", "apiVersion": f"{target.group}/{target.version}",
                       "metadata": {}, "items": None}
