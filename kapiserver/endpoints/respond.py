@@ -1,13 +1,14 @@
 """Writing answers: objects in the negotiated encoding, errors as Status."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import codec, errors, protobuf
 
 log = Logger()
@@ -29,7 +30,7 @@ def _warn(request: Request, warnings: Iterable[str]) -> None:
 
 
 def _writable(request: Request) -> bool:
-    return not (request.finished or getattr(request, "_disconnected", False) or getattr(request, "timed_out", False))
+    return not (request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
 
 
 def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
@@ -72,6 +73,14 @@ def write_status(request: Request, err: errors.StatusError, target: MediaTarget 
         request.setHeader(name.encode(), value.encode())
     write_object(request, target.for_status() if target is not None else MediaTarget(codec.JSON), err.code,
                  err.to_status())
+
+
+def failure_writer(request: Request, target: MediaTarget | None = None) -> Callable[[Failure], None]:
+    """An errback answering ``request`` with the failure (see :func:`write_failure`)."""
+    def write(failure: Failure) -> None:
+        assert failure.value is not None
+        write_failure(request, failure.value, target)
+    return write
 
 
 def write_failure(request: Request, exc: BaseException, target: MediaTarget | None = None) -> None:
