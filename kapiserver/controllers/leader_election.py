@@ -23,6 +23,7 @@ kube-controller-manager's defaults: lease 15 s, renew deadline 10 s, retry 2 s.
 """
 from __future__ import annotations
 
+import math
 import random
 import socket
 import uuid
@@ -155,7 +156,7 @@ class LeaderElector:
                 holder: Optional[str] = None) -> dict:
         now = meta.now_rfc3339_micro()
         return {"holderIdentity": self.identity if holder is None else holder,
-                "leaseDurationSeconds": int(self.lease_duration) if duration is None else duration,
+                "leaseDurationSeconds": math.ceil(self.lease_duration) if duration is None else duration,
                 "acquireTime": acquire_time or now, "renewTime": now, "leaseTransitions": transitions}
 
     def _observe(self, lease: dict) -> None:
