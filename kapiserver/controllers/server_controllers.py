@@ -18,7 +18,7 @@ kube-controller-manager's controllers; all of them on every server when
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Callable, Hashable, Iterable, Optional
 
 from twisted.logger import Logger
 
@@ -26,57 +26,60 @@ from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
 from kapiserver.controllers.leader_election import LeaderElector, default_identity
-from kapiserver.controllers.manager import ControllerManager
+from kapiserver.controllers.manager import Controller, ControllerManager
 from kapiserver.controllers.master_leases import EndpointsReconciler, MasterLeases
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
 from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
+from kapiserver.registry.deps import RegistryDeps
+from kapiserver.registry.store import Store
 from kapiserver.server.advertise import advertise_address
-from kapiserver.server.config import setting as _setting
+from kapiserver.server.healthz import HealthChecks
 
 log = Logger()
 
 
 class ServerControllers:
-    def __init__(self, api: Any) -> None:
-        self.api = api
-        config, reactor = api.config, api.reactor
-        services = api.store("", "v1", "services")
-        allocator: ServiceAllocator = services.strategy.allocator
+    """Built from the registry's dependencies plus what only the server knows: its health
+    checks, every served Store and their generation (CRDs come and go), the CRD status
+    controller's factory and the port it listens on."""
+
+    def __init__(self, deps: RegistryDeps, health: HealthChecks, all_stores: Callable[[], Iterable[Store]],
+                 served_types_generation: Callable[[], Hashable], crd_status_controller: Callable[[], Controller],
+                 secure_port: Callable[[], Optional[int]]) -> None:
+        config, reactor = deps.config, deps.reactor
+        services = deps.store("", "v1", "services")
+        allocator: ServiceAllocator = services.strategy.bound_allocator()
         self.repair = ServiceRepair(allocator, services, reactor)
         try:
-            api.health.add(READY_CHECK, self.repair.check, kinds=("readyz",))
+            health.add(READY_CHECK, self.repair.check, kinds=("readyz",))
         except ValueError:
             pass  # a second server on the same health registry (tests)
-        self.advertise_address = advertise_address(_setting(config, "advertise_address", ""),
-                                                   _setting(config, "bind_address", "127.0.0.1"))
-        reconciler = EndpointsReconciler(api.store("", "v1", "endpoints"),
-                                         api.store("discovery.k8s.io", "v1", "endpointslices"),
-                                         MasterLeases(api.storage))
+        self.advertise_address = advertise_address(config.advertise_address, config.bind_address)
+        reconciler = EndpointsReconciler(deps.store("", "v1", "endpoints"),
+                                         deps.store("discovery.k8s.io", "v1", "endpointslices"),
+                                         MasterLeases(deps.storage))
         self.kubernetes_service = KubernetesServiceController(
-            services, reconciler, allocator.first_ip, self.advertise_address, self._secure_port, reactor)
-        namespaces = api.store("", "v1", "namespaces")
+            services, reconciler, allocator.first_ip, self.advertise_address,
+            lambda: secure_port() or config.secure_port or None, reactor)
+        namespaces = deps.store("", "v1", "namespaces")
         self.manager = ControllerManager([
-            lambda: NamespaceController(namespaces, api.all_stores, reactor),
-            lambda: NamespaceDefaultsController(namespaces, api.store("", "v1", "serviceaccounts"),
-                                                api.store("", "v1", "configmaps"), api.ca_pem, reactor),
-            api.apiextensions.status_controller,
-            lambda: GarbageCollector(api.all_stores,
-                                     lambda: (api.kube_groups.generation, api.crd_groups.generation), reactor),
+            lambda: NamespaceController(namespaces, all_stores, reactor),
+            lambda: NamespaceDefaultsController(namespaces, deps.store("", "v1", "serviceaccounts"),
+                                                deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
+            crd_status_controller,
+            lambda: GarbageCollector(all_stores, served_types_generation, reactor),
         ])
         self.elector: Optional[LeaderElector] = None
-        if _setting(config, "controllers.leader_elect", True):
+        election = config.controllers
+        if election.leader_elect:
             self.elector = LeaderElector(
-                api.store("coordination.k8s.io", "v1", "leases"),
-                _setting(config, "controllers.leader_elect_resource_namespace", "kube-system"),
-                _setting(config, "controllers.leader_elect_resource_name", "kapiserver-controllers"),
-                default_identity(), reactor, self.manager.start, self.manager.stop,
-                lease_duration=float(_setting(config, "controllers.leader_elect_lease_duration_seconds", 15)),
-                renew_deadline=float(_setting(config, "controllers.leader_elect_renew_deadline_seconds", 10)),
-                retry_period=float(_setting(config, "controllers.leader_elect_retry_period_seconds", 2)))
-
-    def _secure_port(self) -> Optional[int]:
-        return self.api.secure_port or _setting(self.api.config, "secure_port", None) or None
+                deps.store("coordination.k8s.io", "v1", "leases"), election.leader_elect_resource_namespace,
+                election.leader_elect_resource_name, default_identity(), reactor,
+                self.manager.start, self.manager.stop,
+                lease_duration=election.leader_elect_lease_duration_seconds,
+                renew_deadline=election.leader_elect_renew_deadline_seconds,
+                retry_period=election.leader_elect_retry_period_seconds)
 
     async def start(self) -> None:
         """Per-server work first (each first run is awaited), then the leader-only controllers."""

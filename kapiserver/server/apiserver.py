@@ -218,7 +218,10 @@ class APIServer:
                     raise
         await self.apiextensions.start()
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
-        self.controllers = ServerControllers(self)
+        self.controllers = ServerControllers(
+            self.registry, self.health, self.all_stores,
+            lambda: (self.kube_groups.generation, self.crd_groups.generation),
+            self.apiextensions.status_controller, lambda: self.secure_port)
         await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)

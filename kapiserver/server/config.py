@@ -264,14 +264,6 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")
 
 
-def setting(config: Any, dotted: str, default: Any) -> Any:
-    """A config value by dotted path, or ``default`` (tests pass partial config trees)."""
-    node = config
-    for part in dotted.split("."):
-        node = getattr(node, part, None) if node is not None else None
-    return default if node is None else node
-
-
 def apply_overrides(config: Config, overrides: Mapping[str, Any]) -> None:
     """Set dotted keys (command-line flags) on ``config``; values are checked like YAML values."""
     for dotted, value in overrides.items():

@@ -48,7 +48,7 @@ class ServiceStrategy(Strategy):
         cidr = getattr(config, "service_cluster_ip_range", None) or DEFAULT_SERVICE_CIDR
         self.allocator = ServiceAllocator(store.storage, cidr)
 
-    def _allocator(self) -> ServiceAllocator:
+    def bound_allocator(self) -> ServiceAllocator:
         if self.allocator is None:
             raise errors.internal_error("the Service allocator is not bound to a storage")
         return self.allocator
@@ -182,13 +182,13 @@ class ServiceStrategy(Strategy):
         return causes
 
     async def begin_create(self, rtype: ResourceType, obj: dict, dry_run: bool) -> Optional[FinishFunc]:
-        return await self._allocator().begin_create(obj, dry_run)
+        return await self.bound_allocator().begin_create(obj, dry_run)
 
     async def begin_update(self, rtype: ResourceType, new: dict, old: dict, dry_run: bool) -> Optional[FinishFunc]:
-        return await self._allocator().begin_update(new, old, dry_run)
+        return await self.bound_allocator().begin_update(new, old, dry_run)
 
     async def after_delete(self, rtype: ResourceType, obj: dict) -> None:
-        await self._allocator().release(obj)
+        await self.bound_allocator().release(obj)
 
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         return new.get("spec") != old.get("spec")
