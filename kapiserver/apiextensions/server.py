@@ -17,12 +17,12 @@ builds the controller the controller manager runs
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from twisted.logger import Logger
 
 from kapiserver.apiextensions import customresourcedefinitions
-from kapiserver.apiextensions.conditions import ESTABLISHED, is_true
+from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_true
 from kapiserver.apiextensions.controllers.finalizer import list_everything
 from kapiserver.apiextensions.custom_resource import CRDState, resource_types
 from kapiserver.controllers.informer import Informer
@@ -84,10 +84,11 @@ class APIExtensionsServer:
         if self.informer is not None:
             self.informer.stop()
 
-    def status_controller(self) -> "CRDStatusController":
-        """A new leader-only controller writing the CRDs' status (for the controller manager)."""
+    def status_controller(self, server_count: Callable[[], Awaitable[int]]) -> "CRDStatusController":
+        """A new leader-only controller writing the CRDs' status (for the controller manager);
+        ``server_count()`` says how many API servers serve the cluster now."""
         from kapiserver.apiextensions.controllers.status import CRDStatusController
-        return CRDStatusController(self)
+        return CRDStatusController(self, server_count)
 
     # ------------------------------------------------------------ serving
 
@@ -98,9 +99,10 @@ class APIExtensionsServer:
         return Store(rtype, self.api.storage, self.api.admission, self.api.leases)
 
     def _install(self, crd: dict) -> None:
-        """Serve the served versions of an Established CRD (replacing what was served before)."""
+        """Serve the served versions of a CRD whose names are accepted or that is Established
+        (upstream's check), replacing what was served before."""
         name = crd["metadata"]["name"]
-        if not is_true(crd, ESTABLISHED):
+        if not (is_true(crd, ESTABLISHED) or is_true(crd, NAMES_ACCEPTED)):
             return
         state = self.states.setdefault(name, CRDState(name))
         state.terminating = bool(crd["metadata"].get("deletionTimestamp"))

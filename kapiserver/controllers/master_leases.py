@@ -86,6 +86,10 @@ class MasterLeases:
         except st.KeyNotFoundError:
             pass
 
+    async def count(self) -> int:
+        """How many API servers are alive now."""
+        return len(await self.servers())
+
     async def servers(self) -> list[tuple[str, int]]:
         """(ip, port) of every live server."""
         found = []

@@ -18,7 +18,7 @@ kube-controller-manager's controllers; all of them on every server when
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, Optional
+from typing import Awaitable, Callable, Hashable, Iterable, Optional
 
 from twisted.logger import Logger
 
@@ -45,7 +45,8 @@ class ServerControllers:
     controller's factory and the port it listens on."""
 
     def __init__(self, deps: RegistryDeps, health: HealthChecks, all_stores: Callable[[], Iterable[Store]],
-                 served_types_generation: Callable[[], Hashable], crd_status_controller: Callable[[], Controller],
+                 served_types_generation: Callable[[], Hashable],
+                 crd_status_controller: Callable[[Callable[[], Awaitable[int]]], Controller],
                  secure_port: Callable[[], Optional[int]]) -> None:
         config, reactor = deps.config, deps.reactor
         services = deps.store("", "v1", "services")
@@ -56,9 +57,9 @@ class ServerControllers:
         except ValueError:
             pass  # a second server on the same health registry (tests)
         self.advertise_address = advertise_address(config.advertise_address, config.bind_address)
+        leases = MasterLeases(deps.storage)
         reconciler = EndpointsReconciler(deps.store("", "v1", "endpoints"),
-                                         deps.store("discovery.k8s.io", "v1", "endpointslices"),
-                                         MasterLeases(deps.storage))
+                                         deps.store("discovery.k8s.io", "v1", "endpointslices"), leases)
         self.kubernetes_service = KubernetesServiceController(
             services, reconciler, allocator.first_ip, self.advertise_address,
             lambda: secure_port() or config.secure_port or None, reactor)
@@ -67,7 +68,7 @@ class ServerControllers:
             lambda: NamespaceController(namespaces, all_stores, reactor),
             lambda: NamespaceDefaultsController(namespaces, deps.store("", "v1", "serviceaccounts"),
                                                 deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
-            crd_status_controller,
+            lambda: crd_status_controller(leases.count),
             lambda: GarbageCollector(all_stores, served_types_generation, reactor),
         ])
         self.elector: Optional[LeaderElector] = None
