@@ -3,7 +3,6 @@ the repair of those records, and the ``kubernetes`` Service (in-process server o
 from __future__ import annotations
 
 import base64
-import ipaddress
 
 import orjson
 from twisted.internet import defer
@@ -111,16 +110,27 @@ class AllocationTests(ServerTestCase):
         self.assertIn(r.body["spec"]["clusterIP"], await self.taken_ips())
 
     @run
-    async def test_dry_run_takes_nothing(self) -> None:
-        before = await self.taken_ips()
-        r = await self.client.post(NS + "/services?dryRun=All", service("dry", type="NodePort"))
+    async def test_dry_run_takes_nothing_and_answers_as_upstream(self) -> None:
+        await self.client.post(NS + "/services", service("np", type="NodePort", ports=[{"port": 80,
+                                                                                       "nodePort": 30080}]))
+        before = (await self.taken_ips(), await self.taken_ports())
+        # stand-ins for what would be picked, as upstream's dry-run allocators answer
+        r = await self.client.post(NS + "/services?dryRun=All", service("dry", type="NodePort", ports=[
+            {"name": "a", "port": 80}, {"name": "b", "port": 81}]))
         self.assertEqual(r.code, 201, r.body)
-        self.assertIn(ipaddress.ip_address(r.body["spec"]["clusterIP"]), ipaddress.ip_network("10.0.0.0/24"))
-        self.assertEqual((await self.taken_ips(), await self.taken_ports()), (before, set()))
+        self.assertEqual((r.body["spec"]["clusterIP"], [p["nodePort"] for p in r.body["spec"]["ports"]]),
+                         ("10.0.0.0", [32769, 32770]))
+        # an address asked for is checked against the range only; a node port also against the bitmap
         r = await self.client.post(NS + "/services?dryRun=All", service("dry", clusterIP="10.0.0.1"))
+        self.assertEqual((r.code, r.body["spec"]["clusterIP"]), (201, "10.0.0.1"))
+        r = await self.client.post(NS + "/services?dryRun=All", service("dry", clusterIP="10.9.0.1"))
         self.assertEqual(r.code, 422)
-        self.assertIn("failed to allocate IP 10.0.0.1: provided IP is already allocated",
-                      r.body["details"]["causes"][0]["message"])
+        r = await self.client.post(NS + "/services?dryRun=All", service("dry", type="NodePort", ports=[
+            {"port": 80, "nodePort": 30080}]))
+        self.assertEqual(r.code, 422)
+        self.assertEqual(r.body["details"]["causes"][0]["message"],
+                         "Invalid value: 30080: provided port is already allocated")
+        self.assertEqual((await self.taken_ips(), await self.taken_ports()), before)
 
     @run
     async def test_concurrent_creates_get_distinct_addresses(self) -> None:

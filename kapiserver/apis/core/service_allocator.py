@@ -13,8 +13,11 @@ given back when the write fails; what an update gave up (a Service turned
 ExternalName or ClusterIP, a removed port) is released once it succeeded;
 ``release`` frees everything when a Service is deleted.  A value lost
 between the two (a server killed mid-request) is found and freed by the
-repair (``controllers/service_repair.py``).  Dry runs read the bitmaps and
-write nothing.
+repair (``controllers/service_repair.py``).  Dry runs write nothing and
+answer as upstream's dry-run allocators do: an IP asked for is only checked
+against the range, a node port asked for also against the node port bitmap;
+values the server would pick are stand-ins (the range's network address,
+node ports from 32769 up).
 
 Single-stack only: the range's family is the only one served.
 """
@@ -234,6 +237,9 @@ class ServiceAllocator:
                     "spec.clusterIPs")])
             if offset is None:
                 raise invalid(self.ip_range.not_in_range(requested))
+            if txn.dry_run:  # upstream's dry run checks the range only
+                self._set_ip_fields(spec, requested)
+                return
             static = offset
 
             def take(bitmap: AllocationBitmap) -> tuple[int, list[int]]:
@@ -241,6 +247,8 @@ class ServiceAllocator:
                     raise invalid(ALREADY_ALLOCATED_IP)
                 return static, [static]
             await txn.run("ips", take)
+        elif txn.dry_run:  # upstream's dry run answers with the network address
+            requested = str(self.ip_range.network.network_address)
         else:
             def take_next(bitmap: AllocationBitmap) -> tuple[int, list[int]]:
                 found = bitmap.allocate_next()
@@ -264,6 +272,7 @@ class ServiceAllocator:
             spec.pop("healthCheckNodePort", None)
         keep_hc = wanted_hc and _needs_health_check(old_spec) and bool(old_spec.get("healthCheckNodePort"))
         port_range = self.port_range
+        dry_run = txn.dry_run
 
         def plan(bitmap: AllocationBitmap) -> tuple[tuple[dict[int, int], int], list[int]]:
             """(nodePort per port index, health check port), offsets taken; raises on the first problem."""
@@ -282,6 +291,11 @@ class ServiceAllocator:
                 taken.append(offset)
 
             def take_next() -> int:
+                if dry_run:  # upstream's stand-in: one above the highest port of this operation, or 32769
+                    values = [port_range.value_at(o) for o in taken]
+                    stand_in = (max(values) if values else 32768) + 1
+                    taken.append(stand_in - port_range.low)
+                    return stand_in
                 offset = bitmap.allocate_next()
                 if offset is None:
                     raise errors.internal_error("failed to allocate a nodePort: range is full")
