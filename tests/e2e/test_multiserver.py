@@ -194,22 +194,26 @@ class MultiServerTests(_ClusterTestCase):
         with open(self.cluster.servers[leader].log_path, errors="replace") as f:
             self.assertIn(f"as {spec['holderIdentity']}", f.read())
         self.assertRegex(spec["holderIdentity"], r"^.+_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-        before = [self.cluster.metric(c, "workqueue_adds_total", 'name="garbage-collector"')
-                  for c in self.cluster.clients]
+        queues = ("garbage-collector", "namespace-controller", "namespace-defaults")
+
+        def adds() -> list[dict[str, float]]:
+            return [{q: self.cluster.metric(c, "workqueue_adds_total", f'name="{q}"') for q in queues}
+                    for c in self.cluster.clients]
+        before = adds()
         # work asked for through the follower is done by the leader's controllers
         ns = self.namespace(follow)
         _owner_and_dependent(follow, ns, "x")
         follow.json("DELETE", f"/api/v1/namespaces/{ns}/configmaps/owner-x")
         wait_for(lambda: follow.request("GET", f"/api/v1/namespaces/{ns}/configmaps/dependent-x")[0] == 404,
                  timeout=20)
-        after = [self.cluster.metric(c, "workqueue_adds_total", 'name="garbage-collector"')
-                 for c in self.cluster.clients]
-        self.assertGreater(after[leader], before[leader])
-        self.assertEqual(after[follower], 0.0)
-        self.assertEqual(self.cluster.metric(follow, "workqueue_adds_total", 'name="namespace-controller"'), 0.0)
-        # the default ServiceAccount of the new namespace comes from the leader too
-        wait_for(lambda: lead.request("GET", f"/api/v1/namespaces/{ns}/serviceaccounts/default")[0] == 200)
-        self.assertEqual(self.cluster.leading()[follower], False)
+        wait_for(lambda: follow.request("GET", f"/api/v1/namespaces/{ns}/serviceaccounts/default")[0] == 200)
+        follow.json("DELETE", f"/api/v1/namespaces/{ns}")
+        wait_for(lambda: follow.request("GET", f"/api/v1/namespaces/{ns}")[0] == 404, timeout=20)
+        after = adds()
+        for queue in queues:
+            self.assertGreater(after[leader][queue], before[leader][queue], queue)
+            self.assertEqual(after[follower][queue], before[follower][queue], queue)
+        self.assertEqual(self.cluster.leading(), [i == leader for i in range(2)])
 
     def test_kubernetes_endpoints_list_both_servers(self):
         port = self.cluster.port
