@@ -29,6 +29,7 @@ _SETTINGS = {
     "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
     "anonymous": "authentication.anonymous",
     "event_ttl_seconds": "storage.event_ttl_seconds",
+    "leader_elect": "controllers.leader_elect",
 }
 
 

@@ -239,6 +239,32 @@ class KubernetesServiceTests(ServerTestCase):
         self.assertEqual((await self.client.get(NS + "/services/kubernetes")).body["spec"]["clusterIP"], "10.0.0.1")
 
     @run
+    async def test_servers_on_other_ports_get_their_own_subset_and_slice(self) -> None:
+        """Another server on this host with another port (docs/etcd.md's two-server example)."""
+        port = self.server.api.secure_port
+        other = port + 1 if port < 65535 else port - 1
+        controllers = self.server.api.controllers
+        leases = controllers.kubernetes_service.reconciler.leases
+        await leases.renew("127.0.0.1", other)
+        await controllers.kubernetes_service.sync()
+        ep = (await self.client.get(NS + "/endpoints/kubernetes")).body
+        self.assertEqual(sorted(s["ports"][0]["port"] for s in ep["subsets"]), sorted([port, other]))
+        slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+        names = sorted(i["metadata"]["name"] for i in (await self.client.get(slices)).body["items"])
+        first, second = sorted([port, other])
+        self.assertEqual(names, ["kubernetes", f"kubernetes-{second}"])
+        extra = (await self.client.get(f"{slices}/kubernetes-{second}")).body
+        self.assertEqual(([e["addresses"] for e in extra["endpoints"]], extra["ports"][0]["port"]),
+                         ([["127.0.0.1"]], second))
+        # that server goes away: its subset and slice go too
+        await leases.remove("127.0.0.1", other)
+        await controllers.kubernetes_service.sync()
+        ep = (await self.client.get(NS + "/endpoints/kubernetes")).body
+        self.assertEqual([s["ports"][0]["port"] for s in ep["subsets"]], [port])
+        names = [i["metadata"]["name"] for i in (await self.client.get(slices)).body["items"]]
+        self.assertEqual(names, ["kubernetes"])
+
+    @run
     async def test_a_stopping_server_leaves_the_endpoints(self) -> None:
         await self.server.api.controllers.kubernetes_service.stop()
         ep = (await self.client.get(NS + "/endpoints/kubernetes")).body

@@ -15,7 +15,7 @@ from kapiserver.controllers.leader_election import LeaderElector
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Store
 from kapiserver.storage.sqlite import SQLiteStorage
-from kapiserver.testing.cases import sleep
+from kapiserver.testing.cases import ServerTestCase, run, sleep
 
 LEASE, RENEW, RETRY = 2.0, 1.2, 0.25
 
@@ -130,3 +130,38 @@ class LeaderElectionTests(unittest.TestCase):
         with self.assertRaises(ValueError):
             LeaderElector(store, "kube-system", "x", "id", reactor, lambda: None, lambda: None,
                           lease_duration=10, renew_deadline=10, retry_period=2)
+
+
+class ServerLeaderElectionTests(ServerTestCase):
+    """A lone server leads at once: its controllers work from the start."""
+
+    @run
+    async def test_a_lone_server_holds_the_lease_and_runs_the_controllers(self) -> None:
+        lease = (await self.client.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/"
+                                       "kapiserver-controllers")).body
+        self.assertEqual(lease["spec"]["holderIdentity"], self.server.api.controllers.elector.identity)
+        self.assertEqual((lease["spec"]["leaseDurationSeconds"], lease["spec"]["leaseTransitions"]), (15, 0))
+        await self.client.post("/api/v1/namespaces", {"metadata": {"name": "gone"}})
+        await self.client.delete("/api/v1/namespaces/gone")
+        await self.wait_for(lambda: _absent(self.client, "/api/v1/namespaces/gone"))
+
+
+class NoLeaderElectionTests(ServerTestCase):
+    settings = {"leader_elect": False}
+
+    @run
+    async def test_without_leader_election_every_server_runs_the_controllers(self) -> None:
+        r = await self.client.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases")
+        self.assertEqual(r.body["items"], [])
+        await self.client.post("/api/v1/namespaces", {"metadata": {"name": "gone"}})
+        await self.wait_for(lambda: _present(self.client, "/api/v1/namespaces/gone/serviceaccounts/default"))
+        await self.client.delete("/api/v1/namespaces/gone")
+        await self.wait_for(lambda: _absent(self.client, "/api/v1/namespaces/gone"))
+
+
+async def _absent(client, path: str) -> bool:
+    return (await client.get(path)).code == 404
+
+
+async def _present(client, path: str) -> bool:
+    return (await client.get(path)).code == 200
