@@ -94,7 +94,8 @@ class LeaderElector:
                 pass
         if self.leading:
             self._stop_leading("shutting down")
-            await self._release()
+        if (self.observed_spec or {}).get("holderIdentity") == self.identity:
+            await self._release()  # also when the last attempt won the Lease as we stopped
 
     def _schedule(self) -> None:
         if self._stopped:
