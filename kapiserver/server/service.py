@@ -188,6 +188,7 @@ class KapiService(service.Service):
         self._startup.addErrback(self._startup_failed)
 
     async def _start(self) -> None:
+        from kapiserver.audit.build import AuditConfigError
         from kapiserver.server.apiserver import APIServer
         config = self.config
         self.storage = build_storage(config, self.reactor)
@@ -199,8 +200,11 @@ class KapiService(service.Service):
             self.compactor = EtcdCompactor(self.storage, float(config.storage.etcd.compaction_interval_seconds),
                                            self.reactor)
             self.compactor.start()
-        self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
-                                   reactor=self.reactor)
+        try:
+            self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
+                                       reactor=self.reactor)
+        except AuditConfigError as e:
+            raise StartupError(str(e)) from None
         endpoint = endpoints.SSL4ServerEndpoint(self.reactor, config.secure_port,
                                                 serving_context_factory(self.bundle),
                                                 backlog=1024, interface=config.bind_address)

@@ -30,6 +30,8 @@ _SETTINGS = {
     "anonymous": "authentication.anonymous",
     "event_ttl_seconds": "storage.event_ttl_seconds",
     "leader_elect": "controllers.leader_elect",
+    "audit_policy_file": "audit.policy_file",
+    "audit_log_path": "audit.log_path",
 }
 
 

@@ -38,5 +38,8 @@ class WithAuthorization(Filter):
 
     @staticmethod
     def _enforce(decision: Decision, ctx: RequestContext, attributes: Attributes) -> None:
+        if ctx.audit is not None:  # upstream's annotations of every audited request
+            ctx.audit.add_annotation("authorization.k8s.io/decision", "allow" if decision.allowed else "forbid")
+            ctx.audit.add_annotation("authorization.k8s.io/reason", decision.reason)
         if not decision.allowed:
             raise forbidden(ctx.user, attributes, decision.reason)
