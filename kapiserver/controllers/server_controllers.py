@@ -14,7 +14,9 @@ kube-controller-manager's controllers; all of them on every server when
 * the namespace controller and the namespace defaults (ServiceAccount ``default``,
   ``kube-root-ca.crt``);
 * the CRD status and finalizing controller;
-* the garbage collector.
+* the garbage collector;
+* the CSR signers for ``kubernetes.io/kube-apiserver-client(-kubelet)``, with
+  the cluster CA of ``cert_dir`` (when its key is there).
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from typing import Awaitable, Callable, Hashable, Iterable, Optional
 from twisted.logger import Logger
 
 from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.controllers.certificate_authority import CertificateAuthority
+from kapiserver.controllers.csr_signing import CSRSigningController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
 from kapiserver.controllers.leader_election import LeaderElector, default_identity
@@ -34,6 +38,7 @@ from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.store import Store
 from kapiserver.server.advertise import advertise_address
+from kapiserver.server.certs import CertificateError, load_signing_ca
 from kapiserver.server.healthz import HealthChecks
 
 log = Logger()
@@ -70,6 +75,7 @@ class ServerControllers:
                                                 deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
             lambda: crd_status_controller(leases.count),
             lambda: GarbageCollector(all_stores, served_types_generation, reactor),
+            *self._csr_signers(deps),
         ])
         self.elector: Optional[LeaderElector] = None
         election = config.controllers
@@ -81,6 +87,22 @@ class ServerControllers:
                 lease_duration=election.leader_elect_lease_duration_seconds,
                 renew_deadline=election.leader_elect_renew_deadline_seconds,
                 retry_period=election.leader_elect_retry_period_seconds)
+
+    @staticmethod
+    def _csr_signers(deps: RegistryDeps) -> list[Callable[[], Controller]]:
+        """The CSR signing controller, when the cluster CA's key is here to sign with."""
+        try:
+            ca = load_signing_ca(deps.config.cert_dir)
+        except CertificateError as e:
+            log.warn("CSR signing disabled: {error}", error=str(e))
+            return []
+        if ca is None:
+            log.info("CSR signing disabled: no ca.key in {dir}", dir=deps.config.cert_dir)
+            return []
+        authority = CertificateAuthority(*ca)
+        csrs = deps.store("certificates.k8s.io", "v1", "certificatesigningrequests")
+        seconds = deps.config.controllers.cluster_signing_duration_seconds
+        return [lambda: CSRSigningController(csrs, authority, seconds, deps.reactor)]
 
     async def start(self) -> None:
         """Per-server work first (each first run is awaited), then the leader-only controllers."""

@@ -105,6 +105,9 @@ def _resource_entries(t: ResourceType) -> list[dict]:
         main["categories"] = list(t.categories)
     main["storageVersionHash"] = storage_version_hash(t.group, t.version, t.kind)
     entries = [main]
+    for sub in t.update_subresources:
+        entries.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
+                        "kind": t.kind, "verbs": list(SUBRESOURCE_VERBS)})
     if t.has_status:
         entries.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
                         "kind": t.kind, "verbs": list(SUBRESOURCE_VERBS)})
@@ -138,6 +141,9 @@ def _aggregated_resource(t: ResourceType) -> dict:
     if t.scale is not None:
         subs.append({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1",
                                                               "kind": "Scale"},
+                     "verbs": list(SUBRESOURCE_VERBS)})
+    for sub in t.update_subresources:
+        subs.append({"subresource": sub, "responseKind": {"group": "", "version": "", "kind": t.kind},
                      "verbs": list(SUBRESOURCE_VERBS)})
     if t.has_status:
         subs.append({"subresource": "status", "responseKind": {"group": "", "version": "", "kind": t.kind},

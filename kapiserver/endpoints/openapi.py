@@ -434,7 +434,7 @@ def _resource_paths(r: ResourceType, schemas: _Schemas, add) -> None:
                 {"200": WATCH_EVENT, "401": None}, produces=produces_watch,
                 description=f"watch individual changes to a list of {kind}. deprecated: use the 'watch' "
                 "parameter with a list operation instead."))
-    subs = []
+    subs = [(sub, sub.capitalize(), kind_s, gvk) for sub in r.update_subresources]
     if r.has_status:
         subs.append(("status", "Status", kind_s, gvk))
     if r.scale is not None:

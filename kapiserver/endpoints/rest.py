@@ -31,7 +31,8 @@ HANDLERS = {
 }
 SCALE_HANDLERS = {"get": scale.get_scale, "update": scale.update_scale, "patch": scale.patch_scale}
 # verbs each subresource answers
-SUBRESOURCE_VERBS = {"status": ("get", "update", "patch"), "scale": ("get", "update", "patch")}
+SUBRESOURCE_VERBS = {"status": ("get", "update", "patch"), "scale": ("get", "update", "patch"),
+                     "approval": ("get", "update", "patch")}
 
 
 class RESTEndpoint(resource.Resource):

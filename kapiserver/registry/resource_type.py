@@ -67,6 +67,9 @@ class ResourceType:
     verbs: tuple[str, ...] = ALL_VERBS
     has_status: bool = False
     scale: Optional[ScaleSubresource] = None
+    # subresources updating the whole object through the strategy's
+    # ``prepare_for_subresource_update`` (CSR ``approval``): get, update, patch
+    update_subresources: tuple[str, ...] = ()
     schema_name: str = ""
     schema: Optional[dict] = None
     table_columns: tuple[TableColumn, ...] = ()
@@ -122,6 +125,7 @@ class ResourceType:
             subs.append("status")
         if self.scale is not None:
             subs.append("scale")
+        subs.extend(self.update_subresources)
         return tuple(subs)
 
     def storage_key(self, namespace: str, name: str) -> str:

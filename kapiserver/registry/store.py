@@ -510,6 +510,9 @@ class Store:
         elif subresource == "finalize":
             self.strategy.prepare_for_finalize_update(self.rtype, new, old)
             md = new["metadata"]
+        elif subresource in self.rtype.update_subresources:
+            self.strategy.prepare_for_subresource_update(self.rtype, subresource, new, old)
+            md = new["metadata"]
         else:
             self.strategy.prepare_for_update(self.rtype, new, old)
         attrs = Attributes(UPDATE, self.rtype, namespace, name, new, old, subresource, ctx.user, ctx.dry_run)
@@ -519,7 +522,8 @@ class Store:
             md["generation"] = (old_md.get("generation") or 1) + 1
         causes = (self._check_metadata(new)
                   + validation.validate_object_meta_update(md, old_md)
-                  + self.strategy.validate_update(self.rtype, new, old))
+                  + (self.strategy.validate_subresource_update(self.rtype, subresource, new, old) if subresource
+                     else self.strategy.validate_update(self.rtype, new, old)))
         causes += await self.strategy.validate_async(self.rtype, new, old)
         if causes:
             raise self._invalid(name, causes)

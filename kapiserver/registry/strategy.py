@@ -66,6 +66,11 @@ class Strategy:
         new.clear()
         new.update(keep)
 
+    def prepare_for_subresource_update(self, rtype: "ResourceType", subresource: str, new: dict,
+                                       old: dict) -> None:
+        """An update through one of ``rtype.update_subresources`` (CSR ``approval``)."""
+        raise NotImplementedError(subresource)
+
     def bind(self, rtype: "ResourceType", store: Any, config: Any) -> None:
         """Called once the server has built the Store serving ``rtype``: kinds whose
         hooks need other objects or settings (Services allocating cluster IPs) keep
@@ -81,6 +86,11 @@ class Strategy:
     def validate_update(self, rtype: "ResourceType", new: dict, old: dict) -> list[Cause]:
         """Kind-specific validation on update; defaults to create validation."""
         return self.validate(rtype, new)
+
+    def validate_subresource_update(self, rtype: "ResourceType", subresource: str, new: dict,
+                                    old: dict) -> list[Cause]:
+        """Validation of an update through a subresource (``status``...); defaults to update validation."""
+        return self.validate_update(rtype, new, old)
 
     async def validate_async(self, rtype: "ResourceType", obj: dict, old: Optional[dict]) -> list[Cause]:
         """Validation that may need to leave the reactor thread (CRD CEL rules); ``old`` on update."""

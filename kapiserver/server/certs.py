@@ -321,3 +321,15 @@ def serving_context_factory(bundle: CertBundle) -> ssl.CertificateOptions:
 
 def _verify_callback(connection, x509_cert, errno: int, depth: int, ok: int) -> bool:
     return bool(ok)
+
+
+def load_signing_ca(cert_dir: str) -> Optional[tuple[x509.Certificate, object]]:
+    """The cluster CA's certificate and key (``ca.crt``/``ca.key``) to sign CSRs with, or None when
+    the key is not there (an operator-managed CA: nothing can be signed here)."""
+    ca_path, key_path = os.path.join(cert_dir, "ca.crt"), os.path.join(cert_dir, "ca.key")
+    ca_pem, key_pem = _read(ca_path), _read(key_path)
+    if ca_pem is None or key_pem is None:
+        return None
+    cert, key = _load_cert(ca_path, ca_pem), _load_key(key_path, key_pem)
+    _check_pair(ca_path, cert, key)
+    return cert, key
