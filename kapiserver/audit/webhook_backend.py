@@ -88,6 +88,7 @@ class WebhookBackend:
         self.throttle = TokenBucket(throttle_qps, throttle_burst, reactor) if throttle_qps > 0 else None
         self.initial_backoff = initial_backoff
         self.http = http
+        self.pool: Any = None
         self.in_flight: set[defer.Deferred] = set()
         self._call: Any = None
         self._call_at = 0.0
@@ -96,7 +97,7 @@ class WebhookBackend:
 
     def start(self) -> None:
         if self.http is None:
-            self.http = self.target.client(self.reactor)
+            self.http, self.pool = self.target.client(self.reactor)
 
     def __str__(self) -> str:
         return PLUGIN
@@ -217,4 +218,6 @@ class WebhookBackend:
                 log.warn("audit webhook: {n} batches still unsent at shutdown", n=len(self.in_flight))
                 for d in list(self.in_flight):
                     d.cancel()
+        if self.pool is not None:
+            await self.pool.closeCachedConnections()
 

@@ -56,13 +56,14 @@ class WebhookTarget:
     headers: dict[str, list[str]] = field(default_factory=dict)
     policy: Optional[_TLSPolicy] = None
 
-    def client(self, reactor: Any) -> HTTPClient:
+    def client(self, reactor: Any) -> tuple[HTTPClient, HTTPConnectionPool]:
+        """A client for the webhook, and its connection pool (to close on shutdown)."""
         pool = HTTPConnectionPool(reactor, persistent=True)
         pool.maxPersistentPerHost = 2
         pool.retryAutomatically = False  # our own retries count the attempts
         agent = Agent(reactor, contextFactory=self.policy, pool=pool) if self.policy is not None \
             else Agent(reactor, pool=pool)
-        return HTTPClient(agent)
+        return HTTPClient(agent), pool
 
 
 def _pick(entries: Any, name: Optional[str], what: str, path: str) -> dict:
