@@ -32,6 +32,8 @@ _SETTINGS = {
     "leader_elect": "controllers.leader_elect",
     "audit_policy_file": "audit.policy_file",
     "audit_log_path": "audit.log_path",
+    "cert_dir": "cert_dir",
+    "cluster_signing_duration_seconds": "controllers.cluster_signing_duration_seconds",
 }
 
 
