@@ -26,6 +26,8 @@ from OpenSSL import SSL, crypto
 from twisted.internet import ssl
 from twisted.logger import Logger
 
+from kapiserver.machinery.private_files import make_private_dir
+
 log = Logger()
 
 CA_NAME = "kapiserver-ca"
@@ -263,7 +265,7 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = ()) -> CertBu
     from a thread.  Raises :class:`CertificateError` with a one-line message.
     """
     try:
-        os.makedirs(cert_dir, mode=0o700, exist_ok=True)
+        make_private_dir(cert_dir)  # and its missing parents, 0700 whatever the umask
     except OSError as e:
         raise CertificateError(f"{cert_dir}: cannot create certificate directory: {e.strerror}") from None
     try:
