@@ -199,6 +199,10 @@ class WebhookBackend:
         """Send what is buffered (throttle ignored), wait up to ``grace`` seconds for the sends."""
         return defer.Deferred.fromCoroutine(self._shutdown(grace))
 
+    def _forget(self, result: Any, sending: defer.Deferred) -> Any:
+        self.in_flight.discard(sending)
+        return result
+
     async def _shutdown(self, grace: float) -> None:
         if self._call is not None and self._call.active():
             self._call.cancel()
@@ -207,7 +211,7 @@ class WebhookBackend:
             batch = [self.buffer.popleft() for _ in range(min(self.max_batch_size, len(self.buffer)))]
             sending = defer.Deferred.fromCoroutine(self._send(batch))
             self.in_flight.add(sending)
-            sending.addBoth(lambda _, d=sending: self.in_flight.discard(d))
+            sending.addBoth(self._forget, sending)
         self._stopping = True
         if self.in_flight:
             waiting = defer.DeferredList(list(self.in_flight), consumeErrors=True)

@@ -141,7 +141,7 @@ class TransformingStorage:
     def list(self, prefix: str, revision: int = 0, limit: int = 0, start_key: str = "") -> defer.Deferred:
         def decrypted(page: ListResult) -> ListResult:
             items = [self._decrypt(kv) for kv in page.items]
-            return dataclasses.replace(page, items=items)
+            return dataclasses.replace(page, items=[kv for kv in items if kv is not None])
         return self.backend.list(prefix, revision, limit, start_key).addCallback(decrypted)
 
     # ------------------------------------------------------------ writes

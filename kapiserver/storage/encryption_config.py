@@ -28,7 +28,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import yaml
 
@@ -44,7 +44,7 @@ PROVIDER_NAMES = ("kms", "aesgcm", "aescbc", "secretbox", "identity")
 _NO_KEY = {"aescbc": "no matching key was found for the provided AES transformer",
            "aesgcm": "no matching key was found for the provided AES transformer",
            "secretbox": "no matching key was found for the provided Secretbox transformer"}
-_CIPHERS = {"aescbc": AESCBC, "aesgcm": AESGCM, "secretbox": Secretbox}
+_CIPHERS: dict[str, Callable[[bytes], Transformer]] = {"aescbc": AESCBC, "aesgcm": AESGCM, "secretbox": Secretbox}
 
 GroupResource = tuple[str, str]  # (group, resource); "*" wildcards as in the file
 ANY = ("*", "*")

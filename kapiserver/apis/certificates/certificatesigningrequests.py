@@ -145,7 +145,8 @@ def _signer_name_problems(name: Any, path: str) -> list[errors.Cause]:
 
 def validate_csr(obj: dict, opts: _Options) -> list[errors.Cause]:
     """Upstream's validateCertificateSigningRequest (metadata is checked by the Store)."""
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    raw_spec = obj.get("spec")
+    spec: dict = raw_spec if isinstance(raw_spec, dict) else {}
     causes: list[errors.Cause] = []
     request = decoded(spec.get("request"))
     problem = ""
@@ -269,7 +270,8 @@ class CertificateSigningRequestStrategy(Strategy):
 
     def prepare_for_status_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
         check_base64(new)
-        status = new.get("status") if isinstance(new.get("status"), dict) else {}
+        raw_status = new.get("status")
+        status: dict = raw_status if isinstance(raw_status, dict) else {}
         super().prepare_for_status_update(rtype, new, old)  # everything but status from the stored object
         new["status"] = status
         # the approval conditions are the approval subresource's: keep the stored instances
