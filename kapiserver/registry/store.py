@@ -478,9 +478,11 @@ class Store:
         self.strategy.default(self.rtype, new)
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 1) + 1
+        validate_update = (self.strategy.validate_status_update if subresource == "status"
+                           else self.strategy.validate_update)
         causes = (self._check_metadata(new)
                   + validation.validate_object_meta_update(md, old_md)
-                  + self.strategy.validate_update(self.rtype, new, old))
+                  + validate_update(self.rtype, new, old))
         causes += await self.strategy.validate_async(self.rtype, new, old)
         if causes:
             raise self._invalid(name, causes)
