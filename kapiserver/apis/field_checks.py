@@ -43,7 +43,7 @@ def non_negative(obj: Any, path: str, *names: str) -> list[errors.Cause]:
     for name in names:
         value = obj.get(name)
         if validation.is_int(value) and value < 0:
-            causes.append(errors.field_invalid(f"{path}.{name}", value, validation.IS_NEGATIVE))
+            causes.append(errors.field_invalid(f"{path}.{name}" if path else name, value, validation.IS_NEGATIVE))
     return causes
 
 
@@ -87,6 +87,28 @@ def not_more_than_100_percent(value: Any, path: str) -> list[errors.Cause]:
     if percent is not None and percent > 100:
         return [errors.field_invalid(path, go_int_or_string(value), "must not be greater than 100%")]
     return []
+
+
+def spec_diff(old: dict, new: dict, type_name: str) -> str:
+    """A diff of two specs in the shape of the ``cmp.Diff`` upstream appends to
+    "immutable" messages (changed top-level fields only; upstream shows Go structs)."""
+    def render(value: Any) -> str:
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return "nil" if value is None else gorepr.scalar(value)
+        return errors.render_value(value)
+    lines = [f"  {type_name}{{"]
+    keys = [k for k in list(old) + [k for k in new if k not in old] if old.get(k) != new.get(k)]
+    unchanged = len(set(old) | set(new)) - len(keys)
+    if unchanged:
+        lines.append(f"  \t... // {unchanged} identical fields")
+    for key in keys:
+        name = key[:1].upper() + key[1:]
+        if key in old:
+            lines.append(f"- \t{name}: {render(old[key])},")
+        if key in new:
+            lines.append(f"+ \t{name}: {render(new[key])},")
+    lines.append("  }")
+    return "\n".join(lines) + "\n"
 
 
 def selector_text(selector: Any) -> str:

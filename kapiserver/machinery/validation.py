@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Union
 
 from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.errors import Cause
-from kapiserver.registry.strategy import DNS1123_LABEL, DNS1123_SUBDOMAIN, PATH_SEGMENT
+from kapiserver.registry.strategy import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, PATH_SEGMENT
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -433,6 +433,7 @@ def name_is_path_segment(name: str, prefix: bool = False) -> list[str]:
 NAME_VALIDATORS: dict[str, Callable[[str, bool], list[str]]] = {
     DNS1123_SUBDOMAIN: name_is_dns_subdomain,
     DNS1123_LABEL: name_is_dns_label,
+    DNS1035_LABEL: name_is_dns1035_label,
     PATH_SEGMENT: name_is_path_segment,
 }
 
@@ -516,6 +517,48 @@ def validate_annotations(annotations: Any, path: str) -> list[Cause]:
     return causes
 
 
+_CONDITION_REASON_FMT = "[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?"
+_CONDITION_REASON_RE = re.compile(_CONDITION_REASON_FMT)
+CONDITION_STATUSES = ["False", "True", "Unknown"]
+
+
+def validate_conditions(conditions: Any, path: str) -> list[Cause]:
+    """Upstream's metav1 ValidateConditions (``metav1.Condition`` lists)."""
+    causes: list[Cause] = []
+    seen: set = set()
+    for i, condition in enumerate(conditions if isinstance(conditions, list) else ()):
+        condition = condition if isinstance(condition, dict) else {}
+        at = f"{path}[{i}]"
+        kind = condition.get("type") or ""
+        if kind in seen:
+            causes.append(errors.field_duplicate(f"{at}.type", kind))
+        seen.add(kind)
+        causes.extend(validate_label_name(kind, f"{at}.type"))
+        status = condition.get("status") or ""
+        if status not in CONDITION_STATUSES:
+            causes.append(errors.field_not_supported(f"{at}.status", status, CONDITION_STATUSES))
+        generation = condition.get("observedGeneration")
+        if is_int(generation) and generation < 0:
+            causes.append(errors.field_invalid(f"{at}.observedGeneration", generation,
+                                               "must be greater than or equal to zero"))
+        if not condition.get("lastTransitionTime"):
+            causes.append(errors.field_required(f"{at}.lastTransitionTime", "must be set"))
+        reason = str(condition.get("reason") or "")
+        if not reason:
+            causes.append(errors.field_required(f"{at}.reason", "must be set"))
+        else:
+            if not _CONDITION_REASON_RE.fullmatch(reason):
+                causes.append(errors.field_invalid(f"{at}.reason", reason, regex_error(
+                    "a condition reason must start with alphabetic character, optionally followed by a string of "
+                    "alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'",
+                    _CONDITION_REASON_FMT, "my_name", "MY_NAME", "MyName", "ReasonA,ReasonB", "ReasonA:ReasonB")))
+            if len(reason.encode()) > 1024:
+                causes.append(errors.field_too_long(f"{at}.reason", 1024))
+        if len(str(condition.get("message") or "").encode()) > 32 * 1024:
+            causes.append(errors.field_too_long(f"{at}.message", 32 * 1024))
+    return causes
+
+
 BANNED_OWNERS = {("v1", "Event")}
 
 
@@ -593,16 +636,20 @@ def validate_finalizers(finalizers: Any, path: str) -> list[Cause]:
 STANDARD_FINALIZERS = frozenset({"kubernetes", ORPHAN_FINALIZER, FOREGROUND_FINALIZER})
 
 
+def kube_finalizer_problems(finalizer: str) -> list[str]:
+    """core's validateKubeFinalizerName: an unqualified finalizer must be a standard one
+    (``kubernetes``, ``orphan``, ``foregroundDeletion``)."""
+    if "/" not in finalizer and finalizer not in STANDARD_FINALIZERS:
+        return ["name is neither a standard finalizer name nor is it fully qualified"]
+    return []
+
+
 def validate_kube_finalizer_names(finalizers: Any, path: str) -> list[Cause]:
-    """What core's ValidateObjectMeta adds for built-in kinds: an unqualified
-    finalizer must be one of the standard ones (``kubernetes``, ``orphan``,
-    ``foregroundDeletion``); ``path`` is the list (``metadata.finalizers``)."""
+    """What core's ValidateObjectMeta adds for built-in kinds; ``path`` is the list (``metadata.finalizers``)."""
     causes: list[Cause] = []
     for i, finalizer in enumerate(finalizers if isinstance(finalizers, list) else ()):
         finalizer = str(finalizer)
-        if "/" not in finalizer and finalizer not in STANDARD_FINALIZERS:
-            causes.append(errors.field_invalid(f"{path}[{i}]", finalizer,
-                                               "name is neither a standard finalizer name nor is it fully qualified"))
+        causes.extend(errors.field_invalid(f"{path}[{i}]", finalizer, m) for m in kube_finalizer_problems(finalizer))
     return causes
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # How metadata.name is validated (upstream's ValidateNameFunc per kind).
 DNS1123_SUBDOMAIN = "subdomain"
 DNS1123_LABEL = "label"
+DNS1035_LABEL = "dns1035-label"
 PATH_SEGMENT = "path-segment"
 
 

@@ -68,7 +68,7 @@ def legacy_causes(event: dict, reporting_field: str) -> list[errors.Cause]:
             value = event.get(name) or ""
             if required and not value:
                 causes.append(errors.field_required(name))
-            if len(value) > limit:
+            if len(str(value).encode()) > limit:
                 causes.append(errors.field_invalid(name, "", f"can have at most {limit} characters"))
     for problem in validation.is_dns1123_subdomain(namespace):
         causes.append(errors.field_invalid("namespace", namespace, problem))

@@ -72,7 +72,6 @@ class PodStrategy(Strategy):
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return
-        podspec.drop_disabled_fields(spec)
         # what upstream's default admission plugins add
         if not spec.get("serviceAccountName"):
             spec["serviceAccountName"] = spec.get("serviceAccount") or "default"
@@ -84,10 +83,6 @@ class PodStrategy(Strategy):
             tolerations.extend(copy.deepcopy(t) for t in DEFAULT_TOLERATIONS
                                if (t["key"], "NoExecute") not in present and (t["key"], None) not in present)
 
-    def prepare_for_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
-        super().prepare_for_update(rtype, new, old)
-        podspec.drop_disabled_fields(new.get("spec"), old.get("spec"))
-
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if not isinstance(spec, dict):
@@ -97,7 +92,6 @@ class PodStrategy(Strategy):
         spec.setdefault("enableServiceLinks", True)
         if spec.get("serviceAccountName"):
             spec["serviceAccount"] = spec["serviceAccountName"]  # the deprecated alias, as v1 conversion sets it
-        podspec.canonicalize_pod_spec(spec)
         if "status" not in obj:
             obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
 
@@ -282,29 +276,8 @@ def _spec_mutations(new: dict, old: dict) -> list[errors.Cause]:
     if old.get("schedulingGates"):
         causes += _gated_pod_mutations(munged, old)
     if munged != old:
-        causes.append(errors.field_forbidden("spec", UPDATE_FORBIDDEN + "\n" + spec_diff(old, munged)))
+        causes.append(errors.field_forbidden("spec", UPDATE_FORBIDDEN + "\n" + field_checks.spec_diff(old, munged, "core.PodSpec")))
     return causes
-
-
-def spec_diff(old: dict, new: dict, type_name: str = "core.PodSpec") -> str:
-    """A diff of two specs in the shape of upstream's cmp.Diff (changed top-level fields only)."""
-    def render(value: Any) -> str:
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            return "nil" if value is None else gorepr.scalar(value)
-        return errors.render_value(value)
-    lines = [f"  {type_name}{{"]
-    keys = [k for k in list(old) + [k for k in new if k not in old] if old.get(k) != new.get(k)]
-    unchanged = len(set(old) | set(new)) - len(keys)
-    if unchanged:
-        lines.append(f"  \t... // {unchanged} identical fields")
-    for key in keys:
-        name = key[:1].upper() + key[1:]
-        if key in old:
-            lines.append(f"- \t{name}: {render(old[key])},")
-        if key in new:
-            lines.append(f"+ \t{name}: {render(new[key])},")
-    lines.append("  }")
-    return "\n".join(lines) + "\n"
 
 
 def _gated_pod_mutations(munged: dict, old: dict) -> list[errors.Cause]:

@@ -114,9 +114,11 @@ def all_containers(spec: dict) -> Iterator[tuple[str, int, dict]]:
 
 
 def default_pod_spec(spec: dict) -> None:
-    """Upstream's defaults for a PodSpec and everything inside it (in place)."""
+    """Upstream's defaults for a PodSpec and everything inside it (in place), after
+    dropping the fields of disabled features; quantities end in canonical form."""
     if not isinstance(spec, dict):
         return
+    drop_disabled_fields(spec)
     if not spec.get("dnsPolicy"):
         spec["dnsPolicy"] = "ClusterFirst"
     if not spec.get("restartPolicy"):
@@ -132,6 +134,7 @@ def default_pod_spec(spec: dict) -> None:
     for v in spec.get("volumes") or ():
         if isinstance(v, dict):
             _default_volume(v)
+    canonicalize_pod_spec(spec)
 
 
 def default_pod_template_spec(template: dict) -> None:
@@ -143,7 +146,8 @@ def default_pod_template_spec(template: dict) -> None:
 # ------------------------------------------------------------------ disabled features
 #
 # Fields behind feature gates that are off in 1.32 are dropped on write, as
-# upstream's dropDisabledFields does, unless the stored object already uses them.
+# upstream's dropDisabledFields does (upstream keeps them when the stored object
+# already uses them; nothing stored here ever does).
 
 def _uses(spec: Any, test) -> bool:
     return isinstance(spec, dict) and test(spec)

@@ -63,6 +63,8 @@ class ServiceAllocator:
             spec = svc.get("spec") or {}
             ips.update(ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None")
             ports.update(p["nodePort"] for p in spec.get("ports") or () if isinstance(p, dict) and p.get("nodePort"))
+            if spec.get("healthCheckNodePort"):
+                ports.add(spec["healthCheckNodePort"])
         # a value now stored is no longer pending: deleting its Service frees it
         for value in list(self._recent):
             if value in ips or value in ports:
@@ -94,24 +96,117 @@ class ServiceAllocator:
         return None
 
     async def allocate(self, svc: dict, old: Optional[dict]) -> list[Cause]:
-        """Fill ``spec.clusterIP(s)``, ``ipFamilies``, ``ipFamilyPolicy`` and node ports (in place)."""
+        """Fill ``spec.clusterIP(s)``, ``ipFamilies``, ``ipFamilyPolicy``, node ports and the
+        health-check node port (in place); causes when the request cannot be served."""
         spec = svc.get("spec")
         if not isinstance(spec, dict):
             return []
-        uid = (svc.get("metadata") or {}).get("uid", "") if old is not None else ""
-        ips, ports = await self._used(uid)
-        causes: list[Cause] = []
         kind = spec.get("type") or "ClusterIP"
         old_spec = (old or {}).get("spec") or {}
-        if kind == "ExternalName":
-            for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
-                spec.pop(key, None)
-        else:
+        causes: list[Cause] = []
+        if kind != "ExternalName":
+            causes = self._init_ip_families(spec, old_spec if old is not None else None)
+            if causes:
+                return causes
+        uid = (svc.get("metadata") or {}).get("uid", "") if old is not None else ""
+        ips, ports = await self._used(uid)
+        if kind != "ExternalName":
             causes.extend(self._allocate_ip(spec, old_spec, ips))
         if kind in ("NodePort", "LoadBalancer") and not (kind == "LoadBalancer"
                                                         and spec.get("allocateLoadBalancerNodePorts") is False):
             causes.extend(self._allocate_ports(spec, old_spec, ports))
+        if kind == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local":
+            causes.extend(self._allocate_health_check_port(spec, old_spec, ports))
         return causes
+
+    def _init_ip_families(self, spec: dict, old_spec: Optional[dict]) -> list[Cause]:
+        """upstream's initIPFamilyFields on a single-family cluster."""
+        from kapiserver.apis.core import services  # the checks live with the kind
+
+        if spec.get("ipFamilyPolicy") is None:
+            if old_spec is not None and old_spec.get("ipFamilyPolicy") is not None:
+                spec["ipFamilyPolicy"] = old_spec["ipFamilyPolicy"]
+            elif spec.get("clusterIP") == "None" and not spec.get("selector"):
+                spec["ipFamilyPolicy"] = "RequireDualStack"
+            else:
+                spec["ipFamilyPolicy"] = "SingleStack"
+        causes = services.validate_cluster_ips_related_fields(spec)
+        if causes:
+            return causes
+        policy = spec["ipFamilyPolicy"]
+        ips = list(spec.get("clusterIPs") or [])
+        families = spec.get("ipFamilies") if isinstance(spec.get("ipFamilies"), list) else []
+        if old_spec is not None:
+            if policy == "SingleStack":
+                if ips == list(old_spec.get("clusterIPs") or []) and len(ips) > 1:
+                    spec["clusterIPs"] = ips = ips[:1]
+                if families == list(old_spec.get("ipFamilies") or []) and len(families) > 1:
+                    spec["ipFamilies"] = families = families[:1]
+            else:
+                if len(ips) < len(old_spec.get("clusterIPs") or []):
+                    causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy,
+                                                       "must be 'SingleStack' to release the secondary cluster IP"))
+                if len(families) < len(old_spec.get("ipFamilies") or []):
+                    causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy,
+                                                       "must be 'SingleStack' to release the secondary IP family"))
+        if policy == "SingleStack":
+            if len(ips) == 2:
+                causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy, "must be 'RequireDualStack' or "
+                                                   "'PreferDualStack' when multiple cluster IPs are specified"))
+            if len(families) == 2:
+                causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy, "must be 'RequireDualStack' or "
+                                                   "'PreferDualStack' when multiple IP families are specified"))
+        for i, ip in enumerate(ips):
+            if ip == "None":
+                break
+            family = "IPv6" if ":" in ip else "IPv4"
+            if i >= len(families):
+                if family != self.family:
+                    causes.append(Cause(errors.INVALID, f"Invalid value: {_go_strings(ips)}: {family} is not "
+                                        "configured on this cluster", f"spec.clusterIPs[{i}]"))
+                else:
+                    families = families + [family]
+                    spec["ipFamilies"] = families
+        if causes:
+            return causes
+        if spec.get("clusterIP") == "None" and not spec.get("selector"):
+            if not families:
+                spec["ipFamilies"] = families = [self.family]
+            if len(families) < 2 and policy != "SingleStack":
+                spec["ipFamilies"] = families + ["IPv6" if families[0] == "IPv4" else "IPv4"]
+            return []
+        if policy == "RequireDualStack":
+            causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy,
+                                               "this cluster is not configured for dual-stack services"))
+        for i, family in enumerate(families):
+            if family != self.family:
+                causes.append(errors.field_invalid(f"spec.ipFamilies[{i}]", family, "not configured on this cluster"))
+        if causes:
+            return causes
+        if not families:
+            spec["ipFamilies"] = [self.family]
+        return []
+
+    def _allocate_health_check_port(self, spec: dict, old_spec: dict, used: set[int]) -> list[Cause]:
+        port = spec.get("healthCheckNodePort")
+        if port and port == old_spec.get("healthCheckNodePort"):
+            return []
+        taken = used | {p.get("nodePort") for p in spec.get("ports") or () if isinstance(p, dict)}
+        path = "spec.healthCheckNodePort"
+        if port:
+            if not isinstance(port, int) or not NODE_PORT_MIN <= port <= NODE_PORT_MAX:
+                return [errors.field_invalid(path, port, f"provided port is not in the valid range. The range of "
+                                                         f"valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}")]
+            if port in taken:
+                return [errors.field_invalid(path, port, "provided port is already allocated")]
+            self._recent[port] = time.monotonic()
+            return []
+        picked = self._pick_port(taken)
+        if picked is None:
+            return [errors.field_invalid(path, 0, "range is full")]
+        spec["healthCheckNodePort"] = picked
+        self._recent[picked] = time.monotonic()
+        return []
 
     def _allocate_ip(self, spec: dict, old_spec: dict, used: set[str]) -> list[Cause]:
         requested = spec.get("clusterIP") or ((spec.get("clusterIPs") or [None])[0])
@@ -136,9 +231,6 @@ class ServiceAllocator:
             self._recent[requested] = time.monotonic()
         spec["clusterIP"] = requested
         spec["clusterIPs"] = [requested]
-        if not spec.get("ipFamilyPolicy"):
-            headless_no_selector = requested == "None" and not spec.get("selector")
-            spec["ipFamilyPolicy"] = "RequireDualStack" if headless_no_selector else "SingleStack"
         if not spec.get("ipFamilies"):
             spec["ipFamilies"] = [self.family]
         return []
