@@ -42,7 +42,7 @@ def _spec(svc: Optional[dict]) -> dict:
     return spec if isinstance(spec, dict) else {}
 
 
-def _ports(spec: dict) -> list[dict]:
+def _spec_ports(spec: dict) -> list[dict]:
     return [p for p in spec.get("ports") or () if isinstance(p, dict)] if isinstance(spec.get("ports"), list) else []
 
 
@@ -85,7 +85,7 @@ def default_service(obj: dict) -> None:
             spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": DEFAULT_AFFINITY_SECONDS}}
     if not spec.get("type"):
         spec["type"] = "ClusterIP"
-    for port in _ports(spec):
+    for port in _spec_ports(spec):
         if not port.get("protocol"):
             port["protocol"] = "TCP"
         if port.get("targetPort") in (None, 0, ""):
@@ -137,10 +137,10 @@ def patch_allocated_values(spec: dict, old_spec: dict) -> None:
                 if key in old_spec and key not in spec:
                     spec[key] = copy.deepcopy(old_spec[key])
     if needs_node_port(old_spec) and needs_node_port(spec):
-        used = {p.get("nodePort") for p in _ports(old_spec) if p.get("nodePort")} & \
-            {p.get("nodePort") for p in _ports(spec) if p.get("nodePort")}
-        by_name = {p.get("name") or "": p.get("nodePort") for p in _ports(old_spec)}
-        for port in _ports(spec):
+        used = {p.get("nodePort") for p in _spec_ports(old_spec) if p.get("nodePort")} & \
+            {p.get("nodePort") for p in _spec_ports(spec) if p.get("nodePort")}
+        by_name = {p.get("name") or "": p.get("nodePort") for p in _spec_ports(old_spec)}
+        for port in _spec_ports(spec):
             if not port.get("nodePort"):
                 kept = by_name.get(port.get("name") or "")
                 if kept and kept not in used:
@@ -160,8 +160,8 @@ def drop_type_dependent_fields(spec: dict, old_spec: dict) -> None:
             if spec.get(key) == old_spec.get(key):
                 spec.pop(key, None)
     if needs_node_port(old_spec) and not needs_node_port(spec):
-        if [p.get("nodePort") for p in _ports(spec)] == [p.get("nodePort") for p in _ports(old_spec)]:
-            for port in _ports(spec):
+        if [p.get("nodePort") for p in _spec_ports(spec)] == [p.get("nodePort") for p in _spec_ports(old_spec)]:
+            for port in _spec_ports(spec):
                 port.pop("nodePort", None)
     if needs_health_check_node_port(old_spec) and not needs_health_check_node_port(spec) and \
             spec.get("healthCheckNodePort") == old_spec.get("healthCheckNodePort"):
@@ -307,7 +307,7 @@ def validate_service(svc: dict) -> list[errors.Cause]:
                                            f"must match annotations[{TOPOLOGY_HINTS_ANNOTATION}] when both are "
                                            "specified"))
     kind = spec.get("type") or ""
-    ports = _ports(spec)
+    ports = _spec_ports(spec)
     headless = is_headless(spec)
     if not ports and not headless and kind != "ExternalName":
         causes.append(errors.field_required("spec.ports"))
