@@ -253,8 +253,7 @@ def field_too_long(path: str, max_length: int) -> Cause:
 
 
 def field_too_many(path: str, actual: int, max_items: int) -> Cause:
-    unit = "item" if max_items == 1 else "items"
-    return Cause(TOO_MANY, f"Too many: {actual}: must have at most {max_items} {unit}", path)
+    return Cause(TOO_MANY, f"Too many: {actual}: must have at most {max_items} items", path)
 
 
 def field_type_invalid(path: str, value: Any, detail: str) -> Cause:
