@@ -99,6 +99,10 @@ def _default_volume(v: dict) -> None:
         token = proj.get("serviceAccountToken") if isinstance(proj, dict) else None
         if isinstance(token, dict):
             token.setdefault("expirationSeconds", 3600)
+        downward = proj.get("downwardAPI") if isinstance(proj, dict) else None
+        for item in (downward.get("items") or ()) if isinstance(downward, dict) else ():
+            if isinstance(item, dict) and isinstance(item.get("fieldRef"), dict):
+                item["fieldRef"].setdefault("apiVersion", "v1")
     if isinstance(v.get("hostPath"), dict):
         v["hostPath"].setdefault("type", "")
 
