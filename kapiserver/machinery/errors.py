@@ -202,7 +202,8 @@ OMIT = _OmitValue()
 def render_value(value: Any) -> str:
     """A value the way upstream's field errors print it (Go's %q / %v / %#v).
 
-    Strings are quoted as Go quotes them; a :class:`~kapiserver.machinery.gorepr.GoRepr`
+    Pointers are dereferenced first, as field.Error does (so a struct has no
+    leading ``&``, and nil is ``"null"``).  Strings are quoted as Go quotes them; a :class:`~kapiserver.machinery.gorepr.GoRepr`
     (a struct, slice or map already in Go syntax) is printed as is; other
     composite values fall back to compact JSON.
     """
@@ -212,7 +213,9 @@ def render_value(value: Any) -> str:
 
     if isinstance(value, gorepr.GoRepr):
         return str(value)
-    if isinstance(value, (bool, int, float, str)) or value is None:
+    if value is None:  # a nil value or pointer becomes the string "null", printed with %q
+        return '"null"'
+    if isinstance(value, (bool, int, float, str)):
         return gorepr.scalar(value)
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 

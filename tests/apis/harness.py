@@ -4,6 +4,7 @@ which for built-in kinds never wait on anything when no Store is bound)."""
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Callable
 
 from kapiserver.apis.builtin import builtin_resource_types
@@ -97,3 +98,75 @@ def update_causes_of(group: str, kind: str, old: dict, change: Callable[[dict], 
     after = copy.deepcopy(before)
     change(after)
     return update(rt, after, before, status)[1]
+
+
+REMOVE = object()
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def changed(obj: dict, changes: dict[str, Any]) -> dict:
+    """A copy of ``obj`` with each ``"spec.containers[0].name": value`` applied
+    (``REMOVE`` deletes the field; missing objects on the way are created)."""
+    obj = copy.deepcopy(obj)
+    for where, value in changes.items():
+        steps: list[Any] = [name if name else int(i) for name, i in _STEP.findall(where)]
+        node: Any = obj
+        for step, following in zip(steps, steps[1:]):
+            if isinstance(node, dict) and step not in node:
+                node[step] = [] if isinstance(following, int) else {}
+            node = node[step]
+        last = steps[-1]
+        if value is REMOVE:
+            del node[last]
+        elif isinstance(node, list) and last == len(node):
+            node.append(copy.deepcopy(value))
+        else:
+            node[last] = copy.deepcopy(value)
+    return obj
+
+
+def invalid_causes(group: str, kind: str, changes: dict[str, Any]) -> list[str]:
+    """The causes a create of the kind's sample with ``changes`` fails with."""
+    from tests.apis import samples
+    return causes_of(group, kind, changed(samples.sample(group, kind), changes))
+
+
+def invalid_update_causes(group: str, kind: str, changes: dict[str, Any], status: bool = False) -> list[str]:
+    """The causes an update of the stored sample with ``changes`` fails with."""
+    from tests.apis import samples
+    rt = resource_type(group, kind)
+    before = stored(rt, samples.sample(group, kind))
+    return update(rt, changed(before, changes), before, status)[1]
+
+
+class KindCases:
+    """Mixin for table-driven tests: ``cases`` holds (changes, expected causes) for
+    ``group``/``kind``; ``update_cases`` the same for updates of the stored sample."""
+
+    group = ""
+    kind = ""
+    cases: list[tuple[dict, list[str]]] = []
+    update_cases: list[tuple[dict, list[str]]] = []
+    status_cases: list[tuple[dict, list[str]]] = []
+
+    def test_sample_is_valid(self) -> None:
+        self.assertEqual(invalid_causes(self.group, self.kind, {}), [])  # type: ignore[attr-defined]
+
+    def _table(self, cases: list[tuple[dict, list[str]]], run: Callable[[dict], list[str]], what: str) -> None:
+        wrong = []
+        for changes, expected in cases:
+            got = run(changes)
+            if got != expected:
+                wrong.append(f"{self.kind} {what} with {changes}:\n  expected {expected}\n  got      {got}")
+        if wrong:
+            self.fail("\n".join(wrong))  # type: ignore[attr-defined]
+
+    def test_create(self) -> None:
+        self._table(self.cases, lambda c: invalid_causes(self.group, self.kind, c), "create")
+
+    def test_update(self) -> None:
+        self._table(self.update_cases, lambda c: invalid_update_causes(self.group, self.kind, c), "update")
+
+    def test_status_update(self) -> None:
+        self._table(self.status_cases, lambda c: invalid_update_causes(self.group, self.kind, c, True),
+                    "status update")

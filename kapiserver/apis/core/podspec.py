@@ -733,7 +733,7 @@ def _validate_windows_options(options: Any, path: str) -> list[Cause]:
 
 
 def _go_security_context(sc: dict) -> gorepr.GoRepr:
-    """A container SecurityContext passed to field.Invalid: Go prints ``&core.SecurityContext{...}``."""
+    """A container SecurityContext passed to field.Invalid: field.Error dereferences it and prints ``core.SecurityContext{...}``."""
     fields = (("Capabilities", "*core.Capabilities"), ("Privileged", "bool"), ("SELinuxOptions", "*core.SELinuxOptions"),
               ("WindowsOptions", "core.WindowsSecurityContextOptions"), ("RunAsUser", "int64"),
               ("RunAsGroup", "int64"), ("RunAsNonRoot", "bool"), ("ReadOnlyRootFilesystem", "bool"),
@@ -749,7 +749,7 @@ def _go_security_context(sc: dict) -> gorepr.GoRepr:
             rendered.append((name, gorepr.pointer(value, type_name[1:])))
         else:
             rendered.append((name, gorepr.pointer(value, type_name)))
-    return gorepr.GoRepr("&" + gorepr.struct("core.SecurityContext", rendered))
+    return gorepr.struct("core.SecurityContext", rendered)
 
 
 def validate_security_context(sc: Any, path: str, host_users: bool) -> list[Cause]:

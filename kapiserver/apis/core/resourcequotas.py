@@ -34,7 +34,7 @@ def _go_scope_selector(selector: dict) -> gorepr.GoRepr:
         items.append(gorepr.struct("core.ScopedResourceSelectorRequirement", (
             ("ScopeName", gorepr.quote(req.get("scopeName"))), ("Operator", gorepr.quote(req.get("operator"))),
             ("Values", gorepr.string_slice(req.get("values"))))))
-    return gorepr.GoRepr("&core.ScopeSelector{MatchExpressions:[]core.ScopedResourceSelectorRequirement{"
+    return gorepr.GoRepr("core.ScopeSelector{MatchExpressions:[]core.ScopedResourceSelectorRequirement{"
                          + ", ".join(items) + "}}")
 
 
