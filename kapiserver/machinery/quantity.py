@@ -48,6 +48,8 @@ class Quantity:
     value: decimal.Decimal
     format: str = DECIMAL_SI
     text: str = ""  # the original text, when upstream keeps it (its cached string)
+    # (value, scale) of the int64Amount upstream's fast path stores; None when it stores an inf.Dec
+    amount: Optional[tuple[int, int]] = None
 
     # ------------------------------------------------------------ comparisons
 
@@ -226,10 +228,10 @@ def parse_quantity(text: str) -> Quantity:
     if not text:
         raise QuantityError(FORMAT_ERROR)
     if text == "0":
-        return Quantity(_ZERO, DECIMAL_SI, "0")
+        return Quantity(_ZERO, DECIMAL_SI, "0", (0, 0))
     positive, value_text, num, denom, suffix = _split(text)
     base, exponent, fmt = _interpret(suffix)
-    cached = _cached_text(text, num, denom, base, exponent, fmt)
+    fast = _fast_path(text, positive, num, denom, exponent, fmt)
     try:
         number = _CTX.create_decimal(value_text.rstrip(".") if value_text.rstrip(".") not in ("", "+", "-")
                                      else "0")
@@ -250,36 +252,43 @@ def parse_quantity(text: str) -> Quantity:
         if 0 < magnitude < 1:
             fmt = DECIMAL_SI
     value = magnitude if positive else -magnitude
-    return Quantity(value, fmt, cached)
+    if fast is not None:
+        return Quantity(value, fmt, fast[2], (fast[0], fast[1]))
+    return Quantity(value, fmt)
 
 
-def _cached_text(text: str, num: str, denom: str, base: int, exponent: int, fmt: str) -> str:
-    """The string upstream's fast path keeps (printed back as given), or ""."""
+def _fast_path(text: str, positive: bool, num: str, denom: str, exponent: int,
+               fmt: str) -> Optional[tuple[int, int, str]]:
+    """What upstream's fast path stores, when it applies: the int64Amount's value and scale, and the
+    string it keeps to print back as given ("" when it keeps none)."""
     if fmt == BINARY_SI:
         if not (exponent >= 0 and not denom):
-            return ""
+            return None
         precision = 15 - len(num) - int(exponent * 3 / 10) - 1
         scale = 0
     else:
         precision = _MAX_INT64_FACTORS - (len(num) + len(denom))
         scale = exponent
     if precision < 0:
-        return ""
+        return None
     scale -= len(denom)
     if scale < -9:
-        return ""
+        return None
     shifted = num + denom
     value = int(shifted)
     if value > _MAX_INT64:
-        return ""
+        return None
     mantissa = 1 << exponent if fmt == BINARY_SI else 1
-    if value * mantissa > _MAX_INT64:
-        return ""
+    result = value * mantissa
+    if result > _MAX_INT64:
+        return None
+    if not positive:
+        result = -result
     if fmt == BINARY_SI:
-        return text if exponent % 10 == 0 and (value & 0x07) != 0 else ""
-    if scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0":
-        return text
-    return ""
+        kept = text if exponent % 10 == 0 and (value & 0x07) != 0 else ""
+    else:
+        kept = text if scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0" else ""
+    return result, scale, kept
 
 
 def quantity_of(value: Any) -> Optional[Quantity]:

@@ -157,7 +157,9 @@ class KindCases:
         for changes, expected in cases:
             got = run(changes)
             if got != expected:
-                wrong.append(f"{self.kind} {what} with {changes}:\n  expected {expected}\n  got      {got}")
+                shown = repr(changes)
+                shown = shown if len(shown) < 300 else shown[:300] + "..."
+                wrong.append(f"{self.kind} {what} with {shown}:\n  expected {expected}\n  got      {got}")
         if wrong:
             self.fail("\n".join(wrong))  # type: ignore[attr-defined]
 

@@ -23,7 +23,51 @@ RESIZE_STATUSES = ["ControllerResizeInProgress", "ControllerResizeInfeasible", "
                    "NodeResizeInfeasible", "NodeResizePending"]
 
 
+def _group(ref: dict) -> str:
+    return ref.get("apiGroup") or ""
+
+
+def enforce_data_source_backwards_compatibility(spec: Any, old_spec: Any) -> None:
+    """upstream's EnforceDataSourceBackwardsCompatibility: without a dataSourceRef (an old client), a
+    dataSource other than a claim or a VolumeSnapshot is silently dropped, unless the old claim had one."""
+    if not isinstance(spec, dict):
+        return
+    if isinstance(old_spec, dict) and (old_spec.get("dataSource") is not None
+                                       or old_spec.get("dataSourceRef") is not None):
+        return
+    if spec.get("dataSourceRef") is not None:
+        return
+    source = spec.get("dataSource")
+    if isinstance(source, dict) and (
+            (source.get("kind") == "PersistentVolumeClaim" and not _group(source))
+            or (source.get("kind") == "VolumeSnapshot" and _group(source) == "snapshot.storage.k8s.io")):
+        return
+    spec.pop("dataSource", None)
+
+
+def normalize_data_sources(spec: Any) -> None:
+    """upstream's NormalizeDataSources: dataSource and dataSourceRef mirror each other when one is unset
+    (a namespaced dataSourceRef has no dataSource counterpart)."""
+    if not isinstance(spec, dict):
+        return
+    source, ref = spec.get("dataSource"), spec.get("dataSourceRef")
+    if isinstance(source, dict) and ref is None:
+        spec["dataSourceRef"] = {k: source[k] for k in ("apiGroup", "kind", "name") if source.get(k) is not None}
+    elif isinstance(ref, dict) and source is None and not ref.get("namespace"):
+        spec["dataSource"] = {k: ref[k] for k in ("apiGroup", "kind", "name") if ref.get(k) is not None}
+
+
 class PersistentVolumeClaimStrategy(Strategy):
+    def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
+        super().prepare_for_create(rtype, obj)
+        enforce_data_source_backwards_compatibility(obj.get("spec"), None)
+        normalize_data_sources(obj.get("spec"))
+
+    def prepare_for_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
+        super().prepare_for_update(rtype, new, old)
+        enforce_data_source_backwards_compatibility(new.get("spec"), old.get("spec"))
+        normalize_data_sources(new.get("spec"))
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):

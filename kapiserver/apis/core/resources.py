@@ -138,12 +138,14 @@ def validate_positive_quantity(q: Quantity, path: str) -> list[Cause]:
 
 
 def go_quantity(q: Quantity) -> gorepr.GoRepr:
-    """A ``resource.Quantity`` passed by value to field.Invalid: Go prints the struct (%#v)."""
+    """A ``resource.Quantity`` passed by value to field.Invalid: Go prints the struct (%#v), an
+    int64Amount when its parser took the fast path, an inf.Dec (at some address) otherwise."""
     cached = gorepr.quote(q.text)
-    if q.value == q.value.to_integral_value() and abs(q.value) < 2 ** 63:
-        amount = f"resource.int64Amount{{value:{int(q.value)}, scale:0}}"
-        return gorepr.GoRepr(f"resource.Quantity{{i:{amount}, d:resource.infDecAmount{{Dec:(*inf.Dec)(nil)}}, "
-                             f"s:{cached}, Format:{gorepr.quote(q.format)}}}")
+    if q.amount is not None:
+        value, scale = q.amount
+        return gorepr.GoRepr(f"resource.Quantity{{i:resource.int64Amount{{value:{value}, scale:{scale}}}, "
+                             f"d:resource.infDecAmount{{Dec:(*inf.Dec)(nil)}}, s:{cached}, "
+                             f"Format:{gorepr.quote(q.format)}}}")
     return gorepr.GoRepr(f"resource.Quantity{{i:resource.int64Amount{{value:0, scale:0}}, "
                          f"d:resource.infDecAmount{{Dec:(*inf.Dec)(0xc000000000)}}, s:{cached}, "
                          f"Format:{gorepr.quote(q.format)}}}")

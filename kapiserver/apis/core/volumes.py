@@ -739,14 +739,16 @@ def validate_claim_spec(spec: Any, path: str, allow_invalid_selector: bool = Fal
         causes.extend(_data_source(source, f"{path}.dataSource", allow_invalid_group, False))
     if isinstance(source_ref, dict):
         causes.extend(_data_source(source_ref, f"{path}.dataSourceRef", allow_invalid_group, True))
+    # upstream passes the *field.Path of dataSource as the value: %#v of the struct it points to
+    source_path = gorepr.GoRepr('field.Path{name:"dataSource", index:"", parent:(*field.Path)(0xc000000000)}')
     if isinstance(source_ref, dict) and _str(source_ref.get("namespace")):
         if isinstance(source, dict):
-            causes.append(errors.field_invalid(path, f"{path}.dataSource",
+            causes.append(errors.field_invalid(path, source_path,
                                                "may not be specified when dataSourceRef.namespace is specified"))
     elif isinstance(source, dict) and isinstance(source_ref, dict):
         same = all(source.get(k) == source_ref.get(k) for k in ("apiGroup", "kind", "name"))
         if not same:
-            causes.append(errors.field_invalid(path, f"{path}.dataSource", "must match dataSourceRef"))
+            causes.append(errors.field_invalid(path, source_path, "must match dataSourceRef"))
     return causes
 
 
