@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from twisted.trial import unittest
 
-from tests.apis.harness import REMOVE, KindCases, invalid_causes
+from tests.apis.harness import REMOVE, KindCases
 from tests.apis.test_validation_pods import LABEL_MSG, LABEL_VALUE_MSG, QUALIFIED_MSG, SUBDOMAIN_MSG
 
 KEY_MSG = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or "
