@@ -1,18 +1,67 @@
 """Drive a built-in kind's strategy the way the Store does, without a server:
-prepare, default, metadata checks, kind checks (and the asynchronous ones,
-which for built-in kinds never wait on anything when no Store is bound)."""
+prepare, default, metadata checks, kind checks, the asynchronous ones and the
+begin_create/begin_update hooks (Services allocate there, from ranges kept in
+a dict: nothing here waits on anything)."""
 from __future__ import annotations
 
 import copy
 import re
 from typing import Any, Callable
 
+from twisted.internet import defer
+
 from kapiserver.apis.builtin import builtin_resource_types
-from kapiserver.machinery import validation
+from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
+from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
+from kapiserver.storage import interface as kv_store
 
 # the version each test talks to (the stored one where a kind has two)
 _PREFERRED = {("events.k8s.io", "Event"): None, ("autoscaling", "HorizontalPodAutoscaler"): "v2"}
+
+
+class _RangeStorage:
+    """Just enough of a Storage for the Service allocator's two RangeAllocation records."""
+
+    def __init__(self) -> None:
+        self.kvs: dict[str, kv_store.KeyValue] = {}
+        self.revision = 0
+
+    def get(self, key: str, revision: int = 0) -> defer.Deferred:
+        return defer.succeed(self.kvs.get(key))
+
+    def create(self, key: str, value: bytes, lease: int = 0) -> defer.Deferred:
+        if key in self.kvs:
+            return defer.fail(kv_store.KeyExistsError(key))
+        self.revision += 1
+        self.kvs[key] = kv_store.KeyValue(key, value, self.revision, self.revision)
+        return defer.succeed(self.kvs[key])
+
+    def update(self, key: str, value: bytes, expected_mod_revision: int = 0, lease: Any = None) -> defer.Deferred:
+        current = self.kvs.get(key)
+        if current is None:
+            return defer.fail(kv_store.KeyNotFoundError(key))
+        if expected_mod_revision and current.mod_revision != expected_mod_revision:
+            return defer.fail(kv_store.ConflictError(key, current))
+        self.revision += 1
+        self.kvs[key] = kv_store.KeyValue(key, value, current.create_revision, self.revision)
+        return defer.succeed(self.kvs[key])
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.storage = _RangeStorage()
+
+
+def _bind(rt: ResourceType) -> ResourceType:
+    """Bind the kinds whose strategies need a Store (Services: their allocation ranges)."""
+    if rt.kind == "Service" and rt.group == "":
+        store = _Store()
+        rt.strategy.bind(rt, store, None)
+        allocator = rt.strategy.allocator
+        for stored in (allocator.ips, allocator.ports):  # what the repair creates at start
+            _drive(stored.write_snapshot(AllocationBitmap(stored.size, stored.reserved), None))
+    return rt
 
 
 def resource_type(group: str, kind: str) -> ResourceType:
@@ -20,7 +69,7 @@ def resource_type(group: str, kind: str) -> ResourceType:
         if rt.group == group and rt.kind == kind:
             wanted = _PREFERRED.get((group, kind), rt.version)
             if wanted is None or rt.version == wanted:
-                return rt
+                return _bind(rt)
     raise KeyError((group, kind))
 
 
@@ -55,6 +104,8 @@ def create(rt: ResourceType, obj: dict) -> tuple[dict, list[str]]:
     causes = validation.validate_object_meta(obj.get("metadata") or {}, rt.namespaced, st.name_validation)
     causes += st.validate(rt, obj)
     causes += _drive(st.validate_async(rt, obj, None))
+    if not causes:
+        causes = _begin(st.begin_create(rt, obj, False))
     return obj, [f"{c.field}: {c.message}" for c in causes]
 
 
@@ -72,7 +123,22 @@ def update(rt: ResourceType, new: dict, old: dict, status: bool = False) -> tupl
     causes += validation.validate_object_meta_update(md, old["metadata"])
     causes += (st.validate_status_update if status else st.validate_update)(rt, new, old)
     causes += _drive(st.validate_async(rt, new, old))
+    if not causes:
+        causes = _begin(st.begin_update(rt, new, old, False))
     return new, [f"{c.field}: {c.message}" for c in causes]
+
+
+def _begin(coro: Any) -> list:
+    """Run a begin_create/begin_update hook as the Store does (the write then succeeds)."""
+    try:
+        finish = _drive(coro)
+    except errors.StatusError as e:
+        if e.code != 422:
+            raise
+        return [errors.Cause(c["reason"], c["message"], c.get("field", "")) for c in (e.details or {}).get("causes") or ()]
+    if finish is not None:
+        _drive(finish(True))
+    return []
 
 
 def stored(rt: ResourceType, obj: dict) -> dict:

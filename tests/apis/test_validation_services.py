@@ -38,7 +38,10 @@ class ServiceCases(KindCases, unittest.TestCase):
         ({"spec.ports[1].appProtocol": "a b"}, [f'spec.ports[1].appProtocol: Invalid value: "a b": {QUALIFIED_MSG}']),
         ({"spec.ports[0].port": 10250}, [
             "spec.ports[0]: Invalid value: 10250: may not expose port 10250 externally since it is used by kubelet"]),
-        ({"spec.ports[1].port": 80}, [f"spec.ports[1]: Duplicate value: {_service_port('TCP', 80)}"]),
+        # ports with one number share a node port (upstream's initNodePorts), so both are reported
+        ({"spec.ports[1].port": 80, "spec.ports[0].nodePort": 30080}, [
+            "spec.ports[1].nodePort: Duplicate value: 30080",
+            f"spec.ports[1]: Duplicate value: {_service_port('TCP', 80)}"]),
         ({"spec.ports[1].port": 80, "spec.ports[1].protocol": "UDP"}, []),
         ({"spec.ports[0].nodePort": 30100, "spec.ports[1].nodePort": 30100}, [
             "spec.ports[1].nodePort: Invalid value: 30100: provided port is already allocated"]),
@@ -84,7 +87,7 @@ class ServiceCases(KindCases, unittest.TestCase):
             "spec.clusterIPs[0]: Invalid value: \"None\": may not be set to 'None' for LoadBalancer services"]),
         ({"spec.clusterIP": "192.168.0.1"}, [
             'spec.clusterIPs: Invalid value: []string{"192.168.0.1"}: failed to allocate IP 192.168.0.1: the '
-            'provided IP (192.168.0.1) is not in the valid range. The range of valid IPs is 10.96.0.0/12']),
+            'provided IP (192.168.0.1) is not in the valid range. The range of valid IPs is 10.0.0.0/24']),
         ({"spec.ipFamilyPolicy": "TripleStack"}, [
             'spec.ipFamilyPolicy: Unsupported value: "TripleStack": supported values: "PreferDualStack", '
             '"RequireDualStack", "SingleStack"']),

@@ -2,8 +2,13 @@
 upstream's ValidateService / ValidateServiceUpdate, and kubectl's columns.
 
 The cluster IP range is the ``service_cluster_ip_range`` setting (upstream's
-``--service-cluster-ip-range``, kubeadm's default ``10.96.0.0/12``).  The
-``kubernetes`` Service of the ``default`` namespace is not created.
+``--service-cluster-ip-range``, default ``10.0.0.0/24`` as kube-apiserver's).
+Allocation (``service_allocator.py``) is a transaction around the Store's
+write, through the begin_create / begin_update / after_delete hooks; as in
+upstream (whose beginCreate/beginUpdate allocate before BeforeCreate/BeforeUpdate
+validate), the Service is validated once its addresses and ports are known,
+and a refused Service gives back what was taken for it.  The ``kubernetes``
+Service of ``default`` is kept by ``controllers/kubernetes_service.py``.
 """
 from __future__ import annotations
 
@@ -13,11 +18,11 @@ from typing import Any, Optional
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
-from kapiserver.apis.core.service_allocator import DEFAULT_SERVICE_CIDR, ServiceAllocator
+from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR
 from kapiserver.machinery import errors, gorepr, labels, validation
-from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import DNS1035_LABEL, Strategy
+from kapiserver.registry.strategy import DNS1035_LABEL, FinishFunc, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Service"
 SPEC = "io.k8s.api.core.v1.ServiceSpec"
@@ -177,20 +182,20 @@ def drop_type_dependent_fields(spec: dict, old_spec: dict) -> None:
 
 class ServiceStrategy(Strategy):
     """Allocation comes before validation, as upstream's beginCreate/beginUpdate do:
-    both run in :meth:`validate_async`."""
+    both run in :meth:`begin_create` / :meth:`begin_update`."""
 
     name_validation = DNS1035_LABEL
 
-    def __init__(self) -> None:
-        self.allocator = ServiceAllocator(DEFAULT_SERVICE_CIDR)
+    allocator: Optional[ServiceAllocator] = None  # set by bind(): the ranges live in the Store's storage
 
     def bind(self, rtype: ResourceType, store: Any, config: Any) -> None:
         cidr = getattr(config, "service_cluster_ip_range", None) or DEFAULT_SERVICE_CIDR
-        self.allocator = ServiceAllocator(cidr)
+        self.allocator = ServiceAllocator(store.storage, cidr)
 
-        async def list_services() -> list[dict]:
-            return (await store.list("", ListOptions.from_args({}))).get("items") or []
-        self.allocator.attach(list_services)
+    def bound_allocator(self) -> ServiceAllocator:
+        if self.allocator is None:
+            raise errors.internal_error("the Service allocator is not bound to a storage")
+        return self.allocator
 
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         super().prepare_for_create(rtype, obj)
@@ -222,15 +227,28 @@ class ServiceStrategy(Strategy):
         return validate_load_balancer_status((new.get("status") or {}).get("loadBalancer"), "status.loadBalancer",
                                              _spec(new))
 
-    async def validate_async(self, rtype: ResourceType, obj: dict, old: Any) -> list[errors.Cause]:
-        if old is not None and obj.get("spec") == _spec(old):
-            return validate_service(obj)  # a status or metadata write: nothing to allocate
-        causes = await self.allocator.allocate(obj, old)
+    async def begin_create(self, rtype: ResourceType, obj: dict, dry_run: bool) -> Optional[FinishFunc]:
+        finish = await self.bound_allocator().begin_create(obj, dry_run)
+        await self._refuse_if_invalid(obj, validate_service(obj), finish)
+        return finish
+
+    async def begin_update(self, rtype: ResourceType, new: dict, old: dict, dry_run: bool) -> Optional[FinishFunc]:
+        if new.get("spec") == _spec(old):  # a status or metadata write: nothing to allocate
+            await self._refuse_if_invalid(new, validate_service(new), None)
+            return None
+        finish = await self.bound_allocator().begin_update(new, old, dry_run)
+        await self._refuse_if_invalid(new, validate_service_update(new, old) + validate_service(new), finish)
+        return finish
+
+    @staticmethod
+    async def _refuse_if_invalid(svc: dict, causes: list[errors.Cause], finish: Optional[FinishFunc]) -> None:
         if causes:
-            return causes
-        if old is None:
-            return validate_service(obj)
-        return validate_service_update(obj, old) + validate_service(obj)
+            if finish is not None:
+                await finish(False)  # give back what was allocated for it
+            raise errors.invalid("Service", "", (svc.get("metadata") or {}).get("name") or "", causes)
+
+    async def after_delete(self, rtype: ResourceType, obj: dict) -> None:
+        await self.bound_allocator().release(obj)
 
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         return new.get("spec") != old.get("spec")
