@@ -35,8 +35,10 @@ GENERATE_NAME_ATTEMPTS = 8
 _LIST_BATCH = 500
 
 
-# The manager recorded in managedFields for writes the server makes itself.
+# The managers recorded in managedFields for writes the server makes itself: its own, and
+# those of the in-process controllers upstream runs in kube-controller-manager.
 SERVER_MANAGER = "kube-apiserver"
+CONTROLLER_MANAGER = "kube-controller-manager"
 _ABSENT: Any = object()
 
 
