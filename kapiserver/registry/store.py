@@ -19,7 +19,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionChain, Attributes
-from kapiserver.machinery import errors, meta, validation
+from kapiserver.machinery import codec, errors, meta, validation
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
 from kapiserver.registry import fieldmanagers
 from kapiserver.registry.leases import LeaseReuser
@@ -463,7 +463,7 @@ class Store:
                         continue
                     raise
             current = await self._from_kv_async(kv)
-            desired = mutate(copy.deepcopy(current))
+            desired = mutate(codec.copy_json(current))
             if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
                 desired = await desired
             desired = self._check_kind(desired)

@@ -131,7 +131,8 @@ def applied(scope: RequestScope, fm: FieldManager, current: Optional[dict], conf
     name and namespace checked against the URL as upstream's patcher does."""
     info = scope.info
     obj, entries = fm.apply(current if current is not None else {}, config, manager, force)
-    md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    found = obj.get("metadata")
+    md: dict = dict(found) if isinstance(found, dict) else {}
     if current is None and md.get("uid"):
         raise errors.conflict(scope.rtype.plural, scope.rtype.group, info.name,
                               f"uid mismatch: the provided object specified uid {md['uid']}, and no existing "
@@ -142,7 +143,6 @@ def applied(scope: RequestScope, fm: FieldManager, current: Optional[dict], conf
                                  "be provided")
     if name != info.name:
         raise errors.bad_request(f"the name of the object ({name}) does not match the name on the URL ({info.name})")
-    md = dict(md)
     if scope.rtype.namespaced and info.namespace:
         if md.get("namespace") and md["namespace"] != info.namespace:
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
@@ -175,7 +175,7 @@ async def patch(scope: RequestScope) -> Response:
         return await apply(scope)
     manager, _ = patch_options(scope, apply=False)
     patch_fn = patcher(scope)
-    checked = []
+    checked: list[bool] = []
 
     def mutate(current: Optional[dict]) -> dict:
         result = patch_fn(current)

@@ -101,9 +101,10 @@ class FieldManager:
         managed = self._live_or_requested(live, requested)
         if not managed.fields and live is not None:
             return None  # an existing object nobody tracked: only an apply starts tracking it
-        managed = self._update(self.shape(without_managed_fields(live)), self.shape(without_managed_fields(new)),
-                               managed, manager)
-        return entries.encode(managed)
+        with typed.memo():
+            managed = self._update(self.shape(without_managed_fields(live)),
+                                   self.shape(without_managed_fields(new)), managed, manager)
+            return entries.encode(managed)
 
     def _live_or_requested(self, live: Optional[dict], requested: Any) -> Managed:
         live_entries = ((live or {}).get("metadata") or {}).get("managedFields")
@@ -182,7 +183,8 @@ class FieldManager:
         except entries.ManagedFieldsError as e:
             raise errors.StatusError(500, "", f"failed to decode managed fields: {e}") from None
         try:
-            obj, managed = self._apply_settling_conflicts(live, config, managed, manager, force)
+            with typed.memo():
+                obj, managed = self._apply_settling_conflicts(live, config, managed, manager, force)
         except Conflicts as c:
             raise conflict_error(c) from None
         if manager == CSA_MANAGER and _last_applied(obj) is not None:

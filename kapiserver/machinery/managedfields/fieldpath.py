@@ -21,6 +21,7 @@ from __future__ import annotations
 import decimal
 import functools
 import json
+import re
 from typing import Any, Iterator, Optional
 
 import orjson
@@ -41,8 +42,11 @@ _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
             "<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
+_NEEDS_ESCAPE = re.compile(r'[^\x20-\x7e]|["\\<>&]')
+
+
 def _go_string(s: str) -> str:
-    if s.isascii() and s.isprintable() and not any(c in s for c in '"\\<>&'):
+    if not _NEEDS_ESCAPE.search(s):
         return '"' + s + '"'
     out = []
     for c in s:
@@ -94,6 +98,9 @@ def field(name: str) -> str:
 
 def key(values: dict) -> str:
     """The element of a list-map item whose key fields have ``values``."""
+    if len(values) == 1:  # the usual single key (name, mountPath...): no sorting, no generic walk
+        for name, v in values.items():
+            return 'k:{' + _go_string(name) + ":" + (_go_string(v) if type(v) is str else go_json(v)) + "}"
     return KEY + go_json(values)
 
 
@@ -101,6 +108,7 @@ def value(v: Any) -> str:
     return VALUE + go_json(v)
 
 
+@functools.lru_cache(maxsize=16384)
 def canonical(element: str) -> Optional[str]:
     """A ``fieldsV1`` key in the form this module produces; None for an unknown
     element type (upstream skips those).  Raises PathElementError when malformed."""
@@ -204,11 +212,12 @@ class Set:
     and may share unchanged subtrees with their inputs: never mutate a set
     obtained from another one."""
 
-    __slots__ = ("members", "children")
+    __slots__ = ("members", "children", "_fields")
 
     def __init__(self, members: Optional[set[str]] = None, children: Optional[dict[str, "Set"]] = None) -> None:
         self.members: set[str] = members if members is not None else set()
         self.children: dict[str, Set] = children if children is not None else {}
+        self._fields: Optional[dict] = None
 
     @classmethod
     def of(cls, *paths: Path) -> "Set":
@@ -220,6 +229,7 @@ class Set:
     def insert(self, path: Path) -> None:
         if not path:
             return
+        self._fields = None
         node = self
         for element in path[:-1]:
             child = node.children.get(element)
@@ -242,9 +252,8 @@ class Set:
         return self.children.get(element) or EMPTY
 
     def empty(self) -> bool:
-        if self.members:
-            return False
-        return all(c.empty() for c in self.children.values())
+        # sets never hold an empty child set (every operation drops them), so this is O(1)
+        return not self.members and not self.children
 
     def __bool__(self) -> bool:
         return not self.empty()
@@ -328,8 +337,11 @@ class Set:
     # ------------------------------------------------------------ FieldsV1
 
     def to_fields(self) -> dict:
-        """The ``fieldsV1`` object of this set, ordered as upstream serializes it."""
-        return self._emit(False)
+        """The ``fieldsV1`` object of this set, ordered as upstream serializes it (computed once
+        per set; the result is shared: do not modify it)."""
+        if self._fields is None:
+            self._fields = self._emit(False)
+        return self._fields
 
     def _emit(self, include_self: bool) -> dict:
         out: dict[str, Any] = {}
@@ -346,11 +358,20 @@ class Set:
 
     @classmethod
     def from_fields(cls, fields: Any) -> "Set":
-        """Parse a ``fieldsV1`` object (PathElementError if malformed)."""
+        """Parse a ``fieldsV1`` object (PathElementError if malformed).
+
+        The same fieldsV1 comes back on every write of an object, so parsed sets
+        are cached (by their JSON) and shared: never mutate the result.
+        """
         if not isinstance(fields, dict):
             raise PathElementError("fieldsV1 must be a JSON object")
-        found, _ = _read(fields)
-        return found if found is not None else cls()
+        return _parse_fields(orjson.dumps(fields))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_fields(raw: bytes) -> Set:
+    found, _ = _read(orjson.loads(raw))
+    return found if found is not None else Set()
 
 
 def _read(node: dict) -> tuple[Optional[Set], bool]:

@@ -15,13 +15,18 @@ import functools
 from typing import Any, Callable, Optional
 
 from kapiserver.machinery.protobuf_types import (BOOL, BYTES, FIELDS_V1, INT32, INT64, INT_OR_STRING, MESSAGE,
-                                                 MICRO_TIME, QUANTITY, STRING, TIME, all_messages,
-                                                 message_for, split_api_version)
+                                                 MICRO_TIME, QUANTITY, STRING, TIME, all_messages, message_for,
+                                                 split_api_version)
 
-_MAP_KINDS = frozenset(k for k in ("map<string,string>", "map<string,bytes>", "map<string,Quantity>",
-                                   "map<string,Time>", "map<string,ExtraValue>"))
+_MAP_KINDS = frozenset(("map<string,string>", "map<string,bytes>", "map<string,Quantity>", "map<string,Time>",
+                        "map<string,ExtraValue>"))
 _SCALAR_ZERO: dict[str, Any] = {STRING: "", BYTES: "", INT32: 0, INT64: 0, BOOL: False}
 _STRUCT_ZERO: dict[str, Any] = {TIME: None, MICRO_TIME: None, INT_OR_STRING: 0, QUANTITY: "0"}
+
+# how a field is projected
+_INLINE, _MAP, _LIST, _MESSAGE_LIST, _POINTER, _POINTER_MESSAGE, _MESSAGE, _STRUCT, _SCALAR = range(9)
+
+Spec = tuple  # (name, how, message, omitempty, zero)
 
 
 def shaper(api_version: str, kind: str) -> Optional[Callable[[Any], Any]]:
@@ -33,39 +38,62 @@ def shaper(api_version: str, kind: str) -> Optional[Callable[[Any], Any]]:
     return functools.partial(_message, message)
 
 
-def _message(name: str, value: Any) -> dict:
-    obj = value if isinstance(value, dict) else {}
-    out: dict[str, Any] = {}
+@functools.lru_cache(maxsize=None)
+def _specs(name: str) -> tuple[Spec, ...]:
+    out = []
     for f in all_messages()[name]:
-        if f.inline:
-            out.update(_message(f.message, obj))
-            continue
         if f.kind == FIELDS_V1:
             continue  # managedFields: never compared
-        present = f.name in obj
-        v = obj.get(f.name)
-        if f.kind in _MAP_KINDS:
-            if isinstance(v, dict) and (v or not f.omitempty):
-                out[f.name] = v
-            elif not f.omitempty:
-                out[f.name] = {} if isinstance(v, dict) else None
+        if f.inline:
+            how = _INLINE
+        elif f.kind in _MAP_KINDS:
+            how = _MAP
         elif f.repeated:
-            if isinstance(v, list) and v:
-                out[f.name] = [_message(f.message, item) for item in v] if f.kind == MESSAGE else v
-            elif not f.omitempty:
-                out[f.name] = [] if isinstance(v, list) else None
+            how = _MESSAGE_LIST if f.kind == MESSAGE else _LIST
         elif f.pointer:
-            if present and v is not None:
-                out[f.name] = _message(f.message, v) if f.kind == MESSAGE else v
+            how = _POINTER_MESSAGE if f.kind == MESSAGE else _POINTER
         elif f.kind == MESSAGE:
-            out[f.name] = _message(f.message, v)
+            how = _MESSAGE
         elif f.kind in _STRUCT_ZERO:
-            out[f.name] = v if v is not None else _STRUCT_ZERO[f.kind]
+            how = _STRUCT
         else:
-            zero = _SCALAR_ZERO.get(f.kind, "")
+            how = _SCALAR
+        zero = _STRUCT_ZERO.get(f.kind) if how == _STRUCT else _SCALAR_ZERO.get(f.kind, "")
+        out.append((f.name, how, f.message, f.omitempty, zero))
+    return tuple(out)
+
+
+def _message(name: str, value: Any) -> dict:
+    obj = value if type(value) is dict else {}
+    out: dict[str, Any] = {}
+    for field, how, message, omitempty, zero in _specs(name):
+        if how == _INLINE:
+            out.update(_message(message, obj))
+            continue
+        v = obj.get(field)
+        if how == _SCALAR:
             if v is None:
                 v = zero
-            if not f.omitempty or v != zero or type(v) is not type(zero):
-                out[f.name] = v
+            if not omitempty or v != zero or type(v) is not type(zero):
+                out[field] = v
+        elif how == _MESSAGE:
+            out[field] = _message(message, v)
+        elif how == _POINTER:
+            if v is not None:
+                out[field] = v
+        elif how == _POINTER_MESSAGE:
+            if v is not None:
+                out[field] = _message(message, v)
+        elif how == _MESSAGE_LIST or how == _LIST:
+            if type(v) is list and v:
+                out[field] = [_message(message, item) for item in v] if how == _MESSAGE_LIST else v
+            elif not omitempty:
+                out[field] = [] if type(v) is list else None
+        elif how == _MAP:
+            if type(v) is dict and (v or not omitempty):
+                out[field] = v
+            elif not omitempty:
+                out[field] = {} if type(v) is dict else None
+        else:  # a struct with its own JSON form (Time, IntOrString, Quantity)
+            out[field] = v if v is not None else zero
     return out
-

@@ -17,7 +17,8 @@ see have already been through the kind's own validation.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import contextlib
+from typing import Any, Iterator, Optional
 
 from kapiserver.machinery.managedfields import fieldpath
 from kapiserver.machinery.managedfields.fieldpath import Path, Set
@@ -55,6 +56,34 @@ class ValidationErrors(Exception):
 
 class ItemError(ValueError):
     """A list item that has no path element (a missing key, a map in a set...)."""
+
+
+# ------------------------------------------------------------------ memo
+
+class _Memo:
+    """Results of walks over objects that one field-manager operation sees several times
+    (the live object, the merged one and the pruned one share most of their subtrees):
+    keyed by the identity of the value, kept only while the operation runs."""
+
+    depth = 0
+    items: dict[int, tuple[Any, str]] = {}
+    field_sets: dict[tuple[int, int], tuple[Any, tuple[bool, Optional[Set]]]] = {}
+    ensured: dict[tuple[int, int], tuple[Set, Set]] = {}
+
+
+@contextlib.contextmanager
+def memo() -> Iterator[None]:
+    """Remember walks of unchanged values for the duration of the block (values must not be
+    modified inside it)."""
+    _Memo.depth += 1
+    try:
+        yield
+    finally:
+        _Memo.depth -= 1
+        if not _Memo.depth:
+            _Memo.items.clear()
+            _Memo.field_sets.clear()
+            _Memo.ensured.clear()
 
 
 # ------------------------------------------------------------------ Go formatting of values in messages
@@ -112,6 +141,17 @@ def _go_type(value: Any) -> str:
 
 def item_element(lt: ListType, item: Any) -> str:
     """The path element of an item of an associative list (ItemError if it has none)."""
+    if _Memo.depth and type(item) is dict:
+        found = _Memo.items.get(id(item))
+        if found is not None and found[0] is item:
+            return found[1]
+        element = _item_element(lt, item)
+        _Memo.items[id(item)] = (item, element)
+        return element
+    return _item_element(lt, item)
+
+
+def _item_element(lt: ListType, item: Any) -> str:
     if lt.keys:
         if item is None:
             raise ItemError("associative list with keys may not have a null element")
@@ -224,6 +264,18 @@ def to_field_set(value: Any, tr: TypeRef) -> Set:
 
 def _fs(value: Any, tr: TypeRef) -> tuple[bool, Optional[Set]]:
     """(is this node itself a member, the set below it)."""
+    if _Memo.depth and (type(value) is dict or type(value) is list):
+        key = (id(value), id(tr))
+        found = _Memo.field_sets.get(key)
+        if found is not None and found[0] is value:
+            return found[1]
+        result = _fs_walk(value, tr)
+        _Memo.field_sets[key] = (value, result)
+        return result
+    return _fs_walk(value, tr)
+
+
+def _fs_walk(value: Any, tr: TypeRef) -> tuple[bool, Optional[Set]]:
     atom = tr.atom.deduce(value)
     m = atom.map
     if m is not None:
@@ -245,7 +297,7 @@ def _fs(value: Any, tr: TypeRef) -> tuple[bool, Optional[Set]]:
                 members.add(element)
             if below is not None:
                 children[element] = below
-        return False, Set(members, children)
+        return False, Set(members, children) if members or children else None
     if atom.scalar is not None:
         return True, None
     lt = atom.list
@@ -277,7 +329,7 @@ def _fs(value: Any, tr: TypeRef) -> tuple[bool, Optional[Set]]:
         members.add(element)
         if below is not None:
             children[element] = below
-    return False, Set(members, children)
+    return False, Set(members, children) if members or children else None
 
 
 # ------------------------------------------------------------------ compare
@@ -583,6 +635,18 @@ def ensure_named_fields_are_members(s: Set, tr: Optional[TypeRef]) -> Set:
     """``s`` where every declared field that has children is also a member itself."""
     if not s.children or tr is None:
         return s
+    if _Memo.depth:
+        key = (id(s), id(tr))
+        found = _Memo.ensured.get(key)
+        if found is not None and found[0] is s:
+            return found[1]
+        result = _ensure(s, tr)
+        _Memo.ensured[key] = (s, result)
+        return result
+    return _ensure(s, tr)
+
+
+def _ensure(s: Set, tr: TypeRef) -> Set:
     atom = tr.atom
     m, lt = atom.map, atom.list
     members = s.members

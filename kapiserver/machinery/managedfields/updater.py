@@ -23,6 +23,7 @@ from kapiserver.machinery.managedfields.typed import (Comparison, compare, ensur
                                                       reconcile_with_schema, remove_items, to_field_set)
 
 Managers = dict[Hashable, VersionedSet]
+_RECONCILE_CACHE_SIZE = 4096
 SetFilter = Callable[[Set], Set]
 
 
@@ -45,6 +46,7 @@ class Updater:
         # fields the operation's strategy resets (status on the main resource...): never owned
         self.ignore = ignore
         self.manager_order = manager_order
+        self._reconcile_cache: dict[int, tuple[Set, Optional[Set]]] = {}
 
     def _filter(self, s: Set) -> Set:
         return self.ignore(s) if self.ignore is not None else s
@@ -52,9 +54,20 @@ class Updater:
     def _reconcile(self, managers: Managers) -> Managers:
         out = {}
         for manager, vs in managers.items():
-            reconciled = reconcile_with_schema(vs.set, self.root)
+            reconciled = self._reconciled(vs.set)
             out[manager] = vs if reconciled is None else vs.with_set(reconciled)
         return out
+
+    def _reconciled(self, s: Set) -> Optional[Set]:
+        """reconcile_with_schema, remembered for the (shared, parsed-once) sets of stored entries."""
+        cached = self._reconcile_cache.get(id(s))
+        if cached is not None and cached[0] is s:
+            return cached[1]
+        result = reconcile_with_schema(s, self.root)
+        if len(self._reconcile_cache) >= _RECONCILE_CACHE_SIZE:
+            self._reconcile_cache.pop(next(iter(self._reconcile_cache)))
+        self._reconcile_cache[id(s)] = (s, result)
+        return result
 
     def _update(self, old: Any, new: Any, managers: Managers, workflow: Hashable, force: bool
                 ) -> tuple[Managers, Comparison]:
