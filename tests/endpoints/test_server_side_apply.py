@@ -377,3 +377,21 @@ class CustomResourceApplyTests(CRDTestCase, ApplyTestCase):
 
 def _copy(obj: dict) -> dict:
     return copy.deepcopy(obj)
+
+
+class ClientManagedFieldsTests(ApplyTestCase):
+    @run
+    async def test_client_entries_are_kept_where_unchanged_and_validated(self):
+        """A create changes every field it sets: a client's entry keeps only what the object does
+        not hold; what is kept is validated as upstream's ObjectMeta validation does."""
+        entry = {"manager": "x" * 129, "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:data": {"f:k": {}, "f:elsewhere": {}}}}
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "managedFields": [entry]},
+                "data": {"k": "v"}}
+        r = await self.client.post(CM, body)
+        self.assertEqual((r.code, r.body["message"]), (422, 'ConfigMap "a" is invalid: metadata.managedFields[0]'
+                                                            '.manager: Too long: may not be more than 128 bytes'))
+        entry["manager"] = "mine"
+        r = await self.client.post(CM + "?fieldManager=creator", body)
+        self.assertEqual(by_manager(r.body), {("mine", "Update", ""): {"f:data": {"f:elsewhere": {}}},
+                                              ("creator", "Update", ""): {"f:data": {".": {}, "f:k": {}}}})
