@@ -122,18 +122,26 @@ class Store:
             found = self._field_managers[subresource] = fieldmanagers.field_manager(self.rtype, subresource)
         return found
 
-    def _track_fields(self, old: Optional[dict], new: dict, requested: Any, subresource: str,
-                      ctx: Context) -> None:
-        """Set ``new``'s managedFields: those the request computed, or this update recorded
-        (upstream's field manager; on failure the object is written without them, as upstream)."""
+    def _snapshot(self, obj: dict, ctx: Context) -> Optional[dict]:
+        """What the field manager records an update from: the request's object before the strategy
+        prepares it (upstream records before PrepareForCreate/Update and admission; what those
+        add - generated selectors, a namespace's finalizer, a pod's service account - is nobody's)."""
+        return None if ctx.managed_fields_set else codec.copy_json(obj)
+
+    def _track_fields(self, old: Optional[dict], new: dict, snapshot: Optional[dict], requested: Any,
+                      subresource: str, ctx: Context) -> None:
+        """Set ``new``'s managedFields: those the request computed, or the update recorded from
+        ``snapshot``, defaulted as upstream's decoder defaults a request (on failure the object is
+        written without them, as upstream)."""
         md = new["metadata"]
         if requested is _ABSENT:
             requested = None
-        if ctx.managed_fields_set:
+        if ctx.managed_fields_set or snapshot is None:
             entries = requested
         else:
             try:
-                entries = self.field_manager(subresource).update(old, new, requested, ctx.field_manager)
+                self.strategy.default(self.rtype, snapshot)
+                entries = self.field_manager(subresource).update(old, snapshot, requested, ctx.field_manager)
             except Exception:
                 log.failure("failed to update managedFields of {kind} {name}", kind=self.rtype.kind,
                             name=md.get("name", ""))
@@ -373,12 +381,13 @@ class Store:
                           "deletionGracePeriodSeconds", "selfLink", "generation"):
             md.pop(transient, None)
         md["generation"] = 1
+        snapshot = self._snapshot(obj, ctx)
         self.strategy.prepare_for_create(self.rtype, obj)
         attrs = Attributes(CREATE, self.rtype, namespace, md.get("name", ""), obj, user=ctx.user,
                            dry_run=ctx.dry_run)
         await self.admission.admit(attrs)
         self.strategy.default(self.rtype, obj)
-        self._track_fields(None, obj, requested_managed_fields, "", ctx)
+        self._track_fields(None, obj, snapshot, requested_managed_fields, "", ctx)
         generated = not md.get("name") and bool(md.get("generateName"))
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
             if generated:
@@ -527,6 +536,7 @@ class Store:
             else:
                 md.pop(fixed, None)
         md.pop("managedFields", None)
+        snapshot = self._snapshot(new, ctx)
         if subresource == "status":
             self.strategy.prepare_for_status_update(self.rtype, new, old)
             md = new["metadata"]
@@ -541,7 +551,7 @@ class Store:
         self.strategy.default(self.rtype, new)
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 1) + 1
-        self._track_fields(old, new, requested_managed_fields, subresource, ctx)
+        self._track_fields(old, new, snapshot, requested_managed_fields, subresource, ctx)
         causes = (self._check_metadata(new)
                   + validation.validate_object_meta_update(md, old_md)
                   + self.strategy.validate_update(self.rtype, new, old))

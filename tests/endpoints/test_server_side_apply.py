@@ -395,3 +395,35 @@ class ClientManagedFieldsTests(ApplyTestCase):
         r = await self.client.post(CM + "?fieldManager=creator", body)
         self.assertEqual(by_manager(r.body), {("mine", "Update", ""): {"f:data": {"f:elsewhere": {}}},
                                               ("creator", "Update", ""): {"f:data": {".": {}, "f:k": {}}}})
+
+
+class WhatTheServerAddsTests(ApplyTestCase):
+    """Upstream records a write before the strategy prepares the object and before admission:
+    what those add is owned by nobody, while defaults (applied on decode upstream) belong to
+    the writer."""
+
+    @run
+    async def test_namespace_pod_and_job(self):
+        r = await self.client.post("/api/v1/namespaces?fieldManager=kubectl-create",
+                                   {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "owned"}})
+        self.assertEqual(r.body["spec"], {"finalizers": ["kubernetes"]})
+        self.assertEqual(by_manager(r.body), {("kubectl-create", "Update", ""): {
+            "f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/metadata.name": {}}}}})
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}
+        r = await self.client.post("/api/v1/namespaces/default/pods?fieldManager=kubectl-run", pod)
+        self.assertEqual((r.code, r.body["spec"]["serviceAccountName"]), (201, "default"))
+        spec = by_manager(r.body)[("kubectl-run", "Update", "")]["f:spec"]
+        self.assertIn("f:dnsPolicy", spec)
+        for added in ("f:serviceAccountName", "f:tolerations", "f:priority"):
+            self.assertNotIn(added, spec)
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+               "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                              "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}
+        r = await self.client.post("/apis/batch/v1/namespaces/default/jobs?fieldManager=kubectl-create", job)
+        self.assertEqual(r.code, 201, r.body)
+        self.assertIn("matchLabels", r.body["spec"]["selector"])
+        spec = by_manager(r.body)[("kubectl-create", "Update", "")]["f:spec"]
+        self.assertIn("f:backoffLimit", spec)
+        self.assertNotIn("f:selector", spec)
+        self.assertNotIn("f:metadata", spec["f:template"])
