@@ -9,8 +9,6 @@ applier stops applying) and kube-apiserver's integration tests of apply
 """
 from __future__ import annotations
 
-import copy
-
 from tests.apiextensions.test_crd_api import CRDTestCase
 from kapiserver.testing.cases import ServerTestCase, run
 
@@ -38,6 +36,10 @@ def by_manager(obj: dict) -> dict:
 
 class ApplyTestCase(ServerTestCase):
     async def apply(self, path: str, body, manager: str = "apply_test", query: str = "", **kw):
+        """An apply PATCH; ``body`` as JSON, or sent as is when it is YAML text."""
+        if isinstance(body, str):
+            kw["raw"] = body.encode()
+            body = None
         return await self.client.patch(f"{path}?fieldManager={manager}{query}", body, content_type=APPLY, **kw)
 
 
@@ -159,15 +161,6 @@ class ApplyTests(ApplyTestCase):
         r = await self.apply(CM + "/a", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: '2'\n")
         self.assertEqual((r.code, r.body["data"]), (200, {"k": "2"}))
         self.assertNotEqual(r.body["metadata"]["resourceVersion"], rv)
-
-    async def apply_yaml(self, path: str, text: str, manager: str = "m"):
-        return await self.client.request("PATCH", f"{path}?fieldManager={manager}", raw=text.encode(),
-                                         content_type=APPLY)
-
-    async def apply(self, path, body, manager="apply_test", query="", **kw):  # type: ignore[override]
-        if isinstance(body, str):
-            return await self.apply_yaml(path, body, manager)
-        return await super().apply(path, body, manager, query, **kw)
 
     @run
     async def test_dry_run_creates_nothing(self):
@@ -373,10 +366,6 @@ class CustomResourceApplyTests(CRDTestCase, ApplyTestCase):
         self.assertEqual((got["spec"]["replicas"], by_manager(got)[("hpa", "Update", "scale")]),
                          (3, {"f:spec": {"f:replicas": {}}}))
         self.assertEqual(by_manager(got).get(("apply_test", "Apply", "")), None)  # it owned only the replicas
-
-
-def _copy(obj: dict) -> dict:
-    return copy.deepcopy(obj)
 
 
 class ClientManagedFieldsTests(ApplyTestCase):
