@@ -71,7 +71,8 @@ def gvk_string(api_version: Any, kind: Any) -> str:
 
 
 def _object_gvknn(obj: dict) -> str:
-    md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    found = obj.get("metadata")
+    md: dict = found if isinstance(found, dict) else {}
     return f"{md.get('namespace') or ''}/{md.get('name') or ''}; {gvk_string(obj.get('apiVersion'), obj.get('kind'))}"
 
 

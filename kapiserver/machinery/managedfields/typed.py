@@ -312,14 +312,14 @@ def _fs_walk(value: Any, tr: TypeRef) -> tuple[bool, Optional[Set]]:
     duplicates: set[str] = set()
     for item in value:
         try:
-            element: Optional[str] = item_element(lt, item)
+            found: Optional[str] = item_element(lt, item)
         except ItemError:
-            element = None
-        elements.append(element)
-        if element is not None:
-            if element in seen:
-                duplicates.add(element)
-            seen.add(element)
+            found = None
+        elements.append(found)
+        if found is not None:
+            if found in seen:
+                duplicates.add(found)
+            seen.add(found)
     members = set(duplicates)
     children = {}
     for item, element in zip(value, elements):
