@@ -107,11 +107,11 @@ class Client:
         self.timeout = timeout
         self.conn: Optional[http.client.HTTPSConnection] = None
 
-    def request(self, method: str, path: str, body: Any = None,
+    def request(self, method: str, path: str, body: Any = None, accept: str = "application/json",
                 content_type: str = "application/json") -> tuple[int, bytes]:
         """Send one request; reconnects once if the kept-alive connection was closed."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if data is not None:
             headers["Content-Type"] = content_type
         for attempt in (0, 1):

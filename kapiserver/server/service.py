@@ -198,6 +198,7 @@ class KapiService(service.Service):
                 log.info("Wrote admin kubeconfig {path}", path=config.admin_kubeconfig)
         except OSError as e:
             raise StartupError(f"{config.admin_kubeconfig}: cannot write admin kubeconfig: {e.strerror}") from None
+        self.apiserver.secure_port = self.bound_port  # the kubernetes Service's targetPort and endpoints
         await self.apiserver.start()
         self.started = True
         await self._wait_ready()
@@ -284,10 +285,10 @@ class KapiService(service.Service):
             await self.port.stopListening()
         if self.apiserver is not None:
             deadline = self.reactor.seconds() + self.config.shutdown.drain_seconds
-            while self.apiserver.inflight() > 0 and self.reactor.seconds() < deadline:
+            while self.apiserver.requests_in_flight() > 0 and self.reactor.seconds() < deadline:
                 await task.deferLater(self.reactor, DRAIN_POLL_INTERVAL, lambda: None)
-            if self.apiserver.inflight():
-                log.warn("{n} requests still in flight after draining", n=self.apiserver.inflight())
+            if self.apiserver.requests_in_flight():
+                log.warn("{n} requests still in flight after draining", n=self.apiserver.requests_in_flight())
             await self.apiserver.stop()
         if self.compactor is not None:
             self.compactor.stop()
