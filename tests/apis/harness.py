@@ -106,6 +106,8 @@ def create(rt: ResourceType, obj: dict) -> tuple[dict, list[str]]:
     causes += _drive(st.validate_async(rt, obj, None))
     if not causes:
         causes = _begin(st.begin_create(rt, obj, False))
+    if not causes:  # give back what it was allocated, so that many creates never fill a range
+        _drive(st.after_delete(rt, copy.deepcopy(obj)))
     return obj, [f"{c.field}: {c.message}" for c in causes]
 
 
