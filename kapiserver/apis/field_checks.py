@@ -36,14 +36,19 @@ def immutable(new: Any, old: Any, path: str, rendered: Optional[Callable[[Any], 
     return [errors.field_invalid(path, value, validation.FIELD_IMMUTABLE)]
 
 
+def non_negative_value(value: Any, path: str) -> list[errors.Cause]:
+    """upstream's ValidateNonnegativeField."""
+    if validation.is_int(value) and value < 0:
+        return [errors.field_invalid(path, value, validation.IS_NEGATIVE)]
+    return []
+
+
 def non_negative(obj: Any, path: str, *names: str) -> list[errors.Cause]:
     """upstream's ValidateNonnegativeField for each named integer field of ``obj``."""
     causes: list[errors.Cause] = []
     obj = obj if isinstance(obj, dict) else {}
     for name in names:
-        value = obj.get(name)
-        if validation.is_int(value) and value < 0:
-            causes.append(errors.field_invalid(f"{path}.{name}" if path else name, value, validation.IS_NEGATIVE))
+        causes += non_negative_value(obj.get(name), f"{path}.{name}" if path else name)
     return causes
 
 

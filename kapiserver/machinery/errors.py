@@ -116,7 +116,9 @@ def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> StatusErro
     rendered = list(dict.fromkeys(f"{c.field}: {c.message}" if c.field else c.message for c in causes))
     summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
     qualified_kind = f"{kind}.{group}" if group else kind  # upstream's GroupKind.String()
-    message = f'{qualified_kind} "{name}" is invalid: {summary}' if rendered else f'{qualified_kind} "{name}" is invalid'
+    message = f'{qualified_kind} "{name}" is invalid'
+    if rendered:
+        message += f": {summary}"
     return StatusError(422, "Invalid", message, _details(name=name, group=group, kind=kind, causes=causes))
 
 
@@ -208,9 +210,10 @@ def render_value(value: Any) -> str:
     """A value the way upstream's field errors print it (Go's %q / %v / %#v).
 
     Pointers are dereferenced first, as field.Error does (so a struct has no
-    leading ``&``, and nil is ``"null"``).  Strings are quoted as Go quotes them; a :class:`~kapiserver.machinery.gorepr.GoRepr`
-    (a struct, slice or map already in Go syntax) is printed as is; other
-    composite values fall back to compact JSON.
+    leading ``&``, and nil is ``"null"``).  Strings are quoted as Go quotes them;
+    a :class:`~kapiserver.machinery.gorepr.GoRepr` (a struct, slice or map
+    already in Go syntax) is printed as is; other composite values fall back
+    to compact JSON.
     """
     import json
 

@@ -95,6 +95,11 @@ def string_slice(values: Any, type_name: str = "string") -> GoRepr:
     return GoRepr(f"[]{type_name}{{" + ", ".join(quote(v) for v in values) + "}")
 
 
+def quoted_list(values: Any) -> str:
+    """``%q`` of a ``[]string`` (as in ``fmt.Sprintf("valid values: %q", ...)``): ``["a" "b"]``."""
+    return "[" + " ".join(quote(v) for v in values or ()) + "]"
+
+
 def int_slice(values: Any, type_name: str = "int32") -> GoRepr:
     if values is None:
         return GoRepr(f"[]{type_name}(nil)")

@@ -137,7 +137,8 @@ def _begin(coro: Any) -> list:
     except errors.StatusError as e:
         if e.code != 422:
             raise
-        return [errors.Cause(c["reason"], c["message"], c.get("field", "")) for c in (e.details or {}).get("causes") or ()]
+        causes = (e.details or {}).get("causes") or ()
+        return [errors.Cause(c["reason"], c["message"], c.get("field", "")) for c in causes]
     if finish is not None:
         _drive(finish(True))
     return []

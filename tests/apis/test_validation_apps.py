@@ -195,5 +195,6 @@ class ControllerRevisionCases(KindCases, unittest.TestCase):
         # Raw holds the bytes the client sent; a client sending compact JSON sees exactly these
         ({"data": {"spec": {"x": 2}}}, [
             "data: Invalid value: runtime.RawExtension{Raw:[]uint8{"
-            + ", ".join(f"0x{b:x}" for b in b'{"spec":{"x":2}}') + "}, Object:runtime.Object(nil)}: field is immutable"]),
+            + ", ".join(f"0x{b:x}" for b in b'{"spec":{"x":2}}')
+            + "}, Object:runtime.Object(nil)}: field is immutable"]),
     ]

@@ -54,7 +54,8 @@ class ConfigMapCases(KindCases, unittest.TestCase):
 class SecretCases(KindCases, unittest.TestCase):
     kind = "Secret"
     cases = [
-        ({"data": {"tls.crt": "YQ==", "tls.key": "Yg==", "a b": "YQ=="}}, [f'data[a b]: Invalid value: "a b": {KEY_MSG}']),
+        ({"data": {"tls.crt": "YQ==", "tls.key": "Yg==", "a b": "YQ=="}},
+         [f'data[a b]: Invalid value: "a b": {KEY_MSG}']),
         ({"data": {"tls.crt": "YQ=="}}, ["data[tls.key]: Required value"]),
         ({"data": {}}, ["data[tls.crt]: Required value", "data[tls.key]: Required value"]),
         ({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": "e30="}}, []),

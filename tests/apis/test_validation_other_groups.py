@@ -147,8 +147,9 @@ class HorizontalPodAutoscalerCases(KindCases, unittest.TestCase):
                                    "support scaling to zero replicas"]),
         ({"spec.maxReplicas": 1}, [
             "spec.maxReplicas: Invalid value: 1: must be greater than or equal to `minReplicas`"]),
-        ({"spec.maxReplicas": 0}, ["spec.maxReplicas: Invalid value: 0: must be greater than 0",
-                                   "spec.maxReplicas: Invalid value: 0: must be greater than or equal to `minReplicas`"]),
+        ({"spec.maxReplicas": 0}, [
+            "spec.maxReplicas: Invalid value: 0: must be greater than 0",
+            "spec.maxReplicas: Invalid value: 0: must be greater than or equal to `minReplicas`"]),
         ({"spec.scaleTargetRef.kind": ""}, ["spec.scaleTargetRef.kind: Required value"]),
         ({"spec.scaleTargetRef.name": "a/b"}, ['spec.scaleTargetRef.name: Invalid value: "a/b": may not contain '
                                                '\'/\'']),

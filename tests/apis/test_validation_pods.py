@@ -101,7 +101,8 @@ def pod_spec_cases(spec: str, pod: bool) -> list[tuple[dict, list[str]]]:
         ({f"{c}.livenessProbe.httpGet.port": 0}, [f"{c}.livenessProbe.httpGet.port: Invalid value: 0: {PORT_RANGE}"]),
         ({f"{c}.readinessProbe.tcpSocket.port": "-http"}, [
             f'{c}.readinessProbe.tcpSocket.port: Invalid value: "-http": must not begin or end with a hyphen']),
-        ({f"{c}.livenessProbe": {"periodSeconds": 10}}, [f"{c}.livenessProbe: Required value: must specify a handler type"]),
+        ({f"{c}.livenessProbe": {"periodSeconds": 10}}, [
+            f"{c}.livenessProbe: Required value: must specify a handler type"]),
         ({f"{c}.livenessProbe.successThreshold": 2}, [
             f"{c}.livenessProbe.successThreshold: Invalid value: 2: must be 1"]),
         ({f"{c}.lifecycle.preStop.sleep.seconds": 60}, [
@@ -177,7 +178,8 @@ def pod_spec_cases(spec: str, pod: bool) -> list[tuple[dict, list[str]]]:
             f'{spec}.dnsConfig.nameservers[0]: Invalid value: "10.96.0": {IP_MSG}']),
         ({f"{spec}.dnsConfig.searches[0]": "Svc.local"}, [
             f'{spec}.dnsConfig.searches[0]: Invalid value: "Svc.local": {SUBDOMAIN_MSG}']),
-        ({f"{spec}.dnsConfig.options[0].name": ""}, [f"{spec}.dnsConfig.options[0]: Required value: must not be empty"]),
+        ({f"{spec}.dnsConfig.options[0].name": ""}, [
+            f"{spec}.dnsConfig.options[0]: Required value: must not be empty"]),
         ({f"{spec}.nodeSelector": {"a b": "x"}}, [f'{spec}.nodeSelector: Invalid value: "a b": {QUALIFIED_MSG}']),
         ({f"{spec}.nodeSelector": {"zone": "-a"}}, [f'{spec}.nodeSelector: Invalid value: "-a": {LABEL_VALUE_MSG}']),
         ({f"{spec}.hostname": "Web"}, [f'{spec}.hostname: Invalid value: "Web": {LABEL_MSG}']),

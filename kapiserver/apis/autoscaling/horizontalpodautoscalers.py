@@ -264,7 +264,8 @@ def _container_resource_source(source: dict, path: str) -> list[errors.Cause]:
     causes = ([errors.field_required(f"{path}.name", "must specify a resource name")] if not name else
               resources.validate_container_resource_name(name, f"{path}.name"))
     causes += ([errors.field_required(f"{path}.container", "must specify a container")] if not container else
-               [errors.field_invalid(f"{path}.container", container, m) for m in validation.is_dns1123_label(container)])
+               [errors.field_invalid(f"{path}.container", container, m)
+                for m in validation.is_dns1123_label(container)])
     return causes + _utilization_or_value(source, path)
 
 

@@ -92,11 +92,6 @@ EXIT_CODE_OPERATORS = ["In", "NotIn"]
 CONDITION_STATUSES = ["False", "True", "Unknown"]
 
 
-def _go_strings_quoted(values: list[str]) -> str:
-    """Go's %q of a []string: ["a" "b"]."""
-    return "[" + " ".join(gorepr.quote(v) for v in values) + "]"
-
-
 def validate_job_spec(spec: dict, path: str, opts: Optional[podspec.PodOptions] = None) -> list[errors.Cause]:
     """What a Job's spec and a CronJob's jobTemplate.spec share (upstream's validateJobSpec)."""
     causes = field_checks.non_negative(spec, path, "parallelism", "completions", "activeDeadlineSeconds",
@@ -196,7 +191,7 @@ def _validate_pod_failure_policy(spec: dict, path: str) -> list[errors.Cause]:
         at = f"{path}.rules[{i}]"
         action = rule.get("action") or ""
         if not action:
-            causes.append(errors.field_required(f"{at}.action", f"valid values: {_go_strings_quoted(FAILURE_ACTIONS)}"))
+            causes.append(errors.field_required(f"{at}.action", f"valid values: {gorepr.quoted_list(FAILURE_ACTIONS)}"))
         elif action == "FailIndex":
             if spec.get("backoffLimitPerIndex") is None:
                 causes.append(errors.field_invalid(f"{at}.action", action,
@@ -219,7 +214,7 @@ def _validate_pod_failure_policy(spec: dict, path: str) -> list[errors.Cause]:
                 status = pattern.get("status") or ""
                 if not status:
                     causes.append(errors.field_required(f"{at}.onPodConditions[{j}].status",
-                                                        f"valid values: {_go_strings_quoted(CONDITION_STATUSES)}"))
+                                                        f"valid values: {gorepr.quoted_list(CONDITION_STATUSES)}"))
                 elif status not in CONDITION_STATUSES:
                     causes.append(errors.field_not_supported(f"{at}.onPodConditions[{j}].status", status,
                                                              CONDITION_STATUSES))
@@ -237,7 +232,7 @@ def _validate_exit_codes(rule: dict, path: str, names: set) -> list[errors.Cause
     operator = rule.get("operator") or ""
     if not operator:
         causes.append(errors.field_required(f"{path}.operator",
-                                            f"valid values: {_go_strings_quoted(EXIT_CODE_OPERATORS)}"))
+                                            f"valid values: {gorepr.quoted_list(EXIT_CODE_OPERATORS)}"))
     elif operator not in EXIT_CODE_OPERATORS:
         causes.append(errors.field_not_supported(f"{path}.operator", operator, EXIT_CODE_OPERATORS))
     container = rule.get("containerName")

@@ -43,7 +43,8 @@ def _validate_address(addr: dict, path: str) -> list[errors.Cause]:
     causes = validation.is_valid_ip(f"{path}.ip", addr.get("ip") or "")
     hostname = addr.get("hostname") or ""
     if hostname:
-        causes.extend(errors.field_invalid(f"{path}.hostname", hostname, m) for m in validation.is_dns1123_label(hostname))
+        causes.extend(errors.field_invalid(f"{path}.hostname", hostname, m)
+                      for m in validation.is_dns1123_label(hostname))
     node = addr.get("nodeName")
     if node is not None:
         causes.extend(errors.field_invalid(f"{path}.nodeName", node, m)

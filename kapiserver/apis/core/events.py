@@ -109,7 +109,8 @@ def strict_update_causes(new: dict, old: dict) -> list[errors.Cause]:
     causes = series_causes(new) if new.get("series") != old.get("series") else []
     for name in _IMMUTABLE_ON_UPDATE:
         if _empty_as_none(new.get(name)) != _empty_as_none(old.get(name)):
-            causes.append(errors.field_invalid(_MESSAGE_NAMES.get(name, name), new.get(name), validation.FIELD_IMMUTABLE))
+            causes.append(errors.field_invalid(_MESSAGE_NAMES.get(name, name), new.get(name),
+                                               validation.FIELD_IMMUTABLE))
     return causes
 
 

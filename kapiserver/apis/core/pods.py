@@ -276,7 +276,8 @@ def _spec_mutations(new: dict, old: dict) -> list[errors.Cause]:
     if old.get("schedulingGates"):
         causes += _gated_pod_mutations(munged, old)
     if munged != old:
-        causes.append(errors.field_forbidden("spec", UPDATE_FORBIDDEN + "\n" + field_checks.spec_diff(old, munged, "core.PodSpec")))
+        diff = field_checks.spec_diff(old, munged, "core.PodSpec")
+        causes.append(errors.field_forbidden("spec", UPDATE_FORBIDDEN + "\n" + diff))
     return causes
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
+from kapiserver.apis import field_checks
 from kapiserver.apis.core import resources, scheduling, volumes
 from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.machinery.errors import Cause
@@ -171,7 +172,8 @@ def drop_disabled_fields(spec: Any, old_spec: Any = None) -> None:
     if not _uses(old_spec, lambda o: o.get("resources") is not None):
         spec.pop("resources", None)
     old_containers = list(all_containers(old_spec)) if isinstance(old_spec, dict) else []
-    if not any((c.get("securityContext") or {}).get("procMount") not in (None, "Default") for _, _, c in old_containers):
+    if not any((c.get("securityContext") or {}).get("procMount") not in (None, "Default")
+               for _, _, c in old_containers):
         for _, _, c in all_containers(spec):
             if isinstance(c.get("securityContext"), dict) and c["securityContext"].get("procMount") is not None:
                 c["securityContext"]["procMount"] = "Default"
@@ -273,13 +275,6 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def validate_non_negative(value: Any, path: str) -> list[Cause]:
-    """upstream's ValidateNonnegativeField."""
-    if validation.is_int(value) and value < 0:
-        return [errors.field_invalid(path, value, validation.IS_NEGATIVE)]
-    return []
-
-
 def validate_port_number(value: Any, path: str) -> list[Cause]:
     return [errors.field_invalid(path, value, m) for m in validation.is_valid_port_num(value)]
 
@@ -291,13 +286,9 @@ def validate_port_num_or_name(port: Any, path: str) -> list[Cause]:
     return validate_port_number(port if port is not None else 0, path)
 
 
-def _one_of(value: Any, path: str, supported: list[str]) -> list[Cause]:
+def _enum(value: Any, path: str, supported: list[str]) -> list[Cause]:
     """Required when empty, NotSupported when unknown (upstream's enum switches)."""
-    if value in supported:
-        return []
-    if not value:
-        return [errors.field_required(path)]
-    return [errors.field_not_supported(path, value, supported)]
+    return field_checks.one_of(value, path, supported, required=True)
 
 
 # ------------------------------------------------------------------ containers
@@ -325,7 +316,7 @@ def _validate_ports(ports: Any, path: str) -> list[Cause]:
         host_port = port.get("hostPort") or 0
         if host_port != 0:
             causes.extend(validate_port_number(host_port, f"{at}.hostPort"))
-        causes.extend(_one_of(port.get("protocol"), f"{at}.protocol", PROTOCOLS))
+        causes.extend(_enum(port.get("protocol"), f"{at}.protocol", PROTOCOLS))
     return causes
 
 
@@ -576,7 +567,7 @@ def _validate_probe(probe: Any, grace: Any, path: str, kind: str) -> list[Cause]
     probe = _dict(probe)
     causes = _validate_handler(probe, grace, path, False)
     for key in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
-        causes.extend(validate_non_negative(probe.get(key) or 0, f"{path}.{key}"))
+        causes.extend(field_checks.non_negative_value(probe.get(key) or 0, f"{path}.{key}"))
     probe_grace = probe.get("terminationGracePeriodSeconds")
     if validation.is_int(probe_grace) and probe_grace <= 0:
         causes.append(errors.field_invalid(f"{path}.terminationGracePeriodSeconds", probe_grace,
@@ -733,8 +724,10 @@ def _validate_windows_options(options: Any, path: str) -> list[Cause]:
 
 
 def _go_security_context(sc: dict) -> gorepr.GoRepr:
-    """A container SecurityContext passed to field.Invalid: field.Error dereferences it and prints ``core.SecurityContext{...}``."""
-    fields = (("Capabilities", "*core.Capabilities"), ("Privileged", "bool"), ("SELinuxOptions", "*core.SELinuxOptions"),
+    """A container SecurityContext passed to field.Invalid: field.Error dereferences it and
+    prints ``core.SecurityContext{...}``."""
+    fields = (("Capabilities", "*core.Capabilities"), ("Privileged", "bool"),
+              ("SELinuxOptions", "*core.SELinuxOptions"),
               ("WindowsOptions", "core.WindowsSecurityContextOptions"), ("RunAsUser", "int64"),
               ("RunAsGroup", "int64"), ("RunAsNonRoot", "bool"), ("ReadOnlyRootFilesystem", "bool"),
               ("AllowPrivilegeEscalation", "bool"), ("ProcMount", "core.ProcMountType"),
@@ -792,14 +785,14 @@ def _validate_container_common(c: dict, by_name: dict[str, dict], claims: set[st
         causes.extend(errors.field_invalid(f"{path}.name", name, m) for m in validation.is_dns1123_label(name))
     if not c.get("image"):
         causes.append(errors.field_required(f"{path}.image"))
-    causes.extend(_one_of(c.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy",
+    causes.extend(_enum(c.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy",
                           TERMINATION_MESSAGE_POLICIES))
     causes.extend(_validate_ports(c.get("ports"), f"{path}.ports"))
     causes.extend(validate_env(c.get("env"), f"{path}.env"))
     causes.extend(validate_env_from(c.get("envFrom"), f"{path}.envFrom"))
     causes.extend(_validate_volume_mounts(c, by_name, f"{path}.volumeMounts"))
     causes.extend(_validate_volume_devices(c, by_name, f"{path}.volumeDevices"))
-    causes.extend(_one_of(c.get("imagePullPolicy"), f"{path}.imagePullPolicy", PULL_POLICIES))
+    causes.extend(_enum(c.get("imagePullPolicy"), f"{path}.imagePullPolicy", PULL_POLICIES))
     causes.extend(resources.validate_resource_requirements(c.get("resources"), f"{path}.resources", claims,
                                                            allow_indivisible_hugepages=opts.allow_indivisible_hugepages))
     causes.extend(_validate_resize_policy(c.get("resizePolicy"), f"{path}.resizePolicy", restart_policy))
@@ -1103,7 +1096,8 @@ def _validate_pod_resource_claims(spec: dict, path: str, pod_meta: Optional[dict
             causes.extend(errors.field_invalid(f"{at}.name", name, m) for m in validation.is_dns1123_label(name))
             names.add(name)
         rendered = gorepr.struct("core.PodResourceClaim", (
-            ("Name", gorepr.quote(name)), ("ResourceClaimName", gorepr.pointer(claim.get("resourceClaimName"), "string")),
+            ("Name", gorepr.quote(name)),
+            ("ResourceClaimName", gorepr.pointer(claim.get("resourceClaimName"), "string")),
             ("ResourceClaimTemplateName", gorepr.pointer(claim.get("resourceClaimTemplateName"), "string"))))
         has_name, has_template = claim.get("resourceClaimName") is not None, \
             claim.get("resourceClaimTemplateName") is not None
@@ -1192,7 +1186,8 @@ def _validate_os(spec: dict, path: str) -> list[Cause]:
             value = sc.get(key)
             set_ = bool(value) if key == "sysctls" else value is not None
             if set_:
-                causes.append(errors.field_forbidden(f"{path}.securityContext.{key}", "cannot be set for a windows pod"))
+                causes.append(errors.field_forbidden(f"{path}.securityContext.{key}",
+                                                     "cannot be set for a windows pod"))
         else:
             value = spec.get(key)
             set_ = value is True if key in ("hostPID", "hostIPC") else value is not None
@@ -1227,8 +1222,8 @@ def validate_pod_spec(spec: Any, path: str, opts: Optional[PodOptions] = None,
     causes += _validate_init_containers(spec, by_name, claims, grace, f"{path}.initContainers", host_users, opts)
     causes += _validate_ephemeral_containers(spec, by_name, claims, f"{path}.ephemeralContainers", host_users, opts)
     causes += _validate_host_network_deps(spec, path, opts)
-    causes += _one_of(spec.get("restartPolicy"), f"{path}.restartPolicy", RESTART_POLICIES)
-    causes += _one_of(spec.get("dnsPolicy"), f"{path}.dnsPolicy", DNS_POLICIES)
+    causes += _enum(spec.get("restartPolicy"), f"{path}.restartPolicy", RESTART_POLICIES)
+    causes += _enum(spec.get("dnsPolicy"), f"{path}.dnsPolicy", DNS_POLICIES)
     causes += validation.validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     causes += _validate_pod_security_context(spec, f"{path}.securityContext", opts)
     causes += _validate_image_pull_secrets(spec.get("imagePullSecrets"), f"{path}.imagePullSecrets")
@@ -1248,7 +1243,8 @@ def validate_pod_spec(spec: Any, path: str, opts: Optional[PodOptions] = None,
     for key in ("serviceAccountName", "nodeName"):
         value = _str(spec.get(key))
         if value:
-            causes.extend(errors.field_invalid(f"{path}.{key}", value, m) for m in validation.is_dns1123_subdomain(value))
+            causes.extend(errors.field_invalid(f"{path}.{key}", value, m)
+                          for m in validation.is_dns1123_subdomain(value))
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is not None and validation.is_int(deadline) and not 1 <= deadline <= validation.MAX_INT32:
         causes.append(errors.field_invalid(f"{path}.activeDeadlineSeconds", deadline,
@@ -1273,7 +1269,7 @@ def validate_pod_spec(spec: Any, path: str, opts: Optional[PodOptions] = None,
                           for m in validation.is_dns1123_subdomain(_str(value)))
     preemption = spec.get("preemptionPolicy")
     if preemption is not None:
-        causes += _one_of(preemption, f"{path}.preemptionPolicy", ["PreemptLowerPriority", "Never"])
+        causes += _enum(preemption, f"{path}.preemptionPolicy", ["PreemptLowerPriority", "Never"])
     if spec.get("overhead") is not None:
         causes += resources.validate_resource_requirements({"limits": spec["overhead"]}, f"{path}.overhead",
                                                            allow_indivisible_hugepages=opts.allow_indivisible_hugepages)

@@ -30,7 +30,7 @@ from twisted.logger import Logger
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
 from kapiserver.apis.core.range_allocation import StoredRange
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR, IPRange, PortRange
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.errors import Cause
 from kapiserver.storage.interface import Storage
 
@@ -43,11 +43,6 @@ ALREADY_ALLOCATED_PORT = "provided port is already allocated"
 
 Finish = Callable[[bool], Awaitable[None]]
 Change = Callable[[AllocationBitmap], tuple[Any, list[int]]]
-
-
-def _go_strings(values: list[str]) -> str:
-    """A ``[]string`` the way Go's %#v prints it in upstream's messages."""
-    return "[]string{" + ", ".join(errors.render_value(v) for v in values) + "}"
 
 
 def _kind(spec: dict) -> str:
@@ -258,7 +253,7 @@ class ServiceAllocator:
             family = "IPv6" if ":" in ip else "IPv4"
             if i >= len(families):
                 if family != self.family:
-                    causes.append(Cause(errors.INVALID, f"Invalid value: {_go_strings(ips)}: {family} is not "
+                    causes.append(Cause(errors.INVALID, f"Invalid value: {gorepr.string_slice(ips)}: {family} is not "
                                         "configured on this cluster", f"spec.clusterIPs[{i}]"))
                 else:
                     families = families + [family]
@@ -293,7 +288,7 @@ class ServiceAllocator:
             return
         if requested:
             offset = self.ip_range.offset_of(requested)
-            shown = _go_strings(spec.get("clusterIPs") or [requested])
+            shown = gorepr.string_slice(spec.get("clusterIPs") or [requested])
 
             def invalid(why: str) -> errors.StatusError:
                 return errors.invalid("Service", "", name, [Cause(

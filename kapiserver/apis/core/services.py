@@ -635,7 +635,8 @@ def validate_load_balancer_status(status: Any, path: str, spec: dict) -> list[er
         elif mode not in IP_MODES:
             causes.append(errors.field_not_supported(f"{at}.ipMode", mode, IP_MODES))
         if host:
-            causes.extend(errors.field_invalid(f"{at}.hostname", host, m) for m in validation.is_dns1123_subdomain(host))
+            causes.extend(errors.field_invalid(f"{at}.hostname", host, m)
+                          for m in validation.is_dns1123_subdomain(host))
             if validation.parse_ip_sloppy(host) is not None:
                 causes.append(errors.field_invalid(f"{at}.hostname", host, "must be a DNS name, not an IP address"))
     return causes

@@ -698,7 +698,8 @@ def _data_source(ref: dict, path: str, allow_invalid_group: bool, with_namespace
         causes.append(errors.field_invalid(path, _str(ref.get("kind")),
                                            "must be 'PersistentVolumeClaim' when referencing the default apiGroup"))
     if group and not allow_invalid_group:
-        causes.extend(errors.field_invalid(f"{path}.apiGroup", group, m) for m in validation.is_dns1123_subdomain(group))
+        causes.extend(errors.field_invalid(f"{path}.apiGroup", group, m)
+                      for m in validation.is_dns1123_subdomain(group))
     namespace = _str(ref.get("namespace"))
     if with_namespace and namespace:
         causes.extend(errors.field_invalid(f"{path}.namespace", namespace, m)

@@ -29,7 +29,8 @@ def typed_local_object_reference(ref: dict, path: str) -> list[errors.Cause]:
         if not value:
             causes.append(errors.field_required(f"{path}.{key}", f"{key} is required"))
         else:
-            causes.extend(errors.field_invalid(f"{path}.{key}", value, m) for m in validation.is_path_segment_name(value))
+            causes.extend(errors.field_invalid(f"{path}.{key}", value, m)
+                          for m in validation.is_path_segment_name(value))
     return causes
 
 
@@ -113,7 +114,8 @@ def _validate_rules(rules: list, allow_invalid_wildcard: bool) -> list[errors.Ca
                               for m in validation.is_wildcard_dns1123_subdomain(host))
                 wildcard = True
             else:
-                causes.extend(errors.field_invalid(f"{at}.host", host, m) for m in validation.is_dns1123_subdomain(host))
+                causes.extend(errors.field_invalid(f"{at}.host", host, m)
+                              for m in validation.is_dns1123_subdomain(host))
         if not wildcard or not allow_invalid_wildcard:
             causes.extend(_rule_value_problems(rule, at))
     return causes

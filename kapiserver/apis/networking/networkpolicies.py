@@ -39,9 +39,11 @@ def _ports(port_list: Any, path: str) -> list[errors.Cause]:
                 if end is not None:
                     causes.append(errors.field_invalid(f"{at}.endPort", end,
                                                        "may not be specified when `port` is non-numeric"))
-                causes.extend(errors.field_invalid(f"{at}.port", value, p) for p in validation.is_valid_port_name(value))
+                causes.extend(errors.field_invalid(f"{at}.port", value, p)
+                              for p in validation.is_valid_port_name(value))
         elif end is not None:
-            causes.append(errors.field_invalid(f"{at}.endPort", end, "may not be specified when `port` is not specified"))
+            causes.append(errors.field_invalid(f"{at}.endPort", end,
+                                               "may not be specified when `port` is not specified"))
     return causes
 
 

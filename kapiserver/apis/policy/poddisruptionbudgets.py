@@ -18,7 +18,8 @@ def validate_spec(spec: dict, allow_invalid_values: bool = False) -> list[errors
     """upstream's ValidatePodDisruptionBudgetSpec."""
     causes = []
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
-        causes.append(errors.field_invalid("spec", _go_spec(spec), "minAvailable and maxUnavailable cannot be both set"))
+        causes.append(errors.field_invalid("spec", _go_spec(spec),
+                                           "minAvailable and maxUnavailable cannot be both set"))
     for key in ("minAvailable", "maxUnavailable"):
         if spec.get(key) is not None:
             causes.extend(field_checks.positive_int_or_percent(spec[key], f"spec.{key}"))
