@@ -793,8 +793,8 @@ def _validate_container_common(c: dict, by_name: dict[str, dict], claims: set[st
     causes.extend(_validate_volume_mounts(c, by_name, f"{path}.volumeMounts"))
     causes.extend(_validate_volume_devices(c, by_name, f"{path}.volumeDevices"))
     causes.extend(_enum(c.get("imagePullPolicy"), f"{path}.imagePullPolicy", PULL_POLICIES))
-    causes.extend(resources.validate_resource_requirements(c.get("resources"), f"{path}.resources", claims,
-                                                           allow_indivisible_hugepages=opts.allow_indivisible_hugepages))
+    causes.extend(resources.validate_resource_requirements(
+        c.get("resources"), f"{path}.resources", claims, allow_indivisible_hugepages=opts.allow_indivisible_hugepages))
     causes.extend(_validate_resize_policy(c.get("resizePolicy"), f"{path}.resizePolicy", restart_policy))
     causes.extend(validate_security_context(c.get("securityContext"), f"{path}.securityContext", host_users))
     return causes
