@@ -81,7 +81,7 @@ def api_group_list(types: list[ResourceType]) -> dict:
 
 
 def _not_found() -> errors.StatusError:
-    return errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+    return errors.resource_not_found()
 
 
 def api_group(group: str, types: list[ResourceType]) -> dict:

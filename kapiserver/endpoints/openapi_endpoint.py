@@ -27,10 +27,10 @@ class OpenAPIEndpoint(resource.Resource):
             elif len(parts) > 1 and parts[0] == "v3":
                 found = service.v3_bytes("/".join(parts[1:]))
                 if found is None:
-                    raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                    raise errors.resource_not_found()
                 body, etag = found
             else:
-                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.resource_not_found()
         except Exception as e:
             respond.write_failure(request, e)
             return server.NOT_DONE_YET

@@ -7,7 +7,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
-from kapiserver.endpoints.negotiation import MediaTarget
+from kapiserver.endpoints.negotiation import MediaTarget, negotiate
 from kapiserver.machinery import codec, errors, protobuf
 
 log = Logger()
@@ -63,13 +63,24 @@ def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
         return None
 
 
+def status_target(request: Request, target: MediaTarget | None = None) -> MediaTarget:
+    """How a Status is encoded: the negotiated media type (protobuf too, as upstream's
+    ErrorNegotiated does), never another shape (Table...)."""
+    if target is None:
+        accept = request.getHeader(b"accept")
+        try:
+            target = negotiate(accept.decode("latin-1") if accept else None)
+        except errors.StatusError:
+            return MediaTarget(codec.JSON)
+    return MediaTarget(target.media_type, prefer_protobuf=target.prefer_protobuf)
+
+
 def write_status(request: Request, err: errors.StatusError, target: MediaTarget | None = None) -> None:
     if not _writable(request):
         return
     for name, value in err.headers.items():
         request.setHeader(name.encode(), value.encode())
-    media = target.media_type if target is not None else codec.JSON
-    write_object(request, MediaTarget(media), err.code, err.to_status())
+    write_object(request, status_target(request, target), err.code, err.to_status())
 
 
 def write_failure(request: Request, exc: BaseException, target: MediaTarget | None = None) -> None:

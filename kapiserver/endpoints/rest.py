@@ -14,7 +14,7 @@ from kapiserver.endpoints import respond
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
 from kapiserver.endpoints.handlers import scale, update, watch as watch_handler
-from kapiserver.endpoints.negotiation import MediaTarget, negotiate
+from kapiserver.endpoints.negotiation import negotiate
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints.transform import allowed_shapes, transform_object
@@ -50,13 +50,13 @@ class RESTEndpoint(resource.Resource):
         try:
             found = self.groups.lookup(info.group, info.version, info.resource)
             if found is None:
-                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.resource_not_found()
             rtype, store = found
             verb = info.verb
             self._check_scope(info, rtype)
             if info.subresource:
                 if info.subresource not in rtype.subresources:
-                    raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                    raise errors.resource_not_found()
                 if verb not in SUBRESOURCE_VERBS[info.subresource]:
                     raise errors.method_not_supported(f"{rtype.plural}/{info.subresource}", rtype.group, verb)
             elif verb not in rtype.verbs:
@@ -86,14 +86,14 @@ class RESTEndpoint(resource.Resource):
     def _check_scope(info: RequestInfo, rtype) -> None:
         if rtype.namespaced:
             if not info.namespace and info.verb not in ("list", "watch"):
-                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.resource_not_found()
         elif info.namespace:
-            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.resource_not_found()
 
     @staticmethod
     def _answer(response: Response, scope: RequestScope) -> None:
         if response.convertible:
             obj, target = transform_object(scope, response.obj), scope.target
         else:  # a Status: same encoding, never another shape
-            obj, target = response.obj, MediaTarget(scope.target.media_type)
+            obj, target = response.obj, respond.status_target(scope.request, scope.target)
         respond.write_object(scope.request, target, response.code, obj, scope.warnings)

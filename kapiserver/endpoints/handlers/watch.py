@@ -114,7 +114,7 @@ class WatchStream:
         if event_type not in ("ERROR", "BOOKMARK"):
             obj = transform_watch_object(self.scope, obj, first=not self.sent_any)
             self.sent_any = True
-        return codec.encode_json({"type": event_type, "object": obj}) + b"\n"
+        return codec.encode_json({"type": event_type, "object": obj})  # one line, newline-terminated
 
     # WatchSink
     def send(self, event_type: str, obj: dict) -> None:
