@@ -341,12 +341,14 @@ class ProtobufRequestTests(ServerTestCase):
         self.assertTrue(items["metadata"]["resourceVersion"])
 
     @run
-    async def test_json_when_listed_first_and_errors_stay_json(self):
+    async def test_json_when_listed_first_and_errors_in_protobuf(self):
         r = await self.client.get("/api/v1/namespaces/default/configmaps",
                                   headers={"Accept": "application/json,application/vnd.kubernetes.protobuf"})
         self.assertEqual(r.header("content-type"), "application/json")
         r = await self.client.get("/api/v1/namespaces/default/configmaps/missing",
                                   headers={"Accept": "application/vnd.kubernetes.protobuf,application/json"})
         self.assertEqual(r.code, 404)
-        self.assertEqual(r.header("content-type"), "application/json")
-        self.assertEqual(r.body["reason"], "NotFound")
+        # as upstream's ErrorNegotiated: the Status in the negotiated encoding
+        self.assertEqual(r.header("content-type"), PB)
+        status = protobuf.decode_object(r.raw).obj
+        self.assertEqual((status["kind"], status["reason"], status["code"]), ("Status", "NotFound", 404))
