@@ -17,9 +17,12 @@ import hashlib
 from typing import Any, Iterable, Optional
 
 import orjson
+from twisted.internet import defer, threads
+from twisted.python import failure
 
 from kapiserver.apis.definitions import (DELETE_OPTIONS, INT_OR_STRING, LIST_META, OBJECT_META, PATCH, QUANTITY,
                                          SCALE, STATUS, WATCH_EVENT, Definitions, iter_refs, ref_name, to_v3)
+from kapiserver.machinery import openapi_v2_protobuf
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver import kube_version
 
@@ -524,6 +527,11 @@ class OpenAPIService:
         self.info_version = info_version
         self._types: list[ResourceType] = []
         self._v2: Optional[bytes] = None
+        self._v2_etag = ""
+        # the protobuf form of the current v2 document: (etag, bytes), and the
+        # encodings under way by etag (requests arriving meanwhile wait for it)
+        self._v2_protobuf: Optional[tuple[str, bytes]] = None
+        self._v2_protobuf_waiting: dict[str, list[defer.Deferred]] = {}
         self._v3: dict[str, tuple[bytes, str]] = {}
         self._v3_paths: dict[str, tuple[str, str]] = {}
         self._index: Optional[bytes] = None
@@ -539,7 +547,37 @@ class OpenAPIService:
     def v2_bytes(self) -> bytes:
         if self._v2 is None:
             self._v2 = _dumps(build_openapi_v2(self._types, self.defs, self.info_version))
+            self._v2_etag = document_hash(self._v2)
         return self._v2
+
+    def v2_etag(self) -> str:
+        """The ETag of ``/openapi/v2`` (upstream's: the SHA-512 of the JSON), shared by both encodings."""
+        self.v2_bytes()
+        return self._v2_etag
+
+    def v2_protobuf(self) -> defer.Deferred:
+        """The v2 document as gnostic's protobuf ``Document`` (a Deferred of bytes).
+
+        Encoded once per document, in a thread (about ten times the cost of the
+        JSON), and kept with the ETag of the JSON it was made from.
+        """
+        body, etag = self.v2_bytes(), self.v2_etag()
+        if self._v2_protobuf is not None and self._v2_protobuf[0] == etag:
+            return defer.succeed(self._v2_protobuf[1])
+        waiting = self._v2_protobuf_waiting.get(etag)
+        result: defer.Deferred = defer.Deferred()
+        if waiting is not None:
+            waiting.append(result)
+            return result
+        self._v2_protobuf_waiting[etag] = [result]
+
+        def done(encoded: Any) -> None:
+            if not isinstance(encoded, failure.Failure):
+                self._v2_protobuf = (etag, encoded)
+            for d in self._v2_protobuf_waiting.pop(etag, []):
+                d.callback(encoded) if not isinstance(encoded, failure.Failure) else d.errback(encoded)
+        threads.deferToThread(lambda: openapi_v2_protobuf.encode_document(orjson.loads(body))).addBoth(done)
+        return result
 
     def v3_bytes(self, path: str) -> Optional[tuple[bytes, str]]:
         """The document at ``/openapi/v3/<path>`` and its ETag (the hash), or None if not served."""
