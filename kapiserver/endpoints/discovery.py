@@ -96,6 +96,19 @@ def _sorted_verbs(verbs: Iterable[str]) -> list[str]:
     return sorted(set(verbs))
 
 
+def _subresources(t: ResourceType) -> list[tuple[str, str, str, str, list[str]]]:
+    """(name, group, version, kind, verbs) of each subresource, by name as upstream lists them;
+    group and version are set only for another group's kind (autoscaling/v1 Scale)."""
+    subs = []
+    if t.has_status:
+        subs.append(("status", "", "", t.kind, list(SUBRESOURCE_VERBS)))
+    if t.scale is not None:
+        subs.append(("scale", "autoscaling", "v1", "Scale", list(SUBRESOURCE_VERBS)))
+    for sub in t.extra_subresources:
+        subs.append((sub.name, sub.group, sub.version, sub.kind or t.kind, _sorted_verbs(sub.verbs)))
+    return sorted(subs)
+
+
 def _resource_entries(t: ResourceType) -> list[dict]:
     main: dict = {"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced, "kind": t.kind,
                   "verbs": _sorted_verbs(t.verbs)}
@@ -103,14 +116,15 @@ def _resource_entries(t: ResourceType) -> list[dict]:
         main["shortNames"] = list(t.short_names)
     if t.categories:
         main["categories"] = list(t.categories)
-    main["storageVersionHash"] = storage_version_hash(t.group, t.version, t.kind)
+    if t.stored:  # upstream gives a hash only to kinds kept in storage
+        main["storageVersionHash"] = storage_version_hash(t.group, t.version, t.kind)
     entries = [main]
-    if t.has_status:
-        entries.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
-                        "kind": t.kind, "verbs": list(SUBRESOURCE_VERBS)})
-    if t.scale is not None:
-        entries.append({"name": f"{t.plural}/scale", "singularName": "", "namespaced": t.namespaced,
-                        "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": list(SUBRESOURCE_VERBS)})
+    for name, group, version, kind, verbs in _subresources(t):
+        entry: dict = {"name": f"{t.plural}/{name}", "singularName": "", "namespaced": t.namespaced}
+        if group or version:
+            entry.update(group=group, version=version)
+        entry.update(kind=kind, verbs=verbs)
+        entries.append(entry)
     return entries
 
 
@@ -134,14 +148,8 @@ def _aggregated_resource(t: ResourceType) -> dict:
         out["shortNames"] = list(t.short_names)
     if t.categories:
         out["categories"] = list(t.categories)
-    subs = []
-    if t.scale is not None:
-        subs.append({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1",
-                                                              "kind": "Scale"},
-                     "verbs": list(SUBRESOURCE_VERBS)})
-    if t.has_status:
-        subs.append({"subresource": "status", "responseKind": {"group": "", "version": "", "kind": t.kind},
-                     "verbs": list(SUBRESOURCE_VERBS)})
+    subs = [{"subresource": name, "responseKind": {"group": group, "version": version, "kind": kind},
+             "verbs": verbs} for name, group, version, kind, verbs in _subresources(t)]
     if subs:
         out["subresources"] = subs
     return out

@@ -33,13 +33,27 @@ def _writable(request: Request) -> bool:
 
 
 def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
-                 warnings: Iterable[str] = ()) -> None:
+                 warnings: Iterable[str] = (), pretty: bool | None = None) -> None:
     if not _writable(request):
         return
     body = _protobuf_body(target, obj)
     content_type = protobuf.MEDIA_TYPE if body is not None else target.content_type
     if body is None:
-        body = codec.encode(obj, target.media_type, _pretty(request))
+        body = codec.encode(obj, target.media_type, _pretty(request) if pretty is None else pretty)
+    request.setResponseCode(code)
+    request.setHeader(b"content-type", content_type.encode())
+    request.setHeader(b"cache-control", b"no-cache, private")
+    _warn(request, warnings)
+    request.setHeader(b"content-length", str(len(body)).encode())
+    if request.method != b"HEAD":
+        request.write(body)
+    request.finish()
+
+
+def write_raw(request: Request, code: int, content_type: str, body: bytes, warnings: Iterable[str] = ()) -> None:
+    """Bytes that are already the answer (a connect subresource's: logs)."""
+    if not _writable(request):
+        return
     request.setResponseCode(code)
     request.setHeader(b"content-type", content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
@@ -63,15 +77,16 @@ def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
         return None
 
 
-def status_target(request: Request, target: MediaTarget | None = None) -> MediaTarget:
+def status_target(request: Request, target: MediaTarget | None = None) -> MediaTarget | None:
     """How a Status is encoded: the negotiated media type (protobuf too, as upstream's
-    ErrorNegotiated does), never another shape (Table...)."""
+    ErrorNegotiated does), never another shape (Table...); None when the client accepts
+    nothing the server writes."""
     if target is None:
         accept = request.getHeader(b"accept")
         try:
             target = negotiate(accept.decode("latin-1") if accept else None)
         except errors.StatusError:
-            return MediaTarget(codec.JSON)
+            return None
     return MediaTarget(target.media_type, prefer_protobuf=target.prefer_protobuf)
 
 
@@ -80,7 +95,11 @@ def write_status(request: Request, err: errors.StatusError, target: MediaTarget 
         return
     for name, value in err.headers.items():
         request.setHeader(name.encode(), value.encode())
-    write_object(request, status_target(request, target), err.code, err.to_status())
+    negotiated = status_target(request, target)
+    if negotiated is None:  # upstream's WriteRawJSON: indented JSON whatever was asked
+        write_object(request, MediaTarget(codec.JSON), err.code, err.to_status(), pretty=True)
+        return
+    write_object(request, negotiated, err.code, err.to_status())
 
 
 def write_failure(request: Request, exc: BaseException, target: MediaTarget | None = None) -> None:

@@ -13,7 +13,7 @@ from twisted.web import resource, server
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
-from kapiserver.endpoints.handlers import scale, update, watch as watch_handler
+from kapiserver.endpoints.handlers import scale, subresource, update, watch as watch_handler
 from kapiserver.endpoints.negotiation import negotiate
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
@@ -54,19 +54,26 @@ class RESTEndpoint(resource.Resource):
             rtype, store = found
             verb = info.verb
             self._check_scope(info, rtype)
+            sub = None
             if info.subresource:
-                if info.subresource not in rtype.subresources:
+                sub = rtype.subresource(info.subresource)
+                if sub is not None:
+                    if verb not in sub.verbs:
+                        raise errors.method_not_allowed()
+                elif info.subresource not in rtype.subresources:
                     raise errors.resource_not_found()
-                if verb not in SUBRESOURCE_VERBS[info.subresource]:
-                    raise errors.method_not_supported(f"{rtype.plural}/{info.subresource}", rtype.group, verb)
+                elif verb not in SUBRESOURCE_VERBS[info.subresource]:
+                    raise errors.method_not_allowed()
             elif verb not in rtype.verbs:
-                raise errors.method_not_supported(rtype.plural, rtype.group, verb)
+                raise errors.method_not_allowed()
             accept = request.getHeader(b"accept")
-            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb))
+            printable = rtype.table_convertor and (sub is None or (sub.create is None and sub.connect is None))
+            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb, printable))
             scope = RequestScope(request=request, info=info, rtype=rtype, store=store, target=target,
                                  user=getattr(request, "user", None), reactor=self.state.reactor,
                                  bookmark_interval=self.state.bookmark_interval,
-                                 schema_resolver=self.state.schema_resolver())
+                                 schema_resolver=self.state.schema_resolver(),
+                                 stores=getattr(self.state, "store", None))
             if rtype.deprecated:
                 scope.warnings.append(rtype.deprecation_warning)
         except Exception as e:
@@ -76,7 +83,10 @@ class RESTEndpoint(resource.Resource):
             d = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.state.register_watch))
             d.addErrback(lambda f: respond.write_failure(request, f.value, target))
             return server.NOT_DONE_YET
-        handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
+        if sub is not None and (sub.create is not None or sub.connect is not None):
+            handler = subresource.handler_for(sub)
+        else:
+            handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
         d = defer.Deferred.fromCoroutine(handler(scope))
         d.addCallback(self._answer, scope)
         d.addErrback(lambda f: respond.write_failure(request, f.value, target))
@@ -92,8 +102,11 @@ class RESTEndpoint(resource.Resource):
 
     @staticmethod
     def _answer(response: Response, scope: RequestScope) -> None:
+        if response.raw is not None:
+            respond.write_raw(scope.request, response.code, response.content_type, response.raw, scope.warnings)
+            return
         if response.convertible:
             obj, target = transform_object(scope, response.obj), scope.target
         else:  # a Status: same encoding, never another shape
-            obj, target = response.obj, respond.status_target(scope.request, scope.target)
+            obj, target = response.obj, respond.status_target(scope.request, scope.target) or scope.target
         respond.write_object(scope.request, target, response.code, obj, scope.warnings)

@@ -160,8 +160,18 @@ def method_not_supported(resource: str, group: str, verb: str) -> StatusError:
                        _details(group=group, kind=resource))
 
 
-def not_acceptable(message: str) -> StatusError:
-    return StatusError(406, "NotAcceptable", message)
+def method_not_allowed() -> StatusError:
+    """A method the resource's path does not serve (upstream's router answer: empty details)."""
+    return StatusError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource",
+                       {})
+
+
+BUILTIN_MEDIA_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+
+
+def not_acceptable(message: str = "", accepted: tuple[str, ...] = BUILTIN_MEDIA_TYPES) -> StatusError:
+    return StatusError(406, "NotAcceptable",
+                       message or f"only the following media types are accepted: {', '.join(accepted)}")
 
 
 def gone(message: str) -> StatusError:

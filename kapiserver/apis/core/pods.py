@@ -67,6 +67,15 @@ def _default_requests_from_limits(spec: dict) -> None:
 
 
 class PodStrategy(Strategy):
+    status_fixed_metadata = ("ownerReferences",)  # upstream's podStatusStrategy
+
+    def prepare_for_status_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
+        super().prepare_for_status_update(rtype, new, old)
+        status = new.get("status")
+        old_qos = (old.get("status") or {}).get("qosClass")
+        if isinstance(status, dict) and not status.get("qosClass") and old_qos:
+            status["qosClass"] = old_qos
+
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         super().prepare_for_create(rtype, obj)
         spec = obj.get("spec")
