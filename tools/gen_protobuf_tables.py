@@ -41,19 +41,20 @@ PACKAGES = {
     "autoscaling/v2": ("autoscaling", "v2"), "autoscaling/v1": ("autoscaling", "v1"),
     "authorization/v1": ("authorization.k8s.io", "v1"),
     "authentication/v1": ("authentication.k8s.io", "v1"),
+    "node/v1": ("node.k8s.io", "v1"),
 }
 META = "pkg/apis/meta/v1"
 
 # Top-level kinds to generate (their List kinds are added when the package has them).
 KINDS = {
     "core/v1": ["Pod", "Service", "Endpoints", "PersistentVolumeClaim", "PersistentVolume", "Node", "PodTemplate",
-                "ReplicationController", "ResourceQuota", "LimitRange", "Binding"],
+                "ReplicationController", "ResourceQuota", "LimitRange", "Binding", "ComponentStatus"],
     "apps/v1": ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"],
     "batch/v1": ["Job", "CronJob"],
     "rbac/v1": ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"],
     "networking/v1": ["Ingress", "IngressClass", "NetworkPolicy"],
     "policy/v1": ["PodDisruptionBudget", "Eviction"],
-    "storage/v1": ["StorageClass", "CSIDriver"],
+    "storage/v1": ["StorageClass", "CSIDriver", "CSINode", "CSIStorageCapacity", "VolumeAttachment"],
     "scheduling/v1": ["PriorityClass"],
     "discovery/v1": ["EndpointSlice"],
     "autoscaling/v2": ["HorizontalPodAutoscaler"],
@@ -61,6 +62,7 @@ KINDS = {
     "authorization/v1": ["SelfSubjectAccessReview", "SubjectAccessReview", "LocalSubjectAccessReview",
                          "SelfSubjectRulesReview"],
     "authentication/v1": ["SelfSubjectReview", "TokenRequest", "TokenReview"],
+    "node/v1": ["RuntimeClass"],
 }
 
 # proto types with a special JSON form -> the codec's field kind

@@ -673,6 +673,20 @@ MESSAGES = {
         _f("path", 4, STRING, omitempty=False),
         _f("optional", 5, BOOL, pointer=True),
     ),
+    "core.ComponentCondition": (
+        _f("type", 1, STRING, omitempty=False),
+        _f("status", 2, STRING, omitempty=False),
+        _f("message", 3, STRING),
+        _f("error", 4, STRING),
+    ),
+    "core.ComponentStatus": (
+        _msg("metadata", 1, "meta.ObjectMeta"),
+        _msg("conditions", 2, "core.ComponentCondition", repeated=True),
+    ),
+    "core.ComponentStatusList": (
+        _msg("metadata", 1, "meta.ListMeta"),
+        _msg("items", 2, "core.ComponentStatus", repeated=True, omitempty=False),
+    ),
     "core.ConfigMapEnvSource": (
         _msg("localObjectReference", 1, "core.LocalObjectReference", inline=True),
         _f("optional", 2, BOOL, pointer=True),
@@ -1977,6 +1991,23 @@ MESSAGES = {
         _f("name", 1, STRING),
         _f("number", 2, INT32),
     ),
+    "node.Overhead": (
+        _f("podFixed", 1, MAP_QUANTITY),
+    ),
+    "node.RuntimeClass": (
+        _msg("metadata", 1, "meta.ObjectMeta"),
+        _f("handler", 2, STRING, omitempty=False),
+        _msg("overhead", 3, "node.Overhead", pointer=True),
+        _msg("scheduling", 4, "node.Scheduling", pointer=True),
+    ),
+    "node.RuntimeClassList": (
+        _msg("metadata", 1, "meta.ListMeta"),
+        _msg("items", 2, "node.RuntimeClass", repeated=True, omitempty=False),
+    ),
+    "node.Scheduling": (
+        _f("nodeSelector", 1, MAP_STRING),
+        _msg("tolerations", 2, "core.Toleration", repeated=True),
+    ),
     "policy.Eviction": (
         _msg("metadata", 1, "meta.ObjectMeta"),
         _msg("deleteOptions", 2, "meta.DeleteOptions", pointer=True),
@@ -2090,6 +2121,34 @@ MESSAGES = {
         _f("requiresRepublish", 7, BOOL, pointer=True),
         _f("seLinuxMount", 8, BOOL, pointer=True),
     ),
+    "storage.CSINode": (
+        _msg("metadata", 1, "meta.ObjectMeta"),
+        _msg("spec", 2, "storage.CSINodeSpec", omitempty=False),
+    ),
+    "storage.CSINodeDriver": (
+        _f("name", 1, STRING, omitempty=False),
+        _f("nodeID", 2, STRING, omitempty=False),
+        _f("topologyKeys", 3, STRING, repeated=True, omitempty=False),
+        _msg("allocatable", 4, "storage.VolumeNodeResources", pointer=True),
+    ),
+    "storage.CSINodeList": (
+        _msg("metadata", 1, "meta.ListMeta"),
+        _msg("items", 2, "storage.CSINode", repeated=True, omitempty=False),
+    ),
+    "storage.CSINodeSpec": (
+        _msg("drivers", 1, "storage.CSINodeDriver", repeated=True, omitempty=False),
+    ),
+    "storage.CSIStorageCapacity": (
+        _msg("metadata", 1, "meta.ObjectMeta"),
+        _msg("nodeTopology", 2, "meta.LabelSelector", pointer=True),
+        _f("storageClassName", 3, STRING, omitempty=False),
+        _f("capacity", 4, QUANTITY, pointer=True),
+        _f("maximumVolumeSize", 5, QUANTITY, pointer=True),
+    ),
+    "storage.CSIStorageCapacityList": (
+        _msg("metadata", 1, "meta.ListMeta"),
+        _msg("items", 2, "storage.CSIStorageCapacity", repeated=True, omitempty=False),
+    ),
     "storage.StorageClass": (
         _msg("metadata", 1, "meta.ObjectMeta"),
         _f("provisioner", 2, STRING, omitempty=False),
@@ -2107,6 +2166,37 @@ MESSAGES = {
     "storage.TokenRequest": (
         _f("audience", 1, STRING, omitempty=False),
         _f("expirationSeconds", 2, INT64, pointer=True),
+    ),
+    "storage.VolumeAttachment": (
+        _msg("metadata", 1, "meta.ObjectMeta"),
+        _msg("spec", 2, "storage.VolumeAttachmentSpec", omitempty=False),
+        _msg("status", 3, "storage.VolumeAttachmentStatus"),
+    ),
+    "storage.VolumeAttachmentList": (
+        _msg("metadata", 1, "meta.ListMeta"),
+        _msg("items", 2, "storage.VolumeAttachment", repeated=True, omitempty=False),
+    ),
+    "storage.VolumeAttachmentSource": (
+        _f("persistentVolumeName", 1, STRING, pointer=True),
+        _msg("inlineVolumeSpec", 2, "core.PersistentVolumeSpec", pointer=True),
+    ),
+    "storage.VolumeAttachmentSpec": (
+        _f("attacher", 1, STRING, omitempty=False),
+        _msg("source", 2, "storage.VolumeAttachmentSource", omitempty=False),
+        _f("nodeName", 3, STRING, omitempty=False),
+    ),
+    "storage.VolumeAttachmentStatus": (
+        _f("attached", 1, BOOL, omitempty=False),
+        _f("attachmentMetadata", 2, MAP_STRING),
+        _msg("attachError", 3, "storage.VolumeError", pointer=True),
+        _msg("detachError", 4, "storage.VolumeError", pointer=True),
+    ),
+    "storage.VolumeError": (
+        _f("time", 1, TIME),
+        _f("message", 2, STRING),
+    ),
+    "storage.VolumeNodeResources": (
+        _f("count", 1, INT32, pointer=True),
     ),
 }
 
@@ -2132,6 +2222,8 @@ KINDS = {
     ("", "v1", "LimitRange"): "core.LimitRange",
     ("", "v1", "LimitRangeList"): "core.LimitRangeList",
     ("", "v1", "Binding"): "core.Binding",
+    ("", "v1", "ComponentStatus"): "core.ComponentStatus",
+    ("", "v1", "ComponentStatusList"): "core.ComponentStatusList",
     ("apps", "v1", "Deployment"): "apps.Deployment",
     ("apps", "v1", "DeploymentList"): "apps.DeploymentList",
     ("apps", "v1", "ReplicaSet"): "apps.ReplicaSet",
@@ -2165,6 +2257,12 @@ KINDS = {
     ("storage.k8s.io", "v1", "StorageClassList"): "storage.StorageClassList",
     ("storage.k8s.io", "v1", "CSIDriver"): "storage.CSIDriver",
     ("storage.k8s.io", "v1", "CSIDriverList"): "storage.CSIDriverList",
+    ("storage.k8s.io", "v1", "CSINode"): "storage.CSINode",
+    ("storage.k8s.io", "v1", "CSINodeList"): "storage.CSINodeList",
+    ("storage.k8s.io", "v1", "CSIStorageCapacity"): "storage.CSIStorageCapacity",
+    ("storage.k8s.io", "v1", "CSIStorageCapacityList"): "storage.CSIStorageCapacityList",
+    ("storage.k8s.io", "v1", "VolumeAttachment"): "storage.VolumeAttachment",
+    ("storage.k8s.io", "v1", "VolumeAttachmentList"): "storage.VolumeAttachmentList",
     ("scheduling.k8s.io", "v1", "PriorityClass"): "scheduling.PriorityClass",
     ("scheduling.k8s.io", "v1", "PriorityClassList"): "scheduling.PriorityClassList",
     ("discovery.k8s.io", "v1", "EndpointSlice"): "discovery.EndpointSlice",
@@ -2180,4 +2278,6 @@ KINDS = {
     ("authentication.k8s.io", "v1", "SelfSubjectReview"): "authentication.SelfSubjectReview",
     ("authentication.k8s.io", "v1", "TokenRequest"): "authentication.TokenRequest",
     ("authentication.k8s.io", "v1", "TokenReview"): "authentication.TokenReview",
+    ("node.k8s.io", "v1", "RuntimeClass"): "node.RuntimeClass",
+    ("node.k8s.io", "v1", "RuntimeClassList"): "node.RuntimeClassList",
 }
