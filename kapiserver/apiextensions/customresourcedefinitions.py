@@ -120,4 +120,5 @@ def resource_type() -> ResourceType:
         group=GROUP, version=VERSION, kind="CustomResourceDefinition", plural=PLURAL,
         singular="customresourcedefinition", namespaced=False, strategy=CRDStrategy(),
         short_names=("crd", "crds"), categories=("api-extensions",), has_status=True, schema_name=SCHEMA,
+        storage_version="apiextensions.k8s.io/v1beta1",  # what upstream's discovery hashes, to this day
     )

@@ -65,6 +65,8 @@ class RESTEndpoint(resource.Resource):
                 elif verb not in SUBRESOURCE_VERBS[info.subresource]:
                     raise errors.method_not_allowed()
             elif verb not in rtype.verbs:
+                if verb == "watch" and "list" in rtype.verbs:  # the route exists, the storage cannot watch
+                    raise errors.method_not_supported(rtype.plural, rtype.group, verb)
                 raise errors.method_not_allowed()
             accept = request.getHeader(b"accept")
             printable = rtype.table_convertor and (sub is None or (sub.create is None and sub.connect is None))

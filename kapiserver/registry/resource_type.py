@@ -101,6 +101,9 @@ class ResourceType:
     make_store: Optional[Callable[["ResourceType", Any], Any]] = None
     deprecated: bool = False
     deprecation_warning: str = ""
+    # The group/version objects are stored as when it is not this one's (events.k8s.io
+    # is kept as core v1): discovery's storageVersionHash is computed from it.
+    storage_version: str = ""
     # subresources besides status and scale (pods/eviction, pods/log, namespaces/finalize...)
     extra_subresources: tuple[Subresource, ...] = ()
     # Whether objects print as a Table (upstream: the REST storage is a TableConvertor).
