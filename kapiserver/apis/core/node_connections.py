@@ -21,7 +21,7 @@ NO_KUBELET = "kapiserver runs no kubelets and does not connect to nodes"
 
 
 def _no_kubelet(what: str, node: str) -> errors.StatusError:
-    return errors.service_unavailable(f"{NO_KUBELET}: cannot {what} on node {node!r}")
+    return errors.service_unavailable(f'{NO_KUBELET}: cannot {what} on node "{node}"')
 
 
 def _container_names(pod: dict) -> list[str]:
@@ -50,7 +50,7 @@ async def _pod_log(request: SubresourceRequest) -> Connected:
     node = (pod.get("spec") or {}).get("nodeName")
     if not node:  # upstream: no node, no log yet; an empty answer
         return Connected(b"", "text/plain", 204)
-    raise _no_kubelet(f"read the log of container {container!r} of pod {request.name!r}", node)
+    raise _no_kubelet(f'read the log of container "{container}" of pod "{request.name}"', node)
 
 
 def _streaming(action: str, needs_container: bool):
@@ -61,13 +61,13 @@ def _streaming(action: str, needs_container: bool):
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
             raise errors.bad_request(f"pod {request.name} does not have a host assigned")
-        raise _no_kubelet(f"{action} pod {request.name!r}", node)
+        raise _no_kubelet(f'{action} pod "{request.name}"', node)
     return connect
 
 
 async def _pod_proxy(request: SubresourceRequest) -> Connected:
     pod = await request.store.get(request.namespace, request.name)
-    raise errors.service_unavailable(f"{NO_KUBELET}: cannot proxy to pod {request.name!r} "
+    raise errors.service_unavailable(f'{NO_KUBELET}: cannot proxy to pod "{request.name}" '
                                      f"(pod IP {(pod.get('status') or {}).get('podIP') or 'none'})")
 
 
@@ -82,7 +82,7 @@ def _proxy_target_name(name: str) -> str:
 async def _service_proxy(request: SubresourceRequest) -> Connected:
     name = _proxy_target_name(request.name)
     await request.store.get(request.namespace, name)
-    raise errors.service_unavailable(f"{NO_KUBELET}: cannot proxy to service {name!r}")
+    raise errors.service_unavailable(f'{NO_KUBELET}: cannot proxy to service "{name}"')
 
 
 async def _node_proxy(request: SubresourceRequest) -> Connected:
