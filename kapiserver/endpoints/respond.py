@@ -41,7 +41,8 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
     if body is None:
         body = codec.encode(obj, target.media_type, _pretty(request) if pretty is None else pretty)
     request.setResponseCode(code)
-    request.setHeader(b"content-type", content_type.encode())
+    if content_type:
+        request.setHeader(b"content-type", content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
     _warn(request, warnings)
     request.setHeader(b"content-length", str(len(body)).encode())
@@ -55,7 +56,8 @@ def write_raw(request: Request, code: int, content_type: str, body: bytes, warni
     if not _writable(request):
         return
     request.setResponseCode(code)
-    request.setHeader(b"content-type", content_type.encode())
+    if content_type:
+        request.setHeader(b"content-type", content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
     _warn(request, warnings)
     request.setHeader(b"content-length", str(len(body)).encode())

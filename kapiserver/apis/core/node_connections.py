@@ -49,7 +49,7 @@ async def _pod_log(request: SubresourceRequest) -> Connected:
     container = _validate_container(pod, request.option("container"))
     node = (pod.get("spec") or {}).get("nodeName")
     if not node:  # upstream: no node, no log yet; an empty answer
-        return Connected(b"", "text/plain", 204)
+        return Connected(b"", "", 204)
     raise _no_kubelet(f'read the log of container "{container}" of pod "{request.name}"', node)
 
 
