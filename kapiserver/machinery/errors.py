@@ -156,7 +156,7 @@ def forbidden(resource: str, group: str, name: str, why: str) -> StatusError:
 
 def method_not_supported(resource: str, group: str, verb: str) -> StatusError:
     return StatusError(405, "MethodNotAllowed",
-                       f"{verb} is not supported on resources of kind {qualified_resource(resource, group)!r}",
+                       f'{verb} is not supported on resources of kind "{qualified_resource(resource, group)}"',
                        _details(group=group, kind=resource))
 
 

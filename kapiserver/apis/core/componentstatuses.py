@@ -50,20 +50,20 @@ class ComponentStatusStore(Store):
         return {f"{check}-0": check for check in STORAGE_CHECKS if check in names}
 
     async def _status(self, name: str, check: str) -> dict:
+        """One component, without its type meta (as a list item)."""
         err = await self.server.health.run_one("readyz", check)
         condition: dict[str, Any] = {"type": "Healthy", "status": "True" if err is None else "False"}
         if err is None:
             condition["message"] = "ok"
         else:
             condition["error"] = str(err) or type(err).__name__
-        return {"kind": "ComponentStatus", "apiVersion": "v1",
-                "metadata": {"name": name, "creationTimestamp": None}, "conditions": [condition]}
+        return {"metadata": {"name": name, "creationTimestamp": None}, "conditions": [condition]}
 
     async def get(self, namespace: str, name: str, resource_version: str = "") -> dict:
         check = self._components().get(name)
         if check is None:  # upstream's plain error: a 500 without a reason
             raise errors.StatusError(500, "", f"Component not found: {name}")
-        return await self._status(name, check)
+        return {"kind": "ComponentStatus", "apiVersion": "v1", **await self._status(name, check)}
 
     async def list(self, namespace: str, opts: ListOptions) -> dict:
         matches = self.matcher(opts)
