@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 from twisted.web import resource, server
 
 from kapiserver.endpoints import respond
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import errors, openapi_v2_protobuf
 
 JSON = "application/json"
@@ -59,7 +60,7 @@ class OpenAPIEndpoint(resource.Resource):
         self.service = service  # returns the current kapiserver.endpoints.openapi.OpenAPIService
 
     def render_GET(self, request: server.Request):
-        parts = request.request_info.parts[1:]  # after "openapi"
+        parts = context_of(request).require_info().parts[1:]  # after "openapi"
         try:
             service = self.service()
             if parts == ["v2"]:

@@ -1,13 +1,14 @@
 """Writing answers: objects in the negotiated encoding, errors as Status."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
-from kapiserver.endpoints.negotiation import MediaTarget, negotiate
+from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget, negotiate
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import codec, errors, protobuf
 
 log = Logger()
@@ -29,7 +30,7 @@ def _warn(request: Request, warnings: Iterable[str]) -> None:
 
 
 def _writable(request: Request) -> bool:
-    return not (request.finished or getattr(request, "_disconnected", False) or getattr(request, "timed_out", False))
+    return not (request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
 
 
 def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
@@ -41,8 +42,7 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
     if body is None:
         body = codec.encode(obj, target.media_type, _pretty(request) if pretty is None else pretty)
     request.setResponseCode(code)
-    if content_type:
-        request.setHeader(b"content-type", content_type.encode())
+    request.setHeader(b"content-type", content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
     _warn(request, warnings)
     request.setHeader(b"content-length", str(len(body)).encode())
@@ -68,7 +68,9 @@ def write_raw(request: Request, code: int, content_type: str, body: bytes, warni
 
 def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
     """The protobuf encoding when the client prefers it and the kind has a table, else None."""
-    if not target.prefer_protobuf or target.as_kind or not isinstance(obj, dict):
+    if not target.prefer_protobuf or not isinstance(obj, dict):
+        return None
+    if target.as_kind and target.as_kind not in PROTOBUF_SHAPE_KINDS:
         return None
     if not protobuf.can_encode(obj.get("apiVersion") or "", obj.get("kind") or ""):
         return None
@@ -81,15 +83,16 @@ def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
 
 def status_target(request: Request, target: MediaTarget | None = None) -> MediaTarget | None:
     """How a Status is encoded: the negotiated media type (protobuf too, as upstream's
-    ErrorNegotiated does), never another shape (Table...); None when the client accepts
-    nothing the server writes."""
+    ErrorNegotiated does), never another shape; without a target (errors before
+    negotiation) from the request's Accept.  None when the client accepts nothing
+    the server writes."""
     if target is None:
         accept = request.getHeader(b"accept")
         try:
             target = negotiate(accept.decode("latin-1") if accept else None)
         except errors.StatusError:
             return None
-    return MediaTarget(target.media_type, prefer_protobuf=target.prefer_protobuf)
+    return target.for_status()
 
 
 def write_status(request: Request, err: errors.StatusError, target: MediaTarget | None = None) -> None:
@@ -97,11 +100,20 @@ def write_status(request: Request, err: errors.StatusError, target: MediaTarget 
         return
     for name, value in err.headers.items():
         request.setHeader(name.encode(), value.encode())
-    negotiated = status_target(request, target)
-    if negotiated is None:  # upstream's WriteRawJSON: indented JSON whatever was asked
+    # a failed negotiation (406) is written as upstream's WriteRawJSON does: indented JSON
+    negotiated = None if err.reason == "NotAcceptable" and target is None else status_target(request, target)
+    if negotiated is None:
         write_object(request, MediaTarget(codec.JSON), err.code, err.to_status(), pretty=True)
         return
     write_object(request, negotiated, err.code, err.to_status())
+
+
+def failure_writer(request: Request, target: MediaTarget | None = None) -> Callable[[Failure], None]:
+    """An errback answering ``request`` with the failure (see :func:`write_failure`)."""
+    def write(failure: Failure) -> None:
+        assert failure.value is not None
+        write_failure(request, failure.value, target)
+    return write
 
 
 def write_failure(request: Request, exc: BaseException, target: MediaTarget | None = None) -> None:
