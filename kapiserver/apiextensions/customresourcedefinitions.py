@@ -72,7 +72,9 @@ def _add_stored_version(crd: dict) -> None:
     if not storage:
         return
     status = crd.setdefault("status", {})
-    stored = status.setdefault("storedVersions", [])
+    stored = status.get("storedVersions")
+    if not isinstance(stored, list):  # absent, or Go's null
+        stored = status["storedVersions"] = []
     if storage not in stored:
         stored.append(storage)
 
