@@ -411,9 +411,10 @@ def _resource_paths(r: ResourceType, schemas: _Schemas, add) -> None:
                                 {"200": kind_s, "201": kind_s, "202": kind_s, "401": None}, body=kind_s,
                                 produces=produces, description=f"create a {kind}"))
     if "deletecollection" in verbs:
-        add(coll, ns_params, delete_collection("delete", "deleteCollection", "deletecollection", DELETECOLLECTION_PARAMS,
-                                {"200": STATUS, "401": None}, body=DELETE_OPTIONS, body_required=False,
-                                produces=produces, description=f"delete collection of {kind}"))
+        add(coll, ns_params, delete_collection("delete", "deleteCollection", "deletecollection",
+                                               DELETECOLLECTION_PARAMS, {"200": STATUS, "401": None},
+                                               body=DELETE_OPTIONS, body_required=False, produces=produces,
+                                               description=f"delete collection of {kind}"))
     deleted = kind_s if r.return_deleted_object else STATUS
     if "get" in verbs:
         add(item, item_params, op("get", "read", "get", (), {"200": kind_s, "401": None}, produces=produces,

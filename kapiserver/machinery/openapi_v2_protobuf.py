@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from kapiserver.machinery.protobuf import LENGTH_DELIMITED, VARINT, write_bytes_field, write_tag, write_varint
+from kapiserver.machinery.protobuf import VARINT, write_bytes_field, write_tag, write_varint
 
 MEDIA_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 # what clients send (kubectl, client-go); upstream answers both with MEDIA_TYPE
@@ -322,14 +322,10 @@ def _schema_item(obj: Any) -> bytes:
 
 
 def _additional_properties(obj: Any) -> bytes:
-    if isinstance(obj, bool):
+    if isinstance(obj, bool):  # a oneof member is written even when false
         out = bytearray()
-        if obj:  # a oneof member is written even when false
-            write_tag(out, 2, VARINT)
-            out.append(1)
-        else:
-            write_tag(out, 2, VARINT)
-            out.append(0)
+        write_tag(out, 2, VARINT)
+        out.append(1 if obj else 0)
         return bytes(out)
     return _oneof(1, encode_message("Schema", obj))
 
@@ -389,5 +385,3 @@ def encode_document(doc: dict) -> bytes:
     """``openapi_v2.Document`` bytes of a swagger 2.0 document."""
     return encode_message("Document", doc)
 
-
-__all__ = ["ACCEPTED_MEDIA_TYPES", "MEDIA_TYPE", "encode_document", "LENGTH_DELIMITED"]

@@ -115,7 +115,8 @@ class PodStrategy(Strategy):
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return [errors.field_required("spec.containers")]
-        return podspec.validate_pod_spec(spec, "spec") + ephemeral_containers.validate_ephemeral_containers(spec, "spec")
+        return (podspec.validate_pod_spec(spec, "spec")
+                + ephemeral_containers.validate_ephemeral_containers(spec, "spec"))
 
     def prepare_for_subresource_update(self, rtype: ResourceType, subresource: str, new: dict, old: dict) -> None:
         if subresource == ephemeral_containers.SUBRESOURCE:

@@ -27,8 +27,10 @@ def _validate_source(source: dict, path: str) -> list[errors.Cause]:
         return [errors.field_forbidden(path, EXACTLY_ONE)]
     if pv is not None:
         if not pv:
-            return [errors.field_required(f"{path}.persistentVolumeName", "must specify non empty persistentVolumeName")]
-        return [errors.field_invalid(f"{path}.persistentVolumeName", pv, p) for p in validation.name_is_dns_subdomain(pv)]
+            return [errors.field_required(f"{path}.persistentVolumeName",
+                                          "must specify non empty persistentVolumeName")]
+        return [errors.field_invalid(f"{path}.persistentVolumeName", pv, p)
+                for p in validation.name_is_dns_subdomain(pv)]
     return []
 
 
