@@ -8,7 +8,7 @@ patch handlers instead.
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors
@@ -27,7 +27,7 @@ def _request(scope: RequestScope, body=None) -> SubresourceRequest:
                               stores=scope.stores, body=body, options=options, verb=info.verb, path=tail)
 
 
-def handler_for(sub: Subresource) -> Callable[[RequestScope], Awaitable[Response]]:
+def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any, Response]]:
     if sub.create is not None:
         create = sub.create
 
