@@ -92,6 +92,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="Namespace", plural="namespaces", singular="namespace", namespaced=False,
         strategy=NamespaceStrategy(), short_names=("ns",), has_status=True, schema_name=SCHEMA,
+        return_deleted_object=True,
         verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
         # PUT only: everything but status, spec.finalizers included (the namespace controller's way out)
         extra_subresources=(Subresource("finalize", ("update",)),),

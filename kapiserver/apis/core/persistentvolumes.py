@@ -79,7 +79,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="PersistentVolume", plural="persistentvolumes", singular="persistentvolume",
         namespaced=False, strategy=PersistentVolumeStrategy(), short_names=("pv",), has_status=True,
-        schema_name=SCHEMA,
+        schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.column("Capacity", text("spec", "capacity", "storage"), SPEC, "capacity"),

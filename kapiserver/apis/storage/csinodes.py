@@ -70,7 +70,7 @@ class CSINodeStrategy(Strategy):
 def resource_type() -> ResourceType:
     return ResourceType(
         group="storage.k8s.io", version="v1", kind="CSINode", plural="csinodes", singular="csinode",
-        namespaced=False, strategy=CSINodeStrategy(), schema_name=SCHEMA,
+        namespaced=False, strategy=CSINodeStrategy(), schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.column("Drivers", lambda o: len(columns.get_path(o, "spec", "drivers", default=[])),

@@ -75,7 +75,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="storage.k8s.io", version="v1", kind="VolumeAttachment", plural="volumeattachments",
         singular="volumeattachment", namespaced=False, strategy=VolumeAttachmentStrategy(), has_status=True,
-        schema_name=SCHEMA,
+        schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.TableColumn("Attacher", "string", lambda o: columns.get_path(o, "spec", "attacher", default=""),
