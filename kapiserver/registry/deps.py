@@ -32,3 +32,5 @@ class RegistryDeps:
     ca_pem: str
     # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)
     store: Callable[[str, str, str], "Store"]
+    # the server's health checks (componentstatuses reports the storage one)
+    health: Any = None

@@ -200,6 +200,19 @@ SAMPLES: dict[tuple[str, str], dict] = {
                                                                          "averageValue": "100"}}}],
         "behavior": {"scaleDown": {"stabilizationWindowSeconds": 120, "policies": [
             {"type": "Percent", "value": 10, "periodSeconds": 60}]}}}},
+    ("storage.k8s.io", "CSINode"): {"metadata": {"name": "node-1"}, "spec": {"drivers": [
+        {"name": "ebs.csi.aws.com", "nodeID": "i-1", "topologyKeys": ["topology.ebs.csi.aws.com/zone"],
+         "allocatable": {"count": 25}}]}},
+    ("storage.k8s.io", "CSIStorageCapacity"): {"metadata": meta("fast-a"), "storageClassName": "fast",
+                                               "nodeTopology": {"matchLabels": {"zone": "a"}}, "capacity": "100Gi",
+                                               "maximumVolumeSize": "16Ti"},
+    ("storage.k8s.io", "VolumeAttachment"): {"metadata": {"name": "csi-123"}, "spec": {
+        "attacher": "ebs.csi.aws.com", "nodeName": "node-1", "source": {"persistentVolumeName": "pv"}}},
+    ("node.k8s.io", "RuntimeClass"): {"metadata": {"name": "gvisor"}, "handler": "runsc",
+                                      "overhead": {"podFixed": {"cpu": "100m", "memory": "64Mi"}},
+                                      "scheduling": {"nodeSelector": {"sandbox": "gvisor"}, "tolerations": [
+                                          {"key": "sandbox", "operator": "Equal", "value": "gvisor",
+                                           "effect": "NoSchedule"}]}},
     ("coordination.k8s.io", "Lease"): {"metadata": meta("leader"), "spec": {
         "holderIdentity": "a", "leaseDurationSeconds": 15, "leaseTransitions": 2}},
 }

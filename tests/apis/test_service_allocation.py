@@ -224,7 +224,8 @@ class KubernetesServiceTests(ServerTestCase):
         self.assertEqual(len(slices), 1)
         es = slices[0]
         self.assertEqual((es["metadata"]["name"], es["addressType"], es["endpoints"], es["ports"]),
-                         ("kubernetes", "IPv4", [{"addresses": [TEST_ADVERTISE_ADDRESS], "conditions": {"ready": True}}],
+                         ("kubernetes", "IPv4",
+                          [{"addresses": [TEST_ADVERTISE_ADDRESS], "conditions": {"ready": True}}],
                           [{"name": "https", "port": port, "protocol": "TCP"}]))
 
     @run

@@ -90,6 +90,112 @@ class CSIDriverCases(KindCases, unittest.TestCase):
     ]
 
 
+class CSINodeCases(KindCases, unittest.TestCase):
+    group, kind = "storage.k8s.io", "CSINode"
+    D0 = "spec.drivers[0]"
+    cases = [
+        ({"metadata.name": "Node_1"}, [f'metadata.name: Invalid value: "Node_1": {SUBDOMAIN_MSG}']),
+        ({f"{D0}.name": ""}, [f"{D0}.name: Required value", f'{D0}.name: Invalid value: "": {SUBDOMAIN_MSG}']),
+        ({f"{D0}.nodeID": ""}, [f"{D0}.nodeID: Required value"]),
+        ({f"{D0}.nodeID": "n" * 257}, [f'{D0}.nodeID: Invalid value: "{"n" * 257}": must be 256 characters or less']),
+        ({f"{D0}.allocatable.count": -1}, [f"{D0}.allocatable.count: Invalid value: -1: must be greater than or equal "
+                                           f"to 0"]),
+        ({"spec.drivers[1]": {"name": "ebs.csi.aws.com", "nodeID": "i-2"}}, [
+            'spec.drivers[1].name: Duplicate value: "ebs.csi.aws.com"']),
+        ({f"{D0}.topologyKeys": ["zone", "zone"]}, [f'{D0}: Duplicate value: "zone"']),
+        ({f"{D0}.topologyKeys": ["a b"]}, [f'{D0}: Invalid value: "a b": {QUALIFIED_MSG}']),
+    ]
+    update_cases = [
+        ({"spec.drivers[1]": {"name": "efs.csi.aws.com", "nodeID": "i-1"}}, []),
+        ({f"{D0}.nodeID": "i-2"}, [
+            'CSINodeDriver: Invalid value: storage.CSINodeDriver{Name:"ebs.csi.aws.com", NodeID:"i-2", '
+            'TopologyKeys:[]string{"topology.ebs.csi.aws.com/zone"}, '
+            'Allocatable:(*storage.VolumeNodeResources)(0xc000000000)}: field is immutable']),
+    ]
+
+
+class CSIStorageCapacityCases(KindCases, unittest.TestCase):
+    group, kind = "storage.k8s.io", "CSIStorageCapacity"
+    cases = [
+        ({"storageClassName": "Fast"}, [f'storageClassName: Invalid value: "Fast": {SUBDOMAIN_MSG}']),
+        ({"capacity": "-1Gi"}, ['capacity: Invalid value: "-1Gi": must be greater than or equal to 0']),
+        ({"nodeTopology.matchLabels": {"zone": "-a"}}, [
+            f'nodeTopology.matchLabels: Invalid value: "-a": {LABEL_VALUE_MSG}']),
+    ]
+    update_cases = [
+        ({"capacity": "50Gi"}, []),
+        ({"storageClassName": "slow"}, ['storageClassName: Invalid value: "slow": field is immutable']),
+        ({"nodeTopology.matchLabels": {"zone": "b"}}, [
+            'nodeTopology: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"zone":"b"}, '
+            'MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable']),
+    ]
+
+
+class VolumeAttachmentCases(KindCases, unittest.TestCase):
+    group, kind = "storage.k8s.io", "VolumeAttachment"
+    EXACTLY_ONE = "must specify exactly one of inlineVolumeSpec and persistentVolumeName"
+    cases = [
+        ({"spec.attacher": ""}, ["spec.attacher: Required value", "spec.attacher: Required value",
+                                 f'spec.attacher: Invalid value: "": {SUBDOMAIN_MSG}']),
+        ({"spec.nodeName": "Node_1"}, [f'spec.nodeName: Invalid value: "Node_1": {SUBDOMAIN_MSG}']),
+        ({"spec.source": {}}, [f"spec.source: Required value: {EXACTLY_ONE}"]),
+        ({"spec.source.inlineVolumeSpec": {"csi": {"driver": "d", "volumeHandle": "h"}}}, [
+            f"spec.source: Forbidden: {EXACTLY_ONE}"]),
+        ({"spec.source.persistentVolumeName": "PV"}, [
+            f'spec.source.persistentVolumeName: Invalid value: "PV": {SUBDOMAIN_MSG}']),
+        ({"spec.source": {"inlineVolumeSpec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+                                               "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "h"}}}}, [
+            "spec.source.inlineVolumeSpec.capacity: Forbidden: may not be specified in the context of inline "
+            "volumes"]),
+        ({"spec.source": {"inlineVolumeSpec": {"accessModes": ["ReadWriteOnce"], "nfs": {"server": "s",
+                                                                                        "path": "/x"}}}}, [
+            "spec.source.inlineVolumeSpec.csi: Required value: has to be specified in the context of inline "
+            "volumes"]),
+    ]
+    update_cases = [
+        ({"metadata.labels": {"x": "y"}}, []),
+        ({"spec.nodeName": "node-2"}, [
+            'spec: Invalid value: storage.VolumeAttachmentSpec{Attacher:"ebs.csi.aws.com", '
+            'Source:storage.VolumeAttachmentSource{PersistentVolumeName:(*string)(0xc000000000), '
+            'InlineVolumeSpec:(*core.PersistentVolumeSpec)(nil)}, NodeName:"node-2"}: field is immutable']),
+    ]
+    status_cases = [
+        ({"status": {"attached": True, "attachmentMetadata": {"devicePath": "/dev/xvdba"}}}, []),
+        ({"status": {"attached": False, "attachError": {"message": "m" * 1025}}}, [
+            "status.attachError.message: Too long: may not be more than 262144 bytes"]),
+    ]
+
+
+class RuntimeClassCases(KindCases, unittest.TestCase):
+    group, kind = "node.k8s.io", "RuntimeClass"
+    T = "scheduling.tolerations"
+    cases = [
+        ({"metadata.name": "gVisor"}, [f'metadata.name: Invalid value: "gVisor": {SUBDOMAIN_MSG}']),
+        ({"handler": "run.sc"}, ['handler: Invalid value: "run.sc": must not contain dots']),
+        ({"handler": ""}, [f'handler: Invalid value: "": {LABEL_MSG}']),
+        # upstream checks the overhead as container limits, and the tolerations one level too deep
+        ({"overhead.podFixed.cpu": "-1"}, [
+            'overhead.limits[cpu]: Invalid value: "-1": must be greater than or equal to 0']),
+        ({"overhead.podFixed.gpu": "1"}, [
+            'overhead.limits[gpu]: Invalid value: "gpu": must be a standard resource type or fully qualified',
+            'overhead.limits[gpu]: Invalid value: "gpu": must be a standard resource for containers']),
+        ({f"{T}[0].operator": "Like"}, [
+            f'{T}.tolerations[0].operator: Unsupported value: "Like": supported values: "Equal", "Exists"']),
+        ({f"{T}[1]": {"key": "sandbox", "operator": "Equal", "value": "gvisor", "effect": "NoSchedule",
+                      "tolerationSeconds": 5}}, [
+            f"{T}.tolerations[1].effect: Invalid value: \"NoSchedule\": effect must be 'NoExecute' when "
+            f"`tolerationSeconds` is set",
+            f'{T}[1]: Duplicate value: core.Toleration{{Key:"sandbox", Operator:"Equal", Value:"gvisor", '
+            f'Effect:"NoSchedule", TolerationSeconds:(*int64)(0xc000000000)}}']),
+        ({"scheduling.nodeSelector": {"a b": "c"}}, [
+            f'scheduling.nodeSelector: Invalid value: "a b": {QUALIFIED_MSG}']),
+    ]
+    update_cases = [
+        ({"overhead.podFixed.cpu": "200m"}, []),
+        ({"handler": "kata"}, ['handler: Invalid value: "kata": field is immutable']),
+    ]
+
+
 class PriorityClassCases(KindCases, unittest.TestCase):
     group, kind = "scheduling.k8s.io", "PriorityClass"
     cases = [

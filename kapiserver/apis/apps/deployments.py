@@ -91,6 +91,8 @@ def validate_deployment_spec(spec: dict, opts: podspec.PodOptions) -> list[error
 
 
 class DeploymentStrategy(Strategy):
+    status_fixed_metadata = ("labels",)  # upstream's deploymentStatusStrategy keeps the old labels
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         default_deployment(obj)
 

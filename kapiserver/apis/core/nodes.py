@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import resources, scheduling
+from kapiserver.apis.core import node_connections, resources, scheduling
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -182,6 +182,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="Node", plural="nodes", singular="node", namespaced=False,
         strategy=NodeStrategy(), short_names=("no",), has_status=True, schema_name=SCHEMA,
+        extra_subresources=(node_connections.node_proxy(),),
         table_columns=(
             columns.name_column(),
             columns.column("Status", _status, desc="The status of the node"),

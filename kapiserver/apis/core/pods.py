@@ -14,7 +14,7 @@ import copy
 from typing import Any
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec, scheduling
+from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, podspec, scheduling
 from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -67,6 +67,29 @@ def _default_requests_from_limits(spec: dict) -> None:
 
 
 class PodStrategy(Strategy):
+    status_fixed_metadata = ("ownerReferences",)  # upstream's podStatusStrategy
+
+    def prepare_for_status_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
+        super().prepare_for_status_update(rtype, new, old)
+        status = new.get("status")
+        old_qos = (old.get("status") or {}).get("qosClass")
+        if isinstance(status, dict) and not status.get("qosClass") and old_qos:
+            status["qosClass"] = old_qos  # old kubelets drop it; upstream fills it back
+
+    def prepare_for_subresource_update(self, rtype: ResourceType, subresource: str, new: dict, old: dict) -> None:
+        if subresource == ephemeral_containers.SUBRESOURCE:
+            ephemeral_containers.keep_only_ephemeral_containers(new, old)
+        elif subresource != bindings.SUBRESOURCE:  # a binding's change is made by the binding itself
+            super().prepare_for_subresource_update(rtype, subresource, new, old)
+
+    def validate_subresource_update(self, rtype: ResourceType, subresource: str, new: dict,
+                                    old: dict) -> list[errors.Cause]:
+        if subresource == ephemeral_containers.SUBRESOURCE:
+            return validate_ephemeral_containers_update(new, old)
+        if subresource == bindings.SUBRESOURCE:
+            return []  # upstream's BindingREST writes the pod without pod validation
+        return super().validate_subresource_update(rtype, subresource, new, old)
+
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         super().prepare_for_create(rtype, obj)
         spec = obj.get("spec")
@@ -172,6 +195,29 @@ class PodStrategy(Strategy):
 
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         return new.get("spec") != old.get("spec")
+
+
+def validate_ephemeral_containers_update(new: dict, old: dict) -> list[errors.Cause]:
+    """upstream's ValidatePodEphemeralContainersUpdate (``pods/{name}/ephemeralcontainers``): the pod is
+    valid, and ephemeral containers are only added (static pods have none)."""
+    new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+    old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+    opts = podspec.pod_options(new_spec, old_spec, old.get("metadata"), is_pod=True)
+    causes = _metadata_and_spec(new, opts) + _annotation_updates(new, old)
+    if podspec.MIRROR_POD_ANNOTATION in ((old.get("metadata") or {}).get("annotations") or {}):
+        return [errors.field_forbidden("", "static pods do not support ephemeral containers")]
+    path = "spec.ephemeralContainers"
+    by_name = {c.get("name"): c for c in new_spec.get("ephemeralContainers") or () if isinstance(c, dict)}
+    for existing in old_spec.get("ephemeralContainers") or ():
+        name = (existing or {}).get("name")
+        if name not in by_name:
+            causes.append(errors.field_forbidden(path, f"existing ephemeral containers {gorepr.quote(name)} may not "
+                                                       f"be removed\n"))
+        elif by_name[name] != existing:
+            diff = field_checks.spec_diff(existing, by_name[name], "core.EphemeralContainer")
+            causes.append(errors.field_forbidden(path, f"existing ephemeral containers {gorepr.quote(name)} may not "
+                                                       f"be changed\n{diff}"))
+    return causes
 
 
 def _metadata_and_spec(pod: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
@@ -416,6 +462,8 @@ def resource_type() -> ResourceType:
         group="", version="v1", kind="Pod", plural="pods", singular="pod", namespaced=True,
         strategy=PodStrategy(), short_names=("po",), categories=("all",), has_status=True,
         schema_name=SCHEMA, return_deleted_object=True,
+        extra_subresources=(bindings.binding_subresource(), ephemeral_containers.ephemeral_containers_subresource(),
+                            evictions.eviction_subresource(), *node_connections.pod_subresources()),
         table_columns=(
             columns.name_column(),
             columns.column("Ready", lambda o: "{1}/{2}".format(*_status_reason(o)), desc=(

@@ -19,6 +19,7 @@ from kapiserver.machinery.errors import Cause
 
 FILE_MODE_MESSAGE = "must be a number between 0 and 0777 (octal), both inclusive"
 PARTITION_MESSAGE = validation.inclusive_range_error(1, 255)
+NOT_INLINE = "may not be specified in the context of inline volumes"
 MORE_THAN_ONE = "may not specify more than 1 volume type"
 ACCESS_MODES = ["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"]
 VOLUME_MODES = ["Block", "Filesystem"]
@@ -813,31 +814,45 @@ def _validate_pv_source(key: str, src: dict, path: str, pv_name: str) -> list[Ca
     return _validate_pod_source(key, src, path, False)
 
 
-def validate_persistent_volume_spec(spec: Any, pv_name: str, path: str) -> list[Cause]:
-    """upstream's ValidatePersistentVolumeSpec for a PersistentVolume object (not an inline spec)."""
+def validate_persistent_volume_spec(spec: Any, pv_name: str, path: str, inline: bool = False) -> list[Cause]:
+    """upstream's ValidatePersistentVolumeSpec: a PersistentVolume's, or (``inline``) the inline
+    spec of a VolumeAttachment, which must be CSI and may not carry what only a PV object has."""
     spec = _dict(spec)
     causes: list[Cause] = []
+    if inline:
+        if spec.get("claimRef") is not None:
+            causes.append(errors.field_forbidden(f"{path}.claimRef", NOT_INLINE))
+        if spec.get("capacity"):
+            causes.append(errors.field_forbidden(f"{path}.capacity", NOT_INLINE))
+        if spec.get("csi") is None:
+            causes.append(errors.field_required(f"{path}.csi", "has to be specified in the context of inline volumes"))
     modes = _list(spec.get("accessModes"))
     if not modes:
         causes.append(errors.field_required(f"{path}.accessModes"))
     causes.extend(c for c in validate_access_modes(modes, f"{path}.accessModes") if modes)
     capacity = spec.get("capacity")
     cap_path = f"{path}.capacity"
-    if not capacity:
-        causes.append(errors.field_required(cap_path))
-    if not isinstance(capacity, dict) or "storage" not in capacity or len(capacity) > 1:
-        causes.append(errors.field_not_supported(cap_path, resources.go_resource_list(capacity), ["storage"]))
-    for name, key_path, q, problems in resources.quantities(capacity, cap_path):
-        causes.extend(problems)
-        if q is not None:
-            causes.extend(resources.validate_basic_resource(q, key_path))
-            causes.extend(resources.validate_positive_quantity(q, key_path))
+    if not inline:
+        if not capacity:
+            causes.append(errors.field_required(cap_path))
+        if not isinstance(capacity, dict) or "storage" not in capacity or len(capacity) > 1:
+            causes.append(errors.field_not_supported(cap_path, resources.go_resource_list(capacity), ["storage"]))
+        for name, key_path, q, problems in resources.quantities(capacity, cap_path):
+            causes.extend(problems)
+            if q is not None:
+                causes.extend(resources.validate_basic_resource(q, key_path))
+                causes.extend(resources.validate_positive_quantity(q, key_path))
     policy = spec.get("persistentVolumeReclaimPolicy")
-    if policy and policy not in RECLAIM_POLICIES:
+    if policy and inline and policy != "Retain":
+        causes.append(errors.field_forbidden(f"{path}.persistentVolumeReclaimPolicy",
+                                             "may only be Retain in the context of inline volumes"))
+    elif policy and not inline and policy not in RECLAIM_POLICIES:
         causes.append(errors.field_not_supported(f"{path}.persistentVolumeReclaimPolicy", policy, RECLAIM_POLICIES))
     affinity = spec.get("nodeAffinity")
     has_affinity = isinstance(affinity, dict)
-    if has_affinity:
+    if has_affinity and inline:
+        causes.append(errors.field_forbidden(f"{path}.nodeAffinity", NOT_INLINE))
+    elif has_affinity:
         required = affinity.get("required")
         if required is not None:
             causes.extend(scheduling.validate_node_selector(required, f"{path}.nodeAffinity.required"))
@@ -862,11 +877,16 @@ def validate_persistent_volume_spec(spec: Any, pv_name: str, path: str) -> list[
         causes.append(errors.field_forbidden(f"{path}.persistentVolumeReclaimPolicy",
                                              "may not be 'recycle' for a hostPath mount of '/'"))
     class_name = _str(spec.get("storageClassName"))
-    if class_name:
+    if class_name and inline:
+        causes.append(errors.field_forbidden(f"{path}.storageClassName", NOT_INLINE))
+    elif class_name:
         causes.extend(errors.field_invalid(f"{path}.storageClassName", class_name, m)
                       for m in validation.is_dns1123_subdomain(class_name))
     mode = spec.get("volumeMode")
-    if mode is not None and mode not in VOLUME_MODES:
+    if mode is not None and inline and mode != "Filesystem":
+        causes.append(errors.field_forbidden(f"{path}.volumeMode", "may not specify volumeMode other than "
+                                                                   "Filesystem in the context of inline volumes"))
+    elif mode is not None and not inline and mode not in VOLUME_MODES:
         causes.append(errors.field_not_supported(f"{path}.volumeMode", mode, VOLUME_MODES))
     return causes
 
