@@ -16,6 +16,7 @@ from twisted.internet import reactor
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.server.apiserver import APIServer
 from kapiserver.server.config import Config, config_from_dict
+from kapiserver.testing import TEST_ADVERTISE_ADDRESS
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.storage.interface import Storage
 
@@ -35,11 +36,11 @@ _SETTINGS = {
 
 def test_config(**settings: Any) -> Config:
     """The server's configuration for an in-process test server: the defaults, anonymous requests
-    allowed, and ``settings`` (keyword names of :data:`_SETTINGS`) applied."""
+    allowed, the advertised address, and ``settings`` (keyword names of :data:`_SETTINGS`) applied."""
     unknown = set(settings) - set(_SETTINGS)
     if unknown:
         raise TypeError(f"unknown settings: {sorted(unknown)}")
-    overrides = {"authentication.anonymous": True}
+    overrides: dict[str, Any] = {"authentication.anonymous": True, "advertise_address": TEST_ADVERTISE_ADDRESS}
     overrides.update({_SETTINGS[name]: value for name, value in settings.items()})
     return config_from_dict(None, "<test>", overrides)
 

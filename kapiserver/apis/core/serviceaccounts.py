@@ -1,7 +1,8 @@
 """ServiceAccounts (core/v1): only names of referenced secrets are kept."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
+from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -21,6 +22,10 @@ class ServiceAccountStrategy(Strategy):
 
     def prepare_for_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
         _clean_secret_references(new)
+
+    def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateServiceAccount: metadata only."""
+        return field_checks.kube_object_meta(obj)
 
 
 def resource_type() -> ResourceType:
