@@ -30,6 +30,7 @@ _SETTINGS = {
     "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
     "anonymous": "authentication.anonymous",
     "event_ttl_seconds": "storage.event_ttl_seconds",
+    "advertise_address": "advertise_address",
     "leader_elect": "controllers.leader_elect",
 }
 
