@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kapiserver.apis.apps import controllerrevisions, daemonsets, deployments, replicasets, statefulsets
-from kapiserver.apis.authentication import self_subject_reviews
+from kapiserver.apis.authentication import self_subject_reviews, token_reviews
 from kapiserver.apis.authorization import access_reviews
 from kapiserver.apis.autoscaling import horizontalpodautoscalers, horizontalpodautoscalers_v1
 from kapiserver.apis.batch import cronjobs, jobs
@@ -63,4 +63,5 @@ def builtin_resource_types() -> list[ResourceType]:
         cronjobs.resource_type(),
         *access_reviews.resource_types(),
         self_subject_reviews.resource_type(),
+        token_reviews.resource_type(),
     ]

@@ -111,6 +111,9 @@ def _resource_entries(t: ResourceType) -> list[dict]:
     if t.scale is not None:
         entries.append({"name": f"{t.plural}/scale", "singularName": "", "namespaced": t.namespaced,
                         "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": list(SUBRESOURCE_VERBS)})
+    for sub in t.create_subresources:
+        entries.append({"name": f"{t.plural}/{sub.name}", "singularName": "", "namespaced": t.namespaced,
+                        "group": sub.group, "version": sub.version, "kind": sub.kind, "verbs": ["create"]})
     return entries
 
 
@@ -142,8 +145,12 @@ def _aggregated_resource(t: ResourceType) -> dict:
     if t.has_status:
         subs.append({"subresource": "status", "responseKind": {"group": "", "version": "", "kind": t.kind},
                      "verbs": list(SUBRESOURCE_VERBS)})
+    for sub in t.create_subresources:
+        subs.append({"subresource": sub.name, "responseKind": {"group": sub.group, "version": sub.version,
+                                                               "kind": sub.kind},
+                     "verbs": ["create"]})
     if subs:
-        out["subresources"] = subs
+        out["subresources"] = sorted(subs, key=lambda s: s["subresource"])
     return out
 
 

@@ -453,6 +453,15 @@ def _resource_paths(r: ResourceType, schemas: _Schemas, add) -> None:
                                    description=f"partially update {sub} of the specified {kind}"))
 
 
+    for created in r.create_subresources:
+        sgvk = {"group": created.group, "kind": created.kind, "version": created.version}
+        add(f"{item}/{created.name}", item_params, _Op(
+            "post", f"create{gvn}{scope}{kind}{created.name[:1].upper()}{created.name[1:]}", "post", tag, sgvk,
+            WRITE_PARAMS, {"200": created.schema_name, "201": created.schema_name, "202": created.schema_name,
+                           "401": None}, body=created.schema_name, produces=produces,
+            description=f"create {created.name} of a {kind}"))
+
+
 def _needed_schemas(paths: dict[str, _PathItem], schemas: _Schemas) -> list[str]:
     roots: set[str] = set(META_SCHEMAS)
     for item in paths.values():

@@ -58,7 +58,9 @@ class RESTEndpoint(resource.Resource):
             if info.subresource:
                 if info.subresource not in rtype.subresources:
                     raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
-                if verb not in SUBRESOURCE_VERBS[info.subresource]:
+                allowed = ("create",) if rtype.create_subresource(info.subresource) else \
+                    SUBRESOURCE_VERBS[info.subresource]
+                if verb not in allowed:
                     raise errors.method_not_supported(f"{rtype.plural}/{info.subresource}", rtype.group, verb)
             elif verb not in rtype.verbs:
                 raise errors.method_not_supported(rtype.plural, rtype.group, verb)
@@ -77,7 +79,12 @@ class RESTEndpoint(resource.Resource):
             streaming = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.deps.watches.register))
             streaming.addErrback(respond.failure_writer(request, target))
             return server.NOT_DONE_YET
-        handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
+        if info.subresource == "scale":
+            handler = SCALE_HANDLERS[verb]
+        elif info.subresource and rtype.create_subresource(info.subresource):
+            handler = create.create_subresource
+        else:
+            handler = HANDLERS[verb]
         answering = defer.Deferred.fromCoroutine(handler(scope))
         answering.addCallback(self._answer, scope)
         answering.addErrback(respond.failure_writer(request, target))

@@ -42,6 +42,24 @@ class ScaleSubresource:
     label_selector_path: str = ""
 
 
+@dataclass(frozen=True)
+class CreateSubresource:
+    """A subresource answering POST on a named object with another kind
+    (``serviceaccounts/token`` takes and returns an authentication.k8s.io/v1
+    TokenRequest).  The kind's store answers it: ``create_subresource``."""
+
+    name: str
+    group: str
+    version: str
+    kind: str
+    # the kind's definition name (OpenAPI)
+    schema_name: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
 @dataclass
 class ResourceType:
     """A served resource: one group/version/kind at one URL.
@@ -67,6 +85,8 @@ class ResourceType:
     verbs: tuple[str, ...] = ALL_VERBS
     has_status: bool = False
     scale: Optional[ScaleSubresource] = None
+    # POST-only subresources of another kind; the store must have ``create_subresource``
+    create_subresources: tuple[CreateSubresource, ...] = ()
     schema_name: str = ""
     schema: Optional[dict] = None
     table_columns: tuple[TableColumn, ...] = ()
@@ -122,7 +142,11 @@ class ResourceType:
             subs.append("status")
         if self.scale is not None:
             subs.append("scale")
+        subs.extend(sub.name for sub in self.create_subresources)
         return tuple(subs)
+
+    def create_subresource(self, name: str) -> Optional[CreateSubresource]:
+        return next((sub for sub in self.create_subresources if sub.name == name), None)
 
     def storage_key(self, namespace: str, name: str) -> str:
         """``/configmaps/<ns>/<name>`` or ``/namespaces/<name>`` (below the backend prefix)."""

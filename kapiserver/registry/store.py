@@ -493,6 +493,12 @@ class Store:
 
     # ------------------------------------------------------------ delete
 
+    async def create_subresource(self, subresource: str, namespace: str, name: str, obj: Any,
+                                 ctx: Optional[Context] = None) -> dict:
+        """POST to a create-only subresource (``ResourceType.create_subresources``); the kinds
+        declaring one serve it from a Store that overrides this."""
+        raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+
     async def delete(self, namespace: str, name: str, opts: DeleteOptions,
                      ctx: Optional[Context] = None) -> tuple[dict, bool]:
         """Returns (object, deleted_now).  An object with finalizers is only

@@ -23,11 +23,13 @@ from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
-from kapiserver.auth.authenticator import ClientCertificateAuthenticator, UnionAuthenticator
+from kapiserver.auth.build import build_authentication
 from kapiserver.auth.authorizer import AlwaysAllow, Authorizer
+from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
+from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensController
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.request import APISite
@@ -44,6 +46,8 @@ from kapiserver.server import healthz, metrics, version
 from kapiserver.server.config import Config
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
 from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
+from kapiserver.server.kubeconfig import server_url
+from kapiserver.server.openid_metadata import issuer_discoverable, openid_resources
 from kapiserver.storage.interface import Storage
 
 log = Logger()
@@ -88,15 +92,18 @@ class APIServer:
 
         # requests, impersonation and access reviews ask the same authorizer
         self.authorizer: Authorizer = authorizer if authorizer is not None else AlwaysAllow()
-        self.authenticator = UnionAuthenticator([ClientCertificateAuthenticator()],
-                                                anonymous=config.authentication.anonymous)
+        # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
+        self.authentication = build_authentication(config, self.store)
+        self.authenticator = self.authentication.request
+        # host:port clients reach this server at (the listener sets the real port)
+        self.external_address = server_url(config.bind_address, config.secure_port)[len("https://"):]
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
         self.leases = LeaseReuser(storage)
         self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
-                                     store=self.store)
+                                     store=self.store, authentication=self.authentication)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = config.storage.event_ttl_seconds
@@ -131,7 +138,13 @@ class APIServer:
     # ------------------------------------------------------------ wiring
 
     def _server_paths(self) -> dict[str, resource.Resource]:
+        tokens = self.authentication.service_accounts
+        discovery = {}
+        if tokens is not None and issuer_discoverable(tokens.issuer):
+            discovery = openid_resources(
+                tokens, lambda: tokens.jwks_uri or f"https://{self.external_address}/openid/v1/jwks")
         return {
+            **discovery,
             "healthz": healthz.health_resource("healthz", self.health),
             "livez": healthz.health_resource("livez", self.health),
             "readyz": healthz.health_resource("readyz", self.health),
@@ -143,6 +156,9 @@ class APIServer:
     def _root_paths(self) -> list[str]:
         paths = {"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/metrics", "/openapi/v2",
                  "/openapi/v3", "/version"}
+        tokens = self.authentication.service_accounts
+        if tokens is not None and issuer_discoverable(tokens.issuer):
+            paths |= {"/.well-known/openid-configuration", "/openid/v1/jwks"}
         for rtype in self.all_types():
             if rtype.group:
                 paths.add(f"/apis/{rtype.group}")
@@ -222,6 +238,13 @@ class APIServer:
             NamespaceDefaultsController(namespaces, self.store("", "v1", "serviceaccounts"),
                                         self.store("", "v1", "configmaps"), self.ca_pem, self.reactor),
         ]
+        authn = self.authentication
+        self.controllers.append(ClusterAuthenticationTrustController(
+            self.store("", "v1", "configmaps"), authn.client_ca_pem, authn.requestheader, self.reactor))
+        if authn.service_accounts is not None:
+            self.controllers.append(ServiceAccountTokensController(
+                self.store("", "v1", "serviceaccounts"), self.store("", "v1", "secrets"),
+                authn.service_accounts.legacy_signer, self.ca_pem, self.reactor))
         for controller in self.controllers:
             controller.start()
         await self.apiextensions.start()

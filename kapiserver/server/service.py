@@ -20,11 +20,13 @@ from twisted.internet import defer, endpoints, error as net_error, task
 from twisted.logger import Logger
 
 from kapiserver.server import systemd
-from kapiserver.server.certs import CertBundle, CertificateError, ensure_certificates, serving_context_factory
+from kapiserver.auth.build import CredentialsError
+from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
+                                     serving_context_factory)
 from kapiserver.server.config import Config
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
-from kapiserver.server.kubeconfig import write_admin_kubeconfig
+from kapiserver.server.kubeconfig import server_url, write_admin_kubeconfig
 from kapiserver.server.version import version_info
 
 log = Logger()
@@ -185,7 +187,9 @@ class KapiService(service.Service):
         self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
                                    reactor=self.reactor)
         endpoint = endpoints.SSL4ServerEndpoint(self.reactor, config.secure_port,
-                                                serving_context_factory(self.bundle),
+                                                serving_context_factory(
+                                                    self.bundle,
+                                                    self.apiserver.authentication.handshake_client_cas or None),
                                                 backlog=1024, interface=config.bind_address)
         try:
             self.port = await endpoint.listen(self.apiserver.site)
@@ -193,6 +197,7 @@ class KapiService(service.Service):
             reason = getattr(e.socketError, "strerror", None) or str(e.socketError)
             raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
         log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
+        self.apiserver.external_address = server_url(config.bind_address, self.bound_port)[len("https://"):]
         try:
             if write_admin_kubeconfig(config.admin_kubeconfig, self.bundle, config.bind_address, self.bound_port):
                 log.info("Wrote admin kubeconfig {path}", path=config.admin_kubeconfig)
@@ -224,7 +229,7 @@ class KapiService(service.Service):
                 self.ready.errback(failure)
                 self.ready.addErrback(lambda f: None)
             return
-        if failure.check(StartupError, CertificateError):
+        if failure.check(StartupError, CertificateError, CredentialsError):
             message = str(failure.value)
         else:
             log.failure("startup failed", failure)
@@ -310,8 +315,12 @@ def _exit_after_shutdown(code: int) -> None:
 
 def load_certificates(config: Config) -> CertBundle:
     """Certificates for ``config`` (creating them on first start); raises StartupError."""
+    defaults = credential_files(config).defaults
     try:
-        return ensure_certificates(config.cert_dir, config.tls.extra_sans)
+        return ensure_certificates(config.cert_dir, config.tls.extra_sans,
+                                   front_proxy="requestheader_client_ca" in defaults,
+                                   front_proxy_client="proxy_client_cert" in defaults,
+                                   service_account_key="service_account_signing_key" in defaults)
     except CertificateError as e:
         raise StartupError(str(e)) from None
 

@@ -29,6 +29,11 @@ _SETTINGS = {
     "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
     "anonymous": "authentication.anonymous",
     "event_ttl_seconds": "storage.event_ttl_seconds",
+    # authentication: a cert_dir holding ensure_certificates' files turns on ServiceAccount tokens
+    "cert_dir": "cert_dir",
+    "token_auth_file": "authentication.token_auth_file",
+    "api_audiences": "authentication.api_audiences",
+    "service_account_max_token_expiration_seconds": "authentication.service_account.max_token_expiration_seconds",
 }
 
 
