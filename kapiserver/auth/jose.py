@@ -40,7 +40,7 @@ def b64url_decode(text: str) -> bytes:
     if any(c in text for c in "+/=") or not text.isascii():
         raise JOSEError("not base64url")
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
     except ValueError:
         raise JOSEError("not base64url") from None
 

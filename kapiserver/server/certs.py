@@ -362,9 +362,11 @@ def _ensure_service_account_key(cert_dir: str) -> None:
     _write(pub_path, public_pem, private=False)
 
 
-def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = ()) -> tuple[bytes, bytes]:
-    """Issue a client certificate for ``user`` from the cluster CA (tests, extra kubeconfigs)."""
-    ca_path, key_path = os.path.join(cert_dir, "ca.crt"), os.path.join(cert_dir, "ca.key")
+def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = (),
+                             ca: str = "ca") -> tuple[bytes, bytes]:
+    """Issue a client certificate for ``user`` from the cluster CA, or the CA ``<ca>.crt``/``.key``
+    of ``cert_dir`` (``front-proxy-ca``) (tests, extra kubeconfigs)."""
+    ca_path, key_path = os.path.join(cert_dir, ca + ".crt"), os.path.join(cert_dir, ca + ".key")
     ca_pem, key_pem = _read(ca_path), _read(key_path)
     if ca_pem is None or key_pem is None:
         raise CertificateError(f"{cert_dir}: no CA to issue client certificates from")
