@@ -36,6 +36,29 @@ def server() -> ServerProcess:
     return _server
 
 
+def https(server: ServerProcess, method: str, path: str, cert: tuple[bytes, bytes] | None = None,
+          headers: dict | None = None, body: dict | None = None) -> tuple[int, dict]:
+    """A raw HTTPS request to ``server``, with a client certificate (PEM cert, key) if given."""
+    context = ssl.create_default_context(cafile=os.path.join(server.workdir, "certs", "ca.crt"))
+    if cert is not None:
+        directory = tempfile.mkdtemp(dir=server.workdir)
+        cert_path, key_path = os.path.join(directory, "c.crt"), os.path.join(directory, "c.key")
+        with open(cert_path, "wb") as f:
+            f.write(cert[0])
+        with open(key_path, "wb") as f:
+            f.write(cert[1])
+        context.load_cert_chain(cert_path, key_path)
+    url = urllib.parse.urlsplit(server.server_url)
+    connection = http.client.HTTPSConnection(url.hostname, url.port, context=context, timeout=30)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        connection.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        connection.close()
+
+
 def b64decode_url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
@@ -78,25 +101,7 @@ class AuthenticationTests(unittest.TestCase):
 
     def https(self, method: str, path: str, cert: tuple[bytes, bytes] | None = None,
               headers: dict | None = None, body: dict | None = None) -> tuple[int, dict]:
-        """A raw HTTPS request, with a client certificate (PEM cert, key) if given."""
-        context = ssl.create_default_context(cafile=self.ca)
-        if cert is not None:
-            directory = tempfile.mkdtemp(dir=self.server.workdir)
-            cert_path, key_path = os.path.join(directory, "c.crt"), os.path.join(directory, "c.key")
-            with open(cert_path, "wb") as f:
-                f.write(cert[0])
-            with open(key_path, "wb") as f:
-                f.write(cert[1])
-            context.load_cert_chain(cert_path, key_path)
-        connection = http.client.HTTPSConnection(self.host, self.port, context=context, timeout=30)
-        try:
-            data = json.dumps(body).encode() if body is not None else None
-            connection.request(method, path, body=data, headers={"Content-Type": "application/json",
-                                                                  **(headers or {})})
-            response = connection.getresponse()
-            return response.status, json.loads(response.read() or b"null")
-        finally:
-            connection.close()
+        return https(self.server, method, path, cert, headers, body)
 
     def read(self, name: str) -> bytes:
         with open(os.path.join(self.certs, name), "rb") as f:
@@ -225,3 +230,35 @@ class AuthenticationTests(unittest.TestCase):
         self.assertTrue(self.refused("not-a-token"))
         code, body = self.https("GET", "/api/v1/namespaces", headers={"Authorization": "Bearer nope"})
         self.assertEqual((code, body["reason"]), (401, "Unauthorized"))
+
+
+class ClientCABundleTests(unittest.TestCase):
+    """``authentication.client_ca_file``: the TLS handshake and the x509 authenticator trust that bundle."""
+
+    def setUp(self) -> None:
+        from kapiserver.server.certs import ensure_certificates
+        workdir = tempfile.mkdtemp(prefix="kapiserver-clientca-")
+        own = ensure_certificates(os.path.join(workdir, "certs"))
+        self.team_dir = os.path.join(workdir, "team")
+        self.stranger_dir = os.path.join(workdir, "stranger")
+        team = ensure_certificates(self.team_dir)
+        ensure_certificates(self.stranger_dir)
+        bundle = os.path.join(workdir, "client-ca.pem")
+        with open(bundle, "wb") as f:
+            f.write(own.ca_cert_pem + team.ca_cert_pem)
+        self.server = ServerProcess(extra_config={"authentication": {"client_ca_file": bundle}},
+                                    workdir=workdir).start()
+        self.addCleanup(self.server.cleanup)
+
+    def whoami(self, cert: tuple[bytes, bytes]) -> str:
+        code, body = https(self.server, "POST", WHOAMI, cert, body={"apiVersion": "authentication.k8s.io/v1",
+                                                                    "kind": "SelfSubjectReview"})
+        self.assertEqual(code, 201, body)
+        return body["status"]["userInfo"]["username"]
+
+    def test_certificates_of_every_bundled_ca_and_no_other(self):
+        self.assertEqual(self.server.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout,
+                         "kapiserver-admin")
+        self.assertEqual(self.whoami(issue_client_certificate(self.team_dir, "team-user", ["team"])), "team-user")
+        with self.assertRaises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
+            self.whoami(issue_client_certificate(self.stranger_dir, "stranger"))
