@@ -41,41 +41,51 @@ def _tls_transport(request: Any) -> Any:
     return None
 
 
-def _connection_cache(transport: Any) -> dict:
-    """Facts about the connection's certificate, worked out once per connection
-    (HTTP/2 multiplexes many requests on one)."""
-    cache = getattr(transport, _CACHE_ATTR, None)
-    if cache is None:
-        cache = {}
-        try:
-            setattr(transport, _CACHE_ATTR, cache)
-        except AttributeError:
-            pass
+def _connection_cache(request: Any) -> Optional[dict]:
+    """Facts about the connection's certificate (its chain first), worked out once per
+    connection (HTTP/2 multiplexes many requests on one); None without TLS.  Found once
+    per request."""
+    cache = getattr(request, _CACHE_ATTR, False)
+    if cache is not False:
+        return cache
+    transport = _tls_transport(request)
+    if transport is not None:
+        cache = getattr(transport, _CACHE_ATTR, None)
+        if cache is None:
+            cache = {"chain": _chain_of(transport)}
+            try:
+                setattr(transport, _CACHE_ATTR, cache)
+            except AttributeError:
+                pass
+    else:
+        cache = None
+    try:
+        setattr(request, _CACHE_ATTR, cache)
+    except AttributeError:
+        pass
     return cache
+
+
+def _chain_of(transport: Any) -> list[x509.Certificate]:
+    try:
+        peer = transport.getPeerCertificate()
+    except Exception:
+        peer = None
+    if peer is None:
+        return []
+    leaf = peer.to_cryptography()
+    chain = [leaf]
+    handle = getattr(transport, "getHandle", lambda: None)()
+    sent = handle.get_peer_cert_chain() if handle is not None else None
+    # (a server sees the client's intermediates here, with or without the leaf)
+    chain.extend(c.to_cryptography() for c in sent or () if c.to_cryptography() != leaf)
+    return chain
 
 
 def peer_chain(request: Any) -> list[x509.Certificate]:
     """The client's certificate chain, leaf first; empty without TLS or a client certificate."""
-    transport = _tls_transport(request)
-    if transport is None:
-        return []
-    cache = _connection_cache(transport)
-    chain = cache.get("chain")
-    if chain is None:
-        chain = []
-        try:
-            peer = transport.getPeerCertificate()
-        except Exception:
-            peer = None
-        if peer is not None:
-            leaf = peer.to_cryptography()
-            chain.append(leaf)
-            handle = getattr(transport, "getHandle", lambda: None)()
-            sent = handle.get_peer_cert_chain() if handle is not None else None
-            # (a server sees the client's intermediates here, with or without the leaf)
-            chain.extend(c.to_cryptography() for c in sent or () if c.to_cryptography() != leaf)
-        cache["chain"] = chain
-    return chain
+    cache = _connection_cache(request)
+    return cache["chain"] if cache is not None else []
 
 
 def describe(cert: x509.Certificate) -> str:
@@ -102,8 +112,9 @@ class CABundle:
 
     def verify(self, request: Any, chain: list[x509.Certificate]) -> str:
         """Why ``chain`` does not chain to this bundle for client authentication ("" if it does)."""
-        transport = _tls_transport(request)
-        cache = _connection_cache(transport) if transport is not None else {}
+        cache = _connection_cache(request)
+        if cache is None:
+            return self.check(chain)
         key = ("verified", id(self))
         if key not in cache:
             cache[key] = self.check(chain)
@@ -145,8 +156,9 @@ def user_from_certificate(cert: x509.Certificate) -> Optional[UserInfo]:
 
 def certificate_user(request: Any, chain: list[x509.Certificate]) -> Optional[UserInfo]:
     """:func:`user_from_certificate` of the connection's leaf, worked out once per connection."""
-    transport = _tls_transport(request)
-    cache = _connection_cache(transport) if transport is not None else {}
+    cache = _connection_cache(request)
+    if cache is None:
+        return user_from_certificate(chain[0])
     if "user" not in cache:
         cache["user"] = user_from_certificate(chain[0])
     return cache["user"]
