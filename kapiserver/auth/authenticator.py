@@ -14,6 +14,7 @@ The kinds are built from the configuration by :mod:`kapiserver.auth.build`.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence, Union
 
@@ -130,7 +131,7 @@ class UnionAuthenticator:
         self.anonymous = anonymous
 
     def authenticate(self, request: Any) -> Outcome:
-        outcome = first_recognised([lambda a=a: a.authenticate(request) for a in self.authenticators])
+        outcome = first_recognised([functools.partial(a.authenticate, request) for a in self.authenticators])
         return then(outcome, self._decide)
 
     def _decide(self, result: Optional[AuthResult]) -> Optional[AuthResult]:

@@ -8,6 +8,7 @@ audiences (static tokens) are valid for exactly those
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional, Sequence
 
 from kapiserver.auth.authenticator import (AuthenticationError, AuthResult, Outcome, TokenAuthenticator,
@@ -34,7 +35,8 @@ class TokenUnion:
         self.authenticators = tuple(authenticators)
 
     def authenticate_token(self, token: str, audiences: tuple[str, ...]) -> Outcome:
-        return first_recognised([lambda a=a: a.authenticate_token(token, audiences) for a in self.authenticators])
+        return first_recognised([functools.partial(a.authenticate_token, token, audiences)
+                                 for a in self.authenticators])
 
 
 class AudienceAgnosticToken:

@@ -11,7 +11,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 PublicKey = Union[rsa.RSAPublicKey, ec.EllipticCurvePublicKey]
 PrivateKey = Union[rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey]
 
-_HASHES = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
+_HASHES: dict[str, Callable[[], hashes.HashAlgorithm]] = {"256": hashes.SHA256, "384": hashes.SHA384,
+                                                          "512": hashes.SHA512}
 _CURVES = {"secp256r1": ("ES256", "P-256", 32), "secp384r1": ("ES384", "P-384", 48),
            "secp521r1": ("ES512", "P-521", 66)}
 # a token larger than this is not one of ours (bounds the work an attacker can ask for)

@@ -45,9 +45,10 @@ def _connection_cache(request: Any) -> Optional[dict]:
     """Facts about the connection's certificate (its chain first), worked out once per
     connection (HTTP/2 multiplexes many requests on one); None without TLS.  Found once
     per request."""
-    cache = getattr(request, _CACHE_ATTR, False)
-    if cache is not False:
-        return cache
+    known: Any = getattr(request, _CACHE_ATTR, False)
+    if known is not False:
+        return known
+    cache: Optional[dict] = None
     transport = _tls_transport(request)
     if transport is not None:
         cache = getattr(transport, _CACHE_ATTR, None)
@@ -57,8 +58,6 @@ def _connection_cache(request: Any) -> Optional[dict]:
                 setattr(transport, _CACHE_ATTR, cache)
             except AttributeError:
                 pass
-    else:
-        cache = None
     try:
         setattr(request, _CACHE_ATTR, cache)
     except AttributeError:
