@@ -24,7 +24,10 @@ from twisted.logger import Logger
 from kapiserver.auth import jose
 from kapiserver.auth.authenticator import Authenticator, ClientCertificateAuthenticator, TokenAuthenticator, \
     UnionAuthenticator
+from kapiserver.auth.authentication_configuration import (AuthenticationConfigurationError,
+                                                         load_authentication_configuration)
 from kapiserver.auth.bearertoken import AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion
+from kapiserver.auth.oidc import JWTAuthenticator
 from kapiserver.auth.requestheader import RequestHeaderAuthenticator
 from kapiserver.auth.serviceaccount import (LEGACY_ISSUER, BoundTokenValidator, JWTTokenAuthenticator,
                                             LegacyTokenValidator, ServiceAccountTokens, StoreObjectGetter,
@@ -69,6 +72,17 @@ class Authentication:
     requestheader: Optional[RequestHeaderTrust]
     # signing side of ServiceAccount tokens; None without a signing key
     service_accounts: Optional[ServiceAccountTokens]
+    # JWT authenticators of the authentication configuration file (fetch their issuers' keys)
+    jwt: tuple[JWTAuthenticator, ...] = ()
+
+    def start(self) -> None:
+        """Begin what runs in the background: OIDC discovery."""
+        for authenticator in self.jwt:
+            authenticator.start()
+
+    def stop(self) -> None:
+        for authenticator in self.jwt:
+            authenticator.stop()
 
 
 def _read(path: str, default: bool, what: str) -> Optional[bytes]:
@@ -135,7 +149,7 @@ def _service_accounts(config: "Config", files: CredentialFiles, api_audiences: t
 
 
 def build_authentication(config: "Config", store: Callable[[str, str, str], "Store"],
-                         clock: Callable[[], float] = time.time) -> Authentication:
+                         clock: Callable[[], float] = time.time, reactor: Any = None) -> Authentication:
     """The authenticators of the completed ``config``; ``store(group, version, plural)``
     looks objects up (ServiceAccount tokens).  Raises :class:`CredentialsError`."""
     authn = config.authentication
@@ -174,6 +188,18 @@ def build_authentication(config: "Config", store: Callable[[str, str, str], "Sto
             [LEGACY_ISSUER], keys, api_audiences, LegacyTokenValidator(getter, sa_config.lookup, clock)))
         token_authenticators.append(JWTTokenAuthenticator(
             list(sa_config.issuers), keys, api_audiences, BoundTokenValidator(getter, clock)))
+    jwt: tuple[JWTAuthenticator, ...] = ()
+    if authn.config_file:
+        try:
+            structured = load_authentication_configuration(authn.config_file, tuple(sa_config.issuers))
+        except AuthenticationConfigurationError as e:
+            raise CredentialsError(str(e)) from None
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        jwt = tuple(JWTAuthenticator(c, reactor, clock) for c in structured.jwt)
+        if jwt:  # after the ServiceAccount tokens, as upstream
+            token_authenticators.append(AudienceAgnosticToken(api_audiences, TokenUnion(jwt)))
     tokens = TokenUnion(token_authenticators) if token_authenticators else None
     if tokens is not None:
         request_authenticators.append(BearerTokenAuthenticator(tokens, api_audiences))
@@ -182,7 +208,7 @@ def build_authentication(config: "Config", store: Callable[[str, str, str], "Sto
     return Authentication(
         request=UnionAuthenticator(request_authenticators, anonymous=authn.anonymous), tokens=tokens,
         api_audiences=api_audiences, handshake_client_cas=handshake, client_ca_pem=client_ca_pem,
-        requestheader=requestheader, service_accounts=service_accounts)
+        requestheader=requestheader, service_accounts=service_accounts, jwt=jwt)
 
 
 def _with_newline(pem: bytes) -> bytes:

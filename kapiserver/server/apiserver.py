@@ -93,7 +93,7 @@ class APIServer:
         # requests, impersonation and access reviews ask the same authorizer
         self.authorizer: Authorizer = authorizer if authorizer is not None else AlwaysAllow()
         # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
-        self.authentication = build_authentication(config, self.store)
+        self.authentication = build_authentication(config, self.store, reactor=reactor)
         self.authenticator = self.authentication.request
         # host:port clients reach this server at (the listener sets the real port)
         self.external_address = server_url(config.bind_address, config.secure_port)[len("https://"):]
@@ -239,6 +239,7 @@ class APIServer:
                                         self.store("", "v1", "configmaps"), self.ca_pem, self.reactor),
         ]
         authn = self.authentication
+        authn.start()
         self.controllers.append(ClusterAuthenticationTrustController(
             self.store("", "v1", "configmaps"), authn.client_ca_pem, authn.requestheader, self.reactor))
         if authn.service_accounts is not None:
@@ -264,6 +265,7 @@ class APIServer:
         if getattr(self, "_counter", None) is not None and self._counter.running:
             self._counter.stop()
         self.apiextensions.stop()
+        self.authentication.stop()
         for controller in self.controllers:
             controller.stop()
         self.watches.stop_all()

@@ -75,6 +75,8 @@ class AuthenticationConfig:
     token_auth_file: str = ""
     # audiences of this API; [] = the service-account issuers
     api_audiences: list[str] = field(default_factory=list)
+    # an AuthenticationConfiguration (apiserver.config.k8s.io) file: JWT authenticators of OIDC issuers
+    config_file: str = ""
     service_account: ServiceAccountConfig = field(default_factory=ServiceAccountConfig)
     requestheader: RequestHeaderConfig = field(default_factory=RequestHeaderConfig)
 
@@ -153,7 +155,7 @@ class Config:
 # Keys holding file system paths: made absolute against the working directory.
 _PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig", "proxy_client_cert_file", "proxy_client_key_file",
               "storage.etcd.cafile", "storage.etcd.certfile", "storage.etcd.keyfile",
-              "authentication.client_ca_file", "authentication.token_auth_file",
+              "authentication.client_ca_file", "authentication.token_auth_file", "authentication.config_file",
               "authentication.service_account.signing_key_file", "authentication.service_account.key_files",
               "authentication.requestheader.client_ca_file")
 # Integer keys that must be > 0 (the rest of the integers must be >= 0).

@@ -53,6 +53,7 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "anonymous-auth": ("authentication.anonymous", _bool),
     "client-ca-file": ("authentication.client_ca_file", str),
     "token-auth-file": ("authentication.token_auth_file", str),
+    "authentication-config": ("authentication.config_file", str),
     "api-audiences": ("authentication.api_audiences", _list),
     "service-account-signing-key-file": ("authentication.service_account.signing_key_file", str),
     "service-account-key-file": ("authentication.service_account.key_files", _list),
@@ -96,6 +97,8 @@ class Options(usage.Options):
                                        "Overrides authentication.client_ca_file."],
         ["token-auth-file", None, None, "CSV file of static bearer tokens (token,user,uid,\"group1,group2\"). "
                                         "Overrides authentication.token_auth_file."],
+        ["authentication-config", None, None, "AuthenticationConfiguration file (JWT authenticators). "
+                                              "Overrides authentication.config_file."],
         ["api-audiences", None, None, "Comma-separated audiences of this API. Overrides authentication.api_audiences."],
         ["service-account-signing-key-file", None, None, "PEM private key signing ServiceAccount tokens. "
                                                          "Overrides authentication.service_account.signing_key_file."],
