@@ -3,6 +3,7 @@ they become, TokenReview, legacy token Secrets, OIDC discovery and the published
 from __future__ import annotations
 
 import base64
+import calendar
 import json
 import os
 import time
@@ -132,6 +133,45 @@ class TokenRequestTests(AuthServerTestCase):
         self.assertEqual(user["extra"]["authentication.kubernetes.io/node-name"], ["node-1"])
         deleted = await self.client.delete("/api/v1/namespaces/default/pods/runner")
         self.assertEqual(deleted.code, 200)
+
+        async def refused():
+            return (await self.whoami(token)).code == 401
+        await self.wait_for(refused)
+
+    @run
+    async def test_kubelet_default_lifetime_is_extended_with_warnafter(self):
+        await self.default_account()
+        created = await self.client.post("/api/v1/namespaces/default/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kubelet-style"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        self.assertEqual(created.code, 201, created.body)
+        answer = await self.issue(expirationSeconds=3607,
+                                  boundObjectRef={"kind": "Pod", "apiVersion": "v1", "name": "kubelet-style"})
+        c = claims(answer["status"]["token"])
+        self.assertEqual(c["exp"] - c["iat"], 365 * 24 * 3600)
+        self.assertEqual(c["kubernetes.io"]["warnafter"], c["iat"] + 3607)
+        # what the client is told is what it asked for
+        self.assertEqual(answer["spec"]["expirationSeconds"], 3607)
+        expires = calendar.timegm(time.strptime(answer["status"]["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+        self.assertLessEqual(abs(expires - (c["iat"] + 3607)), 2)
+        # not for other audiences, nor without a pod
+        other = claims((await self.issue(expirationSeconds=3607, audiences=["vault"], boundObjectRef={
+            "kind": "Pod", "apiVersion": "v1", "name": "kubelet-style"}))["status"]["token"])
+        self.assertEqual(other["exp"] - other["iat"], 3607)
+        self.assertNotIn("warnafter", other["kubernetes.io"])
+
+    @run
+    async def test_node_bound_token(self):
+        await self.default_account()
+        node = await self.client.post("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                                         "metadata": {"name": "worker-1"}})
+        self.assertEqual(node.code, 201, node.body)
+        token = (await self.issue(boundObjectRef={"kind": "Node", "apiVersion": "v1",
+                                                  "name": "worker-1"}))["status"]["token"]
+        user = (await self.whoami(token)).body["status"]["userInfo"]
+        self.assertEqual(user["extra"]["authentication.kubernetes.io/node-name"], ["worker-1"])
+        self.assertEqual(user["extra"]["authentication.kubernetes.io/node-uid"], [node.body["metadata"]["uid"]])
+        await self.client.delete("/api/v1/nodes/worker-1")
 
         async def refused():
             return (await self.whoami(token)).code == 401
