@@ -13,7 +13,7 @@ from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
 from kapiserver.endpoints.handlers import scale, update, watch as watch_handler
-from kapiserver.endpoints.negotiation import MediaTarget, negotiate
+from kapiserver.endpoints.negotiation import negotiate
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
@@ -65,7 +65,8 @@ class RESTEndpoint(resource.Resource):
             elif verb not in rtype.verbs:
                 raise errors.method_not_supported(rtype.plural, rtype.group, verb)
             accept = request.getHeader(b"accept")
-            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb))
+            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb),
+                               protobuf_objects=not rtype.is_crd)
             scope = RequestScope(request=request, info=info, rtype=rtype, store=store, target=target,
                                  user=ctx.user, reactor=self.deps.reactor,
                                  bookmark_interval=self.deps.bookmark_interval,
@@ -103,5 +104,5 @@ class RESTEndpoint(resource.Resource):
         if response.convertible:
             obj, target = transform_object(scope, response.obj), scope.target
         else:  # a Status: same encoding, never another shape
-            obj, target = response.obj, MediaTarget(scope.target.media_type)
+            obj, target = response.obj, scope.target.for_status()
         respond.write_object(scope.request, target, response.code, obj, scope.warnings)

@@ -329,29 +329,48 @@ class Store:
             causes += await self.strategy.validate_async(self.rtype, obj, None)
             if causes:
                 raise self._invalid(md.get("name") or md.get("generateName", ""), causes)
-            attrs.name = md["name"]
-            await self.admission.validate(attrs)
-            ctx.warnings.extend(attrs.warnings)
-            md["uid"] = md.get("uid") or meta.new_uid()  # a strategy may need it first (Job selectors)
-            md["creationTimestamp"] = meta.now_rfc3339()
-            if ctx.dry_run:
-                existing = await self.storage.get(self.key(namespace, md["name"]))
-                if existing is not None:
-                    if generated:
-                        continue
-                    raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
-                return obj
-            lease = await self.leases.lease_for(self.rtype.ttl_seconds) if self.rtype.ttl_seconds else 0
+            finish = await self.strategy.begin_create(self.rtype, obj, ctx.dry_run)
+            stored = False
             try:
-                kv = await self.storage.create(self.key(namespace, md["name"]), await self._encode_async(obj),
-                                               lease=lease)
-            except st.KeyExistsError:
-                if generated and attempt + 1 < GENERATE_NAME_ATTEMPTS:
+                kv = await self._create_once(namespace, obj, attrs, ctx, generated)
+                stored = kv is not None and not ctx.dry_run
+            finally:
+                if finish is not None:
+                    await finish(stored)
+            if kv is None:  # the generated name was taken: try another
+                if attempt + 1 < GENERATE_NAME_ATTEMPTS:
                     continue
-                raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
+                break
+            if ctx.dry_run:
+                return obj
             md["resourceVersion"] = str(kv.mod_revision)
             return await self._external(obj)
         raise errors.already_exists(self.rtype.plural, self.rtype.group, md.get("name", ""))
+
+    async def _create_once(self, namespace: str, obj: dict, attrs: Attributes, ctx: Context,
+                           generated: bool) -> Optional[st.KeyValue]:
+        """Admit and store ``obj`` under its name: the new key (for a dry run: a stand-in
+        that is not stored), or None when a generated name is taken already."""
+        md = obj["metadata"]
+        attrs.name = md["name"]
+        await self.admission.validate(attrs)
+        ctx.warnings.extend(attrs.warnings)
+        md["uid"] = md.get("uid") or meta.new_uid()  # a strategy may need it first (Job selectors)
+        md["creationTimestamp"] = meta.now_rfc3339()
+        key = self.key(namespace, md["name"])
+        if ctx.dry_run:
+            if await self.storage.get(key) is not None:
+                if generated:
+                    return None
+                raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
+            return st.KeyValue(key, b"", 0, 0)
+        lease = await self.leases.lease_for(self.rtype.ttl_seconds) if self.rtype.ttl_seconds else 0
+        try:
+            return await self.storage.create(key, await self._encode_async(obj), lease=lease)
+        except st.KeyExistsError:
+            if generated:
+                return None
+            raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
 
     # ------------------------------------------------------------ update & patch
 
@@ -421,12 +440,18 @@ class Store:
             new = await self._prepare_update(namespace, name, desired, current, subresource, ctx)
             if new is None:  # nothing changed: no write, as upstream
                 return current, False
+            finalized = self._finalized(new, current)
+            finish = None if finalized else await self.strategy.begin_update(self.rtype, new, current, ctx.dry_run)
             if ctx.dry_run:
+                if finish is not None:
+                    await finish(True)
                 return new, False
+            written: Optional[st.KeyValue] = None
             try:
-                if self._finalized(new, current):
+                if finalized:
                     deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
                     new["metadata"]["resourceVersion"] = str(deleted.mod_revision)
+                    await self._after_delete(current)
                     return await self._external(new), False
                 written = await self.storage.update(key, await self._encode_async(new),
                                                     expected_mod_revision=kv.mod_revision)
@@ -440,8 +465,21 @@ class Store:
             except st.KeyNotFoundError:
                 kv = None
                 continue
+            finally:
+                if finish is not None:
+                    await finish(written is not None)
+            assert written is not None
             new["metadata"]["resourceVersion"] = str(written.mod_revision)
             return await self._external(new), False
+
+    async def _after_delete(self, obj: dict) -> None:
+        """The strategy's after_delete; the delete happened, so a failure here is only logged."""
+        try:
+            await self.strategy.after_delete(self.rtype, obj)
+        except Exception as e:
+            md = obj.get("metadata") or {}
+            log.warn("after deleting {resource} {namespace}/{name}: {err}", resource=self.rtype.plural,
+                     namespace=md.get("namespace", ""), name=md.get("name", ""), err=e)
 
     def _finalized(self, new: dict, old: dict) -> bool:
         """The update that empties the finalizers of a deleting object removes it."""
@@ -562,6 +600,7 @@ class Store:
                 continue
             except st.KeyNotFoundError:
                 raise self._not_found(name)
+            await self._after_delete(current)
             current["metadata"]["resourceVersion"] = str(deleted.mod_revision)
             return current, True
 

@@ -25,11 +25,7 @@ from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.auth.build import build_authentication
 from kapiserver.auth.authorizer import AlwaysAllow, Authorizer
-from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
-from kapiserver.controllers.garbage_collector import GarbageCollector
-from kapiserver.controllers.namespace import NamespaceController
-from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
-from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensController
+from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.request import APISite
@@ -46,6 +42,7 @@ from kapiserver.server import healthz, metrics, version
 from kapiserver.server.config import Config
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
 from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
+from kapiserver.server.advertise import advertise_address
 from kapiserver.server.kubeconfig import server_url
 from kapiserver.server.openid_metadata import issuer_discoverable, openid_resources
 from kapiserver.storage.interface import Storage
@@ -95,8 +92,7 @@ class APIServer:
         # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
         self.authentication = build_authentication(config, self.store, reactor=reactor)
         self.authenticator = self.authentication.request
-        # host:port clients reach this server at (the listener sets the real port)
-        self.external_address = server_url(config.bind_address, config.secure_port)[len("https://"):]
+        self._advertised: str | None = None  # the address in the default jwks_uri, found on first use
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
         self.leases = LeaseReuser(storage)
@@ -131,7 +127,8 @@ class APIServer:
             request_timeout_seconds=float(limits.request_timeout_seconds),
             max_body_bytes=limits.max_request_body_bytes))
         self.site = APISite(self.handler, limits.max_request_body_bytes)
-        self.controllers: list = []
+        self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
+        self.controllers: ServerControllers | None = None
         from kapiserver.apiextensions.server import APIExtensionsServer
         self.apiextensions = APIExtensionsServer(self)
 
@@ -141,8 +138,7 @@ class APIServer:
         tokens = self.authentication.service_accounts
         discovery = {}
         if tokens is not None and issuer_discoverable(tokens.issuer):
-            discovery = openid_resources(
-                tokens, lambda: tokens.jwks_uri or f"https://{self.external_address}/openid/v1/jwks")
+            discovery = openid_resources(tokens, lambda: tokens.jwks_uri or self._jwks_uri())
         return {
             **discovery,
             "healthz": healthz.health_resource("healthz", self.health),
@@ -152,6 +148,12 @@ class APIServer:
             "metrics": metrics.metrics_resource(),
             "openapi": OpenAPIEndpoint(self.openapi),
         }
+
+    def _jwks_uri(self) -> str:
+        """Upstream's default: the JWKS path at the advertised address and the port served on."""
+        if self._advertised is None:
+            self._advertised = advertise_address(self.config.advertise_address, self.config.bind_address)
+        return server_url(self._advertised, self.secure_port or self.config.secure_port) + "/openid/v1/jwks"
 
     def _root_paths(self) -> list[str]:
         paths = {"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/metrics", "/openapi/v2",
@@ -233,27 +235,14 @@ class APIServer:
             except errors.StatusError as e:
                 if e.reason != "AlreadyExists":
                     raise
-        self.controllers = [
-            NamespaceController(namespaces, self.all_stores, self.reactor),
-            NamespaceDefaultsController(namespaces, self.store("", "v1", "serviceaccounts"),
-                                        self.store("", "v1", "configmaps"), self.ca_pem, self.reactor),
-        ]
-        authn = self.authentication
-        authn.start()
-        self.controllers.append(ClusterAuthenticationTrustController(
-            self.store("", "v1", "configmaps"), authn.client_ca_pem, authn.requestheader, self.reactor))
-        if authn.service_accounts is not None:
-            self.controllers.append(ServiceAccountTokensController(
-                self.store("", "v1", "serviceaccounts"), self.store("", "v1", "secrets"),
-                authn.service_accounts.legacy_signer, self.ca_pem, self.reactor))
-        for controller in self.controllers:
-            controller.start()
+        self.authentication.start()
         await self.apiextensions.start()
-        # after the stored CRDs are served, so its first sync sees every kind
-        collector = GarbageCollector(self.all_stores,
-                                     lambda: (self.kube_groups.generation, self.crd_groups.generation), self.reactor)
-        self.controllers.append(collector)
-        collector.start()
+        # after the stored CRDs are served, so the garbage collector's first sync sees every kind
+        self.controllers = ServerControllers(
+            self.registry, self.health, self.all_stores,
+            lambda: (self.kube_groups.generation, self.crd_groups.generation),
+            self.apiextensions.status_controller, lambda: self.secure_port)
+        await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
@@ -264,10 +253,10 @@ class APIServer:
     async def stop(self) -> None:
         if getattr(self, "_counter", None) is not None and self._counter.running:
             self._counter.stop()
+        if self.controllers is not None:
+            await self.controllers.stop()
         self.apiextensions.stop()
         self.authentication.stop()
-        for controller in self.controllers:
-            controller.stop()
         self.watches.stop_all()
         # let the watch streams' final writes go out
         await defer.succeed(None)

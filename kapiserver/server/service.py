@@ -26,7 +26,7 @@ from kapiserver.server.certs import (CertBundle, CertificateError, credential_fi
 from kapiserver.server.config import Config
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
-from kapiserver.server.kubeconfig import server_url, write_admin_kubeconfig
+from kapiserver.server.kubeconfig import write_admin_kubeconfig
 from kapiserver.server.version import version_info
 
 log = Logger()
@@ -197,12 +197,12 @@ class KapiService(service.Service):
             reason = getattr(e.socketError, "strerror", None) or str(e.socketError)
             raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
         log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
-        self.apiserver.external_address = server_url(config.bind_address, self.bound_port)[len("https://"):]
         try:
             if write_admin_kubeconfig(config.admin_kubeconfig, self.bundle, config.bind_address, self.bound_port):
                 log.info("Wrote admin kubeconfig {path}", path=config.admin_kubeconfig)
         except OSError as e:
             raise StartupError(f"{config.admin_kubeconfig}: cannot write admin kubeconfig: {e.strerror}") from None
+        self.apiserver.secure_port = self.bound_port  # the kubernetes Service's targetPort and endpoints
         await self.apiserver.start()
         self.started = True
         await self._wait_ready()
