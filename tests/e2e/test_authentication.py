@@ -3,6 +3,7 @@ ServiceAccount tokens from ``kubectl create token``, legacy token Secrets, stati
 proxy's request headers, TokenReview and the OIDC discovery documents."""
 from __future__ import annotations
 
+import atexit
 import base64
 import http.client
 import json
@@ -33,6 +34,7 @@ def server() -> ServerProcess:
             f.write('static-token-1,jane,1001,"dev,ops"\n')
         _server = ServerProcess(extra_config={"authentication": {"token_auth_file": tokens}},
                                 workdir=workdir).start()
+        atexit.register(_server.cleanup)
     return _server
 
 
