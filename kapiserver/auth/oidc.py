@@ -27,6 +27,7 @@ from twisted.internet import defer, ssl
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
+from twisted.web.http_headers import Headers
 
 from kapiserver.auth import jose
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, Outcome
@@ -128,7 +129,7 @@ class JWTAuthenticator:
     async def _fetch_json(self, url: str) -> dict:
         if self._stopped:
             raise DiscoveryError("stopped")
-        d = self._http().get(url, headers={"Accept": ["application/json"]})
+        d = self._http().get(url, headers=Headers({b"Accept": [b"application/json"]}))
         d.addTimeout(FETCH_TIMEOUT_SECONDS, self.reactor)
         self._fetching.add(d)
         try:
@@ -169,13 +170,13 @@ class JWTAuthenticator:
     async def _load_keys(self) -> None:
         self._last_refresh = self.clock()
         document = await self._fetch_json(self.jwks_uri)
-        keys = []
+        keys: list[tuple[str, Any]] = []
         for entry in document.get("keys") or []:
             if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
                 continue
+            kid = entry.get("kid")
             try:
-                keys.append((entry.get("kid") if isinstance(entry.get("kid"), str) else "",
-                             jose.public_key_from_jwk(entry)))
+                keys.append((kid if isinstance(kid, str) else "", jose.public_key_from_jwk(entry)))
             except jose.JOSEError as e:
                 log.info("oidc issuer {url}: skipping a key: {err}", url=self.config.url, err=e)
         self.keys = keys
@@ -210,7 +211,11 @@ class JWTAuthenticator:
                              err=result.getErrorMessage())
             self._refreshing.addBoth(finished)
         waiting: defer.Deferred = defer.Deferred()
-        self._refreshing.addBoth(lambda r: (waiting.callback(None), r)[1])
+
+        def release(result: Any) -> Any:
+            waiting.callback(None)
+            return result
+        self._refreshing.addBoth(release)
         return waiting
 
     # ------------------------------------------------------------ tokens
