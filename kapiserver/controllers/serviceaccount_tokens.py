@@ -23,7 +23,7 @@ from kapiserver.controllers.informer import Informer
 from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
 from kapiserver.registry.options import DeleteOptions
-from kapiserver.registry.store import Store
+from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()
 TOKEN_TYPE = "kubernetes.io/service-account-token"
@@ -54,6 +54,11 @@ class ServiceAccountTokensController:
         self.secret_informer.stop()
         self.account_informer.stop()
         self.queue.stop()
+
+    @staticmethod
+    def _context() -> Context:
+        """Writes of this controller are kube-controller-manager's, as upstream (managedFields)."""
+        return Context(field_manager=CONTROLLER_MANAGER)
 
     def _on_secret(self, event_type: str, obj: dict) -> None:
         md = obj["metadata"]
@@ -89,7 +94,7 @@ class ServiceAccountTokensController:
 
     async def _delete(self, namespace: str, name: str, uid: str) -> None:
         try:
-            await self.secrets.delete(namespace, name, DeleteOptions(precondition_uid=uid))
+            await self.secrets.delete(namespace, name, DeleteOptions(precondition_uid=uid), self._context())
         except errors.StatusError as e:
             if e.code not in (404, 409):
                 raise
@@ -136,7 +141,7 @@ class ServiceAccountTokensController:
             cmd["annotations"][UID_ANNOTATION] = sa["metadata"].get("uid", "")
             return current
         try:
-            await self.secrets.guaranteed_update(namespace, name, fill)
+            await self.secrets.guaranteed_update(namespace, name, fill, ctx=self._context())
         except errors.StatusError as e:
             if e.code not in (404, 409):
                 raise
@@ -162,7 +167,7 @@ class ServiceAccountTokensController:
             current["secrets"] = [r for r in current.get("secrets") or [] if (r or {}).get("name") != secret_name]
             return current
         try:
-            await self.serviceaccounts.guaranteed_update(namespace, account, drop)
+            await self.serviceaccounts.guaranteed_update(namespace, account, drop, ctx=self._context())
         except errors.StatusError as e:
             if e.code != 404:
                 raise

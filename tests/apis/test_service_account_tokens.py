@@ -326,6 +326,8 @@ class LegacyTokenSecretTests(AuthServerTestCase):
         self.assertEqual(data["namespace"], "default")
         self.assertEqual(secret["metadata"]["annotations"]["kubernetes.io/service-account.uid"],
                          sa["metadata"]["uid"])
+        # filled by the tokens controller, which upstream runs in kube-controller-manager
+        self.assertIn("kube-controller-manager", [e["manager"] for e in secret["metadata"]["managedFields"]])
         c = claims(data["token"])
         self.assertEqual(c, {"iss": "kubernetes/serviceaccount", "sub": "system:serviceaccount:default:legacy",
                              "kubernetes.io/serviceaccount/namespace": "default",
