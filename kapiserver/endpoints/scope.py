@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from twisted.web.server import Request
 
@@ -25,6 +25,9 @@ class Response:
     # True when ``obj`` is one object or list of the resource type (eligible for
     # Table / PartialObjectMetadata conversion); False for Status and the like.
     convertible: bool = True
+    # bytes sent as they are (connect subresources: logs), with their content type
+    raw: Optional[bytes] = None
+    content_type: str = ""
 
 
 @dataclass
@@ -41,6 +44,9 @@ class RequestScope:
     schema_resolver: Any = None  # callable(ref) -> schema dict, for strict field validation / SMP
     # field numbers a protobuf body carried that no table knows (``metadata.#42``)
     unknown_protobuf_fields: list[str] = field(default_factory=list)
+    # the Store of any served resource, ``stores(group, version, plural)`` (subresources
+    # that touch other kinds: an eviction reads PodDisruptionBudgets)
+    stores: Optional[Callable[[str, str, str], Store]] = None
 
     @property
     def args(self) -> dict:

@@ -33,5 +33,7 @@ class RegistryDeps:
     ca_pem: str
     # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)
     store: Callable[[str, str, str], "Store"]
+    # the server's health checks (componentstatuses reports the storage one)
+    health: Any = None
     # the authenticators and the service-account token signer (TokenRequest, TokenReview)
     authentication: Optional["Authentication"] = None

@@ -19,7 +19,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionChain, Attributes
-from kapiserver.machinery import codec, errors, meta, validation
+from kapiserver.machinery import codec, errors, meta, validation, zero_values
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
 from kapiserver.registry import fieldmanagers
 from kapiserver.registry.leases import LeaseReuser
@@ -166,6 +166,12 @@ class Store:
         self._stamp_type(obj)
         self.strategy.finalize_on_read(self.rtype, obj)
         return obj
+
+    def _fill_zero_status(self, obj: dict) -> None:
+        """Store a built-in kind's status as Go's encoding of the typed object shows it
+        (a Service's ``status: {loadBalancer: {}}``), so every read returns it."""
+        if not self.rtype.is_crd:
+            zero_values.fill_status(obj)
 
     def _from_kv(self, kv: st.KeyValue) -> dict:
         return self.to_external(decode(kv))
@@ -422,6 +428,7 @@ class Store:
         attrs.name = md["name"]
         await self.admission.validate(attrs)
         ctx.warnings.extend(attrs.warnings)
+        self._fill_zero_status(obj)
         md["uid"] = md.get("uid") or meta.new_uid()  # a strategy may need it first (Job selectors)
         md["creationTimestamp"] = meta.now_rfc3339()
         if "managedFields" in md:  # last, where ObjectMeta declares it
@@ -578,8 +585,8 @@ class Store:
         if subresource == "status":
             self.strategy.prepare_for_status_update(self.rtype, new, old)
             md = new["metadata"]
-        elif subresource == "finalize":
-            self.strategy.prepare_for_finalize_update(self.rtype, new, old)
+        elif subresource:
+            self.strategy.prepare_for_subresource_update(self.rtype, subresource, new, old)
             md = new["metadata"]
         else:
             self.strategy.prepare_for_update(self.rtype, new, old)
@@ -590,14 +597,17 @@ class Store:
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 1) + 1
         self._track_fields(old, new, snapshot, requested_managed_fields, subresource, ctx)
-        causes = (self._check_metadata(new)
-                  + validation.validate_object_meta_update(md, old_md)
-                  + self.strategy.validate_update(self.rtype, new, old))
+        if subresource and subresource != "status":
+            kind_causes = self.strategy.validate_subresource_update(self.rtype, subresource, new, old)
+        else:
+            kind_causes = self.strategy.validate_update(self.rtype, new, old)
+        causes = (self._check_metadata(new) + validation.validate_object_meta_update(md, old_md) + kind_causes)
         causes += await self.strategy.validate_async(self.rtype, new, old)
         if causes:
             raise self._invalid(name, causes)
         await self.admission.validate(attrs)
         ctx.warnings.extend(attrs.warnings)
+        self._fill_zero_status(new)
         md["resourceVersion"] = old_md["resourceVersion"]
         if new != old and _only_times_differ(new, old):
             md["managedFields"] = old_md["managedFields"]  # upstream does not write a timestamp-only change
@@ -606,12 +616,6 @@ class Store:
         return new
 
     # ------------------------------------------------------------ delete
-
-    async def create_subresource(self, subresource: str, namespace: str, name: str, obj: Any,
-                                 ctx: Optional[Context] = None) -> dict:
-        """POST to a create-only subresource (``ResourceType.create_subresources``); the kinds
-        declaring one serve it from a Store that overrides this."""
-        raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
 
     async def delete(self, namespace: str, name: str, opts: DeleteOptions,
                      ctx: Optional[Context] = None) -> tuple[dict, bool]:

@@ -99,7 +99,7 @@ class APIServer:
         self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
-                                     store=self.store, authentication=self.authentication)
+                                     store=self.store, health=health, authentication=self.authentication)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = config.storage.event_ttl_seconds
@@ -108,11 +108,13 @@ class APIServer:
             else:
                 store = Store(rtype, storage, self.admission, self.leases)
             rtype.strategy.bind(rtype, store, config)
+            if rtype.bind_deps is not None:
+                rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
         self.watches = WatchRegistry(_count_watch)
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
-                                 schema_resolver=self.resolve_schema_ref, watches=self.watches)
+                                 schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store)
         crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
         self.root = AggregatorResource(AggregatorDeps(self.all_types), kube)

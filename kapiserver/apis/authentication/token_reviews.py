@@ -21,14 +21,23 @@ from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
 
 
+class TokenReviewStrategy(ReviewStrategy):
+    def validate_review(self, rtype: ResourceType, obj: dict, namespace: str) -> list[errors.Cause]:
+        spec = obj.get("spec") or {}
+        if not isinstance(spec, dict) or not spec.get("token"):
+            raise errors.bad_request("token is required for TokenReview in authentication")
+        return []
+
+
 def _answer(deps: RegistryDeps) -> Answer:
     authentication = deps.authentication
 
     async def answer(obj: dict, user: Any, namespace: str) -> dict:
         spec = obj.get("spec") or {}
-        token = spec.get("token") if isinstance(spec, dict) else None
-        if not isinstance(token, str) or not token:
-            raise errors.bad_request("token is required for TokenReview in authentication")
+        token = spec.get("token")
+        if not isinstance(token, str):
+            raise errors.bad_request('TokenReview in version "v1" cannot be handled as a TokenReview: json: cannot '
+                                     'unmarshal into Go struct field TokenReviewSpec.spec.token of type string')
         requested = spec.get("audiences") or []
         if not isinstance(requested, list) or not all(isinstance(a, str) for a in requested):
             raise errors.bad_request('TokenReview in version "v1" cannot be handled as a TokenReview: json: cannot '
@@ -56,6 +65,6 @@ def _answer(deps: RegistryDeps) -> Answer:
 def resource_type() -> ResourceType:
     return ResourceType(group="authentication.k8s.io", version="v1", kind="TokenReview",
                         plural="tokenreviews", singular="tokenreview", namespaced=False,
-                        strategy=ReviewStrategy(), verbs=CREATE_ONLY,
+                        strategy=TokenReviewStrategy(), verbs=CREATE_ONLY,
                         schema_name="io.k8s.api.authentication.v1.TokenReview",
-                        make_store=review_store_factory(_answer))
+                        make_store=review_store_factory(_answer), table_convertor=False)

@@ -17,14 +17,12 @@ from typing import Any, Callable, Optional
 from kapiserver.auth.serviceaccount import (EXPIRATION_EXTENSION_SECONDS, WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS,
                                             ServiceAccountTokens, bound_claims)
 from kapiserver.machinery import errors
-from kapiserver.registry.resource_type import CreateSubresource
 from kapiserver.registry.store import Context, Store
+from kapiserver.registry.subresources import Subresource, SubresourceRequest
 
 GROUP = "authentication.k8s.io"
 VERSION = "v1"
 KIND = "TokenRequest"
-SUBRESOURCE = CreateSubresource(name="token", group=GROUP, version=VERSION, kind=KIND,
-                                schema_name="io.k8s.api.authentication.v1.TokenRequest")
 DEFAULT_EXPIRATION_SECONDS = 3600
 MIN_EXPIRATION_SECONDS = 600
 MAX_EXPIRATION_SECONDS = 1 << 32
@@ -66,14 +64,26 @@ def _spec(body: dict) -> dict:
     return spec
 
 
+def subresource(tokens: ServiceAccountTokens) -> Subresource:
+    """The ``token`` subresource of ServiceAccounts, signing with ``tokens``."""
+    requests = TokenRequests(tokens)
+
+    async def create(request: SubresourceRequest) -> tuple[int, dict]:
+        return 201, await requests.create(request.namespace, request.name, request.body, request.ctx,
+                                          request.stores)
+    return Subresource(name="token", verbs=("create",), kind=KIND, group=GROUP, version=VERSION, create=create,
+                       body_schema="io.k8s.api.authentication.v1.TokenRequest",
+                       description="create token of a ServiceAccount")
+
+
 class TokenRequests:
-    """Issues TokenRequests for the ServiceAccounts of ``store("", "v1", "serviceaccounts")``."""
+    """Issues TokenRequests; ``store(group, version, plural)`` finds the ServiceAccount and the bound object."""
 
-    def __init__(self, tokens: ServiceAccountTokens, store: Callable[[str, str, str], Store]) -> None:
+    def __init__(self, tokens: ServiceAccountTokens) -> None:
         self.tokens = tokens
-        self.store = store
 
-    async def create(self, namespace: str, name: str, body: Any, ctx: Context) -> dict:
+    async def create(self, namespace: str, name: str, body: Any, ctx: Context,
+                     store: Callable[[str, str, str], Store]) -> dict:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a TokenRequest object")
         api_version, kind = body.get("apiVersion"), body.get("kind")
@@ -90,7 +100,7 @@ class TokenRequests:
         if md.get("namespace") and md["namespace"] != namespace:
             raise _invalid(name, "metadata.namespace", md["namespace"],
                            "must match the service account namespace if specified")
-        sa = await self.store("", "v1", "serviceaccounts").get(namespace, name)
+        sa = await store("", "v1", "serviceaccounts").get(namespace, name)
         if not spec.get("audiences"):
             spec["audiences"] = list(self.tokens.api_audiences)
         if spec.get("expirationSeconds") is None:
@@ -105,7 +115,7 @@ class TokenRequests:
         pod = secret = node = None
         ref = spec.get("boundObjectRef")
         if ref:
-            pod, secret, node = await self._bound_objects(namespace, name, ref)
+            pod, secret, node = await self._bound_objects(namespace, name, ref, store)
         limit = self.tokens.max_expiration_seconds
         if limit and seconds > limit:
             ctx.warnings.append(f"requested expiration of {seconds} seconds shortened to {limit} seconds")
@@ -124,19 +134,20 @@ class TokenRequests:
             "status": {"token": token, "expirationTimestamp": _rfc3339(now + seconds)},
         }
 
-    async def _bound_objects(self, namespace: str, name: str,
-                             ref: dict) -> tuple[Optional[dict], Optional[dict], Optional[dict]]:
+    @staticmethod
+    async def _bound_objects(namespace: str, name: str, ref: dict, store: Callable[[str, str, str], Store]
+                             ) -> tuple[Optional[dict], Optional[dict], Optional[dict]]:
         api_version, kind = ref.get("apiVersion", ""), ref.get("kind", "")
         group, _, version = api_version.rpartition("/")
         pod = secret = node = None
         if group == "" and kind == "Pod":
-            pod = obj = await self.store("", "v1", "pods").get(namespace, ref.get("name", ""))
+            pod = obj = await store("", "v1", "pods").get(namespace, ref.get("name", ""))
             if (pod.get("spec") or {}).get("serviceAccountName") != name:
                 raise errors.bad_request(f'cannot bind token for serviceaccount "{name}" to pod running with '
                                          f'different serviceaccount name.')
             node_name = (pod.get("spec") or {}).get("nodeName")
             if node_name:
-                nodes = self.store("", "v1", "nodes")
+                nodes = store("", "v1", "nodes")
                 try:
                     node = await nodes.get("", node_name, "0")
                 except errors.StatusError as e:
@@ -144,9 +155,9 @@ class TokenRequests:
                         raise
                     node = {"metadata": {"name": node_name}}  # the pod's node is gone: its name alone
         elif group == "" and kind == "Node":
-            node = obj = await self.store("", "v1", "nodes").get("", ref.get("name", ""))
+            node = obj = await store("", "v1", "nodes").get("", ref.get("name", ""))
         elif group == "" and kind == "Secret":
-            secret = obj = await self.store("", "v1", "secrets").get(namespace, ref.get("name", ""))
+            secret = obj = await store("", "v1", "secrets").get(namespace, ref.get("name", ""))
         else:
             raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
         uid = obj["metadata"].get("uid", "")

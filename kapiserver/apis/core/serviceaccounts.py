@@ -3,14 +3,10 @@ subresource issues TokenRequests (apis/core/serviceaccount_token.py) when the se
 service-account signing key."""
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from kapiserver.apis import columns
 from kapiserver.apis.core import serviceaccount_token
-from kapiserver.machinery import errors
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.core.v1.ServiceAccount"
@@ -31,32 +27,19 @@ class ServiceAccountStrategy(Strategy):
         _clean_secret_references(new)
 
 
-class ServiceAccountStore(Store):
-    def __init__(self, rtype: ResourceType, deps: RegistryDeps,
-                 token_requests: Optional[serviceaccount_token.TokenRequests]) -> None:
-        super().__init__(rtype, deps.storage, deps.admission, deps.leases)
-        self.token_requests = token_requests
-
-    async def create_subresource(self, subresource: str, namespace: str, name: str, obj: Any,
-                                 ctx: Optional[Context] = None) -> dict:
-        if subresource != "token" or self.token_requests is None:
-            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
-        return await self.token_requests.create(namespace, name, obj, ctx or Context())
-
-
-def _make_store(rtype: ResourceType, deps: RegistryDeps) -> Store:
+def _bind_token_subresource(rtype: ResourceType, deps: RegistryDeps) -> None:
+    """``serviceaccounts/token``, only with a signing key (upstream installs it only then)."""
     tokens = deps.authentication.service_accounts if deps.authentication is not None else None
-    if tokens is None:  # no signing key: no token subresource, as upstream without one
-        rtype.create_subresources = ()
-        return ServiceAccountStore(rtype, deps, None)
-    return ServiceAccountStore(rtype, deps, serviceaccount_token.TokenRequests(tokens, deps.store))
+    if tokens is not None:
+        rtype.extra_subresources = (*rtype.extra_subresources,
+                                    serviceaccount_token.subresource(tokens))
 
 
 def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="ServiceAccount", plural="serviceaccounts", singular="serviceaccount",
         namespaced=True, strategy=ServiceAccountStrategy(), short_names=("sa",), schema_name=SCHEMA,
-        create_subresources=(serviceaccount_token.SUBRESOURCE,), make_store=_make_store,
+        return_deleted_object=True, bind_deps=_bind_token_subresource,
         table_columns=(
             columns.name_column(),
             columns.column("Secrets", lambda o: len(o.get("secrets") or []), SCHEMA, "secrets"),

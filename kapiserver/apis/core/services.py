@@ -13,7 +13,7 @@ import ipaddress
 from typing import Any, Optional
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec
+from kapiserver.apis.core import node_connections, podspec
 from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR
 from kapiserver.machinery import errors, labels, validation
@@ -230,6 +230,7 @@ def resource_type() -> ResourceType:
         strategy=ServiceStrategy(), short_names=("svc",), categories=("all",), has_status=True,
         return_deleted_object=True,
         schema_name=SCHEMA,
+        extra_subresources=(node_connections.service_proxy(),),
         table_columns=(
             columns.name_column(),
             columns.column("Type", lambda o: columns.get_path(o, "spec", "type", default=""), SPEC, "type"),
