@@ -32,6 +32,12 @@ _SETTINGS = {
     "event_ttl_seconds": "storage.event_ttl_seconds",
     "advertise_address": "advertise_address",
     "leader_elect": "controllers.leader_elect",
+    # authentication: a cert_dir holding ensure_certificates' files turns on ServiceAccount tokens
+    "cert_dir": "cert_dir",
+    "token_auth_file": "authentication.token_auth_file",
+    "authentication_config_file": "authentication.config_file",
+    "api_audiences": "authentication.api_audiences",
+    "service_account_max_token_expiration_seconds": "authentication.service_account.max_token_expiration_seconds",
 }
 
 
