@@ -61,7 +61,7 @@ PACKAGES = {
 # Top-level kinds to generate (their List kinds are added when the package has them).
 KINDS = {
     "core/v1": ["Pod", "Service", "Endpoints", "PersistentVolumeClaim", "PersistentVolume", "Node", "PodTemplate",
-                "ReplicationController", "ResourceQuota", "LimitRange", "Binding"],
+                "ReplicationController", "ResourceQuota", "LimitRange", "Binding", "ComponentStatus"],
     "apps/v1": ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ControllerRevision"],
     "batch/v1": ["Job", "CronJob"],
     "rbac/v1": ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"],

@@ -115,8 +115,7 @@ def negotiate(accept: Optional[str], allowed_as: Iterable[tuple[str, str, str]] 
             return MediaTarget(media, *shape, status_protobuf=status_protobuf)
     if prefer_protobuf:
         return MediaTarget(codec.JSON, prefer_protobuf=True, status_protobuf=True)
-    raise errors.not_acceptable(
-        "only the following media types are accepted: application/json, application/yaml, " + PROTOBUF)
+    raise errors.not_acceptable()
 
 
 TABLE_SHAPES = (("Table", "meta.k8s.io", "v1"), ("Table", "meta.k8s.io", "v1beta1"))

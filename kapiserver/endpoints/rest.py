@@ -12,7 +12,7 @@ from kapiserver.endpoints import respond
 from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
-from kapiserver.endpoints.handlers import scale, update, watch as watch_handler
+from kapiserver.endpoints.handlers import scale, subresource, update, watch as watch_handler
 from kapiserver.endpoints.negotiation import negotiate
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
@@ -31,8 +31,7 @@ HANDLERS = {
 }
 SCALE_HANDLERS = {"get": scale.get_scale, "update": scale.update_scale, "patch": scale.patch_scale}
 # verbs each subresource answers
-SUBRESOURCE_VERBS = {"status": ("get", "update", "patch"), "scale": ("get", "update", "patch"),
-                     "approval": ("get", "update", "patch")}
+SUBRESOURCE_VERBS = {"status": ("get", "update", "patch"), "scale": ("get", "update", "patch")}
 
 
 class RESTEndpoint(resource.Resource):
@@ -52,24 +51,32 @@ class RESTEndpoint(resource.Resource):
         try:
             found = self.groups.lookup(info.group, info.version, info.resource)
             if found is None:
-                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.resource_not_found()
             rtype, store = found
             verb = info.verb
             self._check_scope(info, rtype)
+            sub = None
             if info.subresource:
-                if info.subresource not in rtype.subresources:
-                    raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
-                if verb not in SUBRESOURCE_VERBS[info.subresource]:
-                    raise errors.method_not_supported(f"{rtype.plural}/{info.subresource}", rtype.group, verb)
+                sub = rtype.subresource(info.subresource)
+                if sub is not None:
+                    if verb not in sub.verbs:
+                        raise errors.method_not_allowed()
+                elif info.subresource not in rtype.subresources:
+                    raise errors.resource_not_found()
+                elif verb not in SUBRESOURCE_VERBS[info.subresource]:
+                    raise errors.method_not_allowed()
             elif verb not in rtype.verbs:
-                raise errors.method_not_supported(rtype.plural, rtype.group, verb)
+                if verb == "watch" and "list" in rtype.verbs:  # the route exists, the storage cannot watch
+                    raise errors.method_not_supported(rtype.plural, rtype.group, verb)
+                raise errors.method_not_allowed()
             accept = request.getHeader(b"accept")
-            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb),
+            printable = rtype.table_convertor and (sub is None or (sub.create is None and sub.connect is None))
+            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb, printable),
                                protobuf_objects=not rtype.is_crd)
             scope = RequestScope(request=request, info=info, rtype=rtype, store=store, target=target,
                                  user=ctx.user, reactor=self.deps.reactor,
                                  bookmark_interval=self.deps.bookmark_interval,
-                                 schema_resolver=self.deps.schema_resolver)
+                                 schema_resolver=self.deps.schema_resolver, stores=self.deps.stores)
             if rtype.deprecated:
                 scope.warnings.append(rtype.deprecation_warning)
         except Exception as e:
@@ -79,7 +86,10 @@ class RESTEndpoint(resource.Resource):
             streaming = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.deps.watches.register))
             streaming.addErrback(respond.failure_writer(request, target))
             return server.NOT_DONE_YET
-        handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
+        if sub is not None and (sub.create is not None or sub.connect is not None):
+            handler = subresource.handler_for(sub)
+        else:
+            handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
         answering = defer.Deferred.fromCoroutine(handler(scope))
         answering.addCallback(self._answer, scope)
         answering.addErrback(respond.failure_writer(request, target))
@@ -89,12 +99,15 @@ class RESTEndpoint(resource.Resource):
     def _check_scope(info: RequestInfo, rtype) -> None:
         if rtype.namespaced:
             if not info.namespace and info.verb not in ("list", "watch"):
-                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.resource_not_found()
         elif info.namespace:
-            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.resource_not_found()
 
     @staticmethod
     def _answer(response: Response, scope: RequestScope) -> None:
+        if response.raw is not None:
+            respond.write_raw(scope.request, response.code, response.content_type, response.raw, scope.warnings)
+            return
         if response.convertible:
             obj, target = transform_object(scope, response.obj), scope.target
         else:  # a Status: same encoding, never another shape

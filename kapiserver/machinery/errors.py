@@ -53,18 +53,39 @@ class StatusError(Exception):
         return f"{self.code} {self.reason}: {self.message}"
 
     def to_status(self) -> dict:
-        status: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": dict(self.metadata),
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.details:
-            status["details"] = self.details
-        return status
+        return status_object("Failure", self.message, self.reason, self.details, self.code, self.metadata)
+
+
+# Field order of metav1.Status and its parts as Go's encoding/json writes them (the
+# struct order); clients compare error bodies as strings, so the order is part of
+# the contract.  Empty values are left out as their ``omitempty`` tags do.
+_LIST_META_ORDER = ("selfLink", "resourceVersion", "continue", "remainingItemCount")
+_DETAILS_ORDER = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+_CAUSE_ORDER = ("reason", "message", "field")
+
+
+def _ordered(obj: dict, order: tuple[str, ...]) -> dict:
+    return {k: obj[k] for k in order if obj.get(k) not in (None, "", 0, [], {})}
+
+
+def status_object(status: str, message: str = "", reason: str = "", details: Optional[dict] = None,
+                  code: int = 0, metadata: Optional[dict] = None) -> dict:
+    """A ``metav1.Status`` dict with upstream's field order and omissions
+    (kind, apiVersion, metadata, status, message, reason, details, code)."""
+    out: dict[str, Any] = {"kind": "Status", "apiVersion": "v1",
+                           "metadata": _ordered(metadata or {}, _LIST_META_ORDER)}
+    for key, value in (("status", status), ("message", message), ("reason", reason)):
+        if value:
+            out[key] = value
+    if details is not None:  # a non-nil pointer: written even when empty ("details":{})
+        ordered = _ordered(details, _DETAILS_ORDER)
+        if "causes" in ordered:
+            ordered["causes"] = [_ordered(c, _CAUSE_ORDER) if isinstance(c, dict) else c
+                                 for c in ordered["causes"]]
+        out["details"] = ordered
+    if code:
+        out["code"] = code
+    return out
 
 
 def _details(name: str = "", group: str = "", kind: str = "", causes=None, **extra) -> dict:
@@ -91,6 +112,11 @@ def not_found(resource: str, group: str, name: str) -> StatusError:
                        _details(name=name, group=group, kind=resource))
 
 
+def resource_not_found() -> StatusError:
+    """A path that names no served resource (upstream's generic server response: empty details)."""
+    return StatusError(404, "NotFound", "the server could not find the requested resource", {})
+
+
 def already_exists(resource: str, group: str, name: str) -> StatusError:
     return StatusError(409, "AlreadyExists", f'{qualified_resource(resource, group)} "{name}" already exists',
                        _details(name=name, group=group, kind=resource))
@@ -106,12 +132,18 @@ def conflict(resource: str, group: str, name: str, why: str = CONFLICT_MESSAGE) 
 
 
 def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> StatusError:
-    """422 Invalid, message in upstream's ``Kind.group "name" is invalid: [a, b]`` form."""
-    rendered = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
+    """422 Invalid, message in upstream's ``Kind.group "name" is invalid: [a, b]`` form.
+
+    As upstream's ``ErrorList.ToAggregate``, the message lists each distinct
+    error once; ``details.causes`` keeps them all.
+    """
+    rendered = list(dict.fromkeys(f"{c.field}: {c.message}" if c.field else c.message for c in causes))
     summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
     qualified_kind = f"{kind}.{group}" if group else kind  # upstream's GroupKind.String()
-    return StatusError(422, "Invalid", f'{qualified_kind} "{name}" is invalid: {summary}',
-                       _details(name=name, group=group, kind=kind, causes=causes))
+    message = f'{qualified_kind} "{name}" is invalid'
+    if rendered:
+        message += f": {summary}"
+    return StatusError(422, "Invalid", message, _details(name=name, group=group, kind=kind, causes=causes))
 
 
 def bad_request(message: str, causes: Optional[list[Cause]] = None) -> StatusError:
@@ -133,12 +165,22 @@ def forbidden(resource: str, group: str, name: str, why: str) -> StatusError:
 
 def method_not_supported(resource: str, group: str, verb: str) -> StatusError:
     return StatusError(405, "MethodNotAllowed",
-                       f"{verb} is not supported on resources of kind {qualified_resource(resource, group)!r}",
+                       f'{verb} is not supported on resources of kind "{qualified_resource(resource, group)}"',
                        _details(group=group, kind=resource))
 
 
-def not_acceptable(message: str) -> StatusError:
-    return StatusError(406, "NotAcceptable", message)
+def method_not_allowed() -> StatusError:
+    """A method the resource's path does not serve (upstream's router answer: empty details)."""
+    return StatusError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource",
+                       {})
+
+
+BUILTIN_MEDIA_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+
+
+def not_acceptable(message: str = "", accepted: tuple[str, ...] = BUILTIN_MEDIA_TYPES) -> StatusError:
+    return StatusError(406, "NotAcceptable",
+                       message or f"only the following media types are accepted: {', '.join(accepted)}")
 
 
 def gone(message: str) -> StatusError:
@@ -188,18 +230,35 @@ def timeout(message: str = "the request did not complete within the allowed dura
 # (``metadata.name: Invalid value: "X": a lowercase RFC 1123 ...``).
 
 
+class _OmitValue:
+    """Upstream's ``field.OmitValueType{}``: the error prints no value."""
+
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT = _OmitValue()
+
+
 def render_value(value: Any) -> str:
-    """A value the way upstream's field errors print it (Go's %q / %v / %#v)."""
+    """A value the way upstream's field errors print it (Go's %q / %v / %#v).
+
+    Pointers are dereferenced first, as field.Error does (so a struct has no
+    leading ``&``, and nil is ``"null"``).  Strings are quoted as Go quotes them;
+    a :class:`~kapiserver.machinery.gorepr.GoRepr` (a struct, slice or map
+    already in Go syntax) is printed as is; other composite values fall back
+    to compact JSON.
+    """
     import json
 
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if value is None:
-        return "null"
+    from kapiserver.machinery import gorepr
+
+    if isinstance(value, gorepr.GoRepr):
+        return str(value)
+    if value is None:  # a nil value or pointer becomes the string "null", printed with %q
+        return '"null"'
+    if isinstance(value, (bool, int, float, str)):
+        return gorepr.scalar(value)
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
@@ -208,6 +267,8 @@ def _body(kind: str, detail: str) -> str:
 
 
 def field_invalid(path: str, value: Any, detail: str = "") -> Cause:
+    if value is OMIT:
+        return Cause(INVALID, _body("Invalid value", detail), path)
     return Cause(INVALID, _body(f"Invalid value: {render_value(value)}", detail), path)
 
 
@@ -219,8 +280,12 @@ def field_forbidden(path: str, detail: str = "") -> Cause:
     return Cause(FORBIDDEN, _body("Forbidden", detail), path)
 
 
-def field_duplicate(path: str, value: Any) -> Cause:
-    return Cause(DUPLICATE, f"Duplicate value: {render_value(value)}", path)
+def field_duplicate(path: str, value: Any, detail: str = "") -> Cause:
+    return Cause(DUPLICATE, _body(f"Duplicate value: {render_value(value)}", detail), path)
+
+
+def field_not_found(path: str, value: Any, detail: str = "") -> Cause:
+    return Cause(NOT_FOUND, _body(f"Not found: {render_value(value)}", detail), path)
 
 
 def field_not_supported(path: str, value: Any, supported: list) -> Cause:

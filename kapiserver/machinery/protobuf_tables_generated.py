@@ -1075,6 +1075,20 @@ MESSAGES = {
         _f("optional", 5, BOOL, pointer=True),
         _f("path", 4, STRING, omitempty=False),
     ),
+    "core.ComponentCondition": (
+        _f("type", 1, STRING, omitempty=False),
+        _f("status", 2, STRING, omitempty=False),
+        _f("message", 3, STRING),
+        _f("error", 4, STRING),
+    ),
+    "core.ComponentStatus": (
+        _msg("metadata", 1, "meta.ObjectMeta"),
+        _msg("conditions", 2, "core.ComponentCondition", repeated=True),
+    ),
+    "core.ComponentStatusList": (
+        _msg("metadata", 1, "meta.ListMeta"),
+        _msg("items", 2, "core.ComponentStatus", repeated=True, omitempty=False),
+    ),
     "core.ConfigMapEnvSource": (
         _msg("localObjectReference", 1, "core.LocalObjectReference", inline=True),
         _f("optional", 2, BOOL, pointer=True),
@@ -2723,6 +2737,8 @@ KINDS = {
     ("", "v1", "LimitRange"): "core.LimitRange",
     ("", "v1", "LimitRangeList"): "core.LimitRangeList",
     ("", "v1", "Binding"): "core.Binding",
+    ("", "v1", "ComponentStatus"): "core.ComponentStatus",
+    ("", "v1", "ComponentStatusList"): "core.ComponentStatusList",
     ("apps", "v1", "Deployment"): "apps.Deployment",
     ("apps", "v1", "DeploymentList"): "apps.DeploymentList",
     ("apps", "v1", "ReplicaSet"): "apps.ReplicaSet",

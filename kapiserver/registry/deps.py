@@ -8,7 +8,7 @@ completed configuration, instead of the whole server.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kapiserver.admission.interface import AdmissionChain
 from kapiserver.auth.authorizer import Authorizer
@@ -16,6 +16,7 @@ from kapiserver.registry.leases import LeaseReuser
 from kapiserver.storage.interface import Storage
 
 if TYPE_CHECKING:
+    from kapiserver.auth.build import Authentication
     from kapiserver.registry.store import Store
     from kapiserver.server.config import Config
 
@@ -32,3 +33,7 @@ class RegistryDeps:
     ca_pem: str
     # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)
     store: Callable[[str, str, str], "Store"]
+    # the server's health checks (componentstatuses reports the storage one)
+    health: Any = None
+    # the authenticators and the service-account token signer (TokenRequest, TokenReview)
+    authentication: Optional["Authentication"] = None

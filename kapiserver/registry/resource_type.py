@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
 from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.subresources import Subresource
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -67,9 +68,6 @@ class ResourceType:
     verbs: tuple[str, ...] = ALL_VERBS
     has_status: bool = False
     scale: Optional[ScaleSubresource] = None
-    # subresources updating the whole object through the strategy's
-    # ``prepare_for_subresource_update`` (CSR ``approval``): get, update, patch
-    update_subresources: tuple[str, ...] = ()
     schema_name: str = ""
     schema: Optional[dict] = None
     table_columns: tuple[TableColumn, ...] = ()
@@ -103,6 +101,17 @@ class ResourceType:
     make_store: Optional[Callable[["ResourceType", Any], Any]] = None
     deprecated: bool = False
     deprecation_warning: str = ""
+    # The group/version objects are stored as when it is not this one's (events.k8s.io
+    # is kept as core v1): discovery's storageVersionHash is computed from it.
+    storage_version: str = ""
+    # subresources besides status and scale (pods/eviction, pods/log, namespaces/finalize...)
+    extra_subresources: tuple[Subresource, ...] = ()
+    # Subresources that need the server's dependencies: ``bind_deps(rtype, RegistryDeps)`` is
+    # called once the kind's store exists (serviceaccounts/token signs with the server's key).
+    bind_deps: Optional[Callable[["ResourceType", Any], None]] = None
+    # Whether objects print as a Table (upstream: the REST storage is a TableConvertor).
+    # Create-only reviews are not: ``as=Table`` is 406 NotAcceptable for them.
+    table_convertor: bool = True
 
     def __post_init__(self) -> None:
         if not self.list_kind:
@@ -125,8 +134,20 @@ class ResourceType:
             subs.append("status")
         if self.scale is not None:
             subs.append("scale")
-        subs.extend(self.update_subresources)
+        subs.extend(s.name for s in self.extra_subresources)
         return tuple(subs)
+
+    def subresource(self, name: str) -> Optional[Subresource]:
+        """One of ``extra_subresources`` by name."""
+        for sub in self.extra_subresources:
+            if sub.name == name:
+                return sub
+        return None
+
+    @property
+    def stored(self) -> bool:
+        """Whether objects live in storage (reviews and computed lists do not)."""
+        return self.make_store is None
 
     def storage_key(self, namespace: str, name: str) -> str:
         """``/configmaps/<ns>/<name>`` or ``/namespaces/<name>`` (below the backend prefix)."""

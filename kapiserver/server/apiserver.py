@@ -24,7 +24,7 @@ from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.audit.build import build_auditing
 from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
-from kapiserver.auth.authenticator import ClientCertificateAuthenticator, UnionAuthenticator
+from kapiserver.auth.build import build_authentication
 from kapiserver.auth.authorizer import AlwaysAllow, Authorizer
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
@@ -43,6 +43,9 @@ from kapiserver.server import healthz, metrics, version
 from kapiserver.server.config import Config
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
 from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
+from kapiserver.server.advertise import advertise_address
+from kapiserver.server.kubeconfig import server_url
+from kapiserver.server.openid_metadata import issuer_discoverable, openid_resources
 from kapiserver.storage.interface import Storage
 
 log = Logger()
@@ -87,15 +90,17 @@ class APIServer:
 
         # requests, impersonation and access reviews ask the same authorizer
         self.authorizer: Authorizer = authorizer if authorizer is not None else AlwaysAllow()
-        self.authenticator = UnionAuthenticator([ClientCertificateAuthenticator()],
-                                                anonymous=config.authentication.anonymous)
+        # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
+        self.authentication = build_authentication(config, self.store, reactor=reactor)
+        self.authenticator = self.authentication.request
+        self._advertised: str | None = None  # the address in the default jwks_uri, found on first use
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
         self.leases = LeaseReuser(storage)
         self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
-                                     store=self.store)
+                                     store=self.store, health=health, authentication=self.authentication)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = config.storage.event_ttl_seconds
@@ -104,11 +109,13 @@ class APIServer:
             else:
                 store = Store(rtype, storage, self.admission, self.leases)
             rtype.strategy.bind(rtype, store, config)
+            if rtype.bind_deps is not None:
+                rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
         self.watches = WatchRegistry(_count_watch)
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
-                                 schema_resolver=self.resolve_schema_ref, watches=self.watches)
+                                 schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store)
         crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
         self.root = AggregatorResource(AggregatorDeps(self.all_types), kube)
@@ -132,7 +139,12 @@ class APIServer:
     # ------------------------------------------------------------ wiring
 
     def _server_paths(self) -> dict[str, resource.Resource]:
+        tokens = self.authentication.service_accounts
+        discovery = {}
+        if tokens is not None and issuer_discoverable(tokens.issuer):
+            discovery = openid_resources(tokens, lambda: tokens.jwks_uri or self._jwks_uri())
         return {
+            **discovery,
             "healthz": healthz.health_resource("healthz", self.health),
             "livez": healthz.health_resource("livez", self.health),
             "readyz": healthz.health_resource("readyz", self.health),
@@ -141,9 +153,18 @@ class APIServer:
             "openapi": OpenAPIEndpoint(self.openapi),
         }
 
+    def _jwks_uri(self) -> str:
+        """Upstream's default: the JWKS path at the advertised address and the port served on."""
+        if self._advertised is None:
+            self._advertised = advertise_address(self.config.advertise_address, self.config.bind_address)
+        return server_url(self._advertised, self.secure_port or self.config.secure_port) + "/openid/v1/jwks"
+
     def _root_paths(self) -> list[str]:
         paths = {"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/metrics", "/openapi/v2",
                  "/openapi/v3", "/version"}
+        tokens = self.authentication.service_accounts
+        if tokens is not None and issuer_discoverable(tokens.issuer):
+            paths |= {"/.well-known/openid-configuration", "/openid/v1/jwks"}
         for rtype in self.all_types():
             if rtype.group:
                 paths.add(f"/apis/{rtype.group}")
@@ -220,6 +241,7 @@ class APIServer:
             except errors.StatusError as e:
                 if e.reason != "AlreadyExists":
                     raise
+        self.authentication.start()
         await self.apiextensions.start()
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
@@ -240,6 +262,7 @@ class APIServer:
         if self.controllers is not None:
             await self.controllers.stop()
         self.apiextensions.stop()
+        self.authentication.stop()
         self.watches.stop_all()
         # let the watch streams' final writes go out
         await defer.succeed(None)

@@ -62,9 +62,7 @@ class RotationScenario:
 
     def replace_all_secrets(self) -> None:
         listed = self.server.kubectl("get", "secrets", "-A", "-o", "json").stdout
-        # --validate=false: kubectl validates a kind: List file against /openapi/v2 in gnostic's protobuf,
-        # which main does not serve yet (the authn branch adds it; then the flag can go)
-        self.server.kubectl("replace", "--validate=false", "-f", "-", input=listed)
+        self.server.kubectl("replace", "-f", "-", input=listed)
 
     def secret_value(self, namespace: str, name: str) -> bytes:
         value = self.server.kubectl("get", "secret", name, "-n", namespace, "-o", "jsonpath={.data.token}").stdout

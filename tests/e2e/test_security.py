@@ -28,7 +28,9 @@ rules:
 - level: Metadata
   resources: [{group: "", resources: [secrets]}]
 - level: RequestResponse
-  resources: [{group: "", resources: [configmaps]}]
+  resources:
+  - {group: "", resources: [configmaps, serviceaccounts/token]}
+  - {group: authentication.k8s.io, resources: [tokenreviews]}
 - level: Metadata
 """
 KEY1 = base64.b64encode(bytes(range(32))).decode()
@@ -173,6 +175,26 @@ class AuditTests(unittest.TestCase):
         self.assertNotIn(base64.b64encode(b"hunter2").decode(), text)
         self.assertEqual(stat.S_IMODE(os.stat(self.log_path).st_mode), 0o600)
 
+    def test_issued_and_reviewed_tokens_never_reach_the_log(self):
+        account = f"robot-{uuid.uuid4().hex[:6]}"
+        self.server.kubectl("create", "serviceaccount", account)
+        token = self.server.kubectl("create", "token", account, "--duration=10m").stdout.strip()
+        self.assertEqual(token.count("."), 2)
+        review = self.server.kubectl("create", "-o", "json", "-f", "-", input=json.dumps({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})).stdout
+        self.assertTrue(json.loads(review)["status"]["authenticated"])
+        issued = wait_for(lambda: self.events(lambda e: e.get("objectRef", {}).get("name") == account
+                                              and e["objectRef"].get("subresource") == "token"))
+        self.assertEqual(issued[0]["level"], "RequestResponse")
+        self.assertEqual(issued[0]["responseObject"]["kind"], "TokenRequest")
+        self.assertEqual(issued[0]["responseObject"]["status"]["token"], "")
+        self.assertIn("expirationTimestamp", issued[0]["responseObject"]["status"])
+        wait_for(lambda: self.events(lambda e: e.get("objectRef", {}).get("resource") == "tokenreviews"))
+        with open(self.log_path) as f:
+            text = f.read()
+        for part in token.split("."):
+            self.assertNotIn(part, text)
+
     def test_audit_id_header_and_a_client_sent_one(self):
         from kubernetes import client
         api = client.CoreV1Api(self.server.python_client())
@@ -239,7 +261,8 @@ class FileModeTests(unittest.TestCase):
             self.assertEqual(stat.S_IMODE(os.stat(directory).st_mode), 0o700, directory)
         private = [os.path.join(config["data_dir"], f) for f in ("kapiserver.db", "kapiserver.db-wal",
                                                                  "kapiserver.db-shm")]
-        private += [os.path.join(config["cert_dir"], f) for f in ("ca.key", "apiserver.key", "admin.key")]
+        private += [os.path.join(config["cert_dir"], f) for f in ("ca.key", "apiserver.key", "admin.key", "sa.key",
+                                                                  "front-proxy-ca.key", "front-proxy-client.key")]
         private += [config["admin_kubeconfig"], config["audit"]["log_path"]]
         for path in private:
             self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600, path)

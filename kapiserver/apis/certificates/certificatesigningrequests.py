@@ -29,6 +29,7 @@ from kapiserver.machinery import errors, meta, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
+from kapiserver.registry.subresources import Subresource
 
 GROUP = "certificates.k8s.io"
 SCHEMA = "io.k8s.api.certificates.v1.CertificateSigningRequest"
@@ -303,10 +304,14 @@ class CertificateSigningRequestStrategy(Strategy):
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         return validate_csr_update(new, old, _Options(new, old))
 
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        opts = _Options(new, old)
+        opts.setting_certificate = True
+        return validate_csr_update(new, old, opts)
+
     def validate_subresource_update(self, rtype: ResourceType, subresource: str, new: dict,
                                     old: dict) -> list[errors.Cause]:
         opts = _Options(new, old)
-        opts.setting_certificate = subresource == "status"
         opts.setting_approval = subresource == APPROVAL
         return validate_csr_update(new, old, opts)
 
@@ -371,7 +376,8 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group=GROUP, version="v1", kind="CertificateSigningRequest", plural="certificatesigningrequests",
         singular="certificatesigningrequest", namespaced=False, short_names=("csr",),
-        strategy=CertificateSigningRequestStrategy(), has_status=True, update_subresources=(APPROVAL,),
+        strategy=CertificateSigningRequestStrategy(), has_status=True,
+        extra_subresources=(Subresource(APPROVAL, ("get", "patch", "update")),),
         schema_name=SCHEMA, make_store=make_store,
         selectable_fields={"spec.signerName": lambda o: str((o.get("spec") or {}).get("signerName") or "")},
         table_columns=(

@@ -8,6 +8,7 @@ applies the strict checks events.k8s.io adds on top of the core ones.
 """
 from __future__ import annotations
 
+from kapiserver.apis import field_checks
 from kapiserver.apis.core import events as core_events
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
@@ -60,7 +61,8 @@ class EventsV1Strategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         core = events_v1_to_core(obj)
-        return core_events.legacy_causes(core, "reportingController") + core_events.strict_create_causes(core)
+        return (core_events.legacy_causes(core, "reportingController") + field_checks.kube_object_meta(obj)
+                + core_events.strict_create_causes(core))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         core_new, core_old = events_v1_to_core(new), events_v1_to_core(old)
@@ -79,7 +81,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group=GROUP, version=VERSION, kind="Event", plural="events", singular="event", namespaced=True,
         strategy=EventsV1Strategy(), short_names=("ev",), schema_name=SCHEMA,
-        ttl_seconds=core_events.TTL_SECONDS, storage_resource="events",
+        ttl_seconds=core_events.TTL_SECONDS, storage_resource="events", storage_version="v1",
         convert_to_storage=events_v1_to_core, convert_from_storage=core_to_events_v1,
         selectable_fields={
             **{f"regarding.{f}": _regarding(f)

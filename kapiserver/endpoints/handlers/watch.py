@@ -146,7 +146,7 @@ class WatchStream:
             self.sent_any = True
         if self.protobuf:
             return protobuf.encode_watch_frame(event_type, protobuf.encode_object(obj))
-        return codec.encode_json({"type": event_type, "object": obj}) + b"\n"
+        return codec.encode_json({"type": event_type, "object": obj})  # one line, newline-terminated
 
     def _with_list_blueprint(self, bookmark: dict) -> dict:
         """The initial-events-end bookmark with the stream's empty list (a copy; others as they are)."""
@@ -169,7 +169,7 @@ class WatchStream:
             listed = {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": {}, "items": None}
         if self.protobuf:
             return protobuf.encode_object(listed)
-        return codec.encode_json(listed) + b"\n"  # the stream's lines are JSON, whatever the media type
+        return codec.encode_json(listed)  # newline-terminated, as upstream; JSON whatever the media type
 
     # WatchSink
     def send(self, event_type: str, obj: dict) -> None:
