@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from kapiserver.server.certs import ensure_certificates
+from kapiserver.testing import TEST_ADVERTISE_ADDRESS
 from kapiserver.testing.cases import ServerTestCase, run
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -287,8 +288,9 @@ class OIDCDiscoveryTests(AuthServerTestCase):
             "issuer": ISSUER, "jwks_uri": config.body["jwks_uri"],
             "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"]})
-        # (this in-process server does not know its port: the end-to-end test checks the URL)
-        self.assertTrue(config.body["jwks_uri"].startswith("https://127.0.0.1:"))
+        # the advertised address, as upstream (this in-process server does not know its port:
+        # the end-to-end test checks the whole URL)
+        self.assertTrue(config.body["jwks_uri"].startswith(f"https://{TEST_ADVERTISE_ADDRESS}:"))
         self.assertTrue(config.body["jwks_uri"].endswith("/openid/v1/jwks"))
         jwks = await self.client.get("/openid/v1/jwks")
         self.assertEqual(jwks.header("content-type"), "application/jwk-set+json")

@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from twisted.trial import unittest
 
 from kapiserver.server.certs import issue_client_certificate
+from kapiserver.testing import TEST_ADVERTISE_ADDRESS
 from kapiserver.testing.cases import wait_for
 from kapiserver.testing.process import ServerProcess
 
@@ -208,7 +209,8 @@ class AuthenticationTests(unittest.TestCase):
         config = json.loads(self.client.WellKnownApi(api).get_service_account_issuer_open_id_configuration(
             _preload_content=False).data)
         self.assertEqual(config["issuer"], "https://kubernetes.default.svc.cluster.local")
-        self.assertEqual(config["jwks_uri"], f"https://127.0.0.1:{self.port}/openid/v1/jwks")
+        # served at the advertised address, as upstream derives it
+        self.assertEqual(config["jwks_uri"], f"https://{TEST_ADVERTISE_ADDRESS}:{self.port}/openid/v1/jwks")
         keys = json.loads(self.client.OpenidApi(api).get_service_account_issuer_open_id_keyset(
             _preload_content=False).data)
         header, payload, signature = token.split(".")
