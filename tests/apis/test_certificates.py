@@ -59,7 +59,8 @@ class CertificateSigningRequestTests(ServerTestCase):
         self.assertEqual(spec["username"], "system:anonymous")
         self.assertEqual(spec["groups"], ["system:unauthenticated"])
         self.assertEqual(reply.body["status"], {})
-        table = await self.client.get(f"{CSRS}/alice", headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        table = await self.client.get(f"{CSRS}/alice",
+                                      headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
         self.assertEqual([c["name"] for c in table.body["columnDefinitions"]],
                          ["Name", "Age", "SignerName", "Requestor", "RequestedDuration", "Condition"])
         self.assertEqual(table.body["rows"][0]["cells"][2:], [CLIENT, "system:anonymous", "<none>", "Pending"])

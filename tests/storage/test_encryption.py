@@ -140,7 +140,7 @@ class ConfigurationTests(unittest.TestCase):
                 "resource name should not contain capital letters",
             "resources: [{resources: [secrets, '*.'], providers: [{identity: {}}]}]":
                 "using overlapping resources such as 'secrets' and '*.' in the same resource list",
-            f"resources: [{{resources: [secrets], providers: [{{aescbc: {{keys: [{{name: a, secret: {b64(b'short')}}}]}}}}]}}]":
+            "resources: [{resources: [secrets], providers: [{" + aescbc(("a", b"short")) + "}]}]":
                 "secret is not of the expected length, got 5, expected one of [16 24 32]",
             "resources: [{resources: [secrets], providers: [{aescbc: {keys: []}}]}]":
                 "at least one keys is required",
