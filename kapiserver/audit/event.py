@@ -91,8 +91,8 @@ def source_ips(request: Any) -> list[str]:
         host = getattr(peer, "host", None)
     except Exception:
         host = None
-    if isinstance(host, str):
-        add(host)
+    if isinstance(host, str) and host not in found:
+        found.append(host)  # from the socket: an address already (parsing costs more than the rest)
     return found
 
 
@@ -263,7 +263,7 @@ class AuditEvent:
             ref = self.object_ref
             event["objectRef"] = {k: ref[k] for k in OBJECT_REF_FIELDS if ref.get(k)}
         if self.response_status is not None and stage != STAGE_REQUEST_RECEIVED:
-            event["responseStatus"] = copy.deepcopy(self.response_status)
+            event["responseStatus"] = dict(self.response_status)  # (its parts are never changed in place)
         if self.request_object is not None:
             event["requestObject"] = self.request_object
         if self.response_object is not None and stage != STAGE_REQUEST_RECEIVED:
