@@ -2,6 +2,8 @@
 
 Controllers get ``on_event(type, obj)`` for the initial state (ADDED) and
 every change; a broken or expired watch is restarted with a fresh list.
+``on_relisted`` (optional) runs after every list, so a consumer keeping its own
+index can drop what was deleted while the watch was down.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class Informer:
         self._stopped = False
         self._restart = None
         self.synced = defer.Deferred()
+        self.on_relisted: Optional[Callable[[], None]] = None
 
     # WatchSink
     def send(self, event_type: str, obj: dict) -> None:
@@ -66,6 +69,8 @@ class Informer:
         d = defer.Deferred.fromCoroutine(self._watch.start())
 
         def started(_):
+            if self.on_relisted is not None:
+                self.on_relisted()
             if not self.synced.called:
                 self.synced.callback(None)
 

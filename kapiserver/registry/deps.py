@@ -2,7 +2,7 @@
 
 Most kinds need only the generic Store over the storage backend; a few are
 answered from elsewhere (access reviews ask the authorizer, token requests sign
-with the service-account key).  They get this typed bundle, built once from the
+with the service-account key, the RBAC kinds check escalation with the rule resolver).  They get this typed bundle, built once from the
 completed configuration, instead of the whole server.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from kapiserver.registry.leases import LeaseReuser
 from kapiserver.storage.interface import Storage
 
 if TYPE_CHECKING:
+    from kapiserver.auth.rbac.policy_index import PolicyIndex
     from kapiserver.registry.store import Store
     from kapiserver.server.config import Config
 
@@ -32,3 +33,5 @@ class RegistryDeps:
     ca_pem: str
     # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)
     store: Callable[[str, str, str], "Store"]
+    # what RBAC grants whom (the RBAC kinds' escalation checks read it, whatever the authorization modes)
+    rule_resolver: "PolicyIndex | None" = None

@@ -24,7 +24,12 @@ from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.auth.authenticator import ClientCertificateAuthenticator, UnionAuthenticator
-from kapiserver.auth.authorizer import AlwaysAllow, Authorizer
+from kapiserver.auth.authorization_modes import build_authorizer
+from kapiserver.auth.authorizer import Authorizer
+from kapiserver.auth.rbac.policy_index import PolicyIndex
+from kapiserver.auth.rbac.policy_informers import PolicyInformers
+from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
+from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
@@ -86,8 +91,14 @@ class APIServer:
         self._openapi: Any = None
         self._openapi_generation: Any = None
 
+        # what RBAC grants whom, in memory (fed by informers once started); the RBAC
+        # authorizer and the RBAC kinds' escalation checks read it
+        self.rbac = PolicyIndex()
+        self.rbac_bootstrapped = False
+        health.add("poststarthook/rbac/bootstrap-roles", self._rbac_bootstrap_check)
         # requests, impersonation and access reviews ask the same authorizer
-        self.authorizer: Authorizer = authorizer if authorizer is not None else AlwaysAllow()
+        self.authorizer: Authorizer = (authorizer if authorizer is not None
+                                       else build_authorizer(config.authorization, self.rbac, reactor))
         self.authenticator = UnionAuthenticator([ClientCertificateAuthenticator()],
                                                 anonymous=config.authentication.anonymous)
         self.kube_groups = APIGroupSet()
@@ -96,7 +107,7 @@ class APIServer:
         self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
-                                     store=self.store)
+                                     store=self.store, rule_resolver=self.rbac)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = config.storage.event_ttl_seconds
@@ -203,6 +214,10 @@ class APIServer:
                 return
         self._object_counts = counts
 
+    def _rbac_bootstrap_check(self) -> None:
+        if not self.rbac_bootstrapped:
+            raise RuntimeError("not finished")
+
     def requests_in_flight(self) -> int:
         """Requests being answered now, watches excepted (what a graceful shutdown waits for)."""
         return self.wait_group.count
@@ -224,6 +239,18 @@ class APIServer:
         ]
         for controller in self.controllers:
             controller.start()
+        # RBAC: the authorizer's informers, then the bootstrap policy (upstream's
+        # rbac/bootstrap-roles post-start hook), then aggregation of admin/edit/view
+        informers = PolicyInformers(self.rbac, self.store, self.reactor)
+        self.controllers.append(informers)
+        informers.start()
+        await informers.synced
+        await ensure_bootstrap_policy(self.store, self.reactor)
+        self.rbac_bootstrapped = True
+        aggregation = ClusterRoleAggregationController(self.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
+                                                       self.reactor)
+        self.controllers.append(aggregation)
+        aggregation.start()
         await self.apiextensions.start()
         # after the stored CRDs are served, so its first sync sees every kind
         collector = GarbageCollector(self.all_stores,

@@ -14,6 +14,29 @@ from twisted.python import usage
 
 from kapiserver.server.config import ConfigError, load_config
 
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration flag value (``5m``, ``30s``, ``1h30m``, ``0``) in seconds; ValueError if malformed."""
+    rest = text.strip()
+    if rest in ("0", ""):
+        if rest == "":
+            raise ValueError(text)
+        return 0.0
+    total = 0.0
+    while rest:
+        number = ""
+        while rest and (rest[0].isdigit() or rest[0] == "."):
+            number, rest = number + rest[0], rest[1:]
+        unit = next((u for u in sorted(_DURATION_UNITS, key=len, reverse=True) if rest.startswith(u)), None)
+        if not number or unit is None:
+            raise ValueError(text)
+        total += float(number) * _DURATION_UNITS[unit]
+        rest = rest[len(unit):]
+    return total
+
+
 # flag name -> (config key, converter)
 _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "secure-port": ("secure_port", int),
@@ -26,6 +49,13 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "etcd-cafile": ("storage.etcd.cafile", str),
     "etcd-certfile": ("storage.etcd.certfile", str),
     "etcd-keyfile": ("storage.etcd.keyfile", str),
+    "authorization-mode": ("authorization.modes", lambda v: [m.strip() for m in v.split(",") if m.strip()]),
+    "authorization-webhook-config-file": ("authorization.webhook.config_file", str),
+    "authorization-webhook-version": ("authorization.webhook.version", str),
+    "authorization-webhook-cache-authorized-ttl": ("authorization.webhook.cache_authorized_ttl_seconds",
+                                                   parse_duration),
+    "authorization-webhook-cache-unauthorized-ttl": ("authorization.webhook.cache_unauthorized_ttl_seconds",
+                                                     parse_duration),
 }
 
 _LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
@@ -47,6 +77,16 @@ class Options(usage.Options):
         ["etcd-cafile", None, None, "CA file for etcd. Overrides storage.etcd.cafile."],
         ["etcd-certfile", None, None, "Client certificate for etcd. Overrides storage.etcd.certfile."],
         ["etcd-keyfile", None, None, "Client key for etcd. Overrides storage.etcd.keyfile."],
+        ["authorization-mode", None, None, "Comma-separated authorizers tried in order: RBAC, Webhook, "
+         "AlwaysAllow, AlwaysDeny. Overrides authorization.modes."],
+        ["authorization-webhook-config-file", None, None, "kubeconfig-format file naming the authorization "
+         "webhook. Overrides authorization.webhook.config_file."],
+        ["authorization-webhook-version", None, None, "SubjectAccessReview version of the webhook (v1, v1beta1). "
+         "Overrides authorization.webhook.version."],
+        ["authorization-webhook-cache-authorized-ttl", None, None, "How long to cache allowing answers (e.g. 5m). "
+         "Overrides authorization.webhook.cache_authorized_ttl_seconds."],
+        ["authorization-webhook-cache-unauthorized-ttl", None, None, "How long to cache other answers (e.g. 30s). "
+         "Overrides authorization.webhook.cache_unauthorized_ttl_seconds."],
     ]
 
     def overrides(self) -> dict[str, Any]:

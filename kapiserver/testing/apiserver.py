@@ -2,7 +2,9 @@
 
 It is the real APIServer (filters, delegation chain, handlers, Store,
 controllers) on a real SQLite store; only TLS is left out, and anonymous
-requests are allowed so tests need no client certificates.  End-to-end tests
+requests are allowed and authorized by AlwaysAllow, so tests need no client
+certificates (``authorization_modes=["RBAC"]`` or an ``authorizer`` to test
+authorization itself).  End-to-end tests
 with TLS, kubectl and the kubernetes client use :mod:`kapiserver.testing.process`.
 """
 from __future__ import annotations
@@ -28,17 +30,18 @@ _SETTINGS = {
     "max_requests_inflight": "limits.max_requests_inflight",
     "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
     "anonymous": "authentication.anonymous",
+    "authorization_modes": "authorization.modes",
     "event_ttl_seconds": "storage.event_ttl_seconds",
 }
 
 
 def test_config(**settings: Any) -> Config:
     """The server's configuration for an in-process test server: the defaults, anonymous requests
-    allowed, and ``settings`` (keyword names of :data:`_SETTINGS`) applied."""
+    allowed by AlwaysAllow, and ``settings`` (keyword names of :data:`_SETTINGS`) applied."""
     unknown = set(settings) - set(_SETTINGS)
     if unknown:
         raise TypeError(f"unknown settings: {sorted(unknown)}")
-    overrides = {"authentication.anonymous": True}
+    overrides: dict[str, Any] = {"authentication.anonymous": True, "authorization.modes": ["AlwaysAllow"]}
     overrides.update({_SETTINGS[name]: value for name, value in settings.items()})
     return config_from_dict(None, "<test>", overrides)
 

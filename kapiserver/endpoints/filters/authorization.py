@@ -15,6 +15,7 @@ from kapiserver.auth.authorizer import Attributes, Authorizer, Decision, forbidd
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
 from kapiserver.endpoints.request_info import RequestInfo
+from kapiserver.machinery import errors
 
 
 def attributes_for(info: RequestInfo) -> Attributes:
@@ -38,5 +39,9 @@ class WithAuthorization(Filter):
 
     @staticmethod
     def _enforce(decision: Decision, ctx: RequestContext, attributes: Attributes) -> None:
-        if not decision.allowed:
-            raise forbidden(ctx.user, attributes, decision.reason)
+        if decision.allowed:
+            return
+        if decision.error:  # nothing allowed it and an authorizer could not decide: 500, as upstream
+            raise errors.StatusError(500, "InternalError",
+                                     f'Internal Server Error: "{attributes.path}": {decision.error}')
+        raise forbidden(ctx.user, attributes, decision.reason)
