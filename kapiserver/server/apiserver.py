@@ -77,7 +77,7 @@ class APIServer:
     """
 
     def __init__(self, config: Config, storage: Storage, ca_cert_pem: bytes | str, health: healthz.HealthChecks,
-                 reactor: Any = None, authorizer: Authorizer | None = None) -> None:
+                 reactor: Any = None, authorizer: Authorizer | None = None, bootstrap_rbac: bool = True) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -95,6 +95,8 @@ class APIServer:
         # authorizer and the RBAC kinds' escalation checks read it
         self.rbac = PolicyIndex()
         self.rbac_bootstrapped = False
+        # the in-process test server skips the bootstrap policy when it does not use RBAC (a faster start)
+        self.bootstrap_rbac = bootstrap_rbac
         health.add("poststarthook/rbac/bootstrap-roles", self._rbac_bootstrap_check)
         # requests, impersonation and access reviews ask the same authorizer
         self.authorizer: Authorizer = (authorizer if authorizer is not None
@@ -245,7 +247,8 @@ class APIServer:
         self.controllers.append(informers)
         informers.start()
         await informers.synced
-        await ensure_bootstrap_policy(self.store, self.reactor)
+        if self.bootstrap_rbac:
+            await ensure_bootstrap_policy(self.store, self.reactor)
         self.rbac_bootstrapped = True
         aggregation = ClusterRoleAggregationController(self.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
                                                        self.reactor)
