@@ -19,7 +19,12 @@ from kapiserver.machinery import errors
 
 
 def attributes_for(info: RequestInfo) -> Attributes:
-    return Attributes(verb=info.verb, resource_request=info.is_resource_request, namespace=info.namespace,
+    namespace = info.namespace
+    if info.is_resource_request and info.resource == "namespaces" and info.name:
+        # upstream's request info puts /namespaces/<name>[/status|/finalize] in namespace <name>, so a
+        # RoleBinding there (view: "read access to namespaces at the namespace scope") covers it
+        namespace = info.name
+    return Attributes(verb=info.verb, resource_request=info.is_resource_request, namespace=namespace,
                       api_group=info.group, api_version=info.version, resource=info.resource,
                       subresource=info.subresource, name=info.name, path=info.path)
 
