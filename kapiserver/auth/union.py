@@ -88,6 +88,13 @@ class UnionAuthorizer:
             return decision
         return self._from(position + 1, user, attributes, reasons, failures)
 
+    async def close(self) -> None:
+        """Release what the authorizers hold (a webhook's connections)."""
+        for authorizer in self.authorizers:
+            close = getattr(authorizer, "close", None)
+            if close is not None:
+                await close()
+
     def rules_for(self, user: Optional[UserInfo], namespace: str) -> Rules:
         resource_rules: list[dict] = []
         non_resource_rules: list[dict] = []

@@ -106,6 +106,7 @@ class WebhookAuthorizer:
         self.unauthorized_ttl = unauthorized_ttl
         self.reactor = reactor
         self._client: Any = None
+        self._pool: Any = None
         self._cache: collections.OrderedDict[bytes, tuple[float, Decision]] = collections.OrderedDict()
         self.calls = 0  # reviews sent (tests, metrics)
 
@@ -123,6 +124,12 @@ class WebhookAuthorizer:
 
     def rules_for(self, user: Optional[UserInfo], namespace: str) -> Rules:
         return Rules(incomplete=True, evaluation_error=RULES_UNSUPPORTED)
+
+    async def close(self) -> None:
+        """Close the kept-alive connections (server shutdown)."""
+        if self._pool is not None:
+            pool, self._pool, self._client = self._pool, None, None
+            await pool.closeCachedConnections()
 
     async def _review(self, spec: dict, key: bytes) -> Decision:
         body = orjson.dumps({"apiVersion": f"authorization.k8s.io/{self.version}", "kind": "SubjectAccessReview",
@@ -148,7 +155,7 @@ class WebhookAuthorizer:
 
     async def _post(self, body: bytes) -> dict:
         if self._client is None:
-            self._client = self.target.client(self.reactor)
+            self._client, self._pool = self.target.client(self.reactor)
         url = self.target.url
         self.calls += 1
 

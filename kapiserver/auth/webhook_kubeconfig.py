@@ -34,13 +34,14 @@ class WebhookTarget:
     headers: dict[str, list[str]]
     policy: Optional[IPolicyForHTTPS]
 
-    def client(self, reactor: Any) -> HTTPClient:
-        # kept-alive connections: a webhook is asked on every uncached request
+    def client(self, reactor: Any) -> tuple[HTTPClient, HTTPConnectionPool]:
+        """A client and its pool of kept-alive connections (a webhook is asked on every uncached
+        request); ``pool.closeCachedConnections()`` closes them."""
         pool = HTTPConnectionPool(reactor, persistent=True)
         pool.maxPersistentPerHost = 4
         agent = Agent(reactor, contextFactory=self.policy, pool=pool) if self.policy is not None \
             else Agent(reactor, pool=pool)
-        return HTTPClient(agent)
+        return HTTPClient(agent), pool
 
 
 def _pick(entries: Any, name: Optional[str], what: str, path: str) -> dict:

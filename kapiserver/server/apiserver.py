@@ -274,5 +274,8 @@ class APIServer:
         for controller in self.controllers:
             controller.stop()
         self.watches.stop_all()
+        close = getattr(self.authorizer, "close", None)
+        if close is not None:  # a webhook's kept-alive connections
+            await close()
         # let the watch streams' final writes go out
         await defer.succeed(None)

@@ -31,6 +31,8 @@ _SETTINGS = {
     "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
     "anonymous": "authentication.anonymous",
     "authorization_modes": "authorization.modes",
+    "authorization_webhook_config_file": "authorization.webhook.config_file",
+    "authorization_webhook_version": "authorization.webhook.version",
     "event_ttl_seconds": "storage.event_ttl_seconds",
 }
 
