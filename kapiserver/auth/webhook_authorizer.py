@@ -73,7 +73,7 @@ def review_spec(user: Optional[UserInfo], attributes: Attributes, version: str =
 
 def decision_from(status: dict) -> Decision:
     allowed, denied = bool(status.get("allowed")), bool(status.get("denied"))
-    reason = status.get("reason") if isinstance(status.get("reason"), str) else ""
+    reason: str = status["reason"] if isinstance(status.get("reason"), str) else ""
     if allowed and denied:
         return Decision(False, reason, denied=True,
                         error="webhook subject access review returned both allow and deny response")

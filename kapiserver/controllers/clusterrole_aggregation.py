@@ -62,7 +62,7 @@ class ClusterRoleAggregationController:
             if role.get("aggregationRule") is not None:
                 self.queue.add(name)
 
-    async def reconcile(self, name: str) -> None:
+    async def reconcile(self, name: Any) -> None:
         role = self.informer.objects.get(("", name))
         if role is None or role.get("aggregationRule") is None:
             return

@@ -25,6 +25,9 @@ class _EscalationCheckedStore(Store):
     def __init__(self, rtype: ResourceType, deps: RegistryDeps) -> None:
         super().__init__(rtype, deps.storage, deps.admission, deps.leases)
         self.deps = deps
+        if deps.rule_resolver is None:
+            raise ValueError("the RBAC kinds need the rule resolver (RegistryDeps.rule_resolver)")
+        self.rules = deps.rule_resolver
 
     def _forbidden(self, obj: dict, why: str) -> errors.StatusError:
         return errors.forbidden(self.rtype.plural, GROUP, (obj.get("metadata") or {}).get("name") or "", why)
@@ -74,13 +77,13 @@ class RolePolicyStore(_EscalationCheckedStore):
         return await escalate_authorized(self.deps.authorizer, user, self.rtype.plural, namespace, url_name)
 
     async def check(self, namespace: str, obj: dict, old: Optional[dict], user: Any) -> None:
-        rules = obj.get("rules") if isinstance(obj.get("rules"), list) else []
-        why = missing_permissions(self.deps.rule_resolver, user, namespace, rules)
+        rules: list = obj["rules"] if isinstance(obj.get("rules"), list) else []
+        why = missing_permissions(self.rules, user, namespace, rules)
         if why:
             raise self._forbidden(obj, why)
         if not self.rtype.namespaced and (_aggregates(obj) or (old is not None and _aggregates(old))):
             # an aggregation rule can gather anything, so it takes everything to set or change one
-            if missing_permissions(self.deps.rule_resolver, user, namespace, FULL_AUTHORITY):
+            if missing_permissions(self.rules, user, namespace, FULL_AUTHORITY):
                 raise self._forbidden(obj, AGGREGATION_NEEDS_ADMIN)
 
 
@@ -92,7 +95,7 @@ class BindingPolicyStore(_EscalationCheckedStore):
 
     async def check(self, namespace: str, obj: dict, old: Optional[dict], user: Any) -> None:
         rules = await self._role_rules(_role_ref(obj), namespace)
-        why = missing_permissions(self.deps.rule_resolver, user, namespace, rules)
+        why = missing_permissions(self.rules, user, namespace, rules)
         if why:
             raise self._forbidden(obj, why)
 
@@ -105,11 +108,11 @@ class BindingPolicyStore(_EscalationCheckedStore):
             role = await self.deps.store(GROUP, "v1", "roles").get(namespace, name)
         else:
             return []  # validation answers the invalid roleRef
-        return role.get("rules") if isinstance(role.get("rules"), list) else []
+        return role["rules"] if isinstance(role.get("rules"), list) else []
 
 
 def _role_ref(obj: dict) -> dict:
-    ref = dict(obj.get("roleRef")) if isinstance(obj.get("roleRef"), dict) else {}
+    ref: dict = dict(obj["roleRef"]) if isinstance(obj.get("roleRef"), dict) else {}
     ref.setdefault("apiGroup", GROUP)  # defaulted on decode upstream
     return ref
 

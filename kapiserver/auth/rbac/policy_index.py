@@ -65,7 +65,7 @@ class Binding:
     def from_object(obj: dict) -> "Binding":
         md = obj.get("metadata") or {}
         namespace = md.get("namespace") or ""
-        ref = obj.get("roleRef") if isinstance(obj.get("roleRef"), dict) else {}
+        ref: dict = obj["roleRef"] if isinstance(obj.get("roleRef"), dict) else {}
         subjects = []
         for s in obj.get("subjects") or []:
             if isinstance(s, dict):

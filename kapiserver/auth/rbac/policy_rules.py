@@ -94,7 +94,7 @@ def rule(verbs: Iterable[str], groups: Iterable[str] = (), resources: Iterable[s
 
 def breakdown(r: dict) -> list[dict]:
     """Upstream's BreakdownRule: rules with at most one verb, group, resource and name each."""
-    out = []
+    out: list[dict] = []
     verbs = _strings(r, "verbs")
     names = _strings(r, "resourceNames")
     for group in _strings(r, "apiGroups"):

@@ -188,7 +188,7 @@ async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor
         for (kind, plural, obj, compute), (ok, value) in zip(work, results):
             if not ok:
                 failed.append((kind, plural, obj, compute))
-                log.warn("unable to reconcile {what}: {err}", what=_describe(kind, obj), err=value.getErrorMessage())
+                log.warn("unable to reconcile {what}: {err}", what=_describe(kind, obj), err=getattr(value, "value", value))
             elif value.protected and value.operation != NONE:
                 log.warn("skipped reconcile-protected {what} with missing {missing}", what=_describe(kind, obj),
                          missing=value.missing)
