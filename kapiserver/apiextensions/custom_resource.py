@@ -47,6 +47,7 @@ class CRDState:
 
 @dataclass
 class CustomResourceStrategy(Strategy):
+    status_fixed_metadata = None  # a status write changes only status (upstream's statusStrategy)
     schema: Optional[dict] = None
     rules: Optional[CompiledRules] = None
     has_status_subresource: bool = False
@@ -206,7 +207,7 @@ def resource_types(crd: dict, state: Optional[CRDState] = None) -> list[Resource
             is_crd=True, strategic_merge_patch=False, return_deleted_object=True,
             convert_to_storage=to_storage, convert_from_storage=from_storage,
             convert_to_storage_async=to_storage_async, convert_from_storage_async=from_storage_async,
-            deprecated=deprecated,
+            deprecated=deprecated, storage_version=f"{group}/{storage}",
             deprecation_warning=(version.get("deprecationWarning")
                                  or f"{group}/{version['name']} {kind} is deprecated") if deprecated else "",
         ))

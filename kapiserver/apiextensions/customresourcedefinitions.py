@@ -72,7 +72,9 @@ def _add_stored_version(crd: dict) -> None:
     if not storage:
         return
     status = crd.setdefault("status", {})
-    stored = status.setdefault("storedVersions", [])
+    stored = status.get("storedVersions")
+    if not isinstance(stored, list):  # absent, or Go's null
+        stored = status["storedVersions"] = []
     if storage not in stored:
         stored.append(storage)
 
@@ -120,4 +122,5 @@ def resource_type() -> ResourceType:
         group=GROUP, version=VERSION, kind="CustomResourceDefinition", plural=PLURAL,
         singular="customresourcedefinition", namespaced=False, strategy=CRDStrategy(),
         short_names=("crd", "crds"), categories=("api-extensions",), has_status=True, schema_name=SCHEMA,
+        storage_version="apiextensions.k8s.io/v1beta1",  # what upstream's discovery hashes, to this day
     )

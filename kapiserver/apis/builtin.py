@@ -2,21 +2,24 @@
 from __future__ import annotations
 
 from kapiserver.apis.apps import controllerrevisions, daemonsets, deployments, replicasets, statefulsets
-from kapiserver.apis.authentication import self_subject_reviews
+from kapiserver.apis.authentication import self_subject_reviews, token_reviews
 from kapiserver.apis.authorization import access_reviews
 from kapiserver.apis.autoscaling import horizontalpodautoscalers, horizontalpodautoscalers_v1
 from kapiserver.apis.batch import cronjobs, jobs
 from kapiserver.apis.coordination import leases
 from kapiserver.apis.core import configmaps, events, namespaces, secrets, serviceaccounts
-from kapiserver.apis.core import (endpoints, limitranges, nodes, persistentvolumeclaims, persistentvolumes, pods,
-                                  podtemplates, replicationcontrollers, resourcequotas, services)
+from kapiserver.apis.core import (bindings, componentstatuses, endpoints, limitranges, nodes, persistentvolumeclaims,
+                                  persistentvolumes, pods, podtemplates, replicationcontrollers, resourcequotas,
+                                  services)
 from kapiserver.apis.discovery import endpointslices
 from kapiserver.apis.events import events as events_v1
 from kapiserver.apis.networking import ingressclasses, ingresses, networkpolicies
 from kapiserver.apis.policy import poddisruptionbudgets
 from kapiserver.apis.rbac import clusterrolebindings, clusterroles, rolebindings, roles
 from kapiserver.apis.scheduling import priorityclasses
-from kapiserver.apis.storage import csidrivers, storageclasses
+from kapiserver.apis.node import runtimeclasses
+from kapiserver.apis.storage import (csidrivers, csinodes, csistoragecapacities, storageclasses,
+                                     volumeattachments)
 from kapiserver.registry.resource_type import ResourceType
 
 
@@ -31,6 +34,8 @@ def builtin_resource_types() -> list[ResourceType]:
         events_v1.resource_type(),
         leases.resource_type(),
         pods.resource_type(),
+        bindings.resource_type(),
+        componentstatuses.resource_type(),
         services.resource_type(),
         endpoints.resource_type(),
         persistentvolumeclaims.resource_type(),
@@ -50,6 +55,10 @@ def builtin_resource_types() -> list[ResourceType]:
         poddisruptionbudgets.resource_type(),
         storageclasses.resource_type(),
         csidrivers.resource_type(),
+        csinodes.resource_type(),
+        csistoragecapacities.resource_type(),
+        volumeattachments.resource_type(),
+        runtimeclasses.resource_type(),
         priorityclasses.resource_type(),
         endpointslices.resource_type(),
         horizontalpodautoscalers.resource_type(),
@@ -63,4 +72,5 @@ def builtin_resource_types() -> list[ResourceType]:
         cronjobs.resource_type(),
         *access_reviews.resource_types(),
         self_subject_reviews.resource_type(),
+        token_reviews.resource_type(),
     ]

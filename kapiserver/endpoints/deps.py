@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -41,3 +41,6 @@ class EndpointDeps:
     # ``$ref`` -> schema, for strict field validation and strategic merge patch of built-in kinds
     schema_resolver: Callable[[str], dict]
     watches: WatchRegistry = field(default_factory=WatchRegistry)
+    # any served resource's Store, ``stores(group, version, plural)``: subresources that touch
+    # other kinds (an eviction reads PodDisruptionBudgets)
+    stores: Optional[Callable[[str, str, str], Any]] = None

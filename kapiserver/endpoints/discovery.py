@@ -81,7 +81,7 @@ def api_group_list(types: list[ResourceType]) -> dict:
 
 
 def _not_found() -> errors.StatusError:
-    return errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+    return errors.resource_not_found()
 
 
 def api_group(group: str, types: list[ResourceType]) -> dict:
@@ -96,21 +96,46 @@ def _sorted_verbs(verbs: Iterable[str]) -> list[str]:
     return sorted(set(verbs))
 
 
+# the order apiextensions-apiserver lists a custom resource's verbs in
+_CRD_VERB_ORDER = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
+
+
+def _verbs(t: ResourceType) -> list[str]:
+    if t.is_crd:
+        return [v for v in _CRD_VERB_ORDER if v in t.verbs] + sorted(set(t.verbs) - set(_CRD_VERB_ORDER))
+    return _sorted_verbs(t.verbs)
+
+
+def _subresources(t: ResourceType) -> list[tuple[str, str, str, str, list[str]]]:
+    """(name, group, version, kind, verbs) of each subresource, by name as upstream lists them;
+    group and version are set only for another group's kind (autoscaling/v1 Scale)."""
+    subs = []
+    if t.has_status:
+        subs.append(("status", "", "", t.kind, list(SUBRESOURCE_VERBS)))
+    if t.scale is not None:
+        subs.append(("scale", "autoscaling", "v1", "Scale", list(SUBRESOURCE_VERBS)))
+    for sub in t.extra_subresources:
+        subs.append((sub.name, sub.group, sub.version, sub.kind or t.kind, _sorted_verbs(sub.verbs)))
+    return sorted(subs)
+
+
 def _resource_entries(t: ResourceType) -> list[dict]:
     main: dict = {"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced, "kind": t.kind,
-                  "verbs": _sorted_verbs(t.verbs)}
+                  "verbs": _verbs(t)}
     if t.short_names:
         main["shortNames"] = list(t.short_names)
     if t.categories:
         main["categories"] = list(t.categories)
-    main["storageVersionHash"] = storage_version_hash(t.group, t.version, t.kind)
+    if t.stored:  # upstream gives a hash only to kinds kept in storage
+        group, _, version = t.storage_version.rpartition("/") if t.storage_version else (t.group, "", t.version)
+        main["storageVersionHash"] = storage_version_hash(group, version, t.kind)
     entries = [main]
-    if t.has_status:
-        entries.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
-                        "kind": t.kind, "verbs": list(SUBRESOURCE_VERBS)})
-    if t.scale is not None:
-        entries.append({"name": f"{t.plural}/scale", "singularName": "", "namespaced": t.namespaced,
-                        "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": list(SUBRESOURCE_VERBS)})
+    for name, group, version, kind, verbs in _subresources(t):
+        entry: dict = {"name": f"{t.plural}/{name}", "singularName": "", "namespaced": t.namespaced}
+        if group or version:
+            entry.update(group=group, version=version)
+        entry.update(kind=kind, verbs=verbs)
+        entries.append(entry)
     return entries
 
 
@@ -127,21 +152,18 @@ def api_resource_list(group: str, version: str, types: list[ResourceType]) -> di
 # ------------------------------------------------------------------ aggregated (apidiscovery.k8s.io)
 
 def _aggregated_resource(t: ResourceType) -> dict:
-    out: dict = {"resource": t.plural, "responseKind": {"group": "", "version": "", "kind": t.kind},
+    # custom resources name their own group and version (apiextensions-apiserver's discovery)
+    kind_group, kind_version = (t.group, t.version) if t.is_crd else ("", "")
+    out: dict = {"resource": t.plural, "responseKind": {"group": kind_group, "version": kind_version, "kind": t.kind},
                  "scope": "Namespaced" if t.namespaced else "Cluster", "singularResource": t.singular,
-                 "verbs": _sorted_verbs(t.verbs)}
+                 "verbs": _verbs(t)}
     if t.short_names:
         out["shortNames"] = list(t.short_names)
     if t.categories:
         out["categories"] = list(t.categories)
-    subs = []
-    if t.scale is not None:
-        subs.append({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1",
-                                                              "kind": "Scale"},
-                     "verbs": list(SUBRESOURCE_VERBS)})
-    if t.has_status:
-        subs.append({"subresource": "status", "responseKind": {"group": "", "version": "", "kind": t.kind},
-                     "verbs": list(SUBRESOURCE_VERBS)})
+    subs = [{"subresource": name, "responseKind": {"group": group or kind_group, "version": version or kind_version,
+                                                   "kind": kind},
+             "verbs": verbs} for name, group, version, kind, verbs in _subresources(t)]
     if subs:
         out["subresources"] = subs
     return out

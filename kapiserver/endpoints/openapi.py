@@ -17,9 +17,12 @@ import hashlib
 from typing import Any, Iterable, Optional
 
 import orjson
+from twisted.internet import defer, threads
+from twisted.python import failure
 
 from kapiserver.apis.definitions import (DELETE_OPTIONS, INT_OR_STRING, LIST_META, OBJECT_META, PATCH, QUANTITY,
                                          SCALE, STATUS, WATCH_EVENT, Definitions, iter_refs, ref_name, to_v3)
+from kapiserver.machinery import openapi_v2_protobuf
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver import kube_version
 
@@ -277,10 +280,11 @@ class _Op:
                               "tags": [self.tag]}
         if params:
             op["parameters"] = params
-        op["responses"] = {code: ({"description": _STATUS_TEXT[code], "schema": {"$ref": "#/definitions/" + s}}
+        op["responses"] = {code: ({"description": _STATUS_TEXT[code], "schema": _schema_v2(s)}
                                   if s else {"description": _STATUS_TEXT[code]})
                            for code, s in self.responses.items()}
-        op["x-kubernetes-action"] = self.action
+        if self.action:
+            op["x-kubernetes-action"] = self.action
         if self.gvk:
             op["x-kubernetes-group-version-kind"] = self.gvk
         return op
@@ -298,23 +302,32 @@ class _Op:
         for code, schema in self.responses.items():
             resp: dict[str, Any] = {"description": _STATUS_TEXT[code]}
             if schema:
-                resp["content"] = {ct: {"schema": {"$ref": "#/components/schemas/" + schema}}
-                                   for ct in self.produces}
+                resp["content"] = {ct: {"schema": _schema_v3(schema)} for ct in self.produces}
             responses[code] = resp
         op["responses"] = responses
-        op["x-kubernetes-action"] = self.action
+        if self.action:
+            op["x-kubernetes-action"] = self.action
         if self.gvk:
             op["x-kubernetes-group-version-kind"] = self.gvk
         return op
 
     def refs(self) -> set[str]:
-        names = {s for s in self.responses.values() if s}
+        names = {s for s in self.responses.values() if s and s != STRING}
         if self.body:
             names.add(self.body)
         return names
 
 
 _STATUS_TEXT = {"200": "OK", "201": "Created", "202": "Accepted", "401": "Unauthorized"}
+STRING = "<string>"  # a response that is text (logs, connect streams), not an object
+
+
+def _schema_v2(name: str) -> dict:
+    return {"type": "string"} if name == STRING else {"$ref": "#/definitions/" + name}
+
+
+def _schema_v3(name: str) -> dict:
+    return {"type": "string"} if name == STRING else {"$ref": "#/components/schemas/" + name}
 
 
 def _param_v3(p: dict) -> dict:
@@ -385,6 +398,11 @@ def _resource_paths(r: ResourceType, schemas: _Schemas, add) -> None:
     def op(method, verb, action, params, responses, body=None, suffix="", **kw):
         return _Op(method, f"{verb}{gvn}{scope}{kind}{suffix}", action, tag, gvk, params, responses, body, **kw)
 
+    def delete_collection(*args, **kw):  # upstream's id: deleteCoreV1CollectionNamespacedPod
+        made = op(*args, **kw)
+        made.op_id = f"delete{gvn}Collection{scope}{kind}"
+        return made
+
     if "list" in verbs:
         add(coll, ns_params, op("get", "list", "list", LIST_PARAMS, {"200": list_s, "401": None},
                                 produces=produces_watch, description=f"list or watch {plural_kind}"))
@@ -393,9 +411,10 @@ def _resource_paths(r: ResourceType, schemas: _Schemas, add) -> None:
                                 {"200": kind_s, "201": kind_s, "202": kind_s, "401": None}, body=kind_s,
                                 produces=produces, description=f"create a {kind}"))
     if "deletecollection" in verbs:
-        add(coll, ns_params, op("delete", "deleteCollection", "deletecollection", DELETECOLLECTION_PARAMS,
-                                {"200": STATUS, "401": None}, body=DELETE_OPTIONS, body_required=False,
-                                produces=produces, description=f"delete collection of {kind}"))
+        add(coll, ns_params, delete_collection("delete", "deleteCollection", "deletecollection",
+                                               DELETECOLLECTION_PARAMS, {"200": STATUS, "401": None},
+                                               body=DELETE_OPTIONS, body_required=False, produces=produces,
+                                               description=f"delete collection of {kind}"))
     deleted = kind_s if r.return_deleted_object else STATUS
     if "get" in verbs:
         add(item, item_params, op("get", "read", "get", (), {"200": kind_s, "401": None}, produces=produces,
@@ -439,6 +458,10 @@ def _resource_paths(r: ResourceType, schemas: _Schemas, add) -> None:
         subs.append(("status", "Status", kind_s, gvk))
     if r.scale is not None:
         subs.append(("scale", "Scale", SCALE, SCALE_GVK))
+    for sub_path, path_ops in _extra_subresource_paths(r, item, item_params, gvn, scope, tag, kind_s, produces,
+                                                       patch_types):
+        for params, one in path_ops:
+            add(sub_path, params, one)
     for sub, suffix, schema, sgvk in subs:
         path = f"{item}/{sub}"
         add(path, item_params, _Op("get", f"read{gvn}{scope}{kind}{suffix}", "get", tag, sgvk, (),
@@ -451,6 +474,64 @@ def _resource_paths(r: ResourceType, schemas: _Schemas, add) -> None:
                                    WRITE_PARAMS + ("force",), {"200": schema, "201": schema, "401": None},
                                    body=PATCH, consumes=patch_types, produces=produces,
                                    description=f"partially update {sub} of the specified {kind}"))
+
+
+_CONNECT_METHODS = {"get": "get", "create": "post", "update": "put", "patch": "patch", "delete": "delete"}
+
+
+def _extra_subresource_paths(r: ResourceType, item: str, item_params: list[dict], gvn: str, scope: str, tag: str,
+                             kind_s: str, produces: list, patch_types: list) -> list[tuple[str, list]]:
+    """Paths and operations of ``r.extra_subresources``, laid out as upstream's installer does."""
+    out: list[tuple[str, list]] = []
+    for sub in sorted(r.extra_subresources, key=lambda s: s.name):
+        path = f"{item}/{sub.name}"
+        suffix = sub.name[:1].upper() + sub.name[1:]
+        sgvk = {"group": sub.group if sub.kind else r.group, "kind": sub.kind or r.kind,
+                "version": sub.version or r.version}
+        ops: list = []
+        if sub.create is not None:
+            schema = sub.body_schema or kind_s
+            ops.append((item_params, _Op("post", f"create{gvn}{scope}{r.kind}{suffix}", "post", tag, sgvk, WRITE_PARAMS,
+                                         {"200": schema, "201": schema, "202": schema, "401": None}, body=schema,
+                                         produces=produces, description=sub.description)))
+        elif sub.connect is not None and sub.name == "log":
+            ops.append((item_params, _Op("get", f"read{gvn}{scope}{r.kind}{suffix}", "get", tag, sgvk, (),
+                                         {"200": STRING, "401": None}, produces=["text/plain"] + produces,
+                                         description=sub.description)))
+        elif sub.connect is not None:
+            methods = [_CONNECT_METHODS[v] for v in ("get", "update", "create", "delete", "patch") if v in sub.verbs]
+            if sub.name == "proxy":
+                methods += ["options", "head"]
+            for with_path in ((False, True) if sub.name == "proxy" else (False,)):
+                for method in methods:
+                    name = method[:1].upper() + method[1:]
+                    ops_path = path + "/{path}" if with_path else path
+                    params = item_params + ([{"name": "path", "in": "path", "required": True, "type": "string",
+                                              "uniqueItems": True, "description": "path to the resource"}]
+                                            if with_path else [])
+                    out.append((ops_path, [(params, _Op(
+                        method, f"connect{gvn}{name}{scope}{r.kind}{suffix}{'WithPath' if with_path else ''}",
+                        "connect", tag, sgvk, (), {"200": STRING, "401": None}, produces=["*/*"],
+                        description=f"connect {method.upper()} requests to {sub.name} of {r.kind}"))]))
+            continue
+        else:
+            verbs = set(sub.verbs)
+            if "get" in verbs:
+                ops.append((item_params, _Op("get", f"read{gvn}{scope}{r.kind}{suffix}", "get", tag, sgvk, (),
+                                             {"200": kind_s, "401": None}, produces=produces,
+                                             description=f"read {sub.name} of the specified {r.kind}")))
+            if "update" in verbs:
+                ops.append((item_params, _Op("put", f"replace{gvn}{scope}{r.kind}{suffix}", "put", tag, sgvk,
+                                             WRITE_PARAMS, {"200": kind_s, "201": kind_s, "401": None}, body=kind_s,
+                                             produces=produces,
+                                             description=f"replace {sub.name} of the specified {r.kind}")))
+            if "patch" in verbs:
+                ops.append((item_params, _Op("patch", f"patch{gvn}{scope}{r.kind}{suffix}", "patch", tag, sgvk,
+                                             WRITE_PARAMS + ("force",), {"200": kind_s, "201": kind_s, "401": None},
+                                             body=PATCH, consumes=patch_types, produces=produces,
+                                             description=f"partially update {sub.name} of the specified {r.kind}")))
+        out.append((path, ops))
+    return out
 
 
 def _needed_schemas(paths: dict[str, _PathItem], schemas: _Schemas) -> list[str]:
@@ -524,6 +605,11 @@ class OpenAPIService:
         self.info_version = info_version
         self._types: list[ResourceType] = []
         self._v2: Optional[bytes] = None
+        self._v2_etag = ""
+        # the protobuf form of the current v2 document: (etag, bytes), and the
+        # encodings under way by etag (requests arriving meanwhile wait for it)
+        self._v2_protobuf: Optional[tuple[str, bytes]] = None
+        self._v2_protobuf_waiting: dict[str, list[defer.Deferred]] = {}
         self._v3: dict[str, tuple[bytes, str]] = {}
         self._v3_paths: dict[str, tuple[str, str]] = {}
         self._index: Optional[bytes] = None
@@ -539,7 +625,37 @@ class OpenAPIService:
     def v2_bytes(self) -> bytes:
         if self._v2 is None:
             self._v2 = _dumps(build_openapi_v2(self._types, self.defs, self.info_version))
+            self._v2_etag = document_hash(self._v2)
         return self._v2
+
+    def v2_etag(self) -> str:
+        """The ETag of ``/openapi/v2`` (upstream's: the SHA-512 of the JSON), shared by both encodings."""
+        self.v2_bytes()
+        return self._v2_etag
+
+    def v2_protobuf(self) -> defer.Deferred:
+        """The v2 document as gnostic's protobuf ``Document`` (a Deferred of bytes).
+
+        Encoded once per document, in a thread (about ten times the cost of the
+        JSON), and kept with the ETag of the JSON it was made from.
+        """
+        body, etag = self.v2_bytes(), self.v2_etag()
+        if self._v2_protobuf is not None and self._v2_protobuf[0] == etag:
+            return defer.succeed(self._v2_protobuf[1])
+        waiting = self._v2_protobuf_waiting.get(etag)
+        result: defer.Deferred = defer.Deferred()
+        if waiting is not None:
+            waiting.append(result)
+            return result
+        self._v2_protobuf_waiting[etag] = [result]
+
+        def done(encoded: Any) -> None:
+            if not isinstance(encoded, failure.Failure):
+                self._v2_protobuf = (etag, encoded)
+            for d in self._v2_protobuf_waiting.pop(etag, []):
+                d.callback(encoded) if not isinstance(encoded, failure.Failure) else d.errback(encoded)
+        threads.deferToThread(lambda: openapi_v2_protobuf.encode_document(orjson.loads(body))).addBoth(done)
+        return result
 
     def v3_bytes(self, path: str) -> Optional[tuple[bytes, str]]:
         """The document at ``/openapi/v3/<path>`` and its ETag (the hash), or None if not served."""

@@ -7,7 +7,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
-from kapiserver.endpoints.negotiation import MediaTarget
+from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget, negotiate
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import codec, errors, protobuf
 
@@ -34,13 +34,13 @@ def _writable(request: Request) -> bool:
 
 
 def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
-                 warnings: Iterable[str] = ()) -> None:
+                 warnings: Iterable[str] = (), pretty: bool | None = None) -> None:
     if not _writable(request):
         return
     body = _protobuf_body(target, obj)
     content_type = protobuf.MEDIA_TYPE if body is not None else target.content_type
     if body is None:
-        body = codec.encode(obj, target.media_type, _pretty(request))
+        body = codec.encode(obj, target.media_type, _pretty(request) if pretty is None else pretty)
     request.setResponseCode(code)
     request.setHeader(b"content-type", content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
@@ -51,9 +51,26 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
     request.finish()
 
 
+def write_raw(request: Request, code: int, content_type: str, body: bytes, warnings: Iterable[str] = ()) -> None:
+    """Bytes that are already the answer (a connect subresource's: logs)."""
+    if not _writable(request):
+        return
+    request.setResponseCode(code)
+    if content_type:
+        request.setHeader(b"content-type", content_type.encode())
+    request.setHeader(b"cache-control", b"no-cache, private")
+    _warn(request, warnings)
+    request.setHeader(b"content-length", str(len(body)).encode())
+    if request.method != b"HEAD":
+        request.write(body)
+    request.finish()
+
+
 def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
     """The protobuf encoding when the client prefers it and the kind has a table, else None."""
-    if not target.prefer_protobuf or target.as_kind or not isinstance(obj, dict):
+    if not target.prefer_protobuf or not isinstance(obj, dict):
+        return None
+    if target.as_kind and target.as_kind not in PROTOBUF_SHAPE_KINDS:
         return None
     if not protobuf.can_encode(obj.get("apiVersion") or "", obj.get("kind") or ""):
         return None
@@ -64,13 +81,31 @@ def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
         return None
 
 
+def status_target(request: Request, target: MediaTarget | None = None) -> MediaTarget | None:
+    """How a Status is encoded: the negotiated media type (protobuf too, as upstream's
+    ErrorNegotiated does), never another shape; without a target (errors before
+    negotiation) from the request's Accept.  None when the client accepts nothing
+    the server writes."""
+    if target is None:
+        accept = request.getHeader(b"accept")
+        try:
+            target = negotiate(accept.decode("latin-1") if accept else None)
+        except errors.StatusError:
+            return None
+    return target.for_status()
+
+
 def write_status(request: Request, err: errors.StatusError, target: MediaTarget | None = None) -> None:
     if not _writable(request):
         return
     for name, value in err.headers.items():
         request.setHeader(name.encode(), value.encode())
-    media = target.media_type if target is not None else codec.JSON
-    write_object(request, MediaTarget(media), err.code, err.to_status())
+    # a failed negotiation (406) is written as upstream's WriteRawJSON does: indented JSON
+    negotiated = None if err.reason == "NotAcceptable" and target is None else status_target(request, target)
+    if negotiated is None:
+        write_object(request, MediaTarget(codec.JSON), err.code, err.to_status(), pretty=True)
+        return
+    write_object(request, negotiated, err.code, err.to_status())
 
 
 def failure_writer(request: Request, target: MediaTarget | None = None) -> Callable[[Failure], None]:

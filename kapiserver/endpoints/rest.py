@@ -12,8 +12,8 @@ from kapiserver.endpoints import respond
 from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
-from kapiserver.endpoints.handlers import scale, update, watch as watch_handler
-from kapiserver.endpoints.negotiation import MediaTarget, negotiate
+from kapiserver.endpoints.handlers import scale, subresource, update, watch as watch_handler
+from kapiserver.endpoints.negotiation import negotiate
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
@@ -51,23 +51,32 @@ class RESTEndpoint(resource.Resource):
         try:
             found = self.groups.lookup(info.group, info.version, info.resource)
             if found is None:
-                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.resource_not_found()
             rtype, store = found
             verb = info.verb
             self._check_scope(info, rtype)
+            sub = None
             if info.subresource:
-                if info.subresource not in rtype.subresources:
-                    raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
-                if verb not in SUBRESOURCE_VERBS[info.subresource]:
-                    raise errors.method_not_supported(f"{rtype.plural}/{info.subresource}", rtype.group, verb)
+                sub = rtype.subresource(info.subresource)
+                if sub is not None:
+                    if verb not in sub.verbs:
+                        raise errors.method_not_allowed()
+                elif info.subresource not in rtype.subresources:
+                    raise errors.resource_not_found()
+                elif verb not in SUBRESOURCE_VERBS[info.subresource]:
+                    raise errors.method_not_allowed()
             elif verb not in rtype.verbs:
-                raise errors.method_not_supported(rtype.plural, rtype.group, verb)
+                if verb == "watch" and "list" in rtype.verbs:  # the route exists, the storage cannot watch
+                    raise errors.method_not_supported(rtype.plural, rtype.group, verb)
+                raise errors.method_not_allowed()
             accept = request.getHeader(b"accept")
-            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb))
+            printable = rtype.table_convertor and (sub is None or (sub.create is None and sub.connect is None))
+            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb, printable),
+                               protobuf_objects=not rtype.is_crd)
             scope = RequestScope(request=request, info=info, rtype=rtype, store=store, target=target,
                                  user=ctx.user, reactor=self.deps.reactor,
                                  bookmark_interval=self.deps.bookmark_interval,
-                                 schema_resolver=self.deps.schema_resolver)
+                                 schema_resolver=self.deps.schema_resolver, stores=self.deps.stores)
             if rtype.deprecated:
                 scope.warnings.append(rtype.deprecation_warning)
         except Exception as e:
@@ -77,7 +86,10 @@ class RESTEndpoint(resource.Resource):
             streaming = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.deps.watches.register))
             streaming.addErrback(respond.failure_writer(request, target))
             return server.NOT_DONE_YET
-        handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
+        if sub is not None and (sub.create is not None or sub.connect is not None):
+            handler = subresource.handler_for(sub)
+        else:
+            handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
         answering = defer.Deferred.fromCoroutine(handler(scope))
         answering.addCallback(self._answer, scope)
         answering.addErrback(respond.failure_writer(request, target))
@@ -87,14 +99,17 @@ class RESTEndpoint(resource.Resource):
     def _check_scope(info: RequestInfo, rtype) -> None:
         if rtype.namespaced:
             if not info.namespace and info.verb not in ("list", "watch"):
-                raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.resource_not_found()
         elif info.namespace:
-            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.resource_not_found()
 
     @staticmethod
     def _answer(response: Response, scope: RequestScope) -> None:
+        if response.raw is not None:
+            respond.write_raw(scope.request, response.code, response.content_type, response.raw, scope.warnings)
+            return
         if response.convertible:
             obj, target = transform_object(scope, response.obj), scope.target
         else:  # a Status: same encoding, never another shape
-            obj, target = response.obj, MediaTarget(scope.target.media_type)
+            obj, target = response.obj, scope.target.for_status()
         respond.write_object(scope.request, target, response.code, obj, scope.warnings)

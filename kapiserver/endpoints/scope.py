@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from twisted.web.server import Request
 
@@ -11,6 +11,7 @@ from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery import protobuf
+from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 
@@ -24,6 +25,9 @@ class Response:
     # True when ``obj`` is one object or list of the resource type (eligible for
     # Table / PartialObjectMetadata conversion); False for Status and the like.
     convertible: bool = True
+    # bytes sent as they are (connect subresources: logs), with their content type
+    raw: Optional[bytes] = None
+    content_type: str = ""
 
 
 @dataclass
@@ -40,6 +44,9 @@ class RequestScope:
     schema_resolver: Any = None  # callable(ref) -> schema dict, for strict field validation / SMP
     # field numbers a protobuf body carried that no table knows (``metadata.#42``)
     unknown_protobuf_fields: list[str] = field(default_factory=list)
+    # the Store of any served resource, ``stores(group, version, plural)`` (subresources
+    # that touch other kinds: an eviction reads PodDisruptionBudgets)
+    stores: Optional[Callable[[str, str, str], Store]] = None
 
     @property
     def args(self) -> dict:
@@ -53,8 +60,24 @@ class RequestScope:
     def dry_run(self) -> bool:
         return bool(self.arg("dryRun"))
 
-    def context(self) -> Context:
-        return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings)
+    def context(self, field_manager: str = "", managed_fields_set: bool = False) -> Context:
+        return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings, field_manager=field_manager,
+                       managed_fields_set=managed_fields_set)
+
+    def field_manager(self, options_kind: str, required: bool = False) -> str:
+        """The manager this write is recorded under: ``?fieldManager=`` (validated as upstream,
+        422 on the request's ``options_kind``: CreateOptions, UpdateOptions, PatchOptions), or
+        else derived from the User-Agent."""
+        name = self.arg("fieldManager") or ""
+        causes = validate_field_manager(name)
+        if required and not name:
+            causes.insert(0, errors.field_required("fieldManager", "is required for apply patch"))
+        if causes:
+            raise errors.invalid(options_kind, "meta.k8s.io", "", causes)
+        if name:
+            return name
+        agent = self.request.getHeader(b"user-agent")
+        return manager_from_user_agent(agent.decode("utf-8", "replace") if agent else "")
 
     def body_bytes(self) -> bytes:
         content = self.request.content
@@ -80,13 +103,13 @@ class RequestScope:
         elif media in (codec.YAML, "application/x-yaml", "text/yaml"):
             obj = codec.decode_yaml(body)
         elif media == protobuf.MEDIA_TYPE:
-            if self.rtype.is_crd:  # like upstream: custom resources are JSON/YAML only
+            if self.rtype.is_crd:
+                # custom resources are JSON/YAML only (upstream v1.32 drops the connection here)
                 raise errors.StatusError(
                     415, "UnsupportedMediaType",
-                    f"the body of the request was in an unknown format - protobuf ({media}) is not "
-                    f"supported for custom resources; accepted media types include: application/json, "
-                    f"application/yaml")
-            decoded = protobuf.decode_request_body(body)
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json, application/yaml")
+            decoded = protobuf.decode_request_body(body, self.rtype.kind)
             self.unknown_protobuf_fields = decoded.unknown_fields
             obj = decoded.obj
         else:

@@ -54,4 +54,4 @@ class StatusEndpoint(resource.Resource):
 
 
 def not_found() -> StatusEndpoint:
-    return StatusEndpoint(errors.StatusError(404, "NotFound", "the server could not find the requested resource"))
+    return StatusEndpoint(errors.resource_not_found())

@@ -12,11 +12,14 @@ from kapiserver.machinery import errors
 LIST_VERBS = ("list", "deletecollection")
 
 
-def allowed_shapes(verb: str) -> tuple:
-    """Which ``as=`` shapes an endpoint of this verb can answer."""
+def allowed_shapes(verb: str, table: bool = True) -> tuple:
+    """Which ``as=`` shapes an endpoint of this verb can answer; ``table`` is False for
+    resources that do not print (upstream: no TableConvertor), which answer 406 to a
+    request for nothing but a Table."""
+    tables = TABLE_SHAPES if table else ()
     if verb in LIST_VERBS:
-        return TABLE_SHAPES + tuple(s for s in PARTIAL_SHAPES if s[0].endswith("List"))
-    return TABLE_SHAPES + tuple(s for s in PARTIAL_SHAPES if not s[0].endswith("List"))
+        return tables + tuple(s for s in PARTIAL_SHAPES if s[0].endswith("List"))
+    return tables + tuple(s for s in PARTIAL_SHAPES if not s[0].endswith("List"))
 
 
 def _include_object(scope) -> str:

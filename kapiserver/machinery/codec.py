@@ -5,6 +5,8 @@ place that turns them into bytes and back.
 """
 from __future__ import annotations
 
+import copy
+import re
 from typing import Any
 
 import orjson
@@ -23,9 +25,23 @@ except AttributeError:  # pragma: no cover
     _YamlDumper = yaml.SafeDumper  # type: ignore[misc]
 
 
+# Go's encoding/json escapes these inside strings (HTML safety, JavaScript line
+# terminators); they can only occur inside strings, so replacing bytes is safe.
+_GO_ESCAPES = {b"<": b"\\u003c", b">": b"\\u003e", b"&": b"\\u0026",
+               "\u2028".encode(): b"\\u2028", "\u2029".encode(): b"\\u2029"}
+_GO_ESCAPE_RE = re.compile(b"[<>&]|\xe2\x80[\xa8\xa9]")
+
+
 def encode_json(obj: Any, pretty: bool = False) -> bytes:
-    option = orjson.OPT_INDENT_2 if pretty else 0
-    return orjson.dumps(obj, option=option | orjson.OPT_NON_STR_KEYS) + (b"\n" if pretty else b"")
+    """JSON with the bytes kube-apiserver writes: Go's escaping; a compact body ends
+    with a newline (json.Encoder), a pretty one does not (json.MarshalIndent)."""
+    if pretty:
+        body = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    else:
+        body = orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    if _GO_ESCAPE_RE.search(body) is not None:
+        body = _GO_ESCAPE_RE.sub(lambda m: _GO_ESCAPES[m.group(0)], body)
+    return body
 
 
 def decode_json(body: bytes) -> Any:
@@ -35,8 +51,17 @@ def decode_json(body: bytes) -> Any:
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {e}") from None
 
 
+def copy_json(value: Any) -> Any:
+    """A deep copy of decoded JSON (several times faster than copy.deepcopy: one C round trip)."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):  # not plain JSON after all (YAML timestamps, big ints)
+        return copy.deepcopy(value)
+
+
 def encode_yaml(obj: Any) -> bytes:
-    return yaml.dump(obj, Dumper=_YamlDumper, default_flow_style=False, sort_keys=False,
+    """YAML as upstream writes it (sigs.k8s.io/yaml: map keys sorted)."""
+    return yaml.dump(obj, Dumper=_YamlDumper, default_flow_style=False, sort_keys=True,
                      allow_unicode=True).encode()
 
 

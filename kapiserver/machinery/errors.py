@@ -53,18 +53,39 @@ class StatusError(Exception):
         return f"{self.code} {self.reason}: {self.message}"
 
     def to_status(self) -> dict:
-        status: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": dict(self.metadata),
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.details:
-            status["details"] = self.details
-        return status
+        return status_object("Failure", self.message, self.reason, self.details, self.code, self.metadata)
+
+
+# Field order of metav1.Status and its parts as Go's encoding/json writes them (the
+# struct order); clients compare error bodies as strings, so the order is part of
+# the contract.  Empty values are left out as their ``omitempty`` tags do.
+_LIST_META_ORDER = ("selfLink", "resourceVersion", "continue", "remainingItemCount")
+_DETAILS_ORDER = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+_CAUSE_ORDER = ("reason", "message", "field")
+
+
+def _ordered(obj: dict, order: tuple[str, ...]) -> dict:
+    return {k: obj[k] for k in order if obj.get(k) not in (None, "", 0, [], {})}
+
+
+def status_object(status: str, message: str = "", reason: str = "", details: Optional[dict] = None,
+                  code: int = 0, metadata: Optional[dict] = None) -> dict:
+    """A ``metav1.Status`` dict with upstream's field order and omissions
+    (kind, apiVersion, metadata, status, message, reason, details, code)."""
+    out: dict[str, Any] = {"kind": "Status", "apiVersion": "v1",
+                           "metadata": _ordered(metadata or {}, _LIST_META_ORDER)}
+    for key, value in (("status", status), ("message", message), ("reason", reason)):
+        if value:
+            out[key] = value
+    if details is not None:  # a non-nil pointer: written even when empty ("details":{})
+        ordered = _ordered(details, _DETAILS_ORDER)
+        if "causes" in ordered:
+            ordered["causes"] = [_ordered(c, _CAUSE_ORDER) if isinstance(c, dict) else c
+                                 for c in ordered["causes"]]
+        out["details"] = ordered
+    if code:
+        out["code"] = code
+    return out
 
 
 def _details(name: str = "", group: str = "", kind: str = "", causes=None, **extra) -> dict:
@@ -89,6 +110,11 @@ def qualified_resource(resource: str, group: str) -> str:
 def not_found(resource: str, group: str, name: str) -> StatusError:
     return StatusError(404, "NotFound", f'{qualified_resource(resource, group)} "{name}" not found',
                        _details(name=name, group=group, kind=resource))
+
+
+def resource_not_found() -> StatusError:
+    """A path that names no served resource (upstream's generic server response: empty details)."""
+    return StatusError(404, "NotFound", "the server could not find the requested resource", {})
 
 
 def already_exists(resource: str, group: str, name: str) -> StatusError:
@@ -133,12 +159,22 @@ def forbidden(resource: str, group: str, name: str, why: str) -> StatusError:
 
 def method_not_supported(resource: str, group: str, verb: str) -> StatusError:
     return StatusError(405, "MethodNotAllowed",
-                       f"{verb} is not supported on resources of kind {qualified_resource(resource, group)!r}",
+                       f'{verb} is not supported on resources of kind "{qualified_resource(resource, group)}"',
                        _details(group=group, kind=resource))
 
 
-def not_acceptable(message: str) -> StatusError:
-    return StatusError(406, "NotAcceptable", message)
+def method_not_allowed() -> StatusError:
+    """A method the resource's path does not serve (upstream's router answer: empty details)."""
+    return StatusError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource",
+                       {})
+
+
+BUILTIN_MEDIA_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+
+
+def not_acceptable(message: str = "", accepted: tuple[str, ...] = BUILTIN_MEDIA_TYPES) -> StatusError:
+    return StatusError(406, "NotAcceptable",
+                       message or f"only the following media types are accepted: {', '.join(accepted)}")
 
 
 def gone(message: str) -> StatusError:

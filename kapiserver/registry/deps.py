@@ -33,5 +33,7 @@ class RegistryDeps:
     ca_pem: str
     # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)
     store: Callable[[str, str, str], "Store"]
+    # the server's health checks (componentstatuses reports the storage one)
+    health: Any = None
     # what RBAC grants whom (the RBAC kinds' escalation checks read it, whatever the authorization modes)
     rule_resolver: "PolicyIndex | None" = None

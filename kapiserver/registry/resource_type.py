@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
 from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.subresources import Subresource
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -100,6 +101,14 @@ class ResourceType:
     make_store: Optional[Callable[["ResourceType", Any], Any]] = None
     deprecated: bool = False
     deprecation_warning: str = ""
+    # The group/version objects are stored as when it is not this one's (events.k8s.io
+    # is kept as core v1): discovery's storageVersionHash is computed from it.
+    storage_version: str = ""
+    # subresources besides status and scale (pods/eviction, pods/log, namespaces/finalize...)
+    extra_subresources: tuple[Subresource, ...] = ()
+    # Whether objects print as a Table (upstream: the REST storage is a TableConvertor).
+    # Create-only reviews are not: ``as=Table`` is 406 NotAcceptable for them.
+    table_convertor: bool = True
 
     def __post_init__(self) -> None:
         if not self.list_kind:
@@ -122,7 +131,20 @@ class ResourceType:
             subs.append("status")
         if self.scale is not None:
             subs.append("scale")
+        subs.extend(s.name for s in self.extra_subresources)
         return tuple(subs)
+
+    def subresource(self, name: str) -> Optional[Subresource]:
+        """One of ``extra_subresources`` by name."""
+        for sub in self.extra_subresources:
+            if sub.name == name:
+                return sub
+        return None
+
+    @property
+    def stored(self) -> bool:
+        """Whether objects live in storage (reviews and computed lists do not)."""
+        return self.make_store is None
 
     def storage_key(self, namespace: str, name: str) -> str:
         """``/configmaps/<ns>/<name>`` or ``/namespaces/<name>`` (below the backend prefix)."""

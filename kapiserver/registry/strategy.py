@@ -8,12 +8,22 @@ into a 422 Invalid.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
+from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.registry.resource_type import ResourceType
+
+# Top-level fields a status write keeps from the request (the rest comes from the stored object).
+_STATUS_WRITABLE = ("apiVersion", "kind", "metadata", "status")
+# upstream's metav1.ResetObjectMetaForStatus: metadata a status write may not change
+RESET_OBJECT_META_FOR_STATUS = ("deletionTimestamp", "generation", "selfLink", "labels", "annotations",
+                                "finalizers", "ownerReferences")
+
+# Called once the write a begin_* hook prepared is done: True when it was stored.
+FinishFunc = Callable[[bool], Awaitable[None]]
 
 # How metadata.name is validated (upstream's ValidateNameFunc per kind).
 DNS1123_SUBDOMAIN = "subdomain"
@@ -43,25 +53,55 @@ class Strategy:
             else:
                 new.pop("status", None)
 
+    # What a write to ``/status`` may change besides status, as upstream's status
+    # strategies decide: built-in kinds reset only the spec (``new.Spec =
+    # old.Spec``), so labels, annotations and other metadata changes are kept, except
+    # the metadata fields named here; None resets everything but status (custom
+    # resources).
+    status_fixed_metadata: Optional[tuple[str, ...]] = ()
+
     def prepare_for_status_update(self, rtype: "ResourceType", new: dict, old: dict) -> None:
-        """The status subresource changes only status (and metadata it may touch)."""
-        keep_status = new.get("status")
-        new.clear()
-        new.update({k: copy.deepcopy(v) for k, v in old.items() if k != "status"})
-        if keep_status is not None:
-            new["status"] = keep_status
+        """The status subresource changes status (and the metadata the kind allows)."""
+        if self.status_fixed_metadata is None:
+            keep_status = new.get("status")
+            new.clear()
+            new.update({k: copy.deepcopy(v) for k, v in old.items() if k != "status"})
+            if keep_status is not None:
+                new["status"] = keep_status
+            return
+        for key in [k for k in new if k not in _STATUS_WRITABLE]:
+            if key not in old:
+                del new[key]
+        for key, value in old.items():
+            if key not in _STATUS_WRITABLE:
+                new[key] = copy.deepcopy(value)
+        md, old_md = new.setdefault("metadata", {}), old.get("metadata") or {}
+        for name in self.status_fixed_metadata:
+            if name in old_md:
+                md[name] = copy.deepcopy(old_md[name])
+            else:
+                md.pop(name, None)
+
+    def prepare_for_subresource_update(self, rtype: "ResourceType", subresource: str, new: dict, old: dict) -> None:
+        """Writes through an update-style subresource other than status
+        (``namespaces/finalize``, ``pods/ephemeralcontainers``): what may change."""
+        if subresource == "finalize":
+            self.prepare_for_finalize_update(rtype, new, old)
+            return
+        raise errors.method_not_allowed()
 
     def prepare_for_finalize_update(self, rtype: "ResourceType", new: dict, old: dict) -> None:
-        """The namespaces ``/finalize`` subresource changes only ``spec.finalizers``."""
-        finalizers = (new.get("spec") or {}).get("finalizers")
-        keep = copy.deepcopy(old)
-        keep["spec"] = dict(old.get("spec") or {})
-        if finalizers:
-            keep["spec"]["finalizers"] = finalizers
+        """``namespaces/{name}/finalize`` changes everything but status (upstream's
+        namespaceFinalizeStrategy): the namespace controller drops ``spec.finalizers`` here."""
+        if "status" in old:
+            new["status"] = copy.deepcopy(old["status"])
         else:
-            keep["spec"].pop("finalizers", None)
-        new.clear()
-        new.update(keep)
+            new.pop("status", None)
+
+    def validate_subresource_update(self, rtype: "ResourceType", subresource: str, new: dict,
+                                    old: dict) -> list[Cause]:
+        """Validation of a write through an update-style subresource (not status)."""
+        return self.validate_update(rtype, new, old)
 
     def bind(self, rtype: "ResourceType", store: Any, config: Any) -> None:
         """Called once the server has built the Store serving ``rtype``: kinds whose
@@ -82,6 +122,20 @@ class Strategy:
     async def validate_async(self, rtype: "ResourceType", obj: dict, old: Optional[dict]) -> list[Cause]:
         """Validation that may need to leave the reactor thread (CRD CEL rules); ``old`` on update."""
         return []
+
+    async def begin_create(self, rtype: "ResourceType", obj: dict, dry_run: bool) -> Optional[FinishFunc]:
+        """Take what the object needs from shared state before it is stored (upstream's
+        BeginCreate: Services allocate cluster IPs and node ports).  Runs after validation;
+        the returned function learns whether the write succeeded (and gives back on failure)."""
+        return None
+
+    async def begin_update(self, rtype: "ResourceType", new: dict, old: dict,
+                           dry_run: bool) -> Optional[FinishFunc]:
+        """begin_create for an update (upstream's BeginUpdate); runs once per write attempt."""
+        return None
+
+    async def after_delete(self, rtype: "ResourceType", obj: dict) -> None:
+        """The object was removed from storage (upstream's AfterDelete): give back what it held."""
 
     def generation_changes(self, rtype: "ResourceType", new: dict, old: dict) -> bool:
         """Whether an update bumps metadata.generation: anything but metadata and status changed."""

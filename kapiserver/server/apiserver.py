@@ -29,10 +29,7 @@ from kapiserver.auth.authorizer import Authorizer
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.rbac.policy_informers import PolicyInformers
 from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
-from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
-from kapiserver.controllers.garbage_collector import GarbageCollector
-from kapiserver.controllers.namespace import NamespaceController
-from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
+from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.request import APISite
@@ -109,7 +106,7 @@ class APIServer:
         self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
-                                     store=self.store, rule_resolver=self.rbac)
+                                     store=self.store, health=health, rule_resolver=self.rbac)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = config.storage.event_ttl_seconds
@@ -122,7 +119,7 @@ class APIServer:
 
         self.watches = WatchRegistry(_count_watch)
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
-                                 schema_resolver=self.resolve_schema_ref, watches=self.watches)
+                                 schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store)
         crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
         self.root = AggregatorResource(AggregatorDeps(self.all_types), kube)
@@ -137,7 +134,9 @@ class APIServer:
             request_timeout_seconds=float(limits.request_timeout_seconds),
             max_body_bytes=limits.max_request_body_bytes))
         self.site = APISite(self.handler, limits.max_request_body_bytes)
-        self.controllers: list = []
+        self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
+        self.controllers: ServerControllers | None = None
+        self.rbac_informers: PolicyInformers | None = None
         from kapiserver.apiextensions.server import APIExtensionsServer
         self.apiextensions = APIExtensionsServer(self)
 
@@ -234,32 +233,21 @@ class APIServer:
             except errors.StatusError as e:
                 if e.reason != "AlreadyExists":
                     raise
-        self.controllers = [
-            NamespaceController(namespaces, self.all_stores, self.reactor),
-            NamespaceDefaultsController(namespaces, self.store("", "v1", "serviceaccounts"),
-                                        self.store("", "v1", "configmaps"), self.ca_pem, self.reactor),
-        ]
-        for controller in self.controllers:
-            controller.start()
-        # RBAC: the authorizer's informers, then the bootstrap policy (upstream's
-        # rbac/bootstrap-roles post-start hook), then aggregation of admin/edit/view
-        informers = PolicyInformers(self.rbac, self.store, self.reactor)
-        self.controllers.append(informers)
-        informers.start()
-        await informers.synced
+        # RBAC on every server: the authorizer's informers, then the bootstrap policy
+        # (upstream's rbac/bootstrap-roles post-start hook)
+        self.rbac_informers = PolicyInformers(self.rbac, self.store, self.reactor)
+        self.rbac_informers.start()
+        await self.rbac_informers.synced
         if self.bootstrap_rbac:
             await ensure_bootstrap_policy(self.store, self.reactor)
         self.rbac_bootstrapped = True
-        aggregation = ClusterRoleAggregationController(self.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
-                                                       self.reactor)
-        self.controllers.append(aggregation)
-        aggregation.start()
         await self.apiextensions.start()
-        # after the stored CRDs are served, so its first sync sees every kind
-        collector = GarbageCollector(self.all_stores,
-                                     lambda: (self.kube_groups.generation, self.crd_groups.generation), self.reactor)
-        self.controllers.append(collector)
-        collector.start()
+        # after the stored CRDs are served, so the garbage collector's first sync sees every kind
+        self.controllers = ServerControllers(
+            self.registry, self.health, self.all_stores,
+            lambda: (self.kube_groups.generation, self.crd_groups.generation),
+            self.apiextensions.status_controller, lambda: self.secure_port)
+        await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
@@ -270,9 +258,11 @@ class APIServer:
     async def stop(self) -> None:
         if getattr(self, "_counter", None) is not None and self._counter.running:
             self._counter.stop()
+        if self.controllers is not None:
+            await self.controllers.stop()
+        if self.rbac_informers is not None:
+            self.rbac_informers.stop()
         self.apiextensions.stop()
-        for controller in self.controllers:
-            controller.stop()
         self.watches.stop_all()
         close = getattr(self.authorizer, "close", None)
         if close is not None:  # a webhook's kept-alive connections

@@ -10,7 +10,6 @@ and ``/<kind>/<name>`` for a single check.
 from __future__ import annotations
 
 import inspect
-import json
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Optional, Union
 from urllib.parse import parse_qs, unquote
@@ -19,7 +18,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web import resource, server
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import codec, errors
 
 log = Logger()
 
@@ -151,11 +150,10 @@ class HealthResource(resource.Resource):
         try:
             err = await self.checks.run_one(self.kind, name)
         except KeyError:
-            status = errors.StatusError(404, "NotFound", "the server could not find the requested resource",
-                                        details={})
+            status = errors.resource_not_found()
             request.setResponseCode(404)
             request.setHeader(b"content-type", b"application/json")
-            return json.dumps(status.to_status()).encode("utf-8")
+            return codec.encode_json(status.to_status())
         if err is not None:
             return _text(request, 500, f"internal server error: {err}\n")
         return _text(request, 200, "ok")

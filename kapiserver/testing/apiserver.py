@@ -34,6 +34,7 @@ _SETTINGS = {
     "authorization_webhook_config_file": "authorization.webhook.config_file",
     "authorization_webhook_version": "authorization.webhook.version",
     "event_ttl_seconds": "storage.event_ttl_seconds",
+    "leader_elect": "controllers.leader_elect",
 }
 
 
@@ -84,6 +85,7 @@ async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"
     # the bootstrap RBAC policy costs a start ~0.15 s: only when RBAC decides
     api = APIServer(config, storage, ca_pem, HealthChecks(), reactor, authorizer=authorizer,
                     bootstrap_rbac="RBAC" in config.authorization.modes)
-    await api.start()
     port = reactor.listenTCP(0, api.site, interface="127.0.0.1")
+    api.secure_port = port.getHost().port
+    await api.start()
     return RunningServer(api, port, storage, tmpdir)

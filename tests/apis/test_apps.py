@@ -43,7 +43,7 @@ class AppsTests(ServerTestCase):
         self.assertEqual((spec["revisionHistoryLimit"], spec["progressDeadlineSeconds"]), (10, 600))
         pod = spec["template"]["spec"]
         self.assertEqual((pod["restartPolicy"], pod["dnsPolicy"]), ("Always", "ClusterFirst"))
-        self.assertNotIn("status", r.body)
+        self.assertEqual(r.body["status"], {})  # DeploymentStatus is a struct: written, all omitempty
         self.assertEqual(r.body["metadata"]["generation"], 1)
         t = await self.client.get(f"{APPS}/deployments", headers=TABLE)
         self.assertEqual([c["name"] for c in t.body["columnDefinitions"]],

@@ -68,7 +68,7 @@ class DescriptionsTests(unittest.TestCase):
         self.assertNotIn("deletecollection", t[("", "namespaces")].verbs)
         self.assertIn("deletecollection", t[("", "configmaps")].verbs)
         self.assertFalse(t[("", "namespaces")].namespaced)
-        self.assertEqual(t[("", "namespaces")].subresources, ("status",))
+        self.assertEqual(t[("", "namespaces")].subresources, ("status", "finalize"))
         for key in [("", "configmaps"), ("", "secrets"), ("", "events"), ("coordination.k8s.io", "leases")]:
             self.assertEqual(t[key].subresources, ())
         self.assertEqual(t[("", "configmaps")].schema_name, "io.k8s.api.core.v1.ConfigMap")

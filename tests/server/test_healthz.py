@@ -80,7 +80,7 @@ class HealthTests(unittest.TestCase):
         self.assertEqual((code, body), (500, "internal server error: database on fire\n"))
         code, body, _ = yield defer.Deferred.fromCoroutine(self.get("/livez/shutdown"))
         self.assertEqual(code, 404)
-        self.assertIn('"reason": "NotFound"', body)
+        self.assertIn('"reason":"NotFound"', body)
 
     @defer.inlineCallbacks
     def test_check_name_with_slash(self):

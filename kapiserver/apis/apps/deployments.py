@@ -78,6 +78,8 @@ def validate_replicated_template(spec: dict, path: str, kind_word: str) -> list[
 
 
 class DeploymentStrategy(Strategy):
+    status_fixed_metadata = ("labels",)  # upstream's deploymentStatusStrategy keeps the old labels
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         default_deployment(obj)
 

@@ -19,4 +19,4 @@ def resource_type() -> ResourceType:
                         plural="selfsubjectreviews", singular="selfsubjectreview", namespaced=False,
                         strategy=ReviewStrategy(), verbs=CREATE_ONLY,
                         schema_name="io.k8s.api.authentication.v1.SelfSubjectReview",
-                        make_store=review_store_factory(_answer))
+                        make_store=review_store_factory(_answer), table_convertor=False)

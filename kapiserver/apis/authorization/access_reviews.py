@@ -125,7 +125,7 @@ def _review(kind: str, plural: str, strategy: ReviewStrategy, answer_for, namesp
     return ResourceType(group=GROUP, version=VERSION, kind=kind, plural=plural, singular=kind.lower(),
                         namespaced=namespaced, strategy=strategy, verbs=CREATE_ONLY,
                         schema_name=f"io.k8s.api.authorization.v1.{kind}",
-                        make_store=review_store_factory(answer_for))
+                        make_store=review_store_factory(answer_for), table_convertor=False)
 
 
 def resource_types() -> list[ResourceType]:

@@ -105,6 +105,7 @@ def resource_type() -> ResourceType:
         singular="horizontalpodautoscaler", namespaced=True, strategy=HorizontalPodAutoscalerV1Strategy(),
         short_names=("hpa",), categories=("all",), has_status=True, schema_name=SCHEMA,
         storage_resource=base.storage_resource, convert_to_storage=v1_to_v2, convert_from_storage=v2_to_v1,
+        storage_version="autoscaling/v2",
         table_columns=(base.table_columns[0], base.table_columns[1],
                        columns.column("Targets", _targets, SPEC, "targetCPUUtilizationPercentage"),
                        *base.table_columns[3:]),

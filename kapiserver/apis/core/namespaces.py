@@ -8,6 +8,7 @@ from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import DNS1123_LABEL, Strategy
+from kapiserver.registry.subresources import Subresource
 
 SCHEMA = "io.k8s.api.core.v1.Namespace"
 ACTIVE = "Active"
@@ -47,6 +48,9 @@ class NamespaceStrategy(Strategy):
             new.pop("spec", None)
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and spec.get("finalizers") == []:
+            del spec["finalizers"]  # omitempty: an emptied list is not kept
         status = obj.get("status")
         if not isinstance(status, dict):
             status = obj["status"] = {}
@@ -88,7 +92,10 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="Namespace", plural="namespaces", singular="namespace", namespaced=False,
         strategy=NamespaceStrategy(), short_names=("ns",), has_status=True, schema_name=SCHEMA,
+        return_deleted_object=True,
         verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+        # PUT only: everything but status, spec.finalizers included (the namespace controller's way out)
+        extra_subresources=(Subresource("finalize", ("update",)),),
         selectable_fields={"status.phase": lambda o: columns.get_path(o, "status", "phase", default="")},
         table_columns=(
             columns.name_column(),

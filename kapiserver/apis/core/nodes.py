@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from kapiserver.apis import columns
+from kapiserver.apis.core import node_connections
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -54,6 +55,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="Node", plural="nodes", singular="node", namespaced=False,
         strategy=NodeStrategy(), short_names=("no",), has_status=True, schema_name=SCHEMA,
+        extra_subresources=(node_connections.node_proxy(),),
         table_columns=(
             columns.name_column(),
             columns.column("Status", _status, desc="The status of the node"),

@@ -57,7 +57,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="PersistentVolumeClaim", plural="persistentvolumeclaims",
         singular="persistentvolumeclaim", namespaced=True, strategy=PersistentVolumeClaimStrategy(),
-        short_names=("pvc",), has_status=True, schema_name=SCHEMA,
+        short_names=("pvc",), has_status=True, schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.column("Status", text("status", "phase"), STATUS, "phase"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec, volume_modes
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, meta
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -17,6 +17,24 @@ SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs",
 
 
 class PersistentVolumeStrategy(Strategy):
+    def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
+        super().prepare_for_create(rtype, obj)
+        obj["status"] = {"phase": "Pending", "lastPhaseTransitionTime": meta.now_rfc3339()}
+
+    def prepare_for_status_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
+        """A phase change stamps ``status.lastPhaseTransitionTime`` unless the client set a new one."""
+        super().prepare_for_status_update(rtype, new, old)
+        status = new.get("status")
+        if not isinstance(status, dict):
+            return
+        old_status = old.get("status") or {}
+        old_time, new_time = old_status.get("lastPhaseTransitionTime"), status.get("lastPhaseTransitionTime")
+        if status.get("phase") == old_status.get("phase"):
+            if new_time is None and old_time is not None:
+                status["lastPhaseTransitionTime"] = old_time
+        elif new_time is None or new_time == old_time:
+            status["lastPhaseTransitionTime"] = meta.now_rfc3339()
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):
@@ -61,7 +79,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="PersistentVolume", plural="persistentvolumes", singular="persistentvolume",
         namespaced=False, strategy=PersistentVolumeStrategy(), short_names=("pv",), has_status=True,
-        schema_name=SCHEMA,
+        schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.column("Capacity", text("spec", "capacity", "storage"), SPEC, "capacity"),

@@ -14,7 +14,7 @@ import copy
 from typing import Any
 
 from kapiserver.apis import columns
-from kapiserver.apis.core import podspec
+from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, podspec
 from kapiserver.machinery import errors, quantity
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -67,6 +67,15 @@ def _default_requests_from_limits(spec: dict) -> None:
 
 
 class PodStrategy(Strategy):
+    status_fixed_metadata = ("ownerReferences",)  # upstream's podStatusStrategy
+
+    def prepare_for_status_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
+        super().prepare_for_status_update(rtype, new, old)
+        status = new.get("status")
+        old_qos = (old.get("status") or {}).get("qosClass")
+        if isinstance(status, dict) and not status.get("qosClass") and old_qos:
+            status["qosClass"] = old_qos
+
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         super().prepare_for_create(rtype, obj)
         spec = obj.get("spec")
@@ -96,13 +105,35 @@ class PodStrategy(Strategy):
             obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        causes = self._validate_spec(obj)
+        if (obj.get("spec") or {}).get("ephemeralContainers"):
+            causes.append(errors.field_forbidden("spec.ephemeralContainers", "cannot be set on create"))
+        return causes
+
+    @staticmethod
+    def _validate_spec(obj: dict) -> list[errors.Cause]:
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return [errors.field_required("spec.containers")]
-        return podspec.validate_pod_spec(spec, "spec")
+        return (podspec.validate_pod_spec(spec, "spec")
+                + ephemeral_containers.validate_ephemeral_containers(spec, "spec"))
+
+    def prepare_for_subresource_update(self, rtype: ResourceType, subresource: str, new: dict, old: dict) -> None:
+        if subresource == ephemeral_containers.SUBRESOURCE:
+            ephemeral_containers.keep_only_ephemeral_containers(new, old)
+        elif subresource != bindings.SUBRESOURCE:  # a binding's change is made by the binding itself
+            super().prepare_for_subresource_update(rtype, subresource, new, old)
+
+    def validate_subresource_update(self, rtype: ResourceType, subresource: str, new: dict,
+                                    old: dict) -> list[errors.Cause]:
+        if subresource == ephemeral_containers.SUBRESOURCE:
+            return ephemeral_containers.validate_update(new, old)
+        if subresource == bindings.SUBRESOURCE:
+            return []  # upstream's BindingREST writes the pod without pod validation
+        return super().validate_subresource_update(rtype, subresource, new, old)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        causes = self.validate(rtype, new)
+        causes = self._validate_spec(new)
         new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
         if not _only_mutable_changes(new_spec, old_spec):
             causes.append(errors.field_forbidden("spec", UPDATE_FORBIDDEN))
@@ -206,6 +237,8 @@ def resource_type() -> ResourceType:
         group="", version="v1", kind="Pod", plural="pods", singular="pod", namespaced=True,
         strategy=PodStrategy(), short_names=("po",), categories=("all",), has_status=True,
         schema_name=SCHEMA, return_deleted_object=True,
+        extra_subresources=(bindings.binding_subresource(), ephemeral_containers.ephemeral_containers_subresource(),
+                            evictions.eviction_subresource(), *node_connections.pod_subresources()),
         table_columns=(
             columns.name_column(),
             columns.column("Ready", lambda o: "{1}/{2}".format(*_status_reason(o)), desc=(

@@ -25,7 +25,7 @@ def _containers(obj: dict, key: str) -> str:
 def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="PodTemplate", plural="podtemplates", singular="podtemplate",
-        namespaced=True, strategy=PodTemplateStrategy(), schema_name=SCHEMA,
+        namespaced=True, strategy=PodTemplateStrategy(), schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.column("Containers", lambda o: _containers(o, "name"),

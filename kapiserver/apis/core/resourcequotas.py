@@ -33,7 +33,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="ResourceQuota", plural="resourcequotas", singular="resourcequota",
         namespaced=True, strategy=ResourceQuotaStrategy(), short_names=("quota",), has_status=True,
-        schema_name=SCHEMA,
+        schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.age_column(),

@@ -27,6 +27,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="ServiceAccount", plural="serviceaccounts", singular="serviceaccount",
         namespaced=True, strategy=ServiceAccountStrategy(), short_names=("sa",), schema_name=SCHEMA,
+        return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.column("Secrets", lambda o: len(o.get("secrets") or []), SCHEMA, "secrets"),

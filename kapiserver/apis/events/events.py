@@ -79,7 +79,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group=GROUP, version=VERSION, kind="Event", plural="events", singular="event", namespaced=True,
         strategy=EventsV1Strategy(), short_names=("ev",), schema_name=SCHEMA,
-        ttl_seconds=core_events.TTL_SECONDS, storage_resource="events",
+        ttl_seconds=core_events.TTL_SECONDS, storage_resource="events", storage_version="v1",
         convert_to_storage=events_v1_to_core, convert_from_storage=core_to_events_v1,
         selectable_fields={
             **{f"regarding.{f}": _regarding(f)

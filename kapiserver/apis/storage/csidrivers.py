@@ -53,7 +53,7 @@ def _flag(key: str):
 def resource_type() -> ResourceType:
     return ResourceType(
         group="storage.k8s.io", version="v1", kind="CSIDriver", plural="csidrivers", singular="csidriver",
-        namespaced=False, strategy=CSIDriverStrategy(), schema_name=SCHEMA,
+        namespaced=False, strategy=CSIDriverStrategy(), schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             columns.name_column(),
             columns.column("AttachRequired", _flag("attachRequired"), SPEC, "attachRequired", type="boolean"),

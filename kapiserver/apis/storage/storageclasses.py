@@ -67,7 +67,7 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="storage.k8s.io", version="v1", kind="StorageClass", plural="storageclasses",
         singular="storageclass", namespaced=False, strategy=StorageClassStrategy(), short_names=("sc",),
-        schema_name=SCHEMA,
+        schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
             dataclasses.replace(columns.name_column(), cell=_name),
             columns.column("Provisioner", lambda o: o.get("provisioner") or "", SCHEMA, "provisioner"),

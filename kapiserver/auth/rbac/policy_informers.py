@@ -32,7 +32,7 @@ class PolicyInformers:
         self.informers: list[Informer] = []
         for plural, put, drop, indexed in kinds:
             informer = Informer(store(GROUP, "v1", plural), self._handler(put, drop), reactor)
-            informer.on_relisted = self._sweeper(informer, drop, indexed)
+            informer.after_list = self._sweeper(informer, drop, indexed)
             self.informers.append(informer)
         self.synced: defer.Deferred = defer.gatherResults([i.synced for i in self.informers])
 

@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 from kapiserver.endpoints.scope import RequestScope, Response
+from kapiserver.machinery import errors
 from kapiserver.registry.options import DeleteOptions
 
 
 def success_status(rtype, obj: dict) -> dict:
     """The Status upstream answers when a deleted object is not returned."""
     md = obj.get("metadata") or {}
-    details = {"name": md.get("name", ""), "kind": rtype.plural, "uid": md.get("uid", "")}
-    if rtype.group:
-        details["group"] = rtype.group
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+    details = {"name": md.get("name", ""), "group": rtype.group, "kind": rtype.plural, "uid": md.get("uid", "")}
+    return errors.status_object("Success", details=details)
 
 
 async def delete(scope: RequestScope) -> Response:

@@ -6,7 +6,9 @@ from kapiserver.endpoints.scope import RequestScope, Response
 
 async def update(scope: RequestScope) -> Response:
     info = scope.info
+    manager = scope.field_manager("UpdateOptions")
     obj = scope.decode_body()
     scope.check_fields(obj)
-    result, created = await scope.store.update(info.namespace, info.name, obj, info.subresource, scope.context())
+    result, created = await scope.store.update(info.namespace, info.name, obj, info.subresource,
+                                               scope.context(manager))
     return Response(201 if created else 200, result)

@@ -1,0 +1,106 @@
+"""Bindings (core/v1): assigning a pod to a node, what a scheduler does.
+
+Served twice, as upstream does: ``POST namespaces/{ns}/bindings`` (the legacy
+create-only resource, the pod named by the Binding's name) and
+``POST namespaces/{ns}/pods/{name}/binding``.  The pod gets ``spec.nodeName``,
+the Binding's annotations and a ``PodScheduled: True`` condition, written
+straight to the pod (no pod update validation, as upstream's BindingREST);
+the answer is a Success Status.  Nothing stores Bindings themselves.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from kapiserver.apis.core.pod_conditions import update_pod_condition
+from kapiserver.machinery import errors, meta
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.store import Context, Store
+from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.subresources import Subresource, SubresourceRequest
+
+SCHEMA = "io.k8s.api.core.v1.Binding"
+SUBRESOURCE = "binding"
+
+
+def _problems(binding: dict) -> list[str]:
+    """upstream's ValidatePodBinding, rendered as its aggregate error."""
+    target = binding.get("target") if isinstance(binding.get("target"), dict) else {}
+    problems = []
+    kind = target.get("kind") or ""
+    if kind and kind != "Node":
+        problems.append(f'target.kind: Unsupported value: {errors.render_value(kind)}: supported values: '
+                        f'"Node", "<empty>"')
+    if not target.get("name"):
+        problems.append("target.name: Required value")
+    return problems
+
+
+async def bind(pods: Store, namespace: str, name: str, binding: dict, ctx: Context) -> dict:
+    """Assign pod ``name`` to the Binding's target node; the Success Status upstream answers."""
+    md = binding.get("metadata") if isinstance(binding.get("metadata"), dict) else {}
+    if name != (md.get("name") or ""):
+        raise errors.bad_request("name in URL does not match name in Binding object")
+    problems = _problems(binding)
+    if problems:  # upstream returns the plain aggregate: a 500 without a reason
+        raise errors.StatusError(500, "", problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]")
+    node = binding["target"]["name"]
+    annotations = md.get("annotations") if isinstance(md.get("annotations"), dict) else {}
+
+    def assign(pod: Optional[dict]) -> dict:
+        assert pod is not None
+        pmd = pod["metadata"]
+        if md.get("uid") and md["uid"] != pmd.get("uid"):
+            raise errors.conflict("pods", "", name, f"Precondition failed: UID in precondition: {md['uid']}, "
+                                                    f"UID in object meta: {pmd.get('uid')}")
+        spec = pod.setdefault("spec", {})
+        why = ""
+        if pmd.get("deletionTimestamp"):
+            why = f"pod {name} is being deleted, cannot be assigned to a host"
+        elif spec.get("nodeName"):
+            why = f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+        elif spec.get("schedulingGates"):
+            why = f"pod {name} has non-empty .spec.schedulingGates"
+        if why:
+            raise errors.conflict("pods/binding", "", name, why)
+        spec["nodeName"] = node
+        if annotations:
+            pmd.setdefault("annotations", {}).update(annotations)
+        status = pod.get("status")
+        if not isinstance(status, dict):
+            status = pod["status"] = {}
+        update_pod_condition(status, {"type": "PodScheduled", "status": "True"})
+        return pod
+    await pods.guaranteed_update(namespace, name, assign, SUBRESOURCE, ctx,
+                                 precondition_rv=md.get("resourceVersion") or "")
+    return errors.status_object("Success", code=201)
+
+
+async def _bind_subresource(request: SubresourceRequest) -> tuple[int, dict]:
+    return 201, await bind(request.store, request.namespace, request.name, request.body, request.ctx)
+
+
+def binding_subresource() -> Subresource:
+    """``pods/{name}/binding``."""
+    return Subresource(SUBRESOURCE, ("create",), kind="Binding", create=_bind_subresource, body_schema=SCHEMA,
+                       description="create binding of a Pod")
+
+
+class BindingStore(Store):
+    """``namespaces/{ns}/bindings``: create only, binding the pod the Binding names."""
+
+    def __init__(self, rtype: ResourceType, server: Any) -> None:
+        super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # nothing is stored
+        self.server = server
+
+    async def create(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> dict:
+        obj = self._check_kind(obj)
+        name = meta.metadata(obj).get("name") or ""
+        return await bind(self.server.store("", "v1", "pods"), namespace, name, obj, ctx or Context())
+
+
+def resource_type() -> ResourceType:
+    return ResourceType(
+        group="", version="v1", kind="Binding", plural="bindings", singular="binding", namespaced=True,
+        strategy=Strategy(), verbs=("create",), schema_name=SCHEMA, table_convertor=False,
+        make_store=lambda rtype, server: BindingStore(rtype, server),
+    )

@@ -1,0 +1,90 @@
+"""VolumeAttachments (storage.k8s.io/v1, cluster-scoped): a request to attach a
+volume to a node, made by a controller and fulfilled by a CSI attacher through
+``/status``.  The spec is fixed after create; a status write changes only the
+status (upstream resets the metadata too)."""
+from __future__ import annotations
+
+from kapiserver.apis import columns
+from kapiserver.apis.storage.csinodes import csi_driver_name
+from kapiserver.machinery import errors, validation
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.strategy import RESET_OBJECT_META_FOR_STATUS, Strategy
+
+SCHEMA = "io.k8s.api.storage.v1.VolumeAttachment"
+SPEC = "io.k8s.api.storage.v1.VolumeAttachmentSpec"
+SOURCE = "io.k8s.api.storage.v1.VolumeAttachmentSource"
+STATUS = "io.k8s.api.storage.v1.VolumeAttachmentStatus"
+EXACTLY_ONE = "must specify exactly one of inlineVolumeSpec and persistentVolumeName"
+MAX_METADATA_SIZE = 256 * 1024
+MAX_ERROR_MESSAGE = 1024
+
+
+def _validate_source(source: dict, path: str) -> list[errors.Cause]:
+    inline, pv = source.get("inlineVolumeSpec"), source.get("persistentVolumeName")
+    if inline is None and pv is None:
+        return [errors.field_required(path, EXACTLY_ONE)]
+    if inline is not None and pv is not None:
+        return [errors.field_forbidden(path, EXACTLY_ONE)]
+    if pv is not None:
+        if not pv:
+            return [errors.field_required(f"{path}.persistentVolumeName",
+                                          "must specify non empty persistentVolumeName")]
+        return [errors.field_invalid(f"{path}.persistentVolumeName", pv, p)
+                for p in validation.name_is_dns_subdomain(pv)]
+    return []
+
+
+def _validate_status(status: dict) -> list[errors.Cause]:
+    causes = []
+    metadata = status.get("attachmentMetadata") or {}
+    if isinstance(metadata, dict) and sum(len(k) + len(str(v)) for k, v in metadata.items()) > MAX_METADATA_SIZE:
+        causes.append(errors.field_too_long("status.attachmentMetadata", MAX_METADATA_SIZE))
+    for key in ("attachError", "detachError"):
+        message = columns.get_path(status, key, "message", default="")
+        if isinstance(message, str) and len(message) > MAX_ERROR_MESSAGE:
+            causes.append(errors.field_too_long(f"status.{key}.message", MAX_METADATA_SIZE))
+    return causes
+
+
+class VolumeAttachmentStrategy(Strategy):
+    status_fixed_metadata = RESET_OBJECT_META_FOR_STATUS
+
+    def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        attacher = spec.get("attacher") if isinstance(spec.get("attacher"), str) else ""
+        causes = [] if attacher else [errors.field_required("spec.attacher")]
+        source = spec.get("source") if isinstance(spec.get("source"), dict) else {}
+        causes += _validate_source(source, "spec.source")
+        node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else ""
+        causes += [errors.field_invalid("spec.nodeName", node, p) for p in validation.name_is_dns_subdomain(node)]
+        status = obj.get("status")
+        if isinstance(status, dict):
+            causes += _validate_status(status)
+        if attacher:  # upstream's extra v1 check of the attacher as a CSI driver name
+            causes += csi_driver_name(attacher, "spec.attacher")
+        return causes
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        causes = self.validate(rtype, new)
+        if new.get("spec") != old.get("spec"):
+            causes.append(errors.field_invalid("spec", new.get("spec"), validation.FIELD_IMMUTABLE))
+        return causes
+
+
+def resource_type() -> ResourceType:
+    return ResourceType(
+        group="storage.k8s.io", version="v1", kind="VolumeAttachment", plural="volumeattachments",
+        singular="volumeattachment", namespaced=False, strategy=VolumeAttachmentStrategy(), has_status=True,
+        schema_name=SCHEMA, return_deleted_object=True,
+        table_columns=(
+            columns.name_column(),
+            columns.TableColumn("Attacher", "string", lambda o: columns.get_path(o, "spec", "attacher", default=""),
+                                format="name", description=columns.description(SPEC, "attacher")),
+            columns.column("PV", lambda o: columns.get_path(o, "spec", "source", "persistentVolumeName", default=""),
+                           SOURCE, "persistentVolumeName"),
+            columns.column("Node", lambda o: columns.get_path(o, "spec", "nodeName", default=""), SPEC, "nodeName"),
+            columns.column("Attached", lambda o: bool(columns.get_path(o, "status", "attached")), STATUS, "attached",
+                           type="boolean"),
+            columns.age_column(),
+        ),
+    )

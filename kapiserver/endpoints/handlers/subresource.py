@@ -1,0 +1,47 @@
+"""Create and connect subresources (``pods/eviction``, ``pods/binding``, ``pods/log``...).
+
+The HTTP side of :mod:`kapiserver.registry.subresources`: decode the body or
+the query options, hand a :class:`SubresourceRequest` to the subresource and
+turn its answer into a Response.  Update-style subresources (``status``,
+``ephemeralcontainers``, ``finalize``) go through the ordinary get, update and
+patch handlers instead.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Coroutine
+
+from kapiserver.endpoints.scope import RequestScope, Response
+from kapiserver.machinery import errors
+from kapiserver.registry.subresources import Subresource, SubresourceRequest
+
+
+def _request(scope: RequestScope, body=None) -> SubresourceRequest:
+    info = scope.info
+    if scope.stores is None:  # pragma: no cover - every server sets it
+        raise errors.internal_error("subresources need the server's stores")
+    options = {k.decode("utf-8", "replace"): [v.decode("utf-8", "replace") for v in vs]
+               for k, vs in scope.args.items()}
+    marker = f"/{info.name}/{info.subresource}"
+    tail = info.path.split(marker, 1)[1] if marker in info.path else ""
+    return SubresourceRequest(store=scope.store, namespace=info.namespace, name=info.name, ctx=scope.context(),
+                              stores=scope.stores, body=body, options=options, verb=info.verb, path=tail)
+
+
+def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any, Response]]:
+    if sub.create is not None:
+        create = sub.create
+
+        async def create_handler(scope: RequestScope) -> Response:
+            body = scope.decode_body()
+            if not isinstance(body, dict):
+                raise errors.bad_request("the body of the request must be a JSON or YAML object")
+            code, answer = await create(_request(scope, body))
+            return Response(code, answer, convertible=False)
+        return create_handler
+    connect = sub.connect
+    assert connect is not None
+
+    async def connect_handler(scope: RequestScope) -> Response:
+        connected = await connect(_request(scope))
+        return Response(connected.code, None, raw=connected.body, content_type=connected.content_type)
+    return connect_handler

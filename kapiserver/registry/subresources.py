@@ -1,0 +1,69 @@
+"""Subresources beyond status and scale: ``pods/eviction``, ``pods/log``, ``namespaces/finalize``...
+
+A :class:`Subresource` is part of a resource type's description, so discovery,
+OpenAPI and routing read it like everything else.  It is served one of three
+ways, as upstream's REST storages are:
+
+* **update** (neither ``create`` nor ``connect``): get/update/patch of the
+  parent object through its Store with the subresource's name; the kind's
+  strategy (``prepare_for_subresource_update``) decides what may change
+  (``pods/ephemeralcontainers``, ``namespaces/finalize``);
+* **create**: a POSTed object that names the parent (``pods/eviction``,
+  ``pods/binding``); ``create(request)`` returns the code and the answer;
+* **connect**: a stream to a kubelet or a backend (``pods/log``, ``exec``,
+  ``proxy``...); ``connect(request)`` returns the answer's bytes or raises.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kapiserver.registry.store import Context, Store
+
+
+@dataclass
+class SubresourceRequest:
+    """One request to a subresource, without HTTP: what the registry code needs."""
+
+    store: "Store"  # the parent resource's Store
+    namespace: str
+    name: str
+    ctx: "Context"
+    # the Store of any served resource: stores(group, version, plural)
+    stores: Callable[[str, str, str], "Store"]
+    body: Any = None  # the decoded request body (create)
+    # query parameters (connect options: container, follow, command...)
+    options: dict[str, list[str]] = field(default_factory=dict)
+    verb: str = ""
+    path: str = ""  # connect: what follows the subresource in the URL (proxy paths)
+
+    def option(self, name: str, default: str = "") -> str:
+        values = self.options.get(name)
+        return values[0] if values else default
+
+
+@dataclass(frozen=True)
+class Connected:
+    """What a connect subresource answers with."""
+
+    body: bytes
+    content_type: str = "text/plain"
+    code: int = 200
+
+
+@dataclass(frozen=True)
+class Subresource:
+    """A subresource; ``kind`` (with ``group``/``version`` when it belongs to another
+    group, e.g. policy/v1 Eviction) is the kind discovery lists for it ('' = the parent's)."""
+
+    name: str
+    verbs: tuple[str, ...]
+    kind: str = ""
+    group: str = ""
+    version: str = ""
+    create: Optional[Callable[[SubresourceRequest], Awaitable[tuple[int, dict]]]] = None
+    connect: Optional[Callable[[SubresourceRequest], Awaitable[Connected]]] = None
+    # the schema (definition name) of the body a create takes (OpenAPI)
+    body_schema: str = ""
+    description: str = ""
