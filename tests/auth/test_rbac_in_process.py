@@ -38,8 +38,13 @@ class RBACTestCase(ServerTestCase):
         await store.create("", binding("test-anonymous-admin", "cluster-admin",
                                        {"kind": "User", "name": "system:anonymous"}))
         await self.wait_for(lambda: self._indexed("test-anonymous-admin"))
+        await self.wait_for(self._aggregated)  # admin, edit and view are filled by the aggregation controller
         reply = await self.client.post("/api/v1/namespaces", {"metadata": {"name": "demo"}})
         self.assertEqual(reply.code, 201, reply.body)
+
+    async def _aggregated(self) -> bool:
+        roles = self.server.api.rbac.cluster_roles
+        return all(roles.get(name) for name in ("admin", "edit", "view"))
 
     async def _indexed(self, name: str) -> bool:
         return name in self.server.api.rbac.cluster_role_bindings

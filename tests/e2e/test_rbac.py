@@ -247,6 +247,9 @@ def rbac_server() -> ServerProcess:
                                         check=False).stdout.strip() == "yes")
         wait_for(lambda: server.kubectl("auth", "can-i", "delete", "pods", "-n", NS, "--as", "bob",
                                         check=False).stdout.strip() == "yes")
+        # admin, edit and view get their rules from the aggregation controller
+        wait_for(lambda: server.kubectl("auth", "can-i", "delete", "pods", "-n", NS, "--as", "carol",
+                                        check=False).stdout.strip() == "yes")
         _prepared["server"] = server
     return server
 
@@ -431,6 +434,17 @@ class RBACUserTests(unittest.TestCase):
         # within what carol holds it works
         ok = self.as_user("carol", "-n", NS, "create", "role", "pod-reader", "--verb=get,list", "--resource=pods")
         self.assertEqual(ok.returncode, 0, ok.stderr)
+        # server-side apply goes through the same check
+        path = os.path.join(self.server.workdir, "applied-role.yaml")
+        for verbs, allowed in (("[get, list, watch]", True), ("[get, list, watch, escalate]", False)):
+            with open(path, "w") as f:
+                f.write(f"apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: applied, "
+                        f"namespace: {NS}}}\nrules:\n- apiGroups: ['']\n  resources: [configmaps]\n  verbs: {verbs}\n")
+            out = self.as_user("carol", "apply", "--server-side", "-f", path)
+            self.assertEqual(out.returncode == 0, allowed, out.stderr)
+            if not allowed:
+                self.assertIn('is attempting to grant RBAC permissions not currently held:\n{APIGroups:[""], '
+                              'Resources:["configmaps"], Verbs:["escalate"]}', out.stderr)
 
     def test_impersonation_needs_the_impersonate_verb(self) -> None:
         out = self.as_user("bob", "-n", NS, "get", "pods", "--as", "dave")

@@ -50,12 +50,12 @@ class _EscalationCheckedStore(Store):
     async def guaranteed_update(self, namespace: str, name: str,
                                 mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
                                 subresource: str = "", ctx: Optional[Context] = None,
-                                precondition_rv: str = "", create_if_missing: bool = False
-                                ) -> tuple[dict, bool]:
+                                precondition_rv: str = "", create_if_missing: bool = False,
+                                force_allow_create: bool = False) -> tuple[dict, bool]:
         user = ctx.user if ctx is not None else None
         if escalation_allowed(user):
             return await super().guaranteed_update(namespace, name, mutate, subresource, ctx, precondition_rv,
-                                                   create_if_missing)
+                                                   create_if_missing, force_allow_create)
 
         async def checked(current: Optional[dict]) -> dict:
             desired = mutate(current)
@@ -67,7 +67,7 @@ class _EscalationCheckedStore(Store):
                     await self.check(namespace, desired, current, user)
             return desired
         return await super().guaranteed_update(namespace, name, checked, subresource, ctx, precondition_rv,
-                                               create_if_missing)
+                                               create_if_missing, force_allow_create)
 
 
 class RolePolicyStore(_EscalationCheckedStore):
