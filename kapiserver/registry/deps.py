@@ -2,7 +2,8 @@
 
 Most kinds need only the generic Store over the storage backend; a few are
 answered from elsewhere (access reviews ask the authorizer, token requests sign
-with the service-account key, the RBAC kinds check escalation with the rule resolver).  They get this typed bundle, built once from the
+with the service-account key, the RBAC kinds check escalation with the rule
+resolver).  They get this typed bundle, built once from the
 completed configuration, instead of the whole server.
 """
 from __future__ import annotations

@@ -160,7 +160,8 @@ class ServerProcess:
         if os.path.exists(path):
             return path
         cert, key = issue_client_certificate(os.path.join(self.workdir, "certs"), user, groups)
-        cert_path, key_path = os.path.join(self.workdir, f"user-{safe}.crt"), os.path.join(self.workdir, f"user-{safe}.key")
+        cert_path = os.path.join(self.workdir, f"user-{safe}.crt")
+        key_path = os.path.join(self.workdir, f"user-{safe}.key")
         for file_path, data in ((cert_path, cert), (key_path, key)):
             with open(file_path, "wb") as f:
                 f.write(data)

@@ -69,10 +69,14 @@ def _merge_metadata(result: dict, expected: dict, existing: dict) -> bool:
     return changed
 
 
+def _protected(existing: dict) -> bool:
+    return ((existing.get("metadata") or {}).get("annotations") or {}).get(AUTOUPDATE_ANNOTATION) == "false"
+
+
 def compute_reconciled_role(existing: dict, expected: dict) -> tuple[dict, Outcome]:
     """The role to write so ``existing`` has at least ``expected``'s permissions."""
     outcome = Outcome()
-    outcome.protected = ((existing.get("metadata") or {}).get("annotations") or {}).get(AUTOUPDATE_ANNOTATION) == "false"
+    outcome.protected = _protected(existing)
     result = copy.deepcopy(existing)
     if _merge_metadata(result, expected, existing):
         outcome.operation = UPDATE
@@ -103,7 +107,7 @@ def _subject_key(subject: dict) -> tuple:
 def compute_reconciled_binding(existing: dict, expected: dict) -> tuple[dict, Outcome]:
     """The binding to write so ``existing`` names at least ``expected``'s subjects (RECREATE: other roleRef)."""
     outcome = Outcome()
-    outcome.protected = ((existing.get("metadata") or {}).get("annotations") or {}).get(AUTOUPDATE_ANNOTATION) == "false"
+    outcome.protected = _protected(existing)
     if (existing.get("roleRef") or {}) != expected["roleRef"]:
         outcome.operation = RECREATE
         return copy.deepcopy(expected), outcome
@@ -188,7 +192,8 @@ async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor
         for (kind, plural, obj, compute), (ok, value) in zip(work, results):
             if not ok:
                 failed.append((kind, plural, obj, compute))
-                log.warn("unable to reconcile {what}: {err}", what=_describe(kind, obj), err=getattr(value, "value", value))
+                log.warn("unable to reconcile {what}: {err}", what=_describe(kind, obj),
+                         err=getattr(value, "value", value))
             elif value.protected and value.operation != NONE:
                 log.warn("skipped reconcile-protected {what} with missing {missing}", what=_describe(kind, obj),
                          missing=value.missing)
