@@ -9,7 +9,7 @@ completed configuration, instead of the whole server.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kapiserver.admission.interface import AdmissionChain
 from kapiserver.auth.authorizer import Authorizer
@@ -17,6 +17,7 @@ from kapiserver.registry.leases import LeaseReuser
 from kapiserver.storage.interface import Storage
 
 if TYPE_CHECKING:
+    from kapiserver.auth.build import Authentication
     from kapiserver.auth.rbac.policy_index import PolicyIndex
     from kapiserver.registry.store import Store
     from kapiserver.server.config import Config
@@ -36,5 +37,7 @@ class RegistryDeps:
     store: Callable[[str, str, str], "Store"]
     # the server's health checks (componentstatuses reports the storage one)
     health: Any = None
+    # the authenticators and the service-account token signer (TokenRequest, TokenReview)
+    authentication: Optional["Authentication"] = None
     # what RBAC grants whom (the RBAC kinds' escalation checks read it, whatever the authorization modes)
     rule_resolver: "PolicyIndex | None" = None

@@ -597,7 +597,9 @@ class Store:
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 1) + 1
         self._track_fields(old, new, snapshot, requested_managed_fields, subresource, ctx)
-        if subresource and subresource != "status":
+        if subresource == "status":
+            kind_causes = self.strategy.validate_status_update(self.rtype, new, old)
+        elif subresource:
             kind_causes = self.strategy.validate_subresource_update(self.rtype, subresource, new, old)
         else:
             kind_causes = self.strategy.validate_update(self.rtype, new, old)

@@ -20,7 +20,9 @@ from twisted.internet import defer, endpoints, error as net_error, task
 from twisted.logger import Logger
 
 from kapiserver.server import systemd
-from kapiserver.server.certs import CertBundle, CertificateError, ensure_certificates, serving_context_factory
+from kapiserver.auth.build import CredentialsError
+from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
+                                     serving_context_factory)
 from kapiserver.server.config import Config
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
@@ -185,7 +187,9 @@ class KapiService(service.Service):
         self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
                                    reactor=self.reactor)
         endpoint = endpoints.SSL4ServerEndpoint(self.reactor, config.secure_port,
-                                                serving_context_factory(self.bundle),
+                                                serving_context_factory(
+                                                    self.bundle,
+                                                    self.apiserver.authentication.handshake_client_cas or None),
                                                 backlog=1024, interface=config.bind_address)
         try:
             self.port = await endpoint.listen(self.apiserver.site)
@@ -225,7 +229,7 @@ class KapiService(service.Service):
                 self.ready.errback(failure)
                 self.ready.addErrback(lambda f: None)
             return
-        if failure.check(StartupError, CertificateError):
+        if failure.check(StartupError, CertificateError, CredentialsError):
             message = str(failure.value)
         else:
             log.failure("startup failed", failure)
@@ -311,8 +315,12 @@ def _exit_after_shutdown(code: int) -> None:
 
 def load_certificates(config: Config) -> CertBundle:
     """Certificates for ``config`` (creating them on first start); raises StartupError."""
+    defaults = credential_files(config).defaults
     try:
-        return ensure_certificates(config.cert_dir, config.tls.extra_sans)
+        return ensure_certificates(config.cert_dir, config.tls.extra_sans,
+                                   front_proxy="requestheader_client_ca" in defaults,
+                                   front_proxy_client="proxy_client_cert" in defaults,
+                                   service_account_key="service_account_signing_key" in defaults)
     except CertificateError as e:
         raise StartupError(str(e)) from None
 

@@ -18,6 +18,7 @@ from twisted.internet import reactor
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.server.apiserver import APIServer
 from kapiserver.server.config import Config, config_from_dict
+from kapiserver.testing import TEST_ADVERTISE_ADDRESS
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.storage.interface import Storage
 
@@ -34,17 +35,26 @@ _SETTINGS = {
     "authorization_webhook_config_file": "authorization.webhook.config_file",
     "authorization_webhook_version": "authorization.webhook.version",
     "event_ttl_seconds": "storage.event_ttl_seconds",
+    "advertise_address": "advertise_address",
     "leader_elect": "controllers.leader_elect",
+    # authentication: a cert_dir holding ensure_certificates' files turns on ServiceAccount tokens
+    "cert_dir": "cert_dir",
+    "token_auth_file": "authentication.token_auth_file",
+    "authentication_config_file": "authentication.config_file",
+    "api_audiences": "authentication.api_audiences",
+    "service_account_max_token_expiration_seconds": "authentication.service_account.max_token_expiration_seconds",
 }
 
 
 def test_config(**settings: Any) -> Config:
     """The server's configuration for an in-process test server: the defaults, anonymous requests
-    allowed by AlwaysAllow, and ``settings`` (keyword names of :data:`_SETTINGS`) applied."""
+    allowed by AlwaysAllow, the advertised address, and ``settings`` (keyword names of :data:`_SETTINGS`)
+    applied."""
     unknown = set(settings) - set(_SETTINGS)
     if unknown:
         raise TypeError(f"unknown settings: {sorted(unknown)}")
-    overrides: dict[str, Any] = {"authentication.anonymous": True, "authorization.modes": ["AlwaysAllow"]}
+    overrides: dict[str, Any] = {"authentication.anonymous": True, "authorization.modes": ["AlwaysAllow"],
+                                 "advertise_address": TEST_ADVERTISE_ADDRESS}
     overrides.update({_SETTINGS[name]: value for name, value in settings.items()})
     return config_from_dict(None, "<test>", overrides)
 

@@ -21,6 +21,8 @@ from typing import Any, Optional
 
 import yaml
 
+from kapiserver.testing import TEST_ADVERTISE_ADDRESS
+
 READY_TIMEOUT_SECONDS = 30.0
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -66,6 +68,7 @@ class ServerProcess:
         config: dict[str, Any] = {
             "secure_port": 0,
             "bind_address": "127.0.0.1",
+            "advertise_address": TEST_ADVERTISE_ADDRESS,  # Endpoints refuse loopback addresses
             "cert_dir": os.path.join(self.workdir, "certs"),
             "data_dir": os.path.join(self.workdir, "data"),
             "admin_kubeconfig": self.kubeconfig,

@@ -184,7 +184,10 @@ class EphemeralContainerTests(ServerTestCase):
         changed["spec"] = dict(pod_now["spec"], ephemeralContainers=[dict(self.DEBUG, image="alpine")])
         r = await self.client.put(NS + "/pods/p/ephemeralcontainers", changed)
         self.assertEqual(r.code, 422)
-        self.assertEqual(r.body["details"]["causes"][0]["field"], "spec.ephemeralContainers[debugger]")
+        # upstream's ValidatePodEphemeralContainersUpdate reports changes at spec.ephemeralContainers
+        self.assertEqual(r.body["details"]["causes"][0]["field"], "spec.ephemeralContainers")
+        self.assertTrue(r.body["details"]["causes"][0]["message"].startswith(
+            'Forbidden: existing ephemeral containers "debugger" may not be changed\n'), r.body)
         removed = dict(pod_now)
         removed["spec"] = dict(pod_now["spec"], ephemeralContainers=[])
         r = await self.client.put(NS + "/pods/p/ephemeralcontainers", removed)

@@ -274,6 +274,7 @@ class ManagerNameTests(unittest.TestCase):
         self.assertEqual([c.to_dict() for c in validate_field_manager("x" * 129)],
                          [{"reason": "FieldValueTooLong", "field": "fieldManager",
                            "message": "Too long: may not be more than 128 bytes"}])
+        # the value is printed with Go's %q, which writes \a for U+0007
         self.assertEqual([c.to_dict() for c in validate_field_manager("a\x07b")],
                          [{"reason": "FieldValueInvalid", "field": "fieldManager",
-                           "message": 'Invalid value: "a\\u0007b": invalid character U+0007 (at position 1)'}])
+                           "message": 'Invalid value: "a\\ab": invalid character U+0007 (at position 1)'}])

@@ -197,6 +197,47 @@ class LoadConfigTests(unittest.TestCase):
         self.assertEqual(config.authorization.webhook.cache_unauthorized_ttl_seconds, 0.0)
 
 
+class AuthenticationConfigTests(unittest.TestCase):
+    def test_defaults(self) -> None:
+        authn = load_config(None).authentication
+        self.assertEqual(authn.service_account.issuers, ["https://kubernetes.default.svc.cluster.local"])
+        self.assertEqual((authn.client_ca_file, authn.token_auth_file, authn.api_audiences), ("", "", []))
+        self.assertEqual(authn.requestheader.username_headers, ["X-Remote-User"])
+        self.assertEqual(authn.requestheader.allowed_names, ["front-proxy-client"])
+        self.assertEqual(authn.service_account.max_token_expiration_seconds, 0)
+
+    def test_paths_are_made_absolute(self) -> None:
+        config = load_config(None, {"authentication.token_auth_file": "tokens.csv",
+                                    "authentication.service_account.key_files": ["a.pem", "/etc/b.pem"]})
+        self.assertEqual(config.authentication.token_auth_file, os.path.abspath("tokens.csv"))
+        self.assertEqual(config.authentication.service_account.key_files, [os.path.abspath("a.pem"), "/etc/b.pem"])
+
+    def test_flags_use_kube_apiserver_names(self) -> None:
+        from kapiserver.server.plugin import Options
+        options = Options()
+        options.parseOptions(["--token-auth-file", "t.csv", "--service-account-issuer", "https://a,https://b",
+                              "--service-account-max-token-expiration", "48h", "--anonymous-auth=true",
+                              "--requestheader-allowed-names", "aggregator,front-proxy-client"])
+        config = load_config(None, options.overrides())
+        self.assertEqual(config.authentication.service_account.issuers, ["https://a", "https://b"])
+        self.assertEqual(config.authentication.service_account.max_token_expiration_seconds, 48 * 3600)
+        self.assertTrue(config.authentication.anonymous)
+        self.assertEqual(config.authentication.requestheader.allowed_names, ["aggregator", "front-proxy-client"])
+
+    def test_invalid_values(self) -> None:
+        for overrides, message in [
+            ({"authentication.service_account.issuers": []}, "at least one issuer is required"),
+            ({"authentication.service_account.issuers": ["https://a", "https://a"]}, "'https://a' is listed twice"),
+            ({"authentication.service_account.max_token_expiration_seconds": 60},
+             "must be 0 (no limit) or between 3600 (1 hour) and 2^32 seconds, got 60"),
+            ({"authentication.service_account.jwks_uri": "http://x/jwks"}, "must be an https URL"),
+            ({"proxy_client_cert_file": "c.crt"}, "must be set together"),
+        ]:
+            with self.assertRaises(ConfigError, msg=str(overrides)) as cm:
+                load_config(None, overrides)
+            self.assertIn(message, str(cm.exception))
+
+
 class BadConfigExitTests(unittest.TestCase):
     """Every startup problem ends twistd with a non-zero status and exactly one line on stderr."""
 
@@ -223,6 +264,11 @@ class BadConfigExitTests(unittest.TestCase):
     def test_missing_file(self) -> None:
         path = os.path.join(self.dir, "missing.yaml")
         self.assertFailsWith(path, f"{path}: configuration file not found")
+
+    def test_missing_token_file(self) -> None:
+        tokens = os.path.join(self.dir, "tokens.csv")
+        path = write_config(self.dir, {"authentication": {"token_auth_file": tokens}})
+        self.assertFailsWith(path, f"{tokens}: token file not found")
 
     def test_bad_flag_value(self) -> None:
         path = write_config(self.dir, {})
