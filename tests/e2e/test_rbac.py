@@ -1,6 +1,6 @@
 """RBAC against a real kapiserver process (the default authorization.modes [RBAC], anonymous enabled).
 
-Users are client certificates signed by the cluster CA.  Every case of the matrix is asked three ways:
+Users are client certificates signed by the cluster CA; the service account uses its own bound token.  Every case of the matrix is asked three ways:
 ``kubectl auth can-i`` impersonating the user (as an administrator would), the user's own request over raw
 HTTPS (2xx or a 403 worded as upstream's), and, for some, the official Python client.  The expected answers
 are derived from upstream's bootstrap policy (plugin/pkg/auth/authorizer/rbac/bootstrappolicy, v1.32) and the
@@ -257,7 +257,7 @@ def rbac_server() -> ServerProcess:
 class HTTPSClient:
     """Raw HTTPS as one user: a client certificate, or none (anonymous)."""
 
-    def __init__(self, server: ServerProcess, user: Optional[str] = None, impersonate: str = "") -> None:
+    def __init__(self, server: ServerProcess, user: Optional[str] = None) -> None:
         self.base = server.server_url
         self.context = ssl.create_default_context(cafile=os.path.join(server.workdir, "certs", "ca.crt"))
         self.headers = {"Accept": "application/json"}
@@ -265,8 +265,6 @@ class HTTPSClient:
             kubeconfig = server.kubeconfig_for(user, USERS.get(user, ()))
             self.context.load_cert_chain(kubeconfig.replace(".kubeconfig", ".crt"),
                                          kubeconfig.replace(".kubeconfig", ".key"))
-        if impersonate:
-            self.headers["Impersonate-User"] = impersonate
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json"
                 ) -> tuple[int, Any]:
@@ -290,8 +288,14 @@ class HTTPSClient:
 def client_for(server: ServerProcess, user: str) -> HTTPSClient:
     if user == ANONYMOUS:
         return HTTPSClient(server)
-    if user.startswith("system:serviceaccount:"):  # no tokens yet: the administrator impersonates it
-        return HTTPSClient(server, "harry", impersonate=user)
+    if user.startswith("system:serviceaccount:"):  # its own bound token (TokenRequest)
+        namespace, name = user.split(":")[2:]
+        if user not in _prepared:
+            server.kubectl("-n", namespace, "create", "serviceaccount", name, check=False)
+            _prepared[user] = server.kubectl("-n", namespace, "create", "token", name).stdout.strip()
+        client = HTTPSClient(server)
+        client.headers["Authorization"] = f"Bearer {_prepared[user]}"
+        return client
     return HTTPSClient(server, user)
 
 
