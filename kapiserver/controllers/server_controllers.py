@@ -17,7 +17,8 @@ kube-controller-manager's controllers; all of them on every server when
   ``kube-root-ca.crt``);
 * the CRD status and finalizing controller;
 * the garbage collector;
-* the tokens controller filling legacy ServiceAccount token Secrets (with a signing key).
+* the tokens controller filling legacy ServiceAccount token Secrets (with a signing key);
+* ClusterRole aggregation (``clusterrole_aggregation.py``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from typing import Awaitable, Callable, Hashable, Iterable, Optional
 from twisted.logger import Logger
 
 from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
@@ -79,6 +81,8 @@ class ServerControllers:
                                                 deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
             lambda: crd_status_controller(leases.count),
             lambda: GarbageCollector(all_stores, served_types_generation, reactor),
+            lambda: ClusterRoleAggregationController(deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
+                                                     reactor),
         ]
         tokens = authn.service_accounts if authn else None
         if tokens is not None:

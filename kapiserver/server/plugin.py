@@ -38,6 +38,14 @@ def _seconds(value: str) -> int:
     return int(seconds)
 
 
+def _duration(value: str) -> float:
+    """A Go duration (``5m``, ``30s``; ``0`` as Go allows it) in seconds."""
+    seconds = 0.0 if value == "0" else parse_go_duration(value)
+    if seconds is None:
+        raise ValueError(value)
+    return seconds
+
+
 # flag name -> (config key, converter)
 _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "secure-port": ("secure_port", int),
@@ -72,6 +80,13 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "requestheader-extra-headers-prefix": ("authentication.requestheader.extra_headers_prefix", _list),
     "proxy-client-cert-file": ("proxy_client_cert_file", str),
     "proxy-client-key-file": ("proxy_client_key_file", str),
+    "authorization-mode": ("authorization.modes", _list),
+    "authorization-webhook-config-file": ("authorization.webhook.config_file", str),
+    "authorization-webhook-version": ("authorization.webhook.version", str),
+    "authorization-webhook-cache-authorized-ttl": ("authorization.webhook.cache_authorized_ttl_seconds",
+                                                   _duration),
+    "authorization-webhook-cache-unauthorized-ttl": ("authorization.webhook.cache_unauthorized_ttl_seconds",
+                                                     _duration),
 }
 
 _LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
@@ -135,6 +150,16 @@ class Options(usage.Options):
         ["proxy-client-cert-file", None, None, "Client certificate presented to extension API servers. "
                                                "Overrides proxy_client_cert_file."],
         ["proxy-client-key-file", None, None, "Its key. Overrides proxy_client_key_file."],
+        ["authorization-mode", None, None, "Comma-separated authorizers tried in order: RBAC, Webhook, "
+         "AlwaysAllow, AlwaysDeny. Overrides authorization.modes."],
+        ["authorization-webhook-config-file", None, None, "kubeconfig-format file naming the authorization "
+         "webhook. Overrides authorization.webhook.config_file."],
+        ["authorization-webhook-version", None, None, "SubjectAccessReview version of the webhook (v1, v1beta1). "
+         "Overrides authorization.webhook.version."],
+        ["authorization-webhook-cache-authorized-ttl", None, None, "How long to cache allowing answers (e.g. 5m). "
+         "Overrides authorization.webhook.cache_authorized_ttl_seconds."],
+        ["authorization-webhook-cache-unauthorized-ttl", None, None, "How long to cache other answers (e.g. 30s). "
+         "Overrides authorization.webhook.cache_unauthorized_ttl_seconds."],
     ]
 
     def overrides(self) -> dict[str, Any]:
