@@ -18,6 +18,7 @@ kube-controller-manager's controllers; all of them on every server when
 * the CRD status and finalizing controller;
 * the garbage collector;
 * the tokens controller filling legacy ServiceAccount token Secrets (with a signing key);
+* ClusterRole aggregation (``clusterrole_aggregation.py``);
 * the CSR signers for ``kubernetes.io/kube-apiserver-client(-kubelet)``, with
   the cluster CA of ``cert_dir`` (when its key is there).
 """
@@ -29,6 +30,7 @@ from twisted.logger import Logger
 
 from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.controllers.certificate_authority import CertificateAuthority
+from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
 from kapiserver.controllers.csr_signing import CSRSigningController
 from kapiserver.controllers.garbage_collector import GarbageCollector
@@ -85,6 +87,8 @@ class ServerControllers:
             lambda: crd_status_controller(leases.count),
             lambda: GarbageCollector(all_stores, served_types_generation, reactor),
             *self._csr_signers(deps),
+            lambda: ClusterRoleAggregationController(deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
+                                                     reactor),
         ]
         tokens = authn.service_accounts if authn else None
         if tokens is not None:

@@ -2,7 +2,8 @@
 
 Most kinds need only the generic Store over the storage backend; a few are
 answered from elsewhere (access reviews ask the authorizer, token requests sign
-with the service-account key).  They get this typed bundle, built once from the
+with the service-account key, the RBAC kinds check escalation with the rule
+resolver).  They get this typed bundle, built once from the
 completed configuration, instead of the whole server.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kapiserver.storage.interface import Storage
 
 if TYPE_CHECKING:
     from kapiserver.auth.build import Authentication
+    from kapiserver.auth.rbac.policy_index import PolicyIndex
     from kapiserver.registry.store import Store
     from kapiserver.server.config import Config
 
@@ -37,3 +39,5 @@ class RegistryDeps:
     health: Any = None
     # the authenticators and the service-account token signer (TokenRequest, TokenReview)
     authentication: Optional["Authentication"] = None
+    # what RBAC grants whom (the RBAC kinds' escalation checks read it, whatever the authorization modes)
+    rule_resolver: "PolicyIndex | None" = None

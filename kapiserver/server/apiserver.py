@@ -24,8 +24,12 @@ from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.audit.build import build_auditing
 from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
+from kapiserver.auth.authorization_modes import build_authorizer
+from kapiserver.auth.authorizer import Authorizer
 from kapiserver.auth.build import build_authentication
-from kapiserver.auth.authorizer import AlwaysAllow, Authorizer
+from kapiserver.auth.rbac.policy_index import PolicyIndex
+from kapiserver.auth.rbac.policy_informers import PolicyInformers
+from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
@@ -74,7 +78,7 @@ class APIServer:
     """
 
     def __init__(self, config: Config, storage: Storage, ca_cert_pem: bytes | str, health: healthz.HealthChecks,
-                 reactor: Any = None, authorizer: Authorizer | None = None) -> None:
+                 reactor: Any = None, authorizer: Authorizer | None = None, bootstrap_rbac: bool = True) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -88,8 +92,16 @@ class APIServer:
         self._openapi: Any = None
         self._openapi_generation: Any = None
 
+        # what RBAC grants whom, in memory (fed by informers once started); the RBAC
+        # authorizer and the RBAC kinds' escalation checks read it
+        self.rbac = PolicyIndex()
+        self.rbac_bootstrapped = False
+        # the in-process test server skips the bootstrap policy when it does not use RBAC (a faster start)
+        self.bootstrap_rbac = bootstrap_rbac
+        health.add("poststarthook/rbac/bootstrap-roles", self._rbac_bootstrap_check)
         # requests, impersonation and access reviews ask the same authorizer
-        self.authorizer: Authorizer = authorizer if authorizer is not None else AlwaysAllow()
+        self.authorizer: Authorizer = (authorizer if authorizer is not None
+                                       else build_authorizer(config.authorization, self.rbac, reactor))
         # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
         self.authentication = build_authentication(config, self.store, reactor=reactor)
         self.authenticator = self.authentication.request
@@ -100,7 +112,8 @@ class APIServer:
         self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
-                                     store=self.store, health=health, authentication=self.authentication)
+                                     store=self.store, health=health, authentication=self.authentication,
+                                     rule_resolver=self.rbac)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = config.storage.event_ttl_seconds
@@ -133,6 +146,7 @@ class APIServer:
         self.site = APISite(self.handler, limits.max_request_body_bytes)
         self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
         self.controllers: ServerControllers | None = None
+        self.rbac_informers: PolicyInformers | None = None
         from kapiserver.apiextensions.server import APIExtensionsServer
         self.apiextensions = APIExtensionsServer(self)
 
@@ -225,6 +239,10 @@ class APIServer:
                 return
         self._object_counts = counts
 
+    def _rbac_bootstrap_check(self) -> None:
+        if not self.rbac_bootstrapped:
+            raise RuntimeError("not finished")
+
     def requests_in_flight(self) -> int:
         """Requests being answered now, watches excepted (what a graceful shutdown waits for)."""
         return self.wait_group.count
@@ -242,6 +260,14 @@ class APIServer:
                 if e.reason != "AlreadyExists":
                     raise
         self.authentication.start()
+        # RBAC on every server: the authorizer's informers, then the bootstrap policy
+        # (upstream's rbac/bootstrap-roles post-start hook)
+        self.rbac_informers = PolicyInformers(self.rbac, self.store, self.reactor)
+        self.rbac_informers.start()
+        await self.rbac_informers.synced
+        if self.bootstrap_rbac:
+            await ensure_bootstrap_policy(self.store, self.reactor)
+        self.rbac_bootstrapped = True
         await self.apiextensions.start()
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
@@ -261,9 +287,14 @@ class APIServer:
             self._counter.stop()
         if self.controllers is not None:
             await self.controllers.stop()
+        if self.rbac_informers is not None:
+            self.rbac_informers.stop()
         self.apiextensions.stop()
         self.authentication.stop()
         self.watches.stop_all()
+        close = getattr(self.authorizer, "close", None)
+        if close is not None:  # a webhook's kept-alive connections
+            await close()
         # let the watch streams' final writes go out
         await defer.succeed(None)
         if self.auditing is not None:  # last: the requests drained above are recorded

@@ -25,6 +25,10 @@ class ConfigError(Exception):
 
 
 STORAGE_BACKENDS = ("sqlite", "etcd3")
+AUTHORIZATION_MODES = ("AlwaysAllow", "AlwaysDeny", "RBAC", "Webhook")
+# upstream modes kapiserver does not implement (no nodes, no ABAC policy files)
+UNSUPPORTED_AUTHORIZATION_MODES = ("ABAC", "Node")
+WEBHOOK_VERSIONS = ("v1", "v1beta1")
 LOG_LEVELS = ("debug", "info", "warn", "error", "critical")
 
 
@@ -68,7 +72,8 @@ class RequestHeaderConfig:
 
 @dataclass
 class AuthenticationConfig:
-    anonymous: bool = False
+    # requests without credentials are system:anonymous (what they may do is up to the authorizer)
+    anonymous: bool = True
     # CA bundle client certificates are verified against; "" = <cert_dir>/ca.crt
     client_ca_file: str = ""
     # static bearer tokens: CSV lines token,user,uid,"group1,group2"
@@ -79,6 +84,25 @@ class AuthenticationConfig:
     config_file: str = ""
     service_account: ServiceAccountConfig = field(default_factory=ServiceAccountConfig)
     requestheader: RequestHeaderConfig = field(default_factory=RequestHeaderConfig)
+
+
+@dataclass
+class AuthorizationWebhookConfig:
+    # kubeconfig-format file naming the webhook (upstream's --authorization-webhook-config-file)
+    config_file: str = ""
+    # SubjectAccessReview version sent and expected (--authorization-webhook-version)
+    version: str = "v1"
+    # how long answers are cached (--authorization-webhook-cache-authorized-ttl / -unauthorized-ttl)
+    cache_authorized_ttl_seconds: float = 300.0
+    cache_unauthorized_ttl_seconds: float = 30.0
+
+
+@dataclass
+class AuthorizationConfig:
+    # tried in order, the first allow or deny decides (upstream's --authorization-mode);
+    # members of system:masters may always do everything
+    modes: list[str] = field(default_factory=lambda: ["RBAC"])
+    webhook: AuthorizationWebhookConfig = field(default_factory=AuthorizationWebhookConfig)
 
 
 @dataclass
@@ -175,6 +199,7 @@ class Config:
     proxy_client_key_file: str = ""
     tls: TLSConfig = field(default_factory=TLSConfig)
     authentication: AuthenticationConfig = field(default_factory=AuthenticationConfig)
+    authorization: AuthorizationConfig = field(default_factory=AuthorizationConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
@@ -197,6 +222,7 @@ _PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig", "proxy_client_cert_fil
               "authentication.client_ca_file", "authentication.token_auth_file", "authentication.config_file",
               "authentication.service_account.signing_key_file", "authentication.service_account.key_files",
               "authentication.requestheader.client_ca_file",
+              "authorization.webhook.config_file",
               "audit.policy_file", "audit.webhook_config_file", "encryption_provider_config")
 # Integer keys that must be > 0 (the rest of the integers must be >= 0).
 _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_inflight",
@@ -337,6 +363,7 @@ def _validate(config: Config) -> None:
     if not ctl.leader_elect_resource_name or not ctl.leader_elect_resource_namespace:
         raise ConfigError(f"{src}: keys 'controllers.leader_elect_resource_name' and "
                           f"'controllers.leader_elect_resource_namespace' must not be empty")
+    _validate_authorization(config)
     if config.controllers.cluster_signing_duration_seconds < 600:
         raise ConfigError(f"{src}: key 'controllers.cluster_signing_duration_seconds': must be at least 600 "
                           f"(10 minutes), got {config.controllers.cluster_signing_duration_seconds}")
@@ -382,6 +409,34 @@ def _validate_authentication(config: Config) -> None:
         for value in getattr(config.authentication.requestheader, dotted):
             if not value.strip():
                 raise ConfigError(f"{src}: key 'authentication.requestheader.{dotted}': values must not be empty")
+
+
+def _validate_authorization(config: Config) -> None:
+    """Upstream's checks of --authorization-mode and the webhook flags."""
+    src, authz = config.source, config.authorization
+    if not authz.modes:
+        raise ConfigError(f"{src}: key 'authorization.modes': at least one authorization mode must be given")
+    for mode in authz.modes:
+        if mode in UNSUPPORTED_AUTHORIZATION_MODES:
+            raise ConfigError(f"{src}: key 'authorization.modes': mode {mode!r} is not supported by kapiserver "
+                              f"(supported: {', '.join(AUTHORIZATION_MODES)})")
+        if mode not in AUTHORIZATION_MODES:
+            raise ConfigError(f"{src}: key 'authorization.modes': authorization-mode {mode!r} is not a valid mode "
+                              f"(one of {', '.join(AUTHORIZATION_MODES)})")
+    if len(set(authz.modes)) != len(authz.modes):
+        raise ConfigError(f"{src}: key 'authorization.modes': a mode is given more than once: {authz.modes}")
+    webhook = authz.webhook
+    if "Webhook" in authz.modes and not webhook.config_file:
+        raise ConfigError(f"{src}: key 'authorization.webhook.config_file': required by authorization mode Webhook")
+    if webhook.config_file and "Webhook" not in authz.modes:
+        raise ConfigError(f"{src}: key 'authorization.webhook.config_file': cannot be set without authorization "
+                          f"mode Webhook")
+    if webhook.version not in WEBHOOK_VERSIONS:
+        raise ConfigError(f"{src}: key 'authorization.webhook.version': must be one of "
+                          f"{', '.join(WEBHOOK_VERSIONS)}, got {webhook.version!r}")
+    for key in ("cache_authorized_ttl_seconds", "cache_unauthorized_ttl_seconds"):
+        if getattr(webhook, key) < 0:
+            raise ConfigError(f"{src}: key 'authorization.webhook.{key}': must not be negative")
 
 
 def apply_overrides(config: Config, overrides: Mapping[str, Any]) -> None:

@@ -38,9 +38,9 @@ def _seconds(value: str) -> int:
     return int(seconds)
 
 
-def _float_seconds(value: str) -> float:
-    """A Go duration (``500ms``) as seconds."""
-    seconds = parse_go_duration(value)
+def _duration(value: str) -> float:
+    """A Go duration (``5m``, ``30s``; ``0`` as Go allows it) in seconds."""
+    seconds = 0.0 if value == "0" else parse_go_duration(value)
     if seconds is None:
         raise ValueError(value)
     return seconds
@@ -80,6 +80,13 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "requestheader-extra-headers-prefix": ("authentication.requestheader.extra_headers_prefix", _list),
     "proxy-client-cert-file": ("proxy_client_cert_file", str),
     "proxy-client-key-file": ("proxy_client_key_file", str),
+    "authorization-mode": ("authorization.modes", _list),
+    "authorization-webhook-config-file": ("authorization.webhook.config_file", str),
+    "authorization-webhook-version": ("authorization.webhook.version", str),
+    "authorization-webhook-cache-authorized-ttl": ("authorization.webhook.cache_authorized_ttl_seconds",
+                                                   _duration),
+    "authorization-webhook-cache-unauthorized-ttl": ("authorization.webhook.cache_unauthorized_ttl_seconds",
+                                                     _duration),
     "encryption-provider-config": ("encryption_provider_config", str),
     "cluster-signing-duration": ("controllers.cluster_signing_duration_seconds", _seconds),
     "audit-policy-file": ("audit.policy_file", str),
@@ -88,10 +95,10 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "audit-log-maxbackup": ("audit.log_maxbackup", int),
     "audit-log-maxsize": ("audit.log_maxsize", int),
     "audit-webhook-config-file": ("audit.webhook_config_file", str),
-    "audit-webhook-initial-backoff": ("audit.webhook_initial_backoff_seconds", _float_seconds),
+    "audit-webhook-initial-backoff": ("audit.webhook_initial_backoff_seconds", _duration),
     "audit-webhook-batch-buffer-size": ("audit.webhook_batch_buffer_size", int),
     "audit-webhook-batch-max-size": ("audit.webhook_batch_max_size", int),
-    "audit-webhook-batch-max-wait": ("audit.webhook_batch_max_wait_seconds", _float_seconds),
+    "audit-webhook-batch-max-wait": ("audit.webhook_batch_max_wait_seconds", _duration),
     "audit-webhook-batch-throttle-qps": ("audit.webhook_batch_throttle_qps", float),
     "audit-webhook-batch-throttle-burst": ("audit.webhook_batch_throttle_burst", int),
 }
@@ -159,6 +166,16 @@ class Options(usage.Options):
         ["proxy-client-cert-file", None, None, "Client certificate presented to extension API servers. "
                                                "Overrides proxy_client_cert_file."],
         ["proxy-client-key-file", None, None, "Its key. Overrides proxy_client_key_file."],
+        ["authorization-mode", None, None, "Comma-separated authorizers tried in order: RBAC, Webhook, "
+         "AlwaysAllow, AlwaysDeny. Overrides authorization.modes."],
+        ["authorization-webhook-config-file", None, None, "kubeconfig-format file naming the authorization "
+         "webhook. Overrides authorization.webhook.config_file."],
+        ["authorization-webhook-version", None, None, "SubjectAccessReview version of the webhook (v1, v1beta1). "
+         "Overrides authorization.webhook.version."],
+        ["authorization-webhook-cache-authorized-ttl", None, None, "How long to cache allowing answers (e.g. 5m). "
+         "Overrides authorization.webhook.cache_authorized_ttl_seconds."],
+        ["authorization-webhook-cache-unauthorized-ttl", None, None, "How long to cache other answers (e.g. 30s). "
+         "Overrides authorization.webhook.cache_unauthorized_ttl_seconds."],
         ["encryption-provider-config", None, None, "EncryptionConfiguration file: resources encrypted at rest. "
                                                    "Overrides encryption_provider_config."],
         ["cluster-signing-duration", None, None, "Longest certificate the CSR signers issue (Go duration, e.g. "

@@ -130,8 +130,20 @@ class AuthenticationTests(unittest.TestCase):
                            "--certificate-authority", self.ca, "--token", token, "auth", "whoami",
                            "-o", "jsonpath={.status.userInfo.username}").stdout
         self.assertEqual(out, f"system:serviceaccount:{self.ns}:default")
+        # what the token may do is RBAC's: nothing until the account is bound to a role
         core = self.client.CoreV1Api(self.api_with_token(token))
-        self.assertIn(self.ns, [n.metadata.name for n in core.list_namespace().items])
+        with self.assertRaises(self.client.exceptions.ApiException) as denied:
+            core.list_namespaced_config_map(self.ns)
+        self.assertEqual(denied.exception.status, 403)
+        self.kubectl("-n", self.ns, "create", "rolebinding", "default-view", "--clusterrole=view",
+                     f"--serviceaccount={self.ns}:default")
+
+        def configmaps() -> list:
+            try:
+                return [c.metadata.name for c in core.list_namespaced_config_map(self.ns).items]
+            except self.client.exceptions.ApiException:
+                return []  # the binding reaches the authorizer a moment later
+        self.assertIn("kube-root-ca.crt", wait_for(configmaps))
 
     def test_pod_bound_token_stops_working_when_the_pod_is_deleted(self):
         wait_for(lambda: self.kubectl("-n", self.ns, "get", "sa", "default", check=False).returncode == 0)

@@ -127,6 +127,50 @@ class OnboardingTests(unittest.TestCase):
         self.assertEqual(user["username"], name)
         self.assertEqual(user["groups"], ["developers", "system:authenticated"])
 
+    def onboard(self, name: str) -> str:
+        """A user with a signed certificate and a kubeconfig context of their own (the context name)."""
+        key = self.request(name, f"/CN={name}")
+        self.server.kubectl("certificate", "approve", name)
+        issued = wait_for(lambda: self.server.kubectl(
+            "get", "csr", name, "-o", "jsonpath={.status.certificate}").stdout)
+        crt = os.path.join(self.dir, f"{name}.crt")
+        with open(crt, "wb") as f:
+            f.write(base64.b64decode(issued))
+        self.server.kubectl("config", "set-credentials", name, f"--client-key={key}",
+                            f"--client-certificate={crt}", "--embed-certs=true")
+        self.server.kubectl("config", "set-context", name, "--cluster=kapiserver", f"--user={name}")
+        return name
+
+    def test_approving_needs_approve_on_the_signer(self):
+        """With RBAC: update on certificatesigningrequests/approval is not enough, as upstream."""
+        approver = self.onboard(f"approver-{uuid.uuid4().hex[:6]}")
+        pending = f"pending-{uuid.uuid4().hex[:6]}"
+        self.request(pending, f"/CN={pending}")
+        refused = self.server.kubectl("--context", approver, "certificate", "approve", pending, check=False)
+        self.assertIn("forbidden", refused.stderr)  # may not even read CSRs yet
+        role = f"{approver}-csr"
+        self.server.kubectl("create", "clusterrole", role, "--verb=get,list,watch",
+                            "--resource=certificatesigningrequests")
+        self.server.kubectl("create", "clusterrolebinding", role, f"--clusterrole={role}", f"--user={approver}")
+        self.server.kubectl("create", "clusterrole", f"{role}-approval", "--verb=update",
+                            "--resource=certificatesigningrequests/approval")
+        self.server.kubectl("create", "clusterrolebinding", f"{role}-approval", f"--clusterrole={role}-approval",
+                            f"--user={approver}")
+        refused = wait_for(lambda: (lambda r: r if "not permitted" in r.stderr else None)(self.server.kubectl(
+            "--context", approver, "certificate", "approve", pending, check=False)))
+        self.assertIn('user not permitted to approve requests with signerName '
+                      '"kubernetes.io/kube-apiserver-client"', refused.stderr)
+        self.assertIn("Pending", self.server.kubectl("get", "csr", pending).stdout)
+        self.server.kubectl("apply", "-f", "-", input=json.dumps({  # (signers is no served resource: a manifest)
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": f"{role}-signer"},
+            "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "verbs": ["approve"],
+                       "resourceNames": ["kubernetes.io/kube-apiserver-client"]}]}))
+        self.server.kubectl("create", "clusterrolebinding", f"{role}-signer", f"--clusterrole={role}-signer",
+                            f"--user={approver}")
+        wait_for(lambda: self.server.kubectl("--context", approver, "certificate", "approve", pending,
+                                             check=False).returncode == 0)
+        self.assertIn("Approved", self.server.kubectl("get", "csr", pending).stdout)
+
     def test_deny_and_masters_refusal(self):
         name = f"eve-{uuid.uuid4().hex[:6]}"
         self.request(name, f"/CN={name}")
