@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional
 from twisted.web.server import Request
 
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
@@ -114,6 +115,10 @@ class RequestScope:
             obj = decoded.obj
         else:
             raise errors.unsupported_media_type(media)
+        audit = context_of(self.request).audit
+        if audit is not None:
+            rtype = self.rtype
+            audit.log_request_object(obj, rtype.group, rtype.version, rtype.plural, self.info.subresource)
         return obj
 
     def field_validation(self) -> str:

@@ -514,7 +514,8 @@ class Store:
             if body_uid and body_uid != current["metadata"].get("uid"):
                 raise self._conflict(name, f"Precondition failed: UID in precondition: {body_uid}, "
                                            f"UID in object meta: {current['metadata'].get('uid')}")
-            new = await self._prepare_update(namespace, name, desired, current, subresource, ctx)
+            # a stale value (older encryption key) is rewritten even when nothing changed, as upstream
+            new = await self._prepare_update(namespace, name, desired, current, subresource, ctx, force=kv.stale)
             if new is None:  # nothing changed: no write, as upstream
                 return current, False
             finalized = self._finalized(new, current)
@@ -565,7 +566,7 @@ class Store:
                 and not self.strategy.delete_pending(self.rtype, copy.deepcopy(new)))
 
     async def _prepare_update(self, namespace: str, name: str, new: dict, old: dict, subresource: str,
-                              ctx: Context) -> Optional[dict]:
+                              ctx: Context, force: bool = False) -> Optional[dict]:
         """Apply upstream's update rules; None if the result equals the old object."""
         md, old_md = new["metadata"], old["metadata"]
         requested_managed_fields = md.get("managedFields", _ABSENT)
@@ -613,7 +614,7 @@ class Store:
         md["resourceVersion"] = old_md["resourceVersion"]
         if new != old and _only_times_differ(new, old):
             md["managedFields"] = old_md["managedFields"]  # upstream does not write a timestamp-only change
-        if new == old:
+        if new == old and not force:
             return None
         return new
 

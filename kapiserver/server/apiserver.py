@@ -21,6 +21,7 @@ from kapiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from kapiserver.aggregator.resource import AggregatorResource
 from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.audit.build import build_auditing
 from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.auth.authorization_modes import build_authorizer
@@ -136,11 +137,12 @@ class APIServer:
         self.inflight = InflightLimiter(limits.max_requests_inflight, limits.max_mutating_requests_inflight,
                                         on_change=_publish_inflight)
         self.wait_group = RequestWaitGroup()
+        self.auditing = build_auditing(config.audit, reactor)  # raises AuditConfigError
         self.handler = build_handler_chain(self.root, HandlerChainDeps(
             reactor=reactor, authenticator=self.authenticator, authorizer=self.authorizer,
             inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record_request,
             request_timeout_seconds=float(limits.request_timeout_seconds),
-            max_body_bytes=limits.max_request_body_bytes))
+            max_body_bytes=limits.max_request_body_bytes, auditing=self.auditing))
         self.site = APISite(self.handler, limits.max_request_body_bytes)
         self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
         self.controllers: ServerControllers | None = None
@@ -248,6 +250,8 @@ class APIServer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        if self.auditing is not None:
+            self.auditing.start()
         namespaces = self.store("", "v1", "namespaces")
         for name in BOOTSTRAP_NAMESPACES:
             try:
@@ -293,3 +297,5 @@ class APIServer:
             await close()
         # let the watch streams' final writes go out
         await defer.succeed(None)
+        if self.auditing is not None:  # last: the requests drained above are recorded
+            await self.auditing.shutdown()

@@ -19,6 +19,7 @@ from twisted.application import service
 from twisted.internet import defer, endpoints, error as net_error, task
 from twisted.logger import Logger
 
+from kapiserver.machinery import private_files
 from kapiserver.server import systemd
 from kapiserver.auth.build import CredentialsError
 from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
@@ -53,10 +54,26 @@ def fail_startup(message: str) -> None:
 def build_storage(config: Config, reactor: Any = None) -> Any:
     """The storage backend named by ``storage.backend``, behind the watch cache when enabled."""
     backend = _build_backend(config, reactor)
+    if config.encryption_provider_config:
+        backend = _encrypted(backend, config)
     if not config.storage.watch_cache:
         return backend
     from kapiserver.storage.cacher import CachedStorage
     return CachedStorage(backend, reactor=reactor)
+
+
+def _encrypted(backend: Any, config: Config) -> Any:
+    """The backend behind the transformers of ``encryption_provider_config`` (below the watch cache)."""
+    from kapiserver.apiextensions.customresourcedefinitions import resource_type as crd_resource_type
+    from kapiserver.apis.builtin import builtin_resource_types
+    from kapiserver.storage import encryption_config
+    from kapiserver.storage.encrypted import TransformingStorage, storage_resources
+    try:
+        encryption = encryption_config.load(config.encryption_provider_config)
+    except encryption_config.EncryptionConfigError as e:
+        raise StartupError(str(e)) from None
+    resource_of = storage_resources(builtin_resource_types() + [crd_resource_type()])
+    return TransformingStorage(backend, encryption, resource_of, key_prefix=config.storage.etcd.prefix)
 
 
 def _build_backend(config: Config, reactor: Any = None) -> Any:
@@ -73,7 +90,7 @@ def _build_backend(config: Config, reactor: Any = None) -> Any:
                            watch_silence_timeout=etcd.watch_silence_timeout_seconds)
     from kapiserver.storage.sqlite import SQLiteStorage
     try:
-        os.makedirs(config.data_dir, exist_ok=True)
+        private_files.make_private_dir(config.data_dir)
     except OSError as e:
         raise StartupError(f"{config.data_dir}: cannot create data directory: {e.strerror}") from None
     sqlite = config.storage.sqlite
@@ -173,6 +190,7 @@ class KapiService(service.Service):
         self._startup.addErrback(self._startup_failed)
 
     async def _start(self) -> None:
+        from kapiserver.audit.build import AuditConfigError
         from kapiserver.server.apiserver import APIServer
         config = self.config
         self.storage = build_storage(config, self.reactor)
@@ -184,8 +202,11 @@ class KapiService(service.Service):
             self.compactor = EtcdCompactor(self.storage, float(config.storage.etcd.compaction_interval_seconds),
                                            self.reactor)
             self.compactor.start()
-        self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
-                                   reactor=self.reactor)
+        try:
+            self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
+                                       reactor=self.reactor)
+        except AuditConfigError as e:
+            raise StartupError(str(e)) from None
         endpoint = endpoints.SSL4ServerEndpoint(self.reactor, config.secure_port,
                                                 serving_context_factory(
                                                     self.bundle,

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 
 import orjson
 
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.jsonpatch import apply_json_patch
@@ -76,6 +77,9 @@ def patcher(scope: RequestScope) -> Callable[[Optional[dict]], dict]:
     patch: Any = codec.decode_json(body) if body.strip() else None
     if patch is None:
         raise errors.bad_request("the body of the request was empty")
+    audit = context_of(scope.request).audit
+    if audit is not None:
+        audit.log_request_patch(body)
     if media == JSON_PATCH:
         if not isinstance(patch, list):
             raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
