@@ -10,7 +10,7 @@ from twisted.logger import Logger
 from kapiserver.audit.log_backend import LogBackend
 from kapiserver.audit.policy import Policy, PolicyError, load_policy
 from kapiserver.audit.webhook_backend import WebhookBackend
-from kapiserver.audit.webhook_client import WebhookConfigError, load_webhook_kubeconfig
+from kapiserver.auth.webhook_kubeconfig import WebhookConfigError, load_webhook_kubeconfig
 
 log = Logger()
 

@@ -28,7 +28,7 @@ from twisted.logger import Logger
 
 from kapiserver.audit import metrics
 from kapiserver.audit.event import API_VERSION
-from kapiserver.audit.webhook_client import WebhookTarget
+from kapiserver.auth.webhook_kubeconfig import WebhookTarget
 
 log = Logger()
 
@@ -97,7 +97,7 @@ class WebhookBackend:
 
     def start(self) -> None:
         if self.http is None:
-            self.http, self.pool = self.target.client(self.reactor)
+            self.http, self.pool = self.target.client(self.reactor, connections=2, retry_automatically=False)
 
     def __str__(self) -> str:
         return PLUGIN

@@ -14,7 +14,7 @@ from twisted.web import resource, server
 from kapiserver.audit import metrics
 from kapiserver.audit.log_backend import LogBackend, RotatingFile, backup_name
 from kapiserver.audit.webhook_backend import WebhookBackend
-from kapiserver.audit.webhook_client import load_webhook_kubeconfig
+from kapiserver.auth.webhook_kubeconfig import load_webhook_kubeconfig
 from kapiserver.testing.cases import run, sleep
 
 
