@@ -5,7 +5,6 @@ from kapiserver.endpoints.scope import RequestScope, Response
 
 
 async def create(scope: RequestScope) -> Response:
-    obj = scope.decode_body()
-    scope.check_fields(obj)
+    obj = scope.decode_object()
     created = await scope.store.create(scope.info.namespace, obj, scope.context())
     return Response(201, created)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import orjson
+
 from kapiserver.endpoints.scope import RequestScope, Response
-from kapiserver.machinery import codec, errors
+from kapiserver.endpoints import request_decoder
+from kapiserver.machinery import errors, limits
 from kapiserver.machinery.jsonpatch import apply_json_patch
 from kapiserver.machinery.mergepatch import apply_merge_patch
 from kapiserver.machinery.strategicpatch import apply_strategic_merge_patch
@@ -38,7 +41,13 @@ def patcher(scope: RequestScope) -> Callable[[Optional[dict]], dict]:
         raise _unsupported(scope, media)
     if media not in (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
         raise _unsupported(scope, media)
-    patch: Any = codec.decode_json(body) if body.strip() else None
+    if not body.strip():
+        raise errors.bad_request("the body of the request was empty")
+    try:
+        patch: Any = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise errors.bad_request(f"error decoding patch: {request_decoder.go_json_error(body, e)}") from None
+    limits.check_body_depth(patch, "patch")
     if patch is None:
         raise errors.bad_request("the body of the request was empty")
     if media == JSON_PATCH:
@@ -64,10 +73,25 @@ async def patch(scope: RequestScope) -> Response:
         result = apply(current)
         if not isinstance(result, dict):
             raise errors.bad_request("the patch did not produce an object")
-        if not checked:  # report unknown fields once, not per conflict retry
-            checked.append(True)
-            scope.check_fields(result)
+        warnings = len(scope.warnings)
+        result = scope.decode_patched(result)
+        if checked:  # report unknown fields once, not per conflict retry
+            del scope.warnings[warnings:]
+        checked.append(True)
+        check_name(result, info.name, info.namespace)
         return result
     result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource,
                                                     scope.context())
     return Response(200, result)
+
+
+def check_name(obj: dict, name: str, namespace: str) -> None:
+    """Upstream's checkName: a patch or update cannot move an object to another name or namespace."""
+    md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    body_name = md.get("name") or ""
+    if body_name != name:
+        raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
+    body_namespace = md.get("namespace") or ""
+    if namespace and body_namespace and body_namespace != namespace:
+        raise errors.bad_request(f"the namespace of the object ({body_namespace}) does not match the namespace on "
+                                 f"the request ({namespace})")

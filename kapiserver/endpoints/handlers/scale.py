@@ -19,6 +19,7 @@ from kapiserver.machinery import errors, jsonpath, labels
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_API_VERSION = "autoscaling/v1"
+SCALE_DEFINITION = "io.k8s.api.autoscaling.v1.Scale"
 
 
 def _value(obj: dict, path: str) -> Any:
@@ -89,7 +90,7 @@ async def get_scale(scope: RequestScope) -> Response:
 
 
 async def update_scale(scope: RequestScope) -> Response:
-    body = scope.decode_body()
+    body = scope.decode_object(SCALE_DEFINITION, "Scale", SCALE_API_VERSION)
     return await _update(scope, lambda current: body)
 
 
