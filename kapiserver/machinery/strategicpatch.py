@@ -384,4 +384,5 @@ def apply_strategic_merge_patch(original: dict, patch: dict, schema: Optional[di
     except _Unprocessable as e:
         raise patch_not_applied(str(e)) from None
     except _PatchError as e:
-        raise patch_not_applied(str(e)) from None
+        raise errors.StatusError(422, "Invalid", str(e), {"causes": [
+            {"reason": errors.INVALID, "message": str(e), "field": "patch"}]}) from None
