@@ -57,6 +57,11 @@ def summarize(body: bytes, limit: int = 30) -> str:
     return body[:limit].hex() + (" ..." if len(body) > limit else "")
 
 
+def go_quote(text: str) -> str:
+    """Go's %q of a string (close enough: JSON quoting)."""
+    return orjson.dumps(text).decode()
+
+
 def unrecognized(kind: str, message: str, body: bytes) -> errors.StatusError:
     return errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): {message} "
                               f"({summarize(body)})")

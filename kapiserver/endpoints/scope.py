@@ -50,9 +50,33 @@ class RequestScope:
         values = self.args.get(name.encode())
         return values[0].decode("utf-8", "replace") if values else None
 
+    def arg_values(self, name: str) -> list[str]:
+        return [v.decode("utf-8", "replace") for v in self.args.get(name.encode()) or ()]
+
     @property
     def dry_run(self) -> bool:
-        return bool(self.arg("dryRun"))
+        return bool(self.arg_values("dryRun"))
+
+    def check_write_options(self, options_kind: str, body_dry_run: Any = None) -> None:
+        """Upstream's Validate{Create,Update,Patch,Delete}Options: dryRun only ``All``, a known fieldValidation.
+
+        A request that asks for something else must not be carried out as
+        another request would be (a typo in dryRun must not write): 422 Invalid.
+        """
+        causes: list[errors.Cause] = []
+        dry_run = self.arg_values("dryRun")
+        if isinstance(body_dry_run, list):
+            dry_run = dry_run + [v for v in body_dry_run if isinstance(v, str)]
+        if any(v != "All" for v in dry_run):
+            shown = ", ".join(request_decoder.go_quote(v) for v in dry_run)
+            causes.append(errors.Cause(errors.NOT_SUPPORTED, f'Unsupported value: []string{{{shown}}}: supported '
+                                       f'values: "All"', "dryRun"))
+        mode = self.arg("fieldValidation")
+        if options_kind != "DeleteOptions" and mode not in (None, "", "Ignore", "Strict", "Warn"):
+            causes.append(errors.Cause(errors.NOT_SUPPORTED, f'Unsupported value: {request_decoder.go_quote(mode)}: '
+                                       f'supported values: "", "Ignore", "Strict", "Warn"', "fieldValidation"))
+        if causes:
+            raise errors.invalid(options_kind, "meta.k8s.io", "", causes)
 
     def context(self) -> Context:
         return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings)
@@ -157,6 +181,21 @@ class RequestScope:
             mode, request_decoder.field_problems(unknown, duplicates), body_kind, version, kind))
         return obj
 
+    def decode_delete_options(self) -> dict:
+        """A DELETE body: a DeleteOptions decoded like any object (an empty body is no options)."""
+        body = self.body_bytes()
+        if not body.strip():
+            return {}
+        parsed = request_decoder.parse(body, self.content_type(), "DeleteOptions")
+        obj = parsed.obj
+        if not isinstance(obj, dict) or obj.get("kind") not in (None, "", "DeleteOptions"):
+            request_decoder.check_type_meta(obj, self.rtype, body, "DeleteOptions", "v1", _registered)
+            body_kind = obj.get("kind") if isinstance(obj.get("kind"), str) else ""
+            raise request_decoder.cannot_handle(body_kind, "v1", "DeleteOptions",
+                                                "the body of a delete must be a DeleteOptions object")
+        clean, _, _ = request_decoder.decode_typed(obj, DELETE_OPTIONS, "DeleteOptions", "v1", "DeleteOptions")
+        return clean
+
     def field_validation(self) -> str:
         mode = self.arg("fieldValidation") or "Warn"
         if mode not in ("Strict", "Warn", "Ignore"):
@@ -176,6 +215,9 @@ class RequestScope:
         raw = self.body_bytes() if self.content_type() == codec.JSON else None
         self.warnings.extend(fieldvalidation.check_fields(obj, raw, schema, self.schema_resolver, mode,
                                                           extra_unknown=self.unknown_protobuf_fields))
+
+
+DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
 
 
 def _registered(group: str, version: str, kind: str) -> bool:

@@ -77,6 +77,9 @@ class ListOptions:
         causes = []
         if self.limit < 0:
             causes.append(errors.Cause(errors.INVALID, "must be greater than or equal to 0", "limit"))
+        if self.timeout_seconds is not None and self.timeout_seconds < 0:
+            causes.append(errors.field_invalid("timeoutSeconds", self.timeout_seconds,
+                                               "must be greater than or equal to 0"))
         match = self.resource_version_match
         if match and match not in (NOT_OLDER_THAN, EXACT):
             causes.append(errors.Cause(errors.NOT_SUPPORTED,

@@ -5,6 +5,7 @@ from kapiserver.endpoints.scope import RequestScope, Response
 
 
 async def create(scope: RequestScope) -> Response:
+    scope.check_write_options("CreateOptions")
     obj = scope.decode_object()
     created = await scope.store.create(scope.info.namespace, obj, scope.context())
     return Response(201, created)

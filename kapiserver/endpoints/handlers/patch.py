@@ -66,6 +66,7 @@ def patcher(scope: RequestScope) -> Callable[[Optional[dict]], dict]:
 
 async def patch(scope: RequestScope) -> Response:
     info = scope.info
+    scope.check_write_options("PatchOptions")
     apply = patcher(scope)
     checked = []
 

@@ -90,10 +90,12 @@ async def get_scale(scope: RequestScope) -> Response:
 
 
 async def update_scale(scope: RequestScope) -> Response:
+    scope.check_write_options("UpdateOptions")
     body = scope.decode_object(SCALE_DEFINITION, "Scale", SCALE_API_VERSION)
     return await _update(scope, lambda current: body)
 
 
 async def patch_scale(scope: RequestScope) -> Response:
+    scope.check_write_options("PatchOptions")
     apply = patcher(scope)
     return await _update(scope, lambda current: apply(to_scale(scope.rtype, current)))
