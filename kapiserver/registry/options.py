@@ -159,6 +159,8 @@ class DeleteOptions:
     propagation_policy: str = ""
     orphan_dependents: Optional[bool] = None
     dry_run: bool = False
+    # delete a stored object that cannot be decoded, without reading it (upstream's unsafe deletion)
+    ignore_store_read_error: bool = False
     raw: dict = field(default_factory=dict)
 
     @classmethod
@@ -172,6 +174,8 @@ class DeleteOptions:
             propagation_policy=body.get("propagationPolicy") or _arg(args, "propagationPolicy") or "",
             orphan_dependents=body.get("orphanDependents"),
             dry_run=bool(body.get("dryRun")) or bool(_arg(args, "dryRun")),
+            ignore_store_read_error=bool(body.get("ignoreStoreReadErrorWithClusterBreakingPotential"))
+            or _bool_arg(args, "ignoreStoreReadErrorWithClusterBreakingPotential"),
             raw=body,
         )
         if opts.propagation_policy and opts.propagation_policy not in PROPAGATION_POLICIES:

@@ -319,3 +319,49 @@ class ListStaysHealthyTests(ServerTestCase):
             r = await self.client.get(CM, headers={"Accept": accept})
             self.assertEqual(r.code, 200, (accept, r.raw[:200]))
         self.assertEqual(json.loads((await self.client.get(CM)).raw)["kind"], "ConfigMapList")
+
+
+class CorruptObjectTests(ServerTestCase):
+    """One undecodable stored value fails reads of that object only; the kind stays listable and watchable."""
+
+    async def store_raw(self, name: str, value: bytes) -> str:
+        store = self.server.api.store("", "v1", "configmaps")
+        key = store.rtype.storage_key("default", name)
+        await store.storage.create(key, value)
+        return key
+
+    @run
+    async def test_corrupt_object(self):
+        self.assertEqual((await self.client.post(CM, cm("good", data={"a": "b"}))).code, 201)
+        key = await self.store_raw("bad", b'{"metadata": {"name": "bad"')
+        await self.store_raw("weird", b'["not", "an", "object"]')
+        r = await self.client.get(CM + "/bad")
+        self.assertEqual(r.code, 500)
+        self.assertEqual(r.body["reason"], "InternalError")
+        self.assertIn(f"StorageError: corrupt object, Code: 7, Key: {key}", r.body["message"])
+        for accept in ("application/json", "application/yaml", "application/json;as=Table;v=v1;g=meta.k8s.io",
+                       "application/vnd.kubernetes.protobuf"):
+            listed = await self.client.get(CM, headers={"Accept": accept})
+            self.assertEqual(listed.code, 200, accept)
+        listed = await self.client.get(CM)
+        names = [i["metadata"]["name"] for i in listed.body["items"]]
+        self.assertIn("good", names)
+        self.assertNotIn("bad", names)
+        warnings = listed.headers.getRawHeaders("warning")
+        self.assertEqual(len(warnings), 2)
+        self.assertIn(key, warnings[0])
+        # a watch from the start sees the readable object and goes on
+        watch = await self.client.get(CM + "?watch=true&timeoutSeconds=1")
+        self.assertEqual(watch.code, 200)
+        self.assertIn(b'"name":"good"', watch.raw)
+        # an ordinary delete must read the object: it fails; the unsafe one removes it
+        self.assertEqual((await self.client.delete(CM + "/bad")).code, 500)
+        r = await self.client.delete(CM + "/bad?ignoreStoreReadErrorWithClusterBreakingPotential=true")
+        self.assertEqual(r.code, 200, r.raw)
+        self.assertEqual((await self.client.get(CM + "/bad")).code, 404)
+        r = await self.client.delete(CM + "/weird", {"kind": "DeleteOptions", "apiVersion": "v1",
+                                                     "ignoreStoreReadErrorWithClusterBreakingPotential": True})
+        self.assertEqual(r.code, 200, r.raw)
+        listed = await self.client.get(CM)
+        self.assertIsNone(listed.headers.getRawHeaders("warning"))
+        self.flushLoggedErrors()
