@@ -34,9 +34,12 @@ def _int_arg(args: dict, name: str) -> Optional[int]:
     if value is None or value == "":
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise errors.bad_request(f"invalid value for {name}: {value!r}: must be an integer") from None
+    if not -(1 << 63) <= number < (1 << 63):  # the Go field is an int64
+        raise errors.bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": value out of range')
+    return number
 
 
 @dataclass
