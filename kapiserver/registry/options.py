@@ -125,7 +125,7 @@ def parse_resource_version(value: str) -> int:
         rv = int(value)
     except ValueError:
         raise errors.bad_request(f'invalid resource version "{value}"') from None
-    if rv < 0:
+    if rv < 0 or rv >= 1 << 64:  # a uint64, as upstream parses it
         raise errors.bad_request(f'invalid resource version "{value}"')
     return rv
 
