@@ -107,12 +107,13 @@ class Client:
         self.timeout = timeout
         self.conn: Optional[http.client.HTTPSConnection] = None
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+    def request(self, method: str, path: str, body: Any = None, accept: str = "application/json",
+                content_type: str = "application/json") -> tuple[int, bytes]:
         """Send one request; reconnects once if the kept-alive connection was closed."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         for attempt in (0, 1):
             if self.conn is None:
                 self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=self.timeout)

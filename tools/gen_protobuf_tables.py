@@ -3,18 +3,21 @@
 Kubernetes numbers every field of its API types in ``generated.proto`` and
 says in ``types.go`` how Go encodes each one as JSON (its name, ``omitempty``,
 pointer or not, inlined).  The protobuf codec (machinery/protobuf.py) needs
-both facts; this script reads them from k8s.io/api and k8s.io/apimachinery
-checkouts and writes one table per message, for every message reachable from
-the kinds listed in KINDS.  Hand-written tables in machinery/protobuf_types.py
-(meta/v1 and the first kinds) are not generated again.
+both facts; this script reads them from the Go modules that define the
+built-in kinds (k8s.io/api, k8s.io/apimachinery, k8s.io/apiextensions-apiserver,
+k8s.io/kube-aggregator) and writes one table per message, for every message
+reachable from the kinds listed in KINDS.  Hand-written tables in
+machinery/protobuf_types.py (meta/v1 and the first kinds) are not generated
+again.  A kind whose messages cannot all be described fails the run.
 
-    python3 tools/gen_protobuf_tables.py --api <k8s.io/api git dir> \\
-        --apimachinery <k8s.io/apimachinery git dir>
+    python3 tools/gen_protobuf_tables.py --mirrors /work/.mirror
 
-(the tag defaults to kapiserver.kube_version.API_MODULE_TAG, the version we emulate)
-
-(``fetch github:kubernetes/api`` brings a bare git copy; files are read with
-``git show <tag>:<path>``.)
+reads bare git copies ``<mirrors>/kubernetes+<module>/repo`` (what
+``fetch github:kubernetes/<module>`` brings; files are read with
+``git show <tag>:<path>``); ``--api``, ``--apimachinery``,
+``--apiextensions-apiserver`` and ``--kube-aggregator`` name them one by one.
+The tag defaults to kapiserver.kube_version.API_MODULE_TAG, the version we
+emulate (the staging modules are tagged together).
 """
 from __future__ import annotations
 
@@ -32,28 +35,39 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from kapiserver import kube_version  # noqa: E402
 from kapiserver.machinery.protobuf_types import MESSAGES as HAND_WRITTEN  # noqa: E402  (not generated again)
 
-# api package directory -> (group, version)
+MODULES = ("api", "apimachinery", "apiextensions-apiserver", "kube-aggregator")
+
+# package directory -> (module, group, version); the group is "" for packages without kinds of their own
 PACKAGES = {
-    "core/v1": ("", "v1"), "apps/v1": ("apps", "v1"), "batch/v1": ("batch", "v1"),
-    "rbac/v1": ("rbac.authorization.k8s.io", "v1"), "networking/v1": ("networking.k8s.io", "v1"),
-    "policy/v1": ("policy", "v1"), "storage/v1": ("storage.k8s.io", "v1"),
-    "scheduling/v1": ("scheduling.k8s.io", "v1"), "discovery/v1": ("discovery.k8s.io", "v1"),
-    "autoscaling/v2": ("autoscaling", "v2"), "autoscaling/v1": ("autoscaling", "v1"),
-    "authorization/v1": ("authorization.k8s.io", "v1"),
-    "authentication/v1": ("authentication.k8s.io", "v1"),
+    "core/v1": ("api", "", "v1"), "apps/v1": ("api", "apps", "v1"), "batch/v1": ("api", "batch", "v1"),
+    "rbac/v1": ("api", "rbac.authorization.k8s.io", "v1"),
+    "networking/v1": ("api", "networking.k8s.io", "v1"),
+    "policy/v1": ("api", "policy", "v1"), "storage/v1": ("api", "storage.k8s.io", "v1"),
+    "scheduling/v1": ("api", "scheduling.k8s.io", "v1"), "discovery/v1": ("api", "discovery.k8s.io", "v1"),
+    "autoscaling/v2": ("api", "autoscaling", "v2"), "autoscaling/v1": ("api", "autoscaling", "v1"),
+    "authorization/v1": ("api", "authorization.k8s.io", "v1"),
+    "authentication/v1": ("api", "authentication.k8s.io", "v1"),
+    "admissionregistration/v1": ("api", "admissionregistration.k8s.io", "v1"),
+    "flowcontrol/v1": ("api", "flowcontrol.apiserver.k8s.io", "v1"),
+    "certificates/v1": ("api", "certificates.k8s.io", "v1"),
+    "node/v1": ("api", "node.k8s.io", "v1"),
+    "pkg/apis/apiextensions/v1": ("apiextensions-apiserver", "apiextensions.k8s.io", "v1"),
+    "pkg/apis/apiregistration/v1": ("kube-aggregator", "apiregistration.k8s.io", "v1"),
+    "pkg/apis/meta/v1": ("apimachinery", "meta.k8s.io", "v1"),
+    "pkg/apis/meta/v1beta1": ("apimachinery", "meta.k8s.io", "v1beta1"),
+    "pkg/runtime": ("apimachinery", "", ""),
 }
-META = "pkg/apis/meta/v1"
 
 # Top-level kinds to generate (their List kinds are added when the package has them).
 KINDS = {
     "core/v1": ["Pod", "Service", "Endpoints", "PersistentVolumeClaim", "PersistentVolume", "Node", "PodTemplate",
                 "ReplicationController", "ResourceQuota", "LimitRange", "Binding"],
-    "apps/v1": ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"],
+    "apps/v1": ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ControllerRevision"],
     "batch/v1": ["Job", "CronJob"],
     "rbac/v1": ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"],
     "networking/v1": ["Ingress", "IngressClass", "NetworkPolicy"],
     "policy/v1": ["PodDisruptionBudget", "Eviction"],
-    "storage/v1": ["StorageClass", "CSIDriver"],
+    "storage/v1": ["StorageClass", "CSIDriver", "CSINode", "CSIStorageCapacity", "VolumeAttachment"],
     "scheduling/v1": ["PriorityClass"],
     "discovery/v1": ["EndpointSlice"],
     "autoscaling/v2": ["HorizontalPodAutoscaler"],
@@ -61,7 +75,18 @@ KINDS = {
     "authorization/v1": ["SelfSubjectAccessReview", "SubjectAccessReview", "LocalSubjectAccessReview",
                          "SelfSubjectRulesReview"],
     "authentication/v1": ["SelfSubjectReview", "TokenRequest", "TokenReview"],
+    "admissionregistration/v1": ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                                 "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"],
+    "flowcontrol/v1": ["FlowSchema", "PriorityLevelConfiguration"],
+    "certificates/v1": ["CertificateSigningRequest"],
+    "node/v1": ["RuntimeClass"],
+    "pkg/apis/apiextensions/v1": ["CustomResourceDefinition"],
+    "pkg/apis/apiregistration/v1": ["APIService"],
+    # PartialObjectMetadata answers (metadata informers); v1's kinds are hand-written tables
+    "pkg/apis/meta/v1beta1": ["PartialObjectMetadataList"],
 }
+# Messages the codec needs that no kind above reaches (the frame of a protobuf watch).
+EXTRA_MESSAGES = {"pkg/apis/meta/v1": ["WatchEvent"]}
 
 # proto types with a special JSON form -> the codec's field kind
 SPECIAL = {
@@ -71,11 +96,14 @@ SPECIAL = {
     ".k8s.io.apimachinery.pkg.util.intstr.IntOrString": "INT_OR_STRING",
     ".k8s.io.apimachinery.pkg.api.resource.Quantity": "QUANTITY",
 }
-SCALARS = {"string": "STRING", "bool": "BOOL", "int32": "INT32", "int64": "INT64", "bytes": "BYTES"}
+SCALARS = {"string": "STRING", "bool": "BOOL", "int32": "INT32", "int64": "INT64", "bytes": "BYTES",
+           "double": "DOUBLE"}
 MAPS = {"string": "MAP_STRING", "bytes": "MAP_BYTES", ".k8s.io.apimachinery.pkg.api.resource.Quantity": "MAP_QUANTITY",
         ".k8s.io.apimachinery.pkg.apis.meta.v1.Time": "MAP_TIME",
-        # authentication's and authorization's ExtraValue: a message wrapping a string list
+        # authentication's, authorization's and certificates' ExtraValue: a message wrapping a string list
         "ExtraValue": "MAP_STRING_LIST"}
+# any other map value that is a message: MAP_MESSAGE (JSONSchemaProps' properties)
+KIND_NAMES = sorted(set(SPECIAL.values()) | set(SCALARS.values()) | set(MAPS.values()) | {"MAP_MESSAGE"})
 
 
 @dataclass
@@ -94,11 +122,12 @@ class GoField:
     omitempty: bool
     omitzero: bool
     inline: bool
+    order: int = 0  # position in the Go struct: JSON key order
 
 
 @dataclass
 class Message:
-    package: str  # short name prefix: "core", "autoscaling.v2", "meta"
+    package: str  # short name prefix: "core", "autoscaling.v2", "meta", "runtime"
     name: str
     fields: list[ProtoField] = field(default_factory=list)
 
@@ -108,10 +137,25 @@ def git_show(repo: str, tag: str, path: str) -> str:
                           text=True).stdout
 
 
+def git_ls(repo: str, tag: str, directory: str) -> list[str]:
+    out = subprocess.run(["git", "-C", repo, "ls-tree", "--name-only", f"{tag}:{directory}"], check=True,
+                         capture_output=True, text=True).stdout
+    return out.split()
+
+
+def go_sources(names: list[str]) -> list[str]:
+    """The hand-written Go files of a package (where the JSON tags are)."""
+    return sorted(n for n in names if n.endswith(".go") and not n.endswith("_test.go")
+                  and not n.startswith("zz_generated") and "generated" not in n)
+
+
 def short_package(proto_package: str) -> str:
-    """``k8s.io.api.apps.v1`` -> ``apps``; ``k8s.io.api.autoscaling.v2`` -> ``autoscaling.v2``."""
+    """``k8s.io.api.apps.v1`` -> ``apps``; ``k8s.io.api.autoscaling.v2`` -> ``autoscaling.v2``;
+    ``k8s.io.apimachinery.pkg.runtime`` -> ``runtime``."""
     parts = proto_package.split(".")
     group, version = parts[-2], parts[-1]
+    if not re.fullmatch(r"v\d+((alpha|beta)\d+)?", version):
+        return version
     return group if version == "v1" else f"{group}.{version}"
 
 
@@ -140,11 +184,14 @@ _STRUCT = re.compile(r"^type (\w+) struct \{(.*?)^\}", re.S | re.M)
 _GO_FIELD = re.compile(r"^\s*(?:(\w+)\s+)?(\*?[\w.\[\]*]+)\s+`([^`]*)`", re.M)
 
 
-def parse_go(text: str) -> dict[str, dict[str, GoField]]:
-    """struct name -> proto field name -> how Go writes it as JSON."""
-    structs: dict[str, dict[str, GoField]] = {}
+def parse_go(text: str) -> dict[str, dict[int, GoField]]:
+    """struct name -> proto field number -> how Go writes it as JSON.
+
+    Keyed by number: an embedded struct's tag may carry no ``name=``
+    (EphemeralContainer's ``protobuf:"bytes,1,req"``)."""
+    structs: dict[str, dict[int, GoField]] = {}
     for m in _STRUCT.finditer(text):
-        fields: dict[str, GoField] = {}
+        fields: dict[int, GoField] = {}
         for line in m.group(2).splitlines():
             if line.strip().startswith("//"):
                 continue
@@ -152,109 +199,137 @@ def parse_go(text: str) -> dict[str, dict[str, GoField]]:
             if not f:
                 continue
             tags = dict(re.findall(r'(\w+):"([^"]*)"', f.group(3)))
-            proto = tags.get("protobuf", "")
-            name = re.search(r"name=(\w+)", proto)
-            if not name:
+            number = re.match(r"\w+,(\d+),", tags.get("protobuf", ""))
+            if not number:
                 continue
             json_parts = tags.get("json", "").split(",")
-            fields[name.group(1)] = GoField(json_name=json_parts[0], pointer=f.group(2).startswith("*"),
+            fields[int(number.group(1))] = GoField(json_name=json_parts[0], pointer=f.group(2).startswith("*"),
                                             omitempty="omitempty" in json_parts[1:],
                                             omitzero="omitzero" in json_parts[1:],
-                                            inline="inline" in json_parts[1:])
+                                            inline="inline" in json_parts[1:], order=len(fields))
         structs[m.group(1)] = fields
     return structs
 
 
-def generate(args: argparse.Namespace) -> str:
-    protos: dict[str, dict[str, Message]] = {}  # proto package -> messages
-    go: dict[str, dict[str, dict[str, GoField]]] = {}
-    for directory in list(PACKAGES) + [META]:
-        repo = args.apimachinery if directory == META else args.api
-        tag = args.apimachinery_tag or args.tag if directory == META else args.tag
-        package, messages = parse_proto(git_show(repo, tag, f"{directory}/generated.proto"))
+def read_sources(args: argparse.Namespace) -> tuple[dict[str, dict[str, Message]], dict[str, dict]]:
+    """proto package -> messages, and proto package -> Go structs, for every package in PACKAGES."""
+    protos: dict[str, dict[str, Message]] = {}
+    go: dict[str, dict[str, dict[int, GoField]]] = {}
+    for directory, (module, _, _) in PACKAGES.items():
+        repo = repo_of(args, module)
+        package, messages = parse_proto(git_show(repo, args.tag, f"{directory}/generated.proto"))
         protos[package] = messages
-        go[package] = parse_go(git_show(repo, tag, f"{directory}/types.go"))
+        structs: dict[str, dict[int, GoField]] = {}
+        for name in go_sources(git_ls(repo, args.tag, directory)):
+            structs.update(parse_go(git_show(repo, args.tag, f"{directory}/{name}")))
+        go[package] = structs
+    return protos, go
+
+
+def repo_of(args: argparse.Namespace, module: str) -> str:
+    given = getattr(args, module.replace("-", "_"))
+    if given:
+        return given
+    if args.mirrors:
+        return os.path.join(args.mirrors, f"kubernetes+{module}", "repo")
+    raise SystemExit(f"no git copy of k8s.io/{module}: pass --mirrors or --{module}")
+
+
+class Unsupported(Exception):
+    """A message has a field the codec cannot describe."""
+
+
+def generate(args: argparse.Namespace) -> str:
+    protos, go = read_sources(args)
     tables: dict[str, list[str]] = {}
-    unsupported: set[str] = set()
 
     def resolve(type_name: str, package: str) -> tuple[str, str]:
-        if type_name in SPECIAL:
-            return SPECIAL[type_name], ""
         if type_name in SCALARS:
             return SCALARS[type_name], ""
+        # meta/v1's own messages name Time and MicroTime without their package
+        qualified = type_name if type_name.startswith(".") else f".{package}.{type_name}"
+        if qualified in SPECIAL:
+            return SPECIAL[qualified], ""
         if type_name.startswith("."):
             pkg, _, msg = type_name[1:].rpartition(".")
         else:
             pkg, msg = package, type_name
         if pkg not in protos or msg not in protos[pkg]:
-            return "", ""
+            raise Unsupported(f"{type_name} (not in the packages read)")
         return "MESSAGE", visit(pkg, msg)
 
     def visit(package: str, name: str) -> str:
         msg = protos[package][name]
         full = f"{msg.package}.{name}"
-        if full in tables or full in unsupported or full in HAND_WRITTEN:
+        if full in tables or full in HAND_WRITTEN:
             return full
         tables[full] = []  # placeholder: recursive types
         lines = []
         struct = go[package].get(name, {})
-        for f in sorted(msg.fields, key=lambda f: f.number):
-            info = struct.get(f.name) or GoField(f.name, False, True, False, False)
+        unknown_order = len(struct)
+        # JSON key order is the Go struct's; fields Go does not tag go last, by number
+        ordered = sorted(msg.fields, key=lambda f: (struct[f.number].order if f.number in struct else unknown_order,
+                                                    f.number))
+        for f in ordered:
+            info = struct.get(f.number) or GoField(f.name, False, True, False, False)
+            # no JSON name: inlined (named for readability), or inside a type with its own JSON
+            # form (RawExtension's json:"-" bytes): the proto name
+            json_name = f.name if info.json_name in ("", "-") else info.json_name
             if f.type == "map":
                 kind = MAPS.get(f.map_value)
                 if kind is None:
-                    unsupported.add(full)
-                    break
-                lines.append(f'_f("{info.json_name}", {f.number}, {kind}{_flags(info, False)}),')
+                    value_kind, sub = resolve(f.map_value, package)
+                    if value_kind != "MESSAGE":
+                        raise Unsupported(f"{full}.{f.name}: map of {f.map_value}")
+                    lines.append(f'_f("{json_name}", {f.number}, MAP_MESSAGE, message="{sub}"'
+                                 f'{_flags(info, False)}),')
+                    continue
+                lines.append(f'_f("{json_name}", {f.number}, {kind}{_flags(info, False)}),')
                 continue
             kind, sub = resolve(f.type, package)
-            if not kind or sub in unsupported:
-                unsupported.add(full)
-                break
             if kind == "MESSAGE":
-                lines.append(f'_msg("{info.json_name or f.name}", {f.number}, "{sub}"{_flags(info, f.repeated)}),')
+                lines.append(f'_msg("{json_name}", {f.number}, "{sub}"{_flags(info, f.repeated)}),')
             else:
-                lines.append(f'_f("{info.json_name}", {f.number}, {kind}{_flags(info, f.repeated)}),')
-        if full in unsupported:
-            del tables[full]
-        else:
-            tables[full] = lines
+                lines.append(f'_f("{json_name}", {f.number}, {kind}{_flags(info, f.repeated)}),')
+        tables[full] = lines
         return full
 
+    def package_of(directory: str) -> str:
+        return next(p for p in protos if p.endswith("." + directory.replace("/", ".")))
+
     kinds: list[tuple[str, str, str, str]] = []
+    failed: list[str] = []
     for directory, names in KINDS.items():
-        group, version = PACKAGES[directory]
-        package = next(p for p in protos if p.endswith("." + directory.replace("/", ".")))
+        _, group, version = PACKAGES[directory]
+        package = package_of(directory)
         for kind in names:
+            if kind not in protos[package]:
+                failed.append(f"{directory} {kind}: no such message")
+                continue
             for candidate in (kind, kind + "List"):
                 if candidate in protos[package]:
-                    full = visit(package, candidate)
-                    if full not in unsupported:
-                        kinds.append((group, version, candidate, full))
-    # a message that reaches an unsupported one is unsupported too
-    changed = True
-    while changed:
-        changed = False
-        for full, lines in list(tables.items()):
-            if any(f'"{u}"' in line for u in unsupported for line in lines):
-                unsupported.add(full)
-                del tables[full]
-                changed = True
-    kinds = [k for k in kinds if k[3] in tables]
+                    try:
+                        kinds.append((group, version, candidate, visit(package, candidate)))
+                    except Unsupported as e:
+                        failed.append(f"{directory} {candidate}: {e}")
+    for directory, names in EXTRA_MESSAGES.items():
+        for name in names:
+            visit(package_of(directory), name)
+    if failed:
+        raise SystemExit("cannot describe: " + "; ".join(failed))
 
-    out = [f'"""Generated by tools/gen_protobuf_tables.py from k8s.io/api {args.tag}: do not edit.',
+    out = [f'"""Generated by tools/gen_protobuf_tables.py from the Kubernetes Go modules at {args.tag}: do not edit.',
            "",
            "Field tables (see machinery/protobuf_types.Field) of the messages of the",
            "built-in kinds below and everything they reach.  Regenerate with the command",
            'in the script\'s docstring."""',
-           "from kapiserver.machinery.protobuf_types import (BOOL, BYTES, FIELDS_V1, INT32, INT64, INT_OR_STRING,"
-           " MAP_BYTES,",
-           "                                                 MAP_QUANTITY, MAP_STRING, MAP_STRING_LIST, MAP_TIME,"
-           " MICRO_TIME,",
-           "                                                 QUANTITY, STRING, TIME, _f,",
-           "                                                 _msg)",
+           "from kapiserver.machinery.protobuf_types import (  # noqa: F401  (not every kind is used)",
+           *[f"    {name}," for name in KIND_NAMES],
+           "    _f,",
+           "    _msg,",
+           ")",
            "",
-           "# the k8s.io/api tag these tables were generated from (a test checks it is kube_version's)",
+           "# the module tag these tables were generated from (a test checks it is kube_version's)",
            f'API_MODULE_TAG = "{args.tag}"',
            "",
            "MESSAGES = {"]
@@ -268,7 +343,7 @@ def generate(args: argparse.Namespace) -> str:
     for group, version, kind, full in kinds:
         out.append(f'    ("{group}", "{version}", "{kind}"): "{full}",')
     out.append("}")
-    print(f"{len(tables)} messages, {len(kinds)} kinds; left out: {sorted(unsupported)}", file=sys.stderr)
+    print(f"{len(tables)} messages, {len(kinds)} kinds", file=sys.stderr)
     return "\n".join(out) + "\n"
 
 
@@ -289,14 +364,15 @@ def _flags(info: GoField, repeated: bool) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--api", required=True, help="git dir of k8s.io/api")
-    parser.add_argument("--apimachinery", required=True, help="git dir of k8s.io/apimachinery")
+    parser.add_argument("--mirrors", default="", help="folder of kubernetes+<module>/repo bare git copies")
+    for module in MODULES:
+        parser.add_argument(f"--{module}", default="", help=f"git dir of k8s.io/{module}")
     parser.add_argument("--tag", default=kube_version.API_MODULE_TAG)
-    parser.add_argument("--apimachinery-tag", default="")
     parser.add_argument("--output", default=OUTPUT)
     args = parser.parse_args()
+    text = generate(args)
     with open(args.output, "w") as f:
-        f.write(generate(args))
+        f.write(text)
 
 
 if __name__ == "__main__":

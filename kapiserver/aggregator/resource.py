@@ -6,6 +6,7 @@ to the kube API resource.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from twisted.web import resource
@@ -15,12 +16,18 @@ from kapiserver.endpoints.groups_resource import DelegatingResource
 from kapiserver.registry.resource_type import ResourceType
 
 
-class AggregatorResource(DelegatingResource):
-    def __init__(self, all_types: Callable[[], list[ResourceType]], delegate: resource.Resource) -> None:
-        super().__init__(delegate)
-        self.apis = discovery_endpoints.groups_root(all_types)
+@dataclass(frozen=True)
+class AggregatorDeps:
+    # every served resource type, built-in and custom, for the merged discovery
+    all_types: Callable[[], list[ResourceType]]
 
-    def own(self, request) -> resource.Resource | None:
-        if request.request_info.parts == ["apis"]:
+
+class AggregatorResource(DelegatingResource):
+    def __init__(self, deps: AggregatorDeps, delegate: resource.Resource) -> None:
+        super().__init__(delegate)
+        self.apis = discovery_endpoints.groups_root(deps.all_types)
+
+    def own(self, parts: list[str]) -> resource.Resource | None:
+        if parts == ["apis"]:
             return self.apis
         return None

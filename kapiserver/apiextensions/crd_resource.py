@@ -6,26 +6,36 @@ misleading 404; past it, everything unmatched is a 404 Status.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 from twisted.web import resource
 
 from kapiserver.endpoints import static
+from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.groups_resource import APIGroupsResource
 from kapiserver.machinery import errors
 
 
+@dataclass(frozen=True)
+class CRDAPIDeps:
+    # the groups of Established CRDs (the apiextensions server keeps it current)
+    groups: APIGroupSet
+    endpoints: EndpointDeps
+    # False while the CRDs stored at startup are still being installed
+    synced: Callable[[], bool]
+
+
 class CRDResource(APIGroupsResource):
-    def __init__(self, groups: APIGroupSet, state: Any, synced: Callable[[], bool]) -> None:
-        super().__init__(groups, state, static.not_found())
-        self.synced = synced
+    def __init__(self, deps: CRDAPIDeps) -> None:
+        super().__init__(deps.groups, deps.endpoints, static.not_found())
+        self.synced = deps.synced
         self.unsynced = static.StatusEndpoint(errors.service_unavailable(
             "the server is not ready to serve custom resources yet: the CustomResourceDefinitions "
             "are still being installed"))
 
-    def own(self, request) -> resource.Resource | None:
-        parts = request.request_info.parts
+    def own(self, parts: list[str]) -> resource.Resource | None:
         owned = self.own_named_group(parts)
         if owned is not None:
             return owned

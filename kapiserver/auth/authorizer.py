@@ -1,17 +1,19 @@
 """Who may do what: the one authorizer every request and every access review asks.
 
-kapiserver has no RBAC enforcement yet, so the authorizer allows every
-authenticated request (upstream's AlwaysAllow mode).  Requests are filtered
-by it (``APIServer.authorize``) and the access-review APIs
-(``kubectl auth can-i``) answer from it, so the two can never disagree; an
-RBAC authorizer will replace this class behind the same two methods.
+Requests are filtered by it (the authorization filter) and the access-review
+APIs (``kubectl auth can-i``) answer from it, so the two can never disagree.
+An authorizer may decide at once or through a Deferred (a webhook);
+:func:`decide` awaits either.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Protocol, Union
+
+from twisted.internet import defer
 
 from kapiserver.auth.user import UserInfo
+from kapiserver.machinery import errors
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,36 @@ class Rules:
     resource_rules: list[dict] = field(default_factory=list)
     non_resource_rules: list[dict] = field(default_factory=list)
     incomplete: bool = False
+
+
+class Authorizer(Protocol):
+    def authorize(self, user: Optional[UserInfo], attributes: Attributes) -> Union[Decision, "defer.Deferred[Decision]"]:
+        ...
+
+    def rules_for(self, user: Optional[UserInfo], namespace: str) -> Rules: ...
+
+
+def forbidden(user: Optional[UserInfo], attributes: Attributes, reason: str = "") -> errors.StatusError:
+    """The 403 for a denied request, worded as upstream's responsewriters.Forbidden."""
+    name = user.name if user is not None else ""
+    if not attributes.resource_request:
+        message = f'User "{name}" cannot {attributes.verb} path "{attributes.path}"'
+    else:
+        resource = attributes.resource + (f"/{attributes.subresource}" if attributes.subresource else "")
+        where = (f'in the namespace "{attributes.namespace}"' if attributes.namespace else "at the cluster scope")
+        message = (f'User "{name}" cannot {attributes.verb} resource "{resource}" in API group '
+                   f'"{attributes.api_group}" {where}')
+    if reason:
+        message = f"{message}: {reason}"
+    return errors.forbidden(attributes.resource, attributes.api_group, attributes.name, message)
+
+
+async def decide(authorizer: Authorizer, user: Optional[UserInfo], attributes: Attributes) -> Decision:
+    """The authorizer's decision, whether it answers at once or later."""
+    decision = authorizer.authorize(user, attributes)
+    if isinstance(decision, defer.Deferred):
+        return await decision
+    return decision
 
 
 class AlwaysAllow:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from kapiserver.auth.authorizer import Attributes
+from kapiserver.auth.authorizer import Attributes, Authorizer, decide, forbidden
 from kapiserver.auth.user import ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP, UserInfo
 from kapiserver.machinery import errors
 
@@ -24,7 +24,12 @@ EXTRA_PREFIX = b"impersonate-extra-"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 
-def apply(request: Any, user: UserInfo, authorizer: Any) -> UserInfo:
+def requested(request: Any) -> bool:
+    """Whether the request carries any ``Impersonate-*`` header."""
+    return any(key.lower().startswith(b"impersonate-") for key, _ in request.requestHeaders.getAllRawHeaders())
+
+
+async def impersonate(request: Any, user: UserInfo, authorizer: Authorizer) -> UserInfo:
     """The user the request acts as: ``user`` itself, or whom it may impersonate (else 403)."""
     headers = request.requestHeaders
     name = _one(headers.getRawHeaders(USER_HEADER))
@@ -40,26 +45,26 @@ def apply(request: Any, user: UserInfo, authorizer: Any) -> UserInfo:
             raise errors.bad_request("requested impersonation of groups, extra or uid without impersonating a user")
         return user
 
-    def check(resource: str, value: str, group: str = "", subresource: str = "") -> None:
+    async def check(resource: str, value: str, group: str = "", subresource: str = "", namespace: str = "") -> None:
         attributes = Attributes(verb="impersonate", api_group=group, resource=resource, subresource=subresource,
-                                name=value)
-        if not authorizer.authorize(user, attributes).allowed:
-            raise errors.forbidden(resource, group, value, f'User "{user.name}" cannot impersonate resource '
-                                   f'"{resource}" in API group "{group}" at the cluster scope')
+                                name=value, namespace=namespace)
+        decision = await decide(authorizer, user, attributes)
+        if not decision.allowed:
+            raise forbidden(user, attributes, decision.reason)
 
     if name.startswith(SERVICE_ACCOUNT_PREFIX) and name.count(":") == 3:
         namespace, account = name[len(SERVICE_ACCOUNT_PREFIX):].split(":")
-        check("serviceaccounts", account)
+        await check("serviceaccounts", account, namespace=namespace)
         groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", *groups]
     else:
-        check("users", name)
+        await check("users", name)
     for group in groups:
-        check("groups", group)
+        await check("groups", group)
     if uid is not None:
-        check("uids", uid, "authentication.k8s.io")
+        await check("uids", uid, "authentication.k8s.io")
     for key, values in extra.items():
         for value in values:
-            check("userextras", value, "authentication.k8s.io", key)
+            await check("userextras", value, "authentication.k8s.io", key)
     implied = UNAUTHENTICATED_GROUP if name == ANONYMOUS_USER else AUTHENTICATED_GROUP
     if implied not in groups:
         groups.append(implied)

@@ -6,12 +6,12 @@ next link, like kube-apiserver's DelegationTarget chain.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.web import resource
 
 from kapiserver.endpoints import discovery_endpoints, static
+from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.rest import RESTEndpoint
 
 
@@ -22,11 +22,12 @@ class DelegatingResource(resource.Resource):
         super().__init__()
         self.delegate = delegate
 
-    def own(self, request) -> resource.Resource | None:
+    def own(self, parts: list[str]) -> resource.Resource | None:
+        """The resource answering the request for path ``parts`` if this link owns it."""
         raise NotImplementedError
 
     def getChildWithDefault(self, path: bytes, request) -> resource.Resource:
-        owned = self.own(request)
+        owned = self.own(context_of(request).require_info().parts)
         if owned is not None:
             return owned
         if self.delegate.isLeaf:  # the end of the chain answers everything itself
@@ -38,10 +39,10 @@ class DelegatingResource(resource.Resource):
 
 
 class APIGroupsResource(DelegatingResource):
-    def __init__(self, groups: APIGroupSet, state: Any, delegate: resource.Resource) -> None:
+    def __init__(self, groups: APIGroupSet, endpoints: EndpointDeps, delegate: resource.Resource) -> None:
         super().__init__(delegate)
         self.groups = groups
-        self.rest = RESTEndpoint(groups, state)
+        self.rest = RESTEndpoint(groups, endpoints)
 
     def own_named_group(self, parts: list[str]) -> resource.Resource | None:
         """``/apis/<group>[/<version>[/...]]`` for a group in this set."""

@@ -1,7 +1,8 @@
 """Content negotiation: which encoding and which object shape to answer with.
 
-Clients ask for a media type (JSON, YAML, or protobuf for the kinds that have a
-protobuf field table: see ``MediaTarget.prefer_protobuf``) and,
+Clients ask for a media type (JSON, YAML, or protobuf for built-in kinds: see
+``MediaTarget.prefer_protobuf``; custom resources are never protobuf, but their
+errors and PartialObjectMetadata are, as upstream) and,
 through ``as``/``g``/``v`` parameters, for a different shape of the object:
 ``Table``, ``PartialObjectMetadata(List)`` (meta.k8s.io) or aggregated
 discovery (``APIGroupDiscoveryList`` of apidiscovery.k8s.io).
@@ -24,16 +25,25 @@ class MediaTarget:
     as_kind: str = ""  # "" = the object itself
     group: str = ""
     version: str = ""
-    # The client listed protobuf first: a plain object whose kind has a protobuf
-    # table is answered in protobuf; everything else (Tables, watches, kinds
-    # without a table, errors) in ``media_type``.
+    # The client listed protobuf first: a plain object (or PartialObjectMetadata)
+    # whose kind has a protobuf table is answered in protobuf, watches as
+    # protobuf frames; everything else (Tables, kinds without a table) in
+    # ``media_type``.
     prefer_protobuf: bool = False
+    # Status answers (errors, delete results) in protobuf: protobuf came first
+    # in Accept, even where objects cannot be protobuf (custom resources).
+    status_protobuf: bool = False
 
     @property
     def content_type(self) -> str:
         if not self.as_kind:
             return self.media_type
         return f"{self.media_type};as={self.as_kind};g={self.group};v={self.version}"
+
+    def for_status(self) -> "MediaTarget":
+        """The target of a Status answer: same encodings, never another shape."""
+        return MediaTarget(self.media_type, prefer_protobuf=self.prefer_protobuf or self.status_protobuf,
+                           status_protobuf=self.status_protobuf)
 
 
 @dataclass(frozen=True)
@@ -63,37 +73,50 @@ def _parse_accept(header: str) -> list[_Clause]:
     return sorted(clauses, key=lambda c: -c.q)
 
 
-def negotiate(accept: Optional[str], allowed_as: Iterable[tuple[str, str, str]] = ()) -> MediaTarget:
+def negotiate(accept: Optional[str], allowed_as: Iterable[tuple[str, str, str]] = (),
+              protobuf_objects: bool = True) -> MediaTarget:
     """Pick the first acceptable clause.
 
     ``allowed_as`` lists the (kind, group, version) shapes this endpoint can
     produce besides the plain object.  A clause asking for another shape is
     skipped, like upstream; if nothing fits the answer is 406.
+    ``protobuf_objects`` is False for custom resources: a protobuf clause for
+    the plain object is skipped (upstream's CR handler does not offer it),
+    though Status answers and PartialObjectMetadata still come as protobuf.
+    ``stream=watch`` is accepted on any clause (the watch handler frames the
+    chosen encoding).
     """
     if not accept:
         return MediaTarget(codec.JSON)
     allowed = set(allowed_as)
     prefer_protobuf = False
+    status_protobuf = False
     for clause in _parse_accept(accept):
-        if clause.media_type == PROTOBUF and not clause.params.get("as") and not clause.params.get("stream"):
-            prefer_protobuf = True  # answered with the next acceptable clause's type when it cannot be
+        if clause.params.get("stream", "watch") != "watch":
+            continue
+        as_kind = clause.params.get("as", "")
+        shape = (as_kind, clause.params.get("g", ""), clause.params.get("v", ""))
+        if clause.media_type == PROTOBUF:
+            if not as_kind:
+                status_protobuf = True
+                # answered with the next acceptable clause's type where protobuf cannot be
+                prefer_protobuf = prefer_protobuf or protobuf_objects
+            elif shape in allowed and as_kind in PROTOBUF_SHAPE_KINDS and not prefer_protobuf:
+                return MediaTarget(codec.JSON, *shape, prefer_protobuf=True, status_protobuf=True)
             continue
         media = _SERVED.get(clause.media_type)
         if media is None:
             continue
-        as_kind = clause.params.get("as", "")
         if not as_kind:
-            return MediaTarget(media, prefer_protobuf=prefer_protobuf)
+            return MediaTarget(media, prefer_protobuf=prefer_protobuf, status_protobuf=status_protobuf)
         if prefer_protobuf:
             continue  # protobuf of the plain object comes first; other shapes only after it
-        shape = (as_kind, clause.params.get("g", ""), clause.params.get("v", ""))
         if shape in allowed:
-            return MediaTarget(media, *shape)
+            return MediaTarget(media, *shape, status_protobuf=status_protobuf)
     if prefer_protobuf:
-        return MediaTarget(codec.JSON, prefer_protobuf=True)
+        return MediaTarget(codec.JSON, prefer_protobuf=True, status_protobuf=True)
     raise errors.not_acceptable(
-        f"only the following media types are accepted: application/json, application/yaml "
-        f"(got {accept!r})")
+        "only the following media types are accepted: application/json, application/yaml, " + PROTOBUF)
 
 
 TABLE_SHAPES = (("Table", "meta.k8s.io", "v1"), ("Table", "meta.k8s.io", "v1beta1"))
@@ -102,6 +125,8 @@ PARTIAL_SHAPES = (("PartialObjectMetadata", "meta.k8s.io", "v1"),
                   ("PartialObjectMetadataList", "meta.k8s.io", "v1"),
                   ("PartialObjectMetadataList", "meta.k8s.io", "v1beta1"))
 OBJECT_SHAPES = TABLE_SHAPES + PARTIAL_SHAPES
+# shapes upstream also serves as protobuf (Table has no protobuf form)
+PROTOBUF_SHAPE_KINDS = ("PartialObjectMetadata", "PartialObjectMetadataList")
 
 
 def body_media_type(content_type: Optional[str]) -> str:

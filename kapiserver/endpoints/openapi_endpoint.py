@@ -6,6 +6,7 @@ from typing import Any, Callable
 from twisted.web import resource, server
 
 from kapiserver.endpoints import respond
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import errors
 
 
@@ -17,7 +18,7 @@ class OpenAPIEndpoint(resource.Resource):
         self.service = service  # returns the current kapiserver.endpoints.openapi.OpenAPIService
 
     def render_GET(self, request: server.Request):
-        parts = request.request_info.parts[1:]  # after "openapi"
+        parts = context_of(request).require_info().parts[1:]  # after "openapi"
         try:
             service = self.service()
             if parts == ["v2"]:

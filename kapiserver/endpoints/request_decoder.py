@@ -107,14 +107,14 @@ def parse(body: bytes, media: str, kind: str, rtype: Optional[ResourceType] = No
         except limits.TooDeep as e:
             raise unrecognized(kind, f"couldn't get version/kind; json parse error: {e}", body) from None
     if media == protobuf.MEDIA_TYPE:
-        if rtype is not None and rtype.is_crd:  # like upstream: custom resources are JSON/YAML only
+        if rtype is not None and rtype.is_crd:
+            # custom resources are JSON/YAML only (upstream v1.32 drops the connection here)
             raise errors.StatusError(
                 415, "UnsupportedMediaType",
-                f"the body of the request was in an unknown format - protobuf ({media}) is not "
-                f"supported for custom resources; accepted media types include: application/json, "
-                f"application/yaml")
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json, application/yaml")
         try:
-            decoded = protobuf.decode_request_body(body)
+            decoded = protobuf.decode_request_body(body, kind)
         except RecursionError:
             raise unrecognized(kind, f"unable to decode protobuf body: {limits.depth_message()}", body) from None
         return ParsedBody(decoded.obj, unknown=list(decoded.unknown_fields))

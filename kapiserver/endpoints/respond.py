@@ -1,13 +1,14 @@
 """Writing answers: objects in the negotiated encoding, errors as Status."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
-from kapiserver.endpoints.negotiation import MediaTarget
+from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import codec, errors, protobuf
 
 log = Logger()
@@ -29,7 +30,7 @@ def _warn(request: Request, warnings: Iterable[str]) -> None:
 
 
 def _writable(request: Request) -> bool:
-    return not (request.finished or getattr(request, "_disconnected", False) or getattr(request, "timed_out", False))
+    return not (request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
 
 
 def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
@@ -52,7 +53,9 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
 
 def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
     """The protobuf encoding when the client prefers it and the kind has a table, else None."""
-    if not target.prefer_protobuf or target.as_kind or not isinstance(obj, dict):
+    if not target.prefer_protobuf or not isinstance(obj, dict):
+        return None
+    if target.as_kind and target.as_kind not in PROTOBUF_SHAPE_KINDS:
         return None
     if not protobuf.can_encode(obj.get("apiVersion") or "", obj.get("kind") or ""):
         return None
@@ -68,8 +71,16 @@ def write_status(request: Request, err: errors.StatusError, target: MediaTarget 
         return
     for name, value in err.headers.items():
         request.setHeader(name.encode(), value.encode())
-    media = target.media_type if target is not None else codec.JSON
-    write_object(request, MediaTarget(media), err.code, err.to_status())
+    write_object(request, target.for_status() if target is not None else MediaTarget(codec.JSON), err.code,
+                 err.to_status())
+
+
+def failure_writer(request: Request, target: MediaTarget | None = None) -> Callable[[Failure], None]:
+    """An errback answering ``request`` with the failure (see :func:`write_failure`)."""
+    def write(failure: Failure) -> None:
+        assert failure.value is not None
+        write_failure(request, failure.value, target)
+    return write
 
 
 def write_failure(request: Request, exc: BaseException, target: MediaTarget | None = None) -> None:

@@ -5,16 +5,16 @@ model for every resource type.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.internet import defer
 from twisted.web import resource, server
 
 from kapiserver.endpoints import respond
+from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
 from kapiserver.endpoints.handlers import scale, update, watch as watch_handler
-from kapiserver.endpoints.negotiation import MediaTarget, negotiate
+from kapiserver.endpoints.negotiation import negotiate
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints.transform import allowed_shapes, transform_object
@@ -39,13 +39,14 @@ class RESTEndpoint(resource.Resource):
 
     isLeaf = True
 
-    def __init__(self, groups: APIGroupSet, server_state: Any) -> None:
+    def __init__(self, groups: APIGroupSet, deps: EndpointDeps) -> None:
         super().__init__()
         self.groups = groups
-        self.state = server_state  # the APIServer: reactor, watch registry, schema resolver, settings
+        self.deps = deps
 
     def render(self, request: server.Request):
-        info: RequestInfo = request.request_info  # type: ignore[attr-defined]
+        ctx = context_of(request)
+        info = ctx.require_info()
         target = None
         try:
             found = self.groups.lookup(info.group, info.version, info.resource)
@@ -62,24 +63,25 @@ class RESTEndpoint(resource.Resource):
             elif verb not in rtype.verbs:
                 raise errors.method_not_supported(rtype.plural, rtype.group, verb)
             accept = request.getHeader(b"accept")
-            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb))
+            target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb),
+                               protobuf_objects=not rtype.is_crd)
             scope = RequestScope(request=request, info=info, rtype=rtype, store=store, target=target,
-                                 user=getattr(request, "user", None), reactor=self.state.reactor,
-                                 bookmark_interval=self.state.bookmark_interval,
-                                 schema_resolver=self.state.schema_resolver())
+                                 user=ctx.user, reactor=self.deps.reactor,
+                                 bookmark_interval=self.deps.bookmark_interval,
+                                 schema_resolver=self.deps.schema_resolver)
             if rtype.deprecated:
                 scope.warnings.append(rtype.deprecation_warning)
         except Exception as e:
             respond.write_failure(request, e, target)
             return server.NOT_DONE_YET
         if verb == "watch" or (verb == "list" and scope.arg("watch") in ("true", "1")):
-            d = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.state.register_watch))
-            d.addErrback(lambda f: respond.write_failure(request, f.value, target))
+            streaming = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.deps.watches.register))
+            streaming.addErrback(respond.failure_writer(request, target))
             return server.NOT_DONE_YET
         handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
-        d = defer.Deferred.fromCoroutine(handler(scope))
-        d.addCallback(self._answer, scope)
-        d.addErrback(lambda f: respond.write_failure(request, f.value, target))
+        answering = defer.Deferred.fromCoroutine(handler(scope))
+        answering.addCallback(self._answer, scope)
+        answering.addErrback(respond.failure_writer(request, target))
         return server.NOT_DONE_YET
 
     @staticmethod
@@ -95,5 +97,5 @@ class RESTEndpoint(resource.Resource):
         if response.convertible:
             obj, target = transform_object(scope, response.obj), scope.target
         else:  # a Status: same encoding, never another shape
-            obj, target = response.obj, MediaTarget(scope.target.media_type)
+            obj, target = response.obj, scope.target.for_status()
         respond.write_object(scope.request, target, response.code, obj, scope.warnings)

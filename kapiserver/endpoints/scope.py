@@ -105,13 +105,13 @@ class RequestScope:
         elif media in (codec.YAML, "application/x-yaml", "text/yaml"):
             obj = codec.decode_yaml(body)
         elif media == protobuf.MEDIA_TYPE:
-            if self.rtype.is_crd:  # like upstream: custom resources are JSON/YAML only
+            if self.rtype.is_crd:
+                # custom resources are JSON/YAML only (upstream v1.32 drops the connection here)
                 raise errors.StatusError(
                     415, "UnsupportedMediaType",
-                    f"the body of the request was in an unknown format - protobuf ({media}) is not "
-                    f"supported for custom resources; accepted media types include: application/json, "
-                    f"application/yaml")
-            decoded = protobuf.decode_request_body(body)
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json, application/yaml")
+            decoded = protobuf.decode_request_body(body, self.rtype.kind)
             self.unknown_protobuf_fields = decoded.unknown_fields
             obj = decoded.obj
         else:

@@ -123,6 +123,9 @@ def unauthorized(message: str = "Unauthorized") -> StatusError:
 
 
 def forbidden(resource: str, group: str, name: str, why: str) -> StatusError:
+    """403 in upstream's NewForbidden form (``forbidden: ...`` when no resource is involved)."""
+    if not resource and not group:
+        return StatusError(403, "Forbidden", f"forbidden: {why}", _details(name=name))
     target = f'{qualified_resource(resource, group)} "{name}"' if name else qualified_resource(resource, group)
     return StatusError(403, "Forbidden", f"{target} is forbidden: {why}",
                        _details(name=name, group=group, kind=resource))

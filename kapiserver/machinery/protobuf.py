@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import struct
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Optional
@@ -20,8 +21,9 @@ import orjson
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.protobuf_types import (
-    BOOL, BYTES, FIELDS_V1, INT32, INT64, INT_OR_STRING, MAP_BYTES, MAP_QUANTITY, MAP_STRING, MAP_STRING_LIST, MAP_TIME, MESSAGE,
-    MICRO_TIME, QUANTITY, STRING, TIME, Field, all_messages, message_for, split_api_version)
+    BOOL, BYTES, DOUBLE, FIELDS_V1, INT32, INT64, INT_OR_STRING, MAP_BYTES, MAP_MESSAGE, MAP_QUANTITY, MAP_STRING,
+    MAP_STRING_LIST, MAP_TIME, MESSAGE, MICRO_TIME, QUANTITY, STRING, TIME, Field, all_messages, message_for,
+    split_api_version)
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
@@ -277,7 +279,7 @@ def decode_message(name: str, data: bytes, path: str, unknown: list[str]) -> dic
 
 
 def _check_wire(f: Field, wire_type: int, value: Any) -> Any:
-    expected = VARINT if f.kind in (BOOL, INT32, INT64) else LENGTH_DELIMITED
+    expected = VARINT if f.kind in (BOOL, INT32, INT64) else FIXED64 if f.kind == DOUBLE else LENGTH_DELIMITED
     if wire_type != expected:
         raise ProtobufError(f"field {f.name} (number {f.number}) has wire type {wire_type}, expected {expected}")
     return value
@@ -285,15 +287,22 @@ def _check_wire(f: Field, wire_type: int, value: Any) -> Any:
 
 def _field_value(f: Field, values: Optional[list], where: str, unknown: list[str]) -> tuple[bool, Any]:
     """Whether the field appears in the JSON form, and its JSON value."""
+    # An empty list or map is nil in Go after decoding: left out with omitempty, else null.
+    if f.kind == MAP_MESSAGE:
+        result = {}
+        for entry in values or ():
+            key, raw = _map_entry_bytes(entry)
+            result[key] = decode_embedded(f.message, raw, f"{where}[{key}]", unknown)
+        return (bool(result) or not f.omitempty), result or None
     if f.kind in _MAP_KINDS:
         result = {}
         for entry in values or ():
             key, val = _map_entry(entry, f.kind)
             result[key] = val
-        return (bool(result) or not f.omitempty), result
+        return (bool(result) or not f.omitempty), result or None
     if f.repeated:
         items = [_single(f, v, f"{where}[{i}]", unknown) for i, v in enumerate(values or ())]
-        return (bool(items) or not f.omitempty), items
+        return (bool(items) or not f.omitempty), items or None
     if values is None:
         if f.pointer:
             return False, None
@@ -311,10 +320,12 @@ def _field_value(f: Field, values: Optional[list], where: str, unknown: list[str
 
 def _zero(f: Field) -> Any:
     if f.kind == MESSAGE:
-        return decode_message(f.message, b"", "", [])
+        return decode_embedded(f.message, b"", "", [])
     if f.kind in (TIME, MICRO_TIME, FIELDS_V1):
         return None
     if f.kind in (INT32, INT64, INT_OR_STRING):
+        return 0
+    if f.kind == DOUBLE:
         return 0
     if f.kind == BOOL:
         return False
@@ -334,7 +345,9 @@ def _single(f: Field, value: Any, where: str, unknown: list[str]) -> Any:
     if kind == BYTES:
         return base64.b64encode(value).decode("ascii")
     if kind == MESSAGE:
-        return decode_message(f.message, value, where, unknown)
+        return decode_embedded(f.message, value, where, unknown)
+    if kind == DOUBLE:
+        return json_number(struct.unpack("<d", value.to_bytes(8, "little"))[0])
     if kind in (TIME, MICRO_TIME):
         if not value:
             return None  # a zero time is written as an empty message
@@ -373,6 +386,24 @@ def _single(f: Field, value: Any, where: str, unknown: list[str]) -> Any:
                 text = _text(v)
         return text
     raise ProtobufError(f"no decoder for field kind {kind}")  # pragma: no cover - tables are fixed
+
+
+def _map_entry_bytes(entry: bytes) -> tuple[str, bytes]:
+    key = ""
+    val = b""
+    for n, wt, v in iter_fields(entry):
+        if n == 1 and wt == LENGTH_DELIMITED:
+            key = _text(v)
+        elif n == 2 and wt == LENGTH_DELIMITED:
+            val = v
+    return key, val
+
+
+def json_number(value: float) -> Any:
+    """A float64 as Go's JSON writes it: whole numbers without a fraction (``5``, not ``5.0``)."""
+    if value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
 
 
 def _map_entry(entry: bytes, kind: str) -> tuple[str, str]:
@@ -427,8 +458,45 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
     """
     obj = obj if isinstance(obj, dict) else {}
     out = bytearray()
-    for f in _in_number_order(name):
+    for f, tag, fast in _encoding_plan(name):
         value = obj if f.inline else obj.get(f.name)
+        # the common shapes inline (a list of Pods spends its time here); the rest below
+        if fast == _FAST_STRING:
+            if value is None and f.pointer:
+                continue
+            data = value.encode() if type(value) is str else _str(value).encode()
+            out += tag
+            out += _varint_bytes(len(data))
+            out += data
+            continue
+        if fast == _FAST_MESSAGE:
+            if value is None and f.pointer:
+                continue
+            data = encode_message(f.message, value)
+            out += tag
+            out += _varint_bytes(len(data))
+            out += data
+            continue
+        if fast == _FAST_MESSAGES:
+            for item in value or ():
+                data = encode_message(f.message, item)
+                out += tag
+                out += _varint_bytes(len(data))
+                out += data
+            continue
+        if fast == _FAST_VARINT:
+            if value is None and f.pointer:
+                continue
+            out += tag
+            out += _varint_bytes(int(value or 0) & 0xFFFFFFFFFFFFFFFF)
+            continue
+        if f.kind == MAP_MESSAGE:
+            for key in sorted(value or {}):
+                entry = bytearray()
+                write_bytes_field(entry, 1, str(key).encode())
+                write_bytes_field(entry, 2, encode_embedded(f.message, value[key]))
+                write_bytes_field(out, f.number, bytes(entry))
+            continue
         if f.kind in _MAP_KINDS:
             for key in sorted(value or {}):
                 entry = bytearray()
@@ -449,10 +517,43 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
             for item in value or ():
                 _write_single(out, f, item)
             continue
-        if value is None and (f.pointer or f.kind in (FIELDS_V1,)):
+        # absent pointers, and nil []byte (Go writes only a non-nil slice, even an empty one)
+        if value is None and (f.pointer or f.kind in (FIELDS_V1, BYTES)):
             continue
         _write_single(out, f, value)
     return bytes(out)
+
+
+_FAST_STRING, _FAST_MESSAGE, _FAST_MESSAGES, _FAST_VARINT = 1, 2, 3, 4
+_SMALL_VARINTS = [bytes([i]) for i in range(128)]
+_PLANS: dict[str, tuple[tuple[Field, bytes, int], ...]] = {}
+
+
+def _varint_bytes(value: int) -> bytes:
+    if value < 128:
+        return _SMALL_VARINTS[value]
+    out = bytearray()
+    write_varint(out, value)
+    return bytes(out)
+
+
+def _encoding_plan(name: str) -> tuple[tuple[Field, bytes, int], ...]:
+    """Each field of a message in number order, with its tag's bytes and its fast path (0: none)."""
+    plan = _PLANS.get(name)
+    if plan is None:
+        steps = []
+        for f in _in_number_order(name):
+            fast = 0
+            if f.kind == STRING and not f.repeated:
+                fast = _FAST_STRING
+            elif f.kind == MESSAGE and f.message not in _RAW_JSON_FORMS and f.message not in _UNION_FORMS:
+                fast = _FAST_MESSAGES if f.repeated else _FAST_MESSAGE
+            elif f.kind in (INT32, INT64, BOOL) and not f.repeated:
+                fast = _FAST_VARINT
+            wire = VARINT if fast == _FAST_VARINT else LENGTH_DELIMITED
+            steps.append((f, _varint_bytes((f.number << 3) | wire), fast))
+        plan = _PLANS[name] = tuple(steps)
+    return plan
 
 
 def _write_single(out: bytearray, f: Field, value: Any) -> None:
@@ -467,7 +568,13 @@ def _write_single(out: bytearray, f: Field, value: Any) -> None:
     elif kind == BYTES:
         write_bytes_field(out, n, _b64decode(value))
     elif kind == MESSAGE:
-        write_bytes_field(out, n, encode_message(f.message, value))
+        write_bytes_field(out, n, encode_embedded(f.message, value))
+    elif kind == DOUBLE:
+        write_tag(out, n, FIXED64)
+        try:
+            out += struct.pack("<d", float(value or 0))
+        except (TypeError, ValueError):
+            raise ProtobufError(f"field {f.name} is not a number: {value!r}") from None
     elif kind in (TIME, MICRO_TIME):
         inner = bytearray()
         if value:
@@ -508,16 +615,187 @@ def _b64decode(value: Any) -> bytes:
         raise ProtobufError("illegal base64 data in a bytes field") from None
 
 
+# ------------------------------------------------------------------ messages with a JSON form of their own
+#
+# A few Go types implement MarshalJSON, so their JSON is not the object of
+# their protobuf fields.  Their wire shape is still the generated table (the
+# field numbers below come from it); only the mapping to and from JSON is
+# written here:
+#
+# * runtime.RawExtension (ControllerRevision ``data``, WatchEvent ``object``)
+#   and apiextensions JSON (JSONSchemaProps ``default``, ``example``,
+#   ``enum`` items): ``raw`` holds the JSON text of the value, which is the
+#   JSON form itself (nothing held: ``null``);
+# * JSONSchemaPropsOrBool: a schema object, or ``allows`` as a JSON boolean;
+# * JSONSchemaPropsOrArray: the list ``jSONSchemas`` when it has items, else
+#   the one ``schema``;
+# * JSONSchemaPropsOrStringArray (``dependencies`` values): the string list
+#   ``property`` when it has items, else the ``schema``.
+
+RAW_EXTENSION = "runtime.RawExtension"
+APIEXTENSIONS_JSON = "apiextensions.JSON"
+SCHEMA_OR_BOOL = "apiextensions.JSONSchemaPropsOrBool"
+SCHEMA_OR_ARRAY = "apiextensions.JSONSchemaPropsOrArray"
+SCHEMA_OR_STRING_ARRAY = "apiextensions.JSONSchemaPropsOrStringArray"
+
+
+def _raw_number(name: str) -> int:
+    (f,) = [f for f in all_messages()[name] if f.name == "raw"]
+    return f.number
+
+
+def _decode_raw_json(name: str, data: bytes, where: str) -> Any:
+    number = _raw_number(name)
+    raw = b""
+    for n, wt, v in iter_fields(data):
+        if n == number and wt == LENGTH_DELIMITED:
+            raw = v
+    if not raw:
+        return None
+    if name == RAW_EXTENSION and raw.startswith(MAGIC):
+        return decode_object(raw).obj  # an embedded object a client wrote as protobuf
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ProtobufError(f"{where or name}: the raw value is not JSON") from None
+
+
+def _encode_raw_json(name: str, value: Any) -> bytes:
+    out = bytearray()
+    if value is not None:
+        write_bytes_field(out, _raw_number(name), orjson.dumps(value))
+    return bytes(out)
+
+
+def _or_bool_to_json(d: dict) -> Any:
+    return d["schema"] if d.get("schema") is not None else bool(d.get("allows"))
+
+
+def _or_bool_from_json(value: Any) -> dict:
+    if isinstance(value, dict):
+        return {"allows": True, "schema": value}
+    if isinstance(value, bool):
+        return {"allows": value}
+    raise ProtobufError(f"boolean or JSON schema expected, got {value!r}")
+
+
+def _or_array_to_json(d: dict) -> Any:
+    return d["jSONSchemas"] if d.get("jSONSchemas") else d.get("schema")
+
+
+def _or_array_from_json(value: Any) -> dict:
+    if isinstance(value, list):
+        return {"jSONSchemas": value}
+    return {"schema": value} if isinstance(value, dict) else {}
+
+
+def _or_string_array_to_json(d: dict) -> Any:
+    return d["property"] if d.get("property") else d.get("schema")
+
+
+def _or_string_array_from_json(value: Any) -> dict:
+    if isinstance(value, list):
+        return {"property": value}
+    return {"schema": value} if isinstance(value, dict) else {}
+
+
+# message -> (its fields' dict -> JSON form, JSON form -> its fields' dict)
+_UNION_FORMS = {
+    SCHEMA_OR_BOOL: (_or_bool_to_json, _or_bool_from_json),
+    SCHEMA_OR_ARRAY: (_or_array_to_json, _or_array_from_json),
+    SCHEMA_OR_STRING_ARRAY: (_or_string_array_to_json, _or_string_array_from_json),
+}
+_RAW_JSON_FORMS = (RAW_EXTENSION, APIEXTENSIONS_JSON)
+
+
+def decode_embedded(name: str, data: bytes, where: str, unknown: list[str]) -> Any:
+    """A message field's JSON value: its fields' object, or the type's own JSON form."""
+    if name in _RAW_JSON_FORMS:
+        return _decode_raw_json(name, data, where)
+    union = _UNION_FORMS.get(name)
+    if union is not None:
+        return union[0](decode_message(name, data, where, unknown))
+    return decode_message(name, data, where, unknown)
+
+
+def encode_embedded(name: str, value: Any) -> bytes:
+    """The message bytes of a message field's JSON value (see :func:`decode_embedded`)."""
+    if name in _RAW_JSON_FORMS:
+        return _encode_raw_json(name, value)
+    union = _UNION_FORMS.get(name)
+    if union is not None:
+        return encode_message(name, union[1](value))
+    return encode_message(name, value)
+
+
+# ------------------------------------------------------------------ watch streams
+#
+# ``application/vnd.kubernetes.protobuf;stream=watch``: each event is a frame
+# of a 4-byte big-endian length and a meta/v1 WatchEvent message written
+# without the ``k8s\x00`` envelope (upstream's stream serializer for protobuf
+# is the raw one); its ``object`` RawExtension holds the object's complete
+# protobuf body (magic and envelope included), as a GET would answer it.
+
+WATCH_MEDIA_TYPE = MEDIA_TYPE + ";stream=watch"
+WATCH_EVENT = "meta.WatchEvent"
+_FRAME_LIMIT = 0xFFFFFFFF
+
+
+def encode_watch_frame(event_type: str, object_body: bytes) -> bytes:
+    """One frame of a protobuf watch: length prefix and WatchEvent holding ``object_body``."""
+    by_name = {f.name: f.number for f in all_messages()[WATCH_EVENT]}
+    raw = bytearray()
+    write_bytes_field(raw, _raw_number(RAW_EXTENSION), object_body)
+    event = bytearray()
+    write_bytes_field(event, by_name["type"], event_type.encode())
+    write_bytes_field(event, by_name["object"], bytes(raw))
+    if len(event) > _FRAME_LIMIT:
+        raise ProtobufError("watch event too large for one frame")
+    return len(event).to_bytes(4, "big") + bytes(event)
+
+
+def split_watch_frames(data: bytes) -> tuple[list[bytes], bytes]:
+    """The complete frames (WatchEvent messages) at the start of ``data``, and the bytes left over."""
+    frames = []
+    pos = 0
+    while len(data) - pos >= 4:
+        length = int.from_bytes(data[pos:pos + 4], "big")
+        if len(data) - pos - 4 < length:
+            break
+        frames.append(data[pos + 4:pos + 4 + length])
+        pos += 4 + length
+    return frames, data[pos:]
+
+
+def decode_watch_event(frame: bytes) -> tuple[str, Unknown, dict]:
+    """A WatchEvent message: its type, the object's envelope, and the object as JSON."""
+    by_number = {f.number: f.name for f in all_messages()[WATCH_EVENT]}
+    event_type = ""
+    body = b""
+    for n, wt, v in iter_fields(frame):
+        if wt != LENGTH_DELIMITED:
+            continue
+        if by_number.get(n) == "type":
+            event_type = _text(v)
+        elif by_number.get(n) == "object":
+            for rn, rwt, rv in iter_fields(v):
+                if rn == _raw_number(RAW_EXTENSION) and rwt == LENGTH_DELIMITED:
+                    body = rv
+    return event_type, unwrap(body), decode_object(body).obj
+
+
 # ------------------------------------------------------------------ errors
 
-def decode_request_body(body: bytes) -> Decoded:
-    """:func:`decode_object` with failures as the Status errors a client sees."""
+def decode_request_body(body: bytes, expected_kind: str = "") -> Decoded:
+    """:func:`decode_object` with failures as the Status errors a client sees (upstream's
+    decode errors: 400 BadRequest)."""
     try:
         return decode_object(body)
-    except LookupError as e:
-        raise errors.StatusError(415, "UnsupportedMediaType",
-                                 f"the body of the request was in an unknown format - protobuf "
-                                 f"({MEDIA_TYPE}) is not supported for kind {e.args[0]!r} by kapiserver; "
-                                 f"send application/json or application/yaml") from None
+    except LookupError:
+        env = unwrap(body)
+        group, version = split_api_version(env.api_version)
+        raise errors.bad_request(
+            f'{env.kind} in version "{version}" cannot be handled as a {expected_kind or "protobuf object"}: '
+            f'no kind "{env.kind}" is registered for version "{env.api_version}"') from None
     except ProtobufError as e:
         raise errors.bad_request(f"unable to decode protobuf body: {e}") from None

@@ -25,7 +25,9 @@ BOOL = "bool"
 INT32 = "int32"
 INT64 = "int64"
 BYTES = "bytes"  # base64 in JSON
+DOUBLE = "double"  # fixed64 on the wire; a JSON number (JSONSchemaProps' maximum, minimum, multipleOf)
 MESSAGE = "message"
+MAP_MESSAGE = "map<string,message>"  # values are ``Field.message`` (JSONSchemaProps' properties)
 MAP_STRING = "map<string,string>"
 MAP_BYTES = "map<string,bytes>"
 MAP_QUANTITY = "map<string,Quantity>"  # ResourceList: {"cpu": "500m"}
@@ -315,6 +317,8 @@ KINDS: dict[tuple[str, str, str], str] = {
     ("meta.k8s.io", "v1", "Status"): "meta.Status",
     ("meta.k8s.io", "v1", "PartialObjectMetadata"): "meta.PartialObjectMetadata",
     ("meta.k8s.io", "v1", "PartialObjectMetadataList"): "meta.PartialObjectMetadataList",
+    # v1beta1's PartialObjectMetadata is v1's type (its list is generated: other field numbers)
+    ("meta.k8s.io", "v1beta1", "PartialObjectMetadata"): "meta.PartialObjectMetadata",
     ("coordination.k8s.io", "v1", "Lease"): "coordination.Lease",
     ("coordination.k8s.io", "v1", "LeaseList"): "coordination.LeaseList",
     ("events.k8s.io", "v1", "Event"): "events.Event",

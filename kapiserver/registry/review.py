@@ -9,15 +9,19 @@ request: a ``ReviewStore`` validates the body with the kind's strategy, asks
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import inspect
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
 
 from kapiserver.machinery import errors, meta
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 from kapiserver.registry.strategy import Strategy
 
-# (the review object, who asks, the namespace of the URL) -> the status to return
-Answer = Callable[[dict, Any, str], dict]
+if TYPE_CHECKING:
+    from kapiserver.registry.deps import RegistryDeps
+
+# (the review object, who asks, the namespace of the URL) -> the status to return (or an awaitable of it)
+Answer = Callable[[dict, Any, str], Union[dict, Awaitable[dict]]]
 
 CREATE_ONLY = ("create",)
 
@@ -47,13 +51,15 @@ class ReviewStore(Store):
         causes = self.strategy.validate_review(self.rtype, obj, namespace)
         if causes:
             raise self._invalid("", causes)
-        obj["status"] = self.answer(obj, ctx.user, namespace)
+        status = self.answer(obj, ctx.user, namespace)
+        obj["status"] = await status if inspect.isawaitable(status) else status
         return obj
 
 
-def review_store_factory(answer_for: Callable[[Any], Answer]) -> Callable[[ResourceType, Any], Store]:
-    """A ResourceType.make_store for a review kind: ``answer_for(server)`` builds the answer."""
-    def make(rtype: ResourceType, server: Any) -> Store:
-        return ReviewStore(rtype, answer_for(server))
+def review_store_factory(answer_for: Callable[["RegistryDeps"], Answer]
+                         ) -> Callable[[ResourceType, "RegistryDeps"], Store]:
+    """A ResourceType.make_store for a review kind: ``answer_for(deps)`` builds the answer."""
+    def make(rtype: ResourceType, deps: "RegistryDeps") -> Store:
+        return ReviewStore(rtype, answer_for(deps))
     return make
 

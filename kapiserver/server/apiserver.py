@@ -1,6 +1,7 @@
-"""The API server: the delegation chain, the request filters' settings, bootstrap and controllers.
+"""The API server: the handler and delegation chains, bootstrap and controllers.
 
-The resource tree is literal kube-apiserver delegation:
+The resource tree is the handler chain (server/handler_chain.py) around
+literal kube-apiserver delegation:
 
     AggregatorResource  (/apis merged discovery)
       └─ KubeAPIResource  (/api, built-in groups, /healthz /livez /readyz /version /metrics /openapi)
@@ -9,7 +10,7 @@ The resource tree is literal kube-apiserver delegation:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any
 
 from twisted.internet import defer, task
 from twisted.logger import Logger
@@ -20,22 +21,29 @@ from kapiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from kapiserver.aggregator.resource import AggregatorResource
 from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
-from kapiserver.auth import impersonation
-from kapiserver.auth.authorizer import AlwaysAllow, Attributes
+from kapiserver.apiextensions.crd_resource import CRDAPIDeps
+from kapiserver.aggregator.resource import AggregatorDeps
+from kapiserver.auth.authenticator import ClientCertificateAuthenticator, UnionAuthenticator
+from kapiserver.auth.authorizer import AlwaysAllow, Authorizer
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
+from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
+from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.request import APISite
+from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.static import DocumentEndpoint
 from kapiserver.machinery import errors
+from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
 from kapiserver.server import healthz, metrics, version
-from kapiserver.server.kube_api import KubeAPIResource
+from kapiserver.server.config import Config
+from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
+from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
 from kapiserver.storage.interface import Storage
 
 log = Logger()
@@ -44,49 +52,27 @@ BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-leas
 OBJECT_COUNT_INTERVAL_SECONDS = 60.0
 
 
-def _setting(config: Any, dotted: str, default: Any) -> Any:
-    """A config value by dotted path, or ``default`` (tests pass partial configs)."""
-    node = config
-    for part in dotted.split("."):
-        node = getattr(node, part, None) if node is not None else None
-    return default if node is None else node
+def _publish_inflight(readonly: int, mutating: int) -> None:
+    metrics.METRICS.set_inflight("readOnly", readonly)
+    metrics.METRICS.set_inflight("mutating", mutating)
 
 
-class InflightLimiter:
-    """Max-in-flight (upstream's --max-requests-inflight / --max-mutating-requests-inflight).
-
-    Long-running requests (watches) are exempt.  Over the limit: 429 with Retry-After.
-    """
-
-    class Token:
-        def __init__(self, limiter: "InflightLimiter", mutating: bool) -> None:
-            self.limiter, self.mutating, self.released = limiter, mutating, False
-
-        def release(self) -> None:
-            if not self.released:
-                self.released = True
-                self.limiter.counts[self.mutating] -= 1
-
-    def __init__(self, readonly: int, mutating: int) -> None:
-        self.limits = {False: readonly, True: mutating}
-        self.counts = {False: 0, True: 0}
-
-    def admit(self, info: RequestInfo) -> Optional["InflightLimiter.Token"]:
-        if info.is_long_running:
-            return None
-        mutating = info.verb in ("create", "update", "patch", "delete", "deletecollection")
-        if self.limits[mutating] and self.counts[mutating] >= self.limits[mutating]:
-            raise errors.too_many_requests()
-        self.counts[mutating] += 1
-        return InflightLimiter.Token(self, mutating)
-
-    def total(self) -> int:
-        return self.counts[False] + self.counts[True]
+def _count_watch(rtype: ResourceType, delta: int) -> None:
+    if delta > 0:
+        metrics.METRICS.watcher_added(rtype.group, rtype.version, rtype.kind)
+    else:
+        metrics.METRICS.watcher_removed(rtype.group, rtype.version, rtype.kind)
 
 
 class APIServer:
-    def __init__(self, config: Any, storage: Storage, ca_cert_pem: bytes, health: "healthz.HealthChecks",
-                 reactor: Any = None, authenticator: Optional[Callable[[Any], Any]] = None) -> None:
+    """The delegation chain, wrapped in the handler chain, over one storage; plus what runs beside it.
+
+    Built from the completed configuration: each link of the chain and each
+    kind's storage receives a small typed dependency object, never this class.
+    """
+
+    def __init__(self, config: Config, storage: Storage, ca_cert_pem: bytes | str, health: healthz.HealthChecks,
+                 reactor: Any = None, authorizer: Authorizer | None = None) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -95,39 +81,49 @@ class APIServer:
         self.reactor = reactor
         self.health = health
         self.ca_pem = ca_cert_pem.decode() if isinstance(ca_cert_pem, bytes) else ca_cert_pem
-        self.bookmark_interval = float(_setting(config, "watch.bookmark_interval_seconds", 60))
-        self.max_body_bytes = int(_setting(config, "limits.max_request_body_bytes", 3 * 1024 * 1024))
-        self.request_timeout = float(_setting(config, "limits.request_timeout_seconds", 60))
-        self.anonymous = bool(_setting(config, "authentication.anonymous", False))
-        self.limiter = InflightLimiter(int(_setting(config, "limits.max_requests_inflight", 400)),
-                                       int(_setting(config, "limits.max_mutating_requests_inflight", 200)))
-        self._authenticator = authenticator
-        self.watches: set = set()
         self.crds_synced = True  # set False while stored CRDs are being installed
-        self._definitions = None
-        self._openapi = None
-        self._openapi_generation = None
+        self._definitions: Any = None
+        self._openapi: Any = None
+        self._openapi_generation: Any = None
 
-        self.authorizer = AlwaysAllow()  # requests and access reviews ask the same authorizer
+        # requests, impersonation and access reviews ask the same authorizer
+        self.authorizer: Authorizer = authorizer if authorizer is not None else AlwaysAllow()
+        self.authenticator = UnionAuthenticator([ClientCertificateAuthenticator()],
+                                                anonymous=config.authentication.anonymous)
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
         self.leases = LeaseReuser(storage)
         self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
-        event_ttl = int(_setting(config, "storage.event_ttl_seconds", 3600))
+        self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
+                                     authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
+                                     store=self.store)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
-                rtype.ttl_seconds = event_ttl
+                rtype.ttl_seconds = config.storage.event_ttl_seconds
             if rtype.make_store is not None:
-                store = rtype.make_store(rtype, self)
+                store = rtype.make_store(rtype, self.registry)
             else:
                 store = Store(rtype, storage, self.admission, self.leases)
             rtype.strategy.bind(rtype, store, config)
             self.kube_groups.add(rtype, store)
 
-        crd = CRDResource(self.crd_groups, self, lambda: self.crds_synced)
-        kube = KubeAPIResource(self.kube_groups, self, crd, self._server_paths(), self._root_paths)
-        self.root = AggregatorResource(self.all_types, kube)
-        self.site = APISite(self.root, self)
+        self.watches = WatchRegistry(_count_watch)
+        endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
+                                 schema_resolver=self.resolve_schema_ref, watches=self.watches)
+        crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
+        kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
+        self.root = AggregatorResource(AggregatorDeps(self.all_types), kube)
+
+        limits = config.limits
+        self.inflight = InflightLimiter(limits.max_requests_inflight, limits.max_mutating_requests_inflight,
+                                        on_change=_publish_inflight)
+        self.wait_group = RequestWaitGroup()
+        self.handler = build_handler_chain(self.root, HandlerChainDeps(
+            reactor=reactor, authenticator=self.authenticator, authorizer=self.authorizer,
+            inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record_request,
+            request_timeout_seconds=float(limits.request_timeout_seconds),
+            max_body_bytes=limits.max_request_body_bytes))
+        self.site = APISite(self.handler, limits.max_request_body_bytes)
         self.controllers: list = []
         from kapiserver.apiextensions.server import APIExtensionsServer
         self.apiextensions = APIExtensionsServer(self)
@@ -165,16 +161,17 @@ class APIServer:
     def all_stores(self) -> list[Store]:
         return [s for _, s in self.kube_groups] + [s for _, s in self.crd_groups]
 
-    def definitions(self):
+    def definitions(self) -> Any:
         if self._definitions is None:
             from kapiserver.apis.definitions import load_definitions
             self._definitions = load_definitions()
         return self._definitions
 
-    def schema_resolver(self) -> Callable[[str], dict]:
-        return lambda ref: self.definitions().resolve_ref(ref)
+    def resolve_schema_ref(self, ref: str) -> dict:
+        """The built-in schema a ``$ref`` names (the definitions load on first use)."""
+        return self.definitions().resolve_ref(ref)
 
-    def openapi(self):
+    def openapi(self) -> Any:
         """The OpenAPI service, current with the served types.
 
         Built on the first OpenAPI request (the definitions load lazily, off the
@@ -188,55 +185,6 @@ class APIServer:
             self._openapi.set_types(self.all_types())
             self._openapi_generation = generation
         return self._openapi
-
-    # ------------------------------------------------------------ filter settings
-
-    def authenticate(self, request) -> Any:
-        user = self._authenticator(request) if self._authenticator else None
-        if user is None:
-            from kapiserver.auth import x509
-            user = x509.authenticate_client_certificate(request)
-        if user is None:
-            if not self.anonymous:
-                raise errors.unauthorized()
-            from kapiserver.auth.user import ANONYMOUS
-            user = ANONYMOUS
-        return impersonation.apply(request, user, self.authorizer)
-
-    def authorize(self, user: Any, info: RequestInfo) -> Optional[str]:
-        """None when ``user`` may make the request, else why not (a 403)."""
-        decision = self.authorizer.authorize(user, Attributes(
-            verb=info.verb, resource_request=info.is_resource_request, namespace=info.namespace,
-            api_group=info.group, api_version=info.version, resource=info.resource,
-            subresource=info.subresource, name=info.name, path=info.path))
-        return None if decision.allowed else (decision.reason or "access denied")
-
-    def admit_inflight(self, info: RequestInfo):
-        token = self.limiter.admit(info)
-        self._publish_inflight()
-        return token
-
-    def _publish_inflight(self) -> None:
-        metrics.METRICS.set_inflight("readOnly", self.limiter.counts[False])
-        metrics.METRICS.set_inflight("mutating", self.limiter.counts[True])
-
-    def record(self, request, code: int, seconds: float) -> None:
-        self._publish_inflight()
-        info = getattr(request, "request_info", None)
-        if info is None:
-            return
-        metrics.record_request(info, code, seconds)
-
-    def register_watch(self, watch) -> Callable[[], None]:
-        rtype = watch.rtype
-        self.watches.add(watch)
-        metrics.METRICS.watcher_added(rtype.group, rtype.version, rtype.kind)
-
-        def unregister() -> None:
-            if watch in self.watches:
-                self.watches.discard(watch)
-                metrics.METRICS.watcher_removed(rtype.group, rtype.version, rtype.kind)
-        return unregister
 
     async def _count_objects(self) -> None:
         """Refresh apiserver_storage_objects (upstream refreshes it about once a minute)."""
@@ -255,8 +203,9 @@ class APIServer:
                 return
         self._object_counts = counts
 
-    def inflight(self) -> int:
-        return self.limiter.total()
+    def requests_in_flight(self) -> int:
+        """Requests being answered now, watches excepted (what a graceful shutdown waits for)."""
+        return self.wait_group.count
 
     # ------------------------------------------------------------ lifecycle
 
@@ -294,7 +243,6 @@ class APIServer:
         self.apiextensions.stop()
         for controller in self.controllers:
             controller.stop()
-        for watch in list(self.watches):
-            watch.stop()
+        self.watches.stop_all()
         # let the watch streams' final writes go out
         await defer.succeed(None)

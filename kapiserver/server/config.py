@@ -76,7 +76,7 @@ class LimitsConfig:
 
 @dataclass
 class WatchConfig:
-    bookmark_interval_seconds: int = 60
+    bookmark_interval_seconds: float = 60
 
 
 @dataclass

@@ -6,26 +6,37 @@ paths (``/healthz``, ``/livez``, ``/readyz``, ``/version``, ``/metrics``,
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 from twisted.web import resource
 
 from kapiserver.endpoints import discovery_endpoints, static
+from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.groups_resource import APIGroupsResource
 
 
-class KubeAPIResource(APIGroupsResource):
-    def __init__(self, groups: APIGroupSet, state: Any, delegate: resource.Resource,
-                 server_paths: dict[str, resource.Resource], root_paths: Callable[[], list[str]]) -> None:
-        super().__init__(groups, state, delegate)
-        self.server_paths = server_paths
-        self.core_root = discovery_endpoints.core_root(groups.types)
-        self.core_v1 = discovery_endpoints.resource_list("", "v1", groups.types)
-        self.root = static.DocumentEndpoint(lambda request, target: {"paths": root_paths()})
+@dataclass(frozen=True)
+class KubeAPIDeps:
+    # the built-in groups
+    groups: APIGroupSet
+    endpoints: EndpointDeps
+    # the server's own paths by first segment: healthz, livez, readyz, version, metrics, openapi
+    server_paths: dict[str, resource.Resource]
+    # the paths listed at ``/``
+    root_paths: Callable[[], list[str]]
 
-    def own(self, request) -> resource.Resource | None:
-        parts = request.request_info.parts
+
+class KubeAPIResource(APIGroupsResource):
+    def __init__(self, deps: KubeAPIDeps, delegate: resource.Resource) -> None:
+        super().__init__(deps.groups, deps.endpoints, delegate)
+        self.server_paths = deps.server_paths
+        self.core_root = discovery_endpoints.core_root(deps.groups.types)
+        self.core_v1 = discovery_endpoints.resource_list("", "v1", deps.groups.types)
+        self.root = static.DocumentEndpoint(lambda request, target: {"paths": deps.root_paths()})
+
+    def own(self, parts: list[str]) -> resource.Resource | None:
         if not parts:
             return self.root
         head = parts[0]

@@ -290,10 +290,10 @@ class KapiService(service.Service):
             await self.port.stopListening()
         if self.apiserver is not None:
             deadline = self.reactor.seconds() + self.config.shutdown.drain_seconds
-            while self.apiserver.inflight() > 0 and self.reactor.seconds() < deadline:
+            while self.apiserver.requests_in_flight() > 0 and self.reactor.seconds() < deadline:
                 await task.deferLater(self.reactor, DRAIN_POLL_INTERVAL, lambda: None)
-            if self.apiserver.inflight():
-                log.warn("{n} requests still in flight after draining", n=self.apiserver.inflight())
+            if self.apiserver.requests_in_flight():
+                log.warn("{n} requests still in flight after draining", n=self.apiserver.requests_in_flight())
             await self.apiserver.stop()
         if self.compactor is not None:
             self.compactor.stop()

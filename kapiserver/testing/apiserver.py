@@ -9,30 +9,38 @@ from __future__ import annotations
 
 import os
 import tempfile
-from types import SimpleNamespace
 from typing import Any, Optional
 
 from twisted.internet import reactor
 
+from kapiserver.auth.authorizer import Authorizer
 from kapiserver.server.apiserver import APIServer
+from kapiserver.server.config import Config, config_from_dict
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.storage.interface import Storage
 
 
-def test_config(**overrides: Any) -> SimpleNamespace:
-    """A config tree with the attributes APIServer reads."""
-    config = SimpleNamespace(
-        watch=SimpleNamespace(bookmark_interval_seconds=overrides.pop("bookmark_interval_seconds", 60)),
-        limits=SimpleNamespace(max_request_body_bytes=overrides.pop("max_request_body_bytes", 3 * 1024 * 1024),
-                               request_timeout_seconds=overrides.pop("request_timeout_seconds", 60),
-                               max_requests_inflight=overrides.pop("max_requests_inflight", 400),
-                               max_mutating_requests_inflight=overrides.pop("max_mutating_requests_inflight", 200)),
-        authentication=SimpleNamespace(anonymous=overrides.pop("anonymous", True)),
-        storage=SimpleNamespace(event_ttl_seconds=overrides.pop("event_ttl_seconds", 3600)),
-    )
-    if overrides:
-        raise TypeError(f"unknown settings: {sorted(overrides)}")
-    return config
+# keyword settings of start_api_server -> the configuration key they set
+_SETTINGS = {
+    "bookmark_interval_seconds": "watch.bookmark_interval_seconds",
+    "max_request_body_bytes": "limits.max_request_body_bytes",
+    "request_timeout_seconds": "limits.request_timeout_seconds",
+    "max_requests_inflight": "limits.max_requests_inflight",
+    "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
+    "anonymous": "authentication.anonymous",
+    "event_ttl_seconds": "storage.event_ttl_seconds",
+}
+
+
+def test_config(**settings: Any) -> Config:
+    """The server's configuration for an in-process test server: the defaults, anonymous requests
+    allowed, and ``settings`` (keyword names of :data:`_SETTINGS`) applied."""
+    unknown = set(settings) - set(_SETTINGS)
+    if unknown:
+        raise TypeError(f"unknown settings: {sorted(unknown)}")
+    overrides = {"authentication.anonymous": True}
+    overrides.update({_SETTINGS[name]: value for name, value in settings.items()})
+    return config_from_dict(None, "<test>", overrides)
 
 
 class RunningServer:
@@ -54,9 +62,11 @@ class RunningServer:
 
 
 async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"test-ca",
-                           watch_cache: bool = True, **settings: Any) -> RunningServer:
+                           watch_cache: bool = True, authorizer: Optional[Authorizer] = None,
+                           **settings: Any) -> RunningServer:
     """The server on SQLite in a temporary directory (behind the watch cache, as
-    in production) unless ``storage`` is given."""
+    in production) unless ``storage`` is given; ``authorizer`` replaces the configured one."""
+    config = test_config(**settings)
     tmpdir = None
     if storage is None:
         from kapiserver.storage.sqlite import SQLiteStorage
@@ -66,7 +76,7 @@ async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"
             from kapiserver.storage.cacher import CachedStorage
             storage = CachedStorage(storage, reactor=reactor)
     await storage.start()
-    api = APIServer(test_config(**settings), storage, ca_pem, HealthChecks(), reactor)
+    api = APIServer(config, storage, ca_pem, HealthChecks(), reactor, authorizer=authorizer)
     await api.start()
     port = reactor.listenTCP(0, api.site, interface="127.0.0.1")
     return RunningServer(api, port, storage, tmpdir)

@@ -1,4 +1,4 @@
-"""A tiny treq-based JSON client for resource-tree tests."""
+"""A tiny treq-based JSON client for resource-tree tests, over a socket or in memory."""
 from __future__ import annotations
 
 import json
@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import treq
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 
 @dataclass
@@ -34,14 +35,16 @@ class JSONClient:
         for k, v in (headers or {}).items():
             hdrs[k] = [v]
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        response = await treq.request(method, self.base_url + path, data=data, headers=hdrs,
-                                      pool=self.pool, persistent=False)
-        content = await treq.content(response)
+        response, content = await self._exchange(method, self.base_url + path, data, hdrs)
         try:
             parsed = json.loads(content) if content else None
         except ValueError:
             parsed = None
         return Reply(response.code, parsed, content, response.headers)
+
+    async def _exchange(self, method: str, url: str, data: Optional[bytes], headers: dict) -> tuple[Any, bytes]:
+        response = await treq.request(method, url, data=data, headers=headers, pool=self.pool, persistent=False)
+        return response, await treq.content(response)
 
     def get(self, path: str, **kw) -> defer.Deferred:
         return defer.Deferred.fromCoroutine(self.request("GET", path, **kw))
@@ -58,3 +61,38 @@ class JSONClient:
 
     def delete(self, path: str, body: Any = None, **kw) -> defer.Deferred:
         return defer.Deferred.fromCoroutine(self.request("DELETE", path, body, **kw))
+
+
+class InMemoryClient(JSONClient):
+    """The same client driving a resource tree in memory through ``treq.testing.StubTreq``.
+
+    No socket is involved: the handler chain and the delegation chain answer
+    through StubTreq's in-memory transport.  Work the tree does off the
+    reactor's current turn (storage threads) completes on the real reactor, so
+    the transport is pumped until the answer is complete.
+    """
+
+    POLL_SECONDS = 0.002
+
+    def __init__(self, root: Any, base_url: str = "https://kapiserver.invalid") -> None:
+        from treq.testing import StubTreq
+        super().__init__(base_url)
+        self.stub = StubTreq(root)
+
+    async def _until(self, d: defer.Deferred) -> Any:
+        from twisted.internet import reactor, task
+        outcome: list = []
+        d.addBoth(outcome.append)
+        while True:
+            self.stub.flush()
+            if outcome:
+                break
+            await task.deferLater(reactor, self.POLL_SECONDS, lambda: None)
+        result = outcome[0]
+        if isinstance(result, Failure):
+            result.raiseException()
+        return result
+
+    async def _exchange(self, method: str, url: str, data: Optional[bytes], headers: dict) -> tuple[Any, bytes]:
+        response = await self._until(self.stub.request(method, url, data=data, headers=headers))
+        return response, await self._until(self.stub.content(response))

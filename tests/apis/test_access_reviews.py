@@ -37,14 +37,6 @@ class AccessReviewTests(ServerTestCase):
         self.assertEqual(reply.body["status"], {"allowed": True})
         self.assertEqual(reply.body["metadata"], {"creationTimestamp": None})
         self.assertEqual(reply.body["spec"], POD_GET)
-        self.server.api.authorizer = DenySecrets()
-        secret_get = {"resourceAttributes": {"verb": "get", "resource": "secrets", "namespace": "default"}}
-        denied = await self.client.post(f"{AUTHZ}/selfsubjectaccessreviews",
-                                        review("SelfSubjectAccessReview", secret_get))
-        self.assertEqual(denied.body["status"], {"allowed": False, "reason": "no secrets for you"})
-        # the same authorizer guards real requests
-        listing = await self.client.get("/api/v1/namespaces/default/secrets")
-        self.assertEqual((listing.code, listing.body["reason"]), (403, "Forbidden"))
 
     @run
     async def test_reviews_are_validated_and_create_only(self):
@@ -57,21 +49,6 @@ class AccessReviewTests(ServerTestCase):
                                            'must be specified'])
         listed = await self.client.get(f"{AUTHZ}/selfsubjectaccessreviews")
         self.assertEqual((listed.code, listed.body["reason"]), (405, "MethodNotAllowed"))
-
-    @run
-    async def test_subject_and_local_reviews(self):
-        self.server.api.authorizer = DenySecrets()
-        spec = {"user": "alice", "groups": ["dev"],
-                "resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": "default"}}
-        reply = await self.client.post(f"{AUTHZ}/subjectaccessreviews", review("SubjectAccessReview", spec))
-        self.assertEqual((reply.code, reply.body["status"]["allowed"]), (201, False))
-        local = await self.client.post(f"{AUTHZ}/namespaces/default/localsubjectaccessreviews",
-                                       review("LocalSubjectAccessReview", {"user": "alice", **POD_GET}))
-        self.assertEqual((local.code, local.body["status"]), (201, {"allowed": True}))
-        elsewhere = await self.client.post(f"{AUTHZ}/namespaces/other/localsubjectaccessreviews",
-                                           review("LocalSubjectAccessReview", {"user": "alice", **POD_GET}))
-        self.assertEqual((elsewhere.code, elsewhere.body["message"]),
-                         (400, "spec.resourceAttributes.namespace must match namespace: other"))
 
     @run
     async def test_rules_review_lists_what_the_authorizer_allows(self):
@@ -98,7 +75,40 @@ class AccessReviewTests(ServerTestCase):
                          ["system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"])
         no_user = await self.client.post(SELF_REVIEW, body, headers={"Impersonate-Group": "dev"})
         self.assertEqual(no_user.code, 400)
-        self.server.api.authorizer = DenySecrets()
+
+
+class DenyingAuthorizerTests(ServerTestCase):
+    """Reviews, impersonation and real requests all ask the server's one authorizer."""
+
+    settings = {"authorizer": DenySecrets()}
+
+    @run
+    async def test_self_subject_access_review_answers_from_the_authorizer(self):
+        secret_get = {"resourceAttributes": {"verb": "get", "resource": "secrets", "namespace": "default"}}
+        denied = await self.client.post(f"{AUTHZ}/selfsubjectaccessreviews",
+                                        review("SelfSubjectAccessReview", secret_get))
+        self.assertEqual(denied.body["status"], {"allowed": False, "reason": "no secrets for you"})
+        # the same authorizer guards real requests
+        listing = await self.client.get("/api/v1/namespaces/default/secrets")
+        self.assertEqual((listing.code, listing.body["reason"]), (403, "Forbidden"))
+
+    @run
+    async def test_subject_and_local_reviews(self):
+        spec = {"user": "alice", "groups": ["dev"],
+                "resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": "default"}}
+        reply = await self.client.post(f"{AUTHZ}/subjectaccessreviews", review("SubjectAccessReview", spec))
+        self.assertEqual((reply.code, reply.body["status"]["allowed"]), (201, False))
+        local = await self.client.post(f"{AUTHZ}/namespaces/default/localsubjectaccessreviews",
+                                       review("LocalSubjectAccessReview", {"user": "alice", **POD_GET}))
+        self.assertEqual((local.code, local.body["status"]), (201, {"allowed": True}))
+        elsewhere = await self.client.post(f"{AUTHZ}/namespaces/other/localsubjectaccessreviews",
+                                           review("LocalSubjectAccessReview", {"user": "alice", **POD_GET}))
+        self.assertEqual((elsewhere.code, elsewhere.body["message"]),
+                         (400, "spec.resourceAttributes.namespace must match namespace: other"))
+
+    @run
+    async def test_impersonation_needs_the_authorizer_s_consent(self):
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
         root = await self.client.post(SELF_REVIEW, body, headers={"Impersonate-User": "root"})
         self.assertEqual((root.code, root.body["message"]), (403, 'users "root" is forbidden: User "system:anonymous" '
                                                                   'cannot impersonate resource "users" in API group "" '

@@ -3,6 +3,7 @@ filters, delegation chain, handlers and Store, on ConfigMaps (namespaced, no
 status), Namespaces (cluster-scoped, status) and Leases (coordination.k8s.io)."""
 from __future__ import annotations
 
+import base64
 import json
 
 from twisted.internet import defer, reactor
@@ -529,8 +530,11 @@ class WatchTests(ServerTestCase):
         types = [e["type"] for e in events]
         self.assertIn("ADDED", types)
         first_bookmark = events[types.index("BOOKMARK")]
-        self.assertEqual(first_bookmark["object"]["metadata"]["annotations"],
-                         {"k8s.io/initial-events-end": "true"})
+        annotations = first_bookmark["object"]["metadata"]["annotations"]
+        self.assertEqual(annotations["k8s.io/initial-events-end"], "true")
+        # client-go's WatchList decodes its list type from the blueprint: the empty list, as JSON here
+        blueprint = json.loads(base64.b64decode(annotations["kubernetes.io/initial-events-list-blueprint"]))
+        self.assertEqual(blueprint, {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": None})
         self.assertLess(types.index("ADDED"), types.index("BOOKMARK"))
 
     @run

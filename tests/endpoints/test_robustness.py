@@ -43,7 +43,7 @@ class SlowWatcherTests(ServerTestCase):
 
         async def watchers() -> int:
             await task.deferLater(reactor, 0.05, lambda: None)
-            return len(self.server.api.watches)
+            return len(self.server.api.watches.watches)
         for _ in range(40):
             if await watchers():
                 break

@@ -218,9 +218,14 @@ class MalformedTests(unittest.TestCase):
     def test_truncated_body(self):
         self.assertRaises(ProtobufError, protobuf.decode_object, NAMESPACE_BODY[:-9])
 
-    def test_kind_without_table(self):
-        body = envelope(b"apps/v1", b"ControllerRevision", b"")  # its data is a RawExtension: no table
+    def test_unregistered_kind(self):
+        body = envelope(b"apps/v1", b"Gizmo", b"")
         self.assertRaises(LookupError, protobuf.decode_object, body)
+
+    def test_raw_extension_must_hold_json(self):
+        # ControllerRevision{data: RawExtension{raw: "{"}}: 12 03 (data) 0a 01 7b (raw)
+        body = envelope(b"apps/v1", b"ControllerRevision", h("12 03 0a 01 7b"))
+        self.assertRaises(ProtobufError, protobuf.decode_object, body)
 
 
 PB = "application/vnd.kubernetes.protobuf"
@@ -264,13 +269,31 @@ class ProtobufRequestTests(ServerTestCase):
         self.assertIn('unknown field "#99"', r.body["message"])
 
     @run
-    async def test_kind_without_table_is_415(self):
-        body = envelope(b"apps/v1", b"ControllerRevision", b"")
+    async def test_unregistered_kind_is_400(self):
+        body = envelope(b"apps/v1", b"Gizmo", b"")
         r = await self.client.post("/apis/apps/v1/namespaces/default/controllerrevisions", raw=body, content_type=PB)
-        self.assertEqual(r.code, 415, r.raw)
-        self.assertEqual(r.body["reason"], "UnsupportedMediaType")
-        self.assertIn("protobuf", r.body["message"])
-        self.assertIn("'ControllerRevision'", r.body["message"])
+        self.assertEqual(r.code, 400, r.raw)
+        self.assertEqual(r.body["reason"], "BadRequest")
+        self.assertEqual(r.body["message"], 'Gizmo in version "v1" cannot be handled as a ControllerRevision: '
+                                            'no kind "Gizmo" is registered for version "apps/v1"')
+
+    @run
+    async def test_controller_revision_data_is_the_raw_json(self):
+        # ControllerRevision{metadata{name "rev"}, data{raw '{"a":[1,true]}'}, revision 2}, by hand
+        raw = b'{"a":[1,true]}'
+        data = h("0a") + bytes([len(raw)]) + raw
+        msg = h("0a 05 0a 03 726576") + h("12") + bytes([len(data)]) + data + h("18 02")
+        body = envelope(b"apps/v1", b"ControllerRevision", msg)
+        r = await self.client.post("/apis/apps/v1/namespaces/default/controllerrevisions", raw=body, content_type=PB,
+                                   headers={"Accept": PB})
+        self.assertEqual(r.code, 201, r.raw)
+        self.assertEqual(r.header("content-type"), PB)
+        created = protobuf.decode_object(r.raw).obj
+        self.assertEqual((created["data"], created["revision"]), ({"a": [1, True]}, 2))
+        got = await self.client.get("/apis/apps/v1/namespaces/default/controllerrevisions/rev")
+        self.assertEqual(got.body["data"], {"a": [1, True]})
+        # the answer holds the data's JSON bytes in the RawExtension, as upstream does
+        self.assertIn(h("12") + bytes([len(data)]) + data, protobuf.unwrap(r.raw).raw)
 
     @run
     async def test_custom_resources_never_take_protobuf(self):
@@ -292,7 +315,28 @@ class ProtobufRequestTests(ServerTestCase):
             await task.deferLater(reactor, 0.05, lambda: None)
         self.assertEqual(r.code, 415, r.raw)
         self.assertEqual(r.body["reason"], "UnsupportedMediaType")
-        self.assertIn("custom resources", r.body["message"])
+        self.assertEqual(r.body["message"], "the body of the request was in an unknown format - accepted media "
+                                            "types include: application/json, application/yaml")
+        r = await self.client.post(url, {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+        self.assertEqual(r.code, 201, r.raw)
+        # answers: JSON where protobuf comes first; protobuf alone is not acceptable (upstream's message),
+        # while errors follow the first media type, as upstream's
+        r = await self.client.get(url + "/w", headers={"Accept": f"{PB}, application/json"})
+        self.assertEqual((r.code, r.header("content-type"), r.body["metadata"]["name"]), (200, "application/json", "w"))
+        r = await self.client.get(url + "/w", headers={"Accept": PB})
+        self.assertEqual(r.code, 406, r.raw)
+        self.assertEqual(r.body["message"], "only the following media types are accepted: application/json, "
+                                            "application/yaml, application/vnd.kubernetes.protobuf")
+        r = await self.client.get(url + "/missing", headers={"Accept": f"{PB}, application/json"})
+        self.assertEqual((r.code, r.header("content-type")), (404, PB))
+        self.assertEqual(protobuf.decode_object(r.raw).obj["message"], 'widgets.example.com "missing" not found')
+        # metadata-only answers are protobuf for custom resources too
+        r = await self.client.get(url, headers={
+            "Accept": f"{PB};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"})
+        self.assertEqual((r.code, r.header("content-type")), (200, PB))
+        listed = protobuf.decode_object(r.raw).obj
+        self.assertEqual(listed["kind"], "PartialObjectMetadataList")
+        self.assertEqual([i["metadata"]["name"] for i in listed["items"]], ["w"])
 
     @run
     async def test_garbage_is_400(self):
@@ -341,12 +385,54 @@ class ProtobufRequestTests(ServerTestCase):
         self.assertTrue(items["metadata"]["resourceVersion"])
 
     @run
-    async def test_json_when_listed_first_and_errors_stay_json(self):
+    async def test_json_when_listed_first_and_errors_follow_the_first_type(self):
         r = await self.client.get("/api/v1/namespaces/default/configmaps",
                                   headers={"Accept": "application/json,application/vnd.kubernetes.protobuf"})
         self.assertEqual(r.header("content-type"), "application/json")
+        # upstream encodes error Statuses like objects: protobuf when it comes first
         r = await self.client.get("/api/v1/namespaces/default/configmaps/missing",
                                   headers={"Accept": "application/vnd.kubernetes.protobuf,application/json"})
         self.assertEqual(r.code, 404)
-        self.assertEqual(r.header("content-type"), "application/json")
-        self.assertEqual(r.body["reason"], "NotFound")
+        self.assertEqual(r.header("content-type"), PB)
+        status = protobuf.decode_object(r.raw).obj
+        self.assertEqual((status["kind"], status["reason"], status["code"]), ("Status", "NotFound", 404))
+        self.assertEqual(status["details"], {"name": "missing", "kind": "configmaps"})
+        r = await self.client.get("/api/v1/namespaces/default/configmaps/missing",
+                                  headers={"Accept": "application/json,application/vnd.kubernetes.protobuf"})
+        self.assertEqual((r.code, r.header("content-type"), r.body["reason"]), (404, "application/json", "NotFound"))
+
+    @run
+    async def test_delete_answers_a_protobuf_status(self):
+        r = await self.client.post("/api/v1/namespaces/default/configmaps",
+                                   {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bye"}})
+        self.assertEqual(r.code, 201, r.raw)
+        r = await self.client.delete("/api/v1/namespaces/default/configmaps/bye", headers={"Accept": PB})
+        self.assertEqual((r.code, r.header("content-type")), (200, PB))
+        status = protobuf.decode_object(r.raw).obj
+        self.assertEqual((status["kind"], status["status"], status["details"]["name"]), ("Status", "Success", "bye"))
+
+    @run
+    async def test_partial_object_metadata_as_protobuf(self):
+        await self.client.post("/api/v1/namespaces/default/configmaps",
+                               {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "meta", "labels": {"a": "b"}},
+                                "data": {"secret": "not in metadata"}})
+        r = await self.client.get("/api/v1/namespaces/default/configmaps/meta", headers={
+            "Accept": f"{PB};as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"})
+        self.assertEqual((r.code, r.header("content-type")), (200, PB))
+        env = protobuf.unwrap(r.raw)
+        self.assertEqual((env.api_version, env.kind), ("meta.k8s.io/v1", "PartialObjectMetadata"))
+        got = protobuf.decode_object(r.raw).obj
+        self.assertEqual(got["metadata"]["labels"], {"a": "b"})
+        self.assertNotIn(b"not in metadata", r.raw)
+        # v1beta1's list has other field numbers than v1's (items 1, metadata 2)
+        r = await self.client.get("/api/v1/namespaces/default/configmaps", headers={
+            "Accept": f"{PB};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1,application/json"})
+        self.assertEqual((r.code, r.header("content-type")), (200, PB))
+        listed = protobuf.decode_object(r.raw).obj
+        self.assertEqual(listed["apiVersion"], "meta.k8s.io/v1beta1")
+        self.assertIn("meta", [i["metadata"]["name"] for i in listed["items"]])
+        self.assertTrue(listed["metadata"]["resourceVersion"])
+        # Tables have no protobuf form: the next clause answers
+        r = await self.client.get("/api/v1/namespaces/default/configmaps", headers={
+            "Accept": f"{PB};as=Table;g=meta.k8s.io;v=v1,application/json"})
+        self.assertEqual((r.code, r.header("content-type"), r.body["kind"]), (200, "application/json", "ConfigMapList"))

@@ -39,6 +39,7 @@ type ThingSpec struct {
 	Args []string `json:"args" protobuf:"bytes,2,rep,name=args"`
 	Limits ResourceList `json:"limits,omitempty" protobuf:"bytes,3,rep,name=limits,casttype=ResourceList"`
 	VolumeSource `json:",inline" protobuf:"bytes,4,opt,name=volumeSource"`
+	ThingCommon `json:",inline" protobuf:"bytes,5,req"`
 }
 """
 
@@ -57,11 +58,19 @@ class GeneratorParserTests(unittest.TestCase):
                          ("limits", 3, ".k8s.io.apimachinery.pkg.api.resource.Quantity"))
 
     def test_go_json_facts(self):
-        fields = gen.parse_go(GO)["ThingSpec"]
-        self.assertEqual(fields["replicas"], gen.GoField("replicas", True, True, False, False))
-        self.assertEqual(fields["args"], gen.GoField("args", False, False, False, False))
-        self.assertTrue(fields["volumeSource"].inline)
-        self.assertEqual(gen._flags(fields["args"], True), ", repeated=True, omitempty=False")
+        fields = gen.parse_go(GO)["ThingSpec"]  # by protobuf field number
+        self.assertEqual(fields[1], gen.GoField("replicas", True, True, False, False, order=0))
+        self.assertEqual(fields[2], gen.GoField("args", False, False, False, False, order=1))
+        self.assertTrue(fields[4].inline)
+        self.assertTrue(fields[5].inline)  # embedded without name= in its tag
+        self.assertEqual(gen._flags(fields[2], True), ", repeated=True, omitempty=False")
+
+    def test_package_short_names(self):
+        self.assertEqual(gen.short_package("k8s.io.api.autoscaling.v2"), "autoscaling.v2")
+        self.assertEqual(gen.short_package("k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1"),
+                         "apiextensions")
+        self.assertEqual(gen.short_package("k8s.io.apimachinery.pkg.runtime"), "runtime")
+        self.assertEqual(gen.short_package("k8s.io.apimachinery.pkg.apis.meta.v1beta1"), "meta.v1beta1")
 
     def test_generated_tables_load_lazily_and_hand_written_tables_win(self):
         kinds = protobuf_types.all_kinds()

@@ -13,7 +13,7 @@ class _FakeAPIServer:
         self.in_flight = 1
         self.stopped = False
 
-    def inflight(self) -> int:
+    def requests_in_flight(self) -> int:
         return self.in_flight
 
     async def stop(self) -> None:

@@ -5,13 +5,12 @@ authenticated as (from the client certificate: CN and O).
 """
 from __future__ import annotations
 
-from typing import Any
-
+from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
 
 
-def _answer(server: Any) -> Answer:
+def _answer(deps: RegistryDeps) -> Answer:
     return lambda obj, user, namespace: {"userInfo": user.to_dict() if user is not None else {}}
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kapiserver.auth.authorizer import Attributes
+from kapiserver.auth.authorizer import Attributes, decide
 from kapiserver.auth.user import UserInfo
 from kapiserver.machinery import errors
+from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
 
@@ -89,18 +90,21 @@ def _status(decision) -> dict:
     return status
 
 
-def _self_answer(server: Any) -> Answer:
-    return lambda obj, user, namespace: _status(server.authorizer.authorize(user, _attributes(obj["spec"])))
+def _self_answer(deps: RegistryDeps) -> Answer:
+    async def answer(obj: dict, user: Any, namespace: str) -> dict:
+        return _status(await decide(deps.authorizer, user, _attributes(obj["spec"])))
+    return answer
 
 
-def _subject_answer(server: Any) -> Answer:
-    return lambda obj, user, namespace: _status(
-        server.authorizer.authorize(_subject(obj["spec"]), _attributes(obj["spec"])))
+def _subject_answer(deps: RegistryDeps) -> Answer:
+    async def answer(obj: dict, user: Any, namespace: str) -> dict:
+        return _status(await decide(deps.authorizer, _subject(obj["spec"]), _attributes(obj["spec"])))
+    return answer
 
 
-def _rules_answer(server: Any) -> Answer:
+def _rules_answer(deps: RegistryDeps) -> Answer:
     def answer(obj: dict, user: Any, namespace: str) -> dict:
-        rules = server.authorizer.rules_for(user, (obj.get("spec") or {}).get("namespace") or "")
+        rules = deps.authorizer.rules_for(user, (obj.get("spec") or {}).get("namespace") or "")
         return {"resourceRules": rules.resource_rules, "nonResourceRules": rules.non_resource_rules,
                 "incomplete": rules.incomplete}
     return answer

@@ -1,25 +1,35 @@
-"""Watch: a chunked stream of ``{"type": ..., "object": ...}`` lines.
+"""Watch: a chunked stream of ``{"type": ..., "object": ...}`` lines, or of
+length-prefixed protobuf WatchEvent frames (``application/vnd.kubernetes.protobuf;
+stream=watch``) when the client prefers protobuf and the kind has a table.
 
 The stream is a push producer registered with the HTTP transport: when the
 client stops reading, Twisted pauses it and events queue here; past a bounded
 backlog the watch is closed (the client re-lists and watches again) instead
 of letting memory grow.
+
+The initial-events-end bookmark of a watch-list carries, like upstream's, the
+empty list of the kind in the stream's encoding (annotation
+``kubernetes.io/initial-events-list-blueprint``), from which client-go's
+WatchList builds its list type.
 """
 from __future__ import annotations
 
+import base64
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 from twisted.internet import defer
 from zope.interface import implementer
 from twisted.internet.interfaces import IPushProducer
 from twisted.logger import Logger
 
+from kapiserver.endpoints import partial_metadata
+from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS
 from kapiserver.endpoints.scope import RequestScope
 from kapiserver.endpoints.transform import transform_watch_object
-from kapiserver.machinery import codec
+from kapiserver.machinery import codec, protobuf
 from kapiserver.registry.options import ListOptions
-from kapiserver.registry.watch import ResourceWatch
+from kapiserver.registry.watch import BOOKMARK, ERROR, INITIAL_EVENTS_END, ResourceWatch
 
 log = Logger()
 
@@ -30,6 +40,7 @@ MAX_BACKLOG_BYTES = 32 * 1024 * 1024
 # in the same reactor turn (few watchers never saturate the server).
 FLUSH_DELAY_SECONDS = 0.02
 COALESCE_FROM_STREAMS = 100
+LIST_BLUEPRINT = "kubernetes.io/initial-events-list-blueprint"
 
 
 class WriteCoalescer:
@@ -95,9 +106,22 @@ class WatchStream:
         self.watch: ResourceWatch | None = None
         self.sent_any = False
         self.pending: list[bytes] = []  # events of this reactor turn, written together
+        self.protobuf = self._uses_protobuf()
+        self.content_type = protobuf.WATCH_MEDIA_TYPE if self.protobuf else scope.target.content_type
         # read for every event and watcher: computed once (the target parses headers)
         self.encoding_key = self._encoding_key()
         coalescer_for(scope.reactor).open_streams += 1
+
+    def _uses_protobuf(self) -> bool:
+        """Protobuf frames: the client listed protobuf first and the stream's objects have a table."""
+        target = self.scope.target
+        if not target.prefer_protobuf:
+            return False
+        if target.as_kind:
+            return target.as_kind in PROTOBUF_SHAPE_KINDS and protobuf.can_encode(
+                f"{target.group}/{target.version}", target.as_kind)
+        return not self.scope.rtype.is_crd and protobuf.can_encode(self.scope.rtype.api_version,
+                                                                   self.scope.rtype.kind)
 
     def _encoding_key(self):
         """What makes two watchers' bytes for one event identical (None: never shared).
@@ -108,13 +132,44 @@ class WatchStream:
         target = self.scope.target
         if target.as_kind == "Table":
             return None
-        return ("watch-line", self.scope.rtype.api_version, self.scope.rtype.kind, target.content_type)
+        return ("watch-line", self.scope.rtype.api_version, self.scope.rtype.kind, target.content_type,
+                self.content_type)
 
     def encode(self, event_type: str, obj: dict) -> bytes:
-        if event_type not in ("ERROR", "BOOKMARK"):
+        target = self.scope.target
+        if event_type == BOOKMARK:
+            if target.as_kind in PROTOBUF_SHAPE_KINDS:  # upstream sends bookmarks in the negotiated shape too
+                obj = partial_metadata.to_partial_object_metadata(obj, f"{target.group}/{target.version}")
+            obj = self._with_list_blueprint(obj)
+        elif event_type != ERROR:
             obj = transform_watch_object(self.scope, obj, first=not self.sent_any)
             self.sent_any = True
+        if self.protobuf:
+            return protobuf.encode_watch_frame(event_type, protobuf.encode_object(obj))
         return codec.encode_json({"type": event_type, "object": obj}) + b"\n"
+
+    def _with_list_blueprint(self, bookmark: dict) -> dict:
+        """The initial-events-end bookmark with the stream's empty list (a copy; others as they are)."""
+        md = bookmark.get("metadata") or {}
+        annotations = md.get("annotations") or {}
+        if annotations.get(INITIAL_EVENTS_END) != "true" or self.scope.target.as_kind == "Table":
+            return bookmark
+        blueprint = base64.b64encode(self._empty_list()).decode("ascii")
+        return {**bookmark, "metadata": {**md, "annotations": {**annotations, LIST_BLUEPRINT: blueprint}}}
+
+    def _empty_list(self) -> bytes:
+        target, rtype = self.scope.target, self.scope.rtype
+        listed: dict[str, Any]
+        if target.as_kind:
+            listed = {"kind": "PartialObjectMetadataList", "apiVersion": f"{target.group}/{target.version}",
+                      "metadata": {}, "items": None}
+        elif rtype.is_crd:  # upstream's unstructured list: no metadata, empty items
+            listed = {"apiVersion": rtype.api_version, "items": [], "kind": rtype.list_kind}
+        else:
+            listed = {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": {}, "items": None}
+        if self.protobuf:
+            return protobuf.encode_object(listed)
+        return codec.encode_json(listed) + b"\n"  # the stream's lines are JSON, whatever the media type
 
     # WatchSink
     def send(self, event_type: str, obj: dict) -> None:
@@ -217,7 +272,7 @@ async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callabl
     rw = ResourceWatch(scope.store, scope.info.namespace, opts, stream, scope.reactor, scope.bookmark_interval)
     stream.watch = rw
     request.setResponseCode(200)
-    request.setHeader(b"content-type", scope.target.content_type.encode())
+    request.setHeader(b"content-type", stream.content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
     request.registerProducer(stream, True)
     request.notifyFinish().addBoth(lambda _: rw.stop())

@@ -1,0 +1,43 @@
+"""What the REST endpoints of a delegation link need from the server, and nothing more."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from twisted.internet.interfaces import IReactorTime
+
+from kapiserver.registry.resource_type import ResourceType
+
+WatchCounter = Callable[[ResourceType, int], None]
+
+
+class WatchRegistry:
+    """The open watches, so shutdown can end each one cleanly; ``counted(rtype, +1/-1)`` sees each change."""
+
+    def __init__(self, counted: WatchCounter = lambda rtype, delta: None) -> None:
+        self.watches: set = set()
+        self.counted = counted
+
+    def register(self, watch: Any) -> Callable[[], None]:
+        self.watches.add(watch)
+        self.counted(watch.rtype, 1)
+
+        def unregister() -> None:
+            if watch in self.watches:
+                self.watches.discard(watch)
+                self.counted(watch.rtype, -1)
+        return unregister
+
+    def stop_all(self) -> None:
+        for watch in list(self.watches):
+            watch.stop()
+
+
+@dataclass(frozen=True)
+class EndpointDeps:
+    reactor: IReactorTime
+    # seconds between BOOKMARK events on watches that asked for them
+    bookmark_interval: float
+    # ``$ref`` -> schema, for strict field validation and strategic merge patch of built-in kinds
+    schema_resolver: Callable[[str], dict]
+    watches: WatchRegistry = field(default_factory=WatchRegistry)

@@ -1,0 +1,42 @@
+"""Authorization: may this user make this request?  Otherwise 403.
+
+Upstream's ``WithAuthorization``: the request's attributes (from the request
+info and the user it acts as) go to the one authorizer, which also answers the
+access-review APIs.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from twisted.internet import defer
+from twisted.web import server
+
+from kapiserver.auth.authorizer import Attributes, Authorizer, Decision, forbidden
+from kapiserver.endpoints.filters.chain import Filter
+from kapiserver.endpoints.request_context import RequestContext
+from kapiserver.endpoints.request_info import RequestInfo
+
+
+def attributes_for(info: RequestInfo) -> Attributes:
+    return Attributes(verb=info.verb, resource_request=info.is_resource_request, namespace=info.namespace,
+                      api_group=info.group, api_version=info.version, resource=info.resource,
+                      subresource=info.subresource, name=info.name, path=info.path)
+
+
+class WithAuthorization(Filter):
+    def __init__(self, wrapped, authorizer: Authorizer) -> None:
+        super().__init__(wrapped)
+        self.authorizer = authorizer
+
+    def apply(self, request: server.Request, ctx: RequestContext) -> Optional[defer.Deferred]:
+        attributes = attributes_for(ctx.require_info())
+        decision = self.authorizer.authorize(ctx.user, attributes)
+        if isinstance(decision, defer.Deferred):
+            return decision.addCallback(self._enforce, ctx, attributes)
+        self._enforce(decision, ctx, attributes)
+        return None
+
+    @staticmethod
+    def _enforce(decision: Decision, ctx: RequestContext, attributes: Attributes) -> None:
+        if not decision.allowed:
+            raise forbidden(ctx.user, attributes, decision.reason)

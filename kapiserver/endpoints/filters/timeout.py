@@ -1,0 +1,54 @@
+"""Request timeout: a request that has not started its answer in time gets 504.
+
+Upstream's ``WithTimeoutForNonLongRunningRequests``: watches and other
+long-running requests are exempt; ``?timeout=`` (a Go duration) may shorten the
+server's limit, never lengthen it.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
+from twisted.web import server
+
+from kapiserver.endpoints import respond
+from kapiserver.endpoints.filters.chain import Filter
+from kapiserver.endpoints.request_context import RequestContext
+from kapiserver.machinery import errors
+from kapiserver.machinery.duration import parse_go_duration
+
+
+def _truthy(args: Optional[dict], key: bytes) -> bool:
+    values = (args or {}).get(key) or []
+    return bool(values) and values[0].lower() in (b"true", b"1")
+
+
+class WithTimeout(Filter):
+    def __init__(self, wrapped, reactor: IReactorTime, seconds: float) -> None:
+        super().__init__(wrapped)
+        self.reactor = reactor
+        self.seconds = seconds
+
+    def apply(self, request: server.Request, ctx: RequestContext) -> Optional[defer.Deferred]:
+        info = ctx.require_info()
+        if info.is_long_running or (info.verb == "list" and _truthy(request.args, b"watch")):
+            return None
+        seconds = self.seconds
+        raw = (request.args or {}).get(b"timeout")
+        if raw:
+            parsed = parse_go_duration(raw[0].decode("latin-1"))
+            if parsed is None:
+                raise errors.bad_request(f"invalid timeout specified in the request URL: {raw[0]!r}")
+            if parsed > 0:
+                seconds = min(seconds, parsed)
+        call = self.reactor.callLater(seconds, self._expire, request, ctx)
+        request.notifyFinish().addBoth(lambda _: call.cancel() if call.active() else None)
+        return None
+
+    @staticmethod
+    def _expire(request: Any, ctx: RequestContext) -> None:
+        if request.finished or request.startedWriting:
+            return
+        respond.write_status(request, errors.timeout("request did not complete within the allowed duration"))
+        ctx.timed_out = True

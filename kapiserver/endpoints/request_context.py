@@ -1,0 +1,51 @@
+"""The typed per-request context the filters fill in (upstream's request.Context values).
+
+Each filter of the handler chain attaches what it learned: the request info,
+the authenticated user, the user the request acts as after impersonation, the
+audit event, the in-flight seat.  Later filters, the delegation chain and the
+handlers read it through :func:`context_of`; nothing else is hung on the
+Twisted request.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from kapiserver.auth.user import UserInfo
+from kapiserver.endpoints.request_info import RequestInfo
+
+_ATTRIBUTE = "kapiserver_context"
+
+
+@dataclass
+class RequestContext:
+    # when the request was handed to the chain (monotonic seconds), for latency metrics
+    received_at: float = field(default_factory=time.monotonic)
+    # what the request is about (the request-info filter)
+    info: Optional[RequestInfo] = None
+    # who sent it (the authentication filter) and who it acts as (impersonation)
+    authenticated_user: Optional[UserInfo] = None
+    user: Optional[UserInfo] = None
+    # audiences the credential was valid for (service-account tokens)
+    audiences: tuple[str, ...] = ()
+    # the audit event being recorded for this request, if the policy asked for one
+    audit: Any = None
+    # set by the connection when the body exceeded the limit while it arrived
+    body_too_large: bool = False
+    # the timeout filter answered 504: nothing else may write
+    timed_out: bool = False
+
+    def require_info(self) -> RequestInfo:
+        if self.info is None:
+            raise RuntimeError("the request-info filter has not run")
+        return self.info
+
+
+def context_of(request: Any) -> RequestContext:
+    """The request's context, created on first use."""
+    ctx = getattr(request, _ATTRIBUTE, None)
+    if ctx is None:
+        ctx = RequestContext()
+        setattr(request, _ATTRIBUTE, ctx)
+    return ctx

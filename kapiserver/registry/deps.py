@@ -1,0 +1,34 @@
+"""What a kind's REST storage may need from the server (``ResourceType.make_store``).
+
+Most kinds need only the generic Store over the storage backend; a few are
+answered from elsewhere (access reviews ask the authorizer, token requests sign
+with the service-account key).  They get this typed bundle, built once from the
+completed configuration, instead of the whole server.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from kapiserver.admission.interface import AdmissionChain
+from kapiserver.auth.authorizer import Authorizer
+from kapiserver.registry.leases import LeaseReuser
+from kapiserver.storage.interface import Storage
+
+if TYPE_CHECKING:
+    from kapiserver.registry.store import Store
+    from kapiserver.server.config import Config
+
+
+@dataclass(frozen=True)
+class RegistryDeps:
+    config: "Config"
+    storage: Storage
+    admission: AdmissionChain
+    leases: LeaseReuser
+    authorizer: Authorizer
+    reactor: Any
+    # the cluster CA certificate (PEM), as published in kube-root-ca.crt
+    ca_pem: str
+    # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)
+    store: Callable[[str, str, str], "Store"]

@@ -1,0 +1,56 @@
+"""The handler chain around the delegation chain, in upstream's order.
+
+kube-apiserver's ``DefaultBuildHandlerChain`` wraps its API handler so that a
+request passes, outermost first:
+
+    panic recovery → request info → metrics → wait group → timeout
+      → authentication → impersonation → max-in-flight → authorization
+      → the delegation chain (aggregator → kube → CRD → 404)
+
+Max-in-flight comes after authentication and impersonation, as upstream: the
+``system:masters`` group is exempt from it, and priority-and-fairness (its
+successor) classifies requests by user.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twisted.internet.interfaces import IReactorTime
+from twisted.web.resource import IResource
+
+from kapiserver.auth.authenticator import Authenticator
+from kapiserver.auth.authorizer import Authorizer
+from kapiserver.endpoints.filters.authentication import WithAuthentication
+from kapiserver.endpoints.filters.authorization import WithAuthorization
+from kapiserver.endpoints.filters.impersonation import WithImpersonation
+from kapiserver.endpoints.filters.inflight import InflightLimiter, WithMaxInFlightLimit
+from kapiserver.endpoints.filters.metrics import Recorder, WithRequestMetrics
+from kapiserver.endpoints.filters.panic_recovery import PanicRecovery
+from kapiserver.endpoints.filters.request_info import WithRequestInfo
+from kapiserver.endpoints.filters.timeout import WithTimeout
+from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup, WithWaitGroup
+
+
+@dataclass(frozen=True)
+class HandlerChainDeps:
+    reactor: IReactorTime
+    authenticator: Authenticator
+    authorizer: Authorizer
+    inflight: InflightLimiter
+    wait_group: RequestWaitGroup
+    record_metrics: Recorder
+    request_timeout_seconds: float
+    max_body_bytes: int
+
+
+def build_handler_chain(api_handler: IResource, deps: HandlerChainDeps) -> IResource:
+    """Wrap ``api_handler`` (the delegation chain) in the filters, innermost first."""
+    handler: IResource = WithAuthorization(api_handler, deps.authorizer)
+    handler = WithMaxInFlightLimit(handler, deps.inflight)
+    handler = WithImpersonation(handler, deps.authorizer)
+    handler = WithAuthentication(handler, deps.authenticator)
+    handler = WithTimeout(handler, deps.reactor, deps.request_timeout_seconds)
+    handler = WithWaitGroup(handler, deps.wait_group)
+    handler = WithRequestMetrics(handler, deps.record_metrics)
+    handler = WithRequestInfo(handler, deps.max_body_bytes)
+    return PanicRecovery(handler)
