@@ -65,7 +65,7 @@ NASTY_QUERY_VALUES = ["", "-1", "0", "abc", "1e9", "99999999999999999999", "All"
 QUERY_PARAMS = ["dryRun", "fieldValidation", "gracePeriodSeconds", "propagationPolicy", "timeoutSeconds",
                 "limit", "continue", "resourceVersion", "resourceVersionMatch", "labelSelector",
                 "fieldSelector", "allowWatchBookmarks", "sendInitialEvents", "orphanDependents", "pretty",
-                "fieldManager", "watch"]
+                "fieldManager"]  # watches: only with timeoutSeconds=1 first (see random_case)
 
 
 def deep_json(levels: int, opener: bytes = b"[", closer: bytes = b"]") -> bytes:
@@ -84,6 +84,19 @@ def deep_protobuf(levels: int) -> bytes:
         if len(inner) > 3_000_000:
             break
     return _envelope("v1", "ConfigMap", inner)
+
+
+def deep_protobuf_crd(levels: int) -> bytes:
+    """A CustomResourceDefinition whose schema nests ``not`` (JSONSchemaProps field 28) ``levels`` deep."""
+    props = b""
+    for _ in range(levels):
+        props = _field(28, props)
+        if len(props) > 3_000_000:
+            break
+    version = _field(1, b"v1") + _field(4, _field(1, props))
+    spec = _field(1, b"deep.example.com") + _field(7, version)
+    raw = _field(1, _field(1, b"fuzzes.deep.example.com")) + _field(2, spec)
+    return _envelope("apiextensions.k8s.io/v1", "CustomResourceDefinition", raw)
 
 
 def _varint(n: int) -> bytes:
@@ -390,6 +403,8 @@ def depth_cases() -> Iterator[Case]:
         yield Case(f"yaml flow {levels} levels", "POST", cm, deep_json(levels), YAML)
         yield Case(f"yaml block {levels} levels", "POST", cm, deep_yaml_block(levels), YAML)
         yield Case(f"protobuf {levels} levels", "POST", cm, deep_protobuf(levels), PROTOBUF)
+        yield Case(f"protobuf crd {levels} levels", "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                   deep_protobuf_crd(levels), PROTOBUF)
         for patch_type in (MERGE, SMP):
             yield Case(f"{patch_type} {levels} levels", "PATCH", cm + "/fuzz-anchor",
                        b'{"data":' + b'{"a":' * levels + b"1" + b"}" * (levels + 1), patch_type)
