@@ -1,6 +1,6 @@
 """Malformed requests against a running kapiserver: nothing a client sends may crash, stall or poison it.
 
-``python3 bench/fuzz.py [--kubeconfig FILE | --start] [--cases N] [--seed S] [--quiet]``
+``python3 bench/fuzz.py [--kubeconfig FILE | --start] [--cases N] [--seed S] [--quiet] [--no-depth]``
 
 Cases are generated from what the server serves (discovery and the
 OpenAPI v3 schemas of every kind) and a corpus of nasty values: wrong JSON
@@ -507,9 +507,10 @@ def random_case(resources: list[Resource], rng: random.Random) -> Case:
         [JSON, YAML, PROTOBUF]))
 
 
-def cases(resources: list[Resource], count: int, seed: int) -> Iterator[Case]:
+def cases(resources: list[Resource], count: int, seed: int, depth: bool = True) -> Iterator[Case]:
     rng = random.Random(seed)
-    yield from depth_cases()
+    if depth:
+        yield from depth_cases()
     for _ in range(count):
         yield random_case(resources, rng)
 
@@ -546,12 +547,12 @@ def prepare(conn: Connection) -> None:
 
 
 def run(kubeconfig: str, count: int, seed: int, quiet: bool = False,
-        progress: Optional[Callable[[int], None]] = None) -> Report:
+        progress: Optional[Callable[[int], None]] = None, depth: bool = True) -> Report:
     conn = Connection(kubeconfig)
     prepare(conn)
     resources = [r for r in discover(conn) if r.name not in ("tokenreviews",)]
     report = Report()
-    for i, case in enumerate(cases(resources, count, seed)):
+    for i, case in enumerate(cases(resources, count, seed, depth)):
         if case.method == "DELETE" and not case.path.rsplit("?", 1)[0].rsplit("/", 1)[-1].startswith("fuzz"):
             continue  # never delete what the fuzzer did not make
         status, body, seconds = conn.request(case.method, case.path, case.body, case.content_type, case.accept)
@@ -579,6 +580,7 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--no-depth", action="store_true", help="skip the deep-body cases")
     args = parser.parse_args()
     server = None
     kubeconfig = args.kubeconfig
@@ -588,7 +590,7 @@ def main() -> int:
         kubeconfig = server.kubeconfig
     try:
         started = time.monotonic()
-        report = run(kubeconfig, args.cases, args.seed, args.quiet)
+        report = run(kubeconfig, args.cases, args.seed, args.quiet, depth=not args.no_depth)
         elapsed = time.monotonic() - started
         total = sum(report.classes.values())
         print(f"{total} requests in {elapsed:.0f} s (seed {args.seed}), slowest {report.slowest:.2f} s")
