@@ -68,7 +68,7 @@ async def patch(scope: RequestScope) -> Response:
     info = scope.info
     scope.check_write_options("PatchOptions")
     apply = patcher(scope)
-    checked = []
+    checked: list[bool] = []
 
     def mutate(current: Optional[dict]) -> dict:
         result = apply(current)
@@ -88,7 +88,8 @@ async def patch(scope: RequestScope) -> Response:
 
 def check_name(obj: dict, name: str, namespace: str) -> None:
     """Upstream's checkName: a patch or update cannot move an object to another name or namespace."""
-    md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    found = obj.get("metadata")
+    md: dict = found if isinstance(found, dict) else {}
     body_name = md.get("name") or ""
     if body_name != name:
         raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
