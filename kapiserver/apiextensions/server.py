@@ -1,38 +1,39 @@
 """The apiextensions server: CustomResourceDefinitions and the custom resources they define.
 
 It serves the CRD kind from ``api.crd_groups`` and keeps the served custom
-resource types in step with the stored CRDs: at startup every stored CRD is
-installed before ``api.crds_synced`` turns True (until then unknown groups
-answer 503 and ``/readyz`` fails); afterwards an informer on the CRD Store
-feeds one reconcile queue that maintains the status (accepted names and the
-NamesAccepted, Established, NonStructuralSchema,
-KubernetesAPIApprovalPolicyConformant and Terminating conditions), installs
-or replaces the ResourceTypes of Established CRDs, and finalizes deleted ones.
+resource types in step with the stored CRDs.  That part runs on every server
+(each serves what is stored): at startup every stored CRD is installed
+before ``api.crds_synced`` turns True (until then unknown groups answer 503
+and ``/readyz`` fails); afterwards an informer on the CRD Store installs or
+replaces the ResourceTypes of Established CRDs, marks deleting ones
+Terminating and uninstalls deleted ones.
+
+The writes (the status: accepted names and the NamesAccepted, Established,
+NonStructuralSchema, KubernetesAPIApprovalPolicyConformant and Terminating
+conditions; finalizing deleted CRDs) are the leader's: ``status_controller()``
+builds the controller the controller manager runs
+(``apiextensions/controllers/status.py``).
 """
 from __future__ import annotations
 
-import copy
 import json
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
-from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_true
-from kapiserver.apiextensions.controllers.finalizer import list_everything, finalize
-from kapiserver.apiextensions.controllers.naming import apply_naming
-from kapiserver.apiextensions.controllers.schema_conditions import apply_api_approval, apply_nonstructural
+from kapiserver.apiextensions.controllers.finalizer import list_everything
 from kapiserver.apiextensions.custom_resource import CRDState, resource_types
 from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
-from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
 
+if TYPE_CHECKING:  # pragma: no cover
+    from kapiserver.apiextensions.controllers.status import CRDStatusController
+
 log = Logger()
 SYNC_CHECK = "poststarthook/crd-informer-synced"
-FINALIZE_RETRY_SECONDS = 1.0
 
 
 def _rv(crd: dict) -> int:
@@ -53,9 +54,7 @@ class APIExtensionsServer:
         self.installed: dict[str, tuple[str, str, str]] = {}
         self.states: dict[str, CRDState] = {}
         self.latest: dict[str, dict] = {}  # newest CRD objects seen (informer or own writes)
-        self.queue = ReconcileQueue("customresourcedefinitions", self._reconcile, api.reactor)
         self.informer: Optional[Informer] = None
-        self._lock = defer.DeferredLock()
         try:
             api.health.add(SYNC_CHECK, self._synced_check, kinds=("readyz",))
         except ValueError:
@@ -72,7 +71,7 @@ class APIExtensionsServer:
         self.api.crds_synced = False
         await self.initial_install()
         self.api.crds_synced = True
-        self.informer = Informer(self.store, self._on_event, self.api.reactor)
+        self.informer = Informer(self.store, self._on_event, self.api.reactor, after_list=self._after_list)
         self.informer.start()
 
     async def initial_install(self) -> None:
@@ -84,7 +83,12 @@ class APIExtensionsServer:
     def stop(self) -> None:
         if self.informer is not None:
             self.informer.stop()
-        self.queue.stop()
+
+    def status_controller(self, server_count: Callable[[], Awaitable[int]]) -> "CRDStatusController":
+        """A new leader-only controller writing the CRDs' status (for the controller manager);
+        ``server_count()`` says how many API servers serve the cluster now."""
+        from kapiserver.apiextensions.controllers.status import CRDStatusController
+        return CRDStatusController(self, server_count)
 
     # ------------------------------------------------------------ serving
 
@@ -95,9 +99,10 @@ class APIExtensionsServer:
         return Store(rtype, self.api.storage, self.api.admission, self.api.leases)
 
     def _install(self, crd: dict) -> None:
-        """Serve the served versions of an Established CRD (replacing what was served before)."""
+        """Serve the served versions of a CRD whose names are accepted or that is Established
+        (upstream's check), replacing what was served before."""
         name = crd["metadata"]["name"]
-        if not is_true(crd, ESTABLISHED):
+        if not (is_true(crd, ESTABLISHED) or is_true(crd, NAMES_ACCEPTED)):
             return
         state = self.states.setdefault(name, CRDState(name))
         state.terminating = bool(crd["metadata"].get("deletionTimestamp"))
@@ -126,7 +131,7 @@ class APIExtensionsServer:
             self.api.crd_groups.remove_group_resource(previous[0], previous[1])
             log.info("stopped serving {name}", name=name)
 
-    # ------------------------------------------------------------ controller
+    # ------------------------------------------------------------ what is stored
 
     def _remember(self, crd: dict) -> None:
         name = crd["metadata"]["name"]
@@ -135,55 +140,21 @@ class APIExtensionsServer:
             self.latest[name] = crd
 
     def _on_event(self, event_type: str, crd: dict) -> None:
+        """Every server: serve the CRDs as they are stored (the leader writes their status)."""
         name = crd["metadata"]["name"]
         if event_type == "DELETED":
             self.latest.pop(name, None)
-            self._requeue_group(crd)
-        else:
-            self._remember(crd)
-        self.queue.add(name)
-
-    def _requeue_group(self, crd: dict) -> None:
-        """Names freed by ``crd`` may resolve another CRD's conflict."""
-        group = (crd.get("spec") or {}).get("group")
-        for other in list(self.latest.values()):
-            if (other.get("spec") or {}).get("group") == group and not is_true(other, NAMES_ACCEPTED):
-                self.queue.add(other["metadata"]["name"])
-
-    async def _reconcile(self, name: str) -> None:
-        await self._lock.acquire()
-        try:
-            await self._reconcile_locked(name)
-        finally:
-            self._lock.release()
-
-    async def _reconcile_locked(self, name: str) -> None:
-        try:
-            crd = await self.store.get("", name)
-        except errors.StatusError as e:
-            if e.code != 404:
-                raise
             self._uninstall(name)
             return
         self._remember(crd)
-        if crd["metadata"].get("deletionTimestamp"):
-            state = self.states.setdefault(name, CRDState(name))
-            state.terminating = True
-            if not await finalize(crd, self.store, self.make_store, state):
-                self.queue.add(name, FINALIZE_RETRY_SECONDS)
-            return
-        others = [c for n, c in self.latest.items() if n != name]
-        builtins = self._builtin_types()
+        if crd["metadata"].get("deletionTimestamp") and name in self.states:
+            self.states[name].terminating = True  # refuse new instances at once, on every server
+        self._install(self.latest[name])
 
-        def update_status(current: Optional[dict]) -> dict:
-            new = copy.deepcopy(current)
-            apply_naming(new, others, builtins)
-            apply_nonstructural(new)
-            apply_api_approval(new)
-            return new
-        before = (crd.get("status") or {}).get("acceptedNames")
-        crd, _ = await self.store.guaranteed_update("", name, update_status, subresource="status")
-        self._remember(crd)
-        self._install(crd)
-        if (crd.get("status") or {}).get("acceptedNames") != before:
-            self._requeue_group(crd)
+    def _after_list(self) -> None:
+        """After a relist: CRDs deleted while the watch was down are not served any more."""
+        assert self.informer is not None
+        listed = {name for _, name in self.informer.objects}
+        for name in [n for n in list(self.installed) + list(self.latest) if n not in listed]:
+            self.latest.pop(name, None)
+            self._uninstall(name)

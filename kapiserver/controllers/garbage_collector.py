@@ -36,7 +36,7 @@ from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
 from kapiserver.registry.options import DeleteOptions
-from kapiserver.registry.store import Store
+from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 from kapiserver.registry.watch import BOOKMARK, ERROR
 
 log = Logger()
@@ -420,7 +420,8 @@ class GarbageCollector:
             change(current["metadata"])
             return current
         try:
-            await store.guaranteed_update(node.namespace, node.name, mutate)
+            await store.guaranteed_update(node.namespace, node.name, mutate,
+                                          ctx=Context(field_manager=CONTROLLER_MANAGER))
         except errors.StatusError as e:
             if e.code != 404:
                 raise

@@ -22,9 +22,12 @@ RESTART_DELAY_SECONDS = 1.0
 
 class Informer:
     def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor,
-                 field_selector: str = "") -> None:
+                 field_selector: str = "", after_list: Optional[Callable[[], None]] = None) -> None:
         self.store = store
         self.on_event = on_event
+        # called after every (re)list: objects deleted while the watch was down get no
+        # DELETED event, the owner compares what it knows with ``objects``
+        self.after_list = after_list
         self.reactor = reactor
         self.field_selector = field_selector
         self.objects: dict[tuple[str, str], dict] = {}
@@ -66,6 +69,11 @@ class Informer:
         d = defer.Deferred.fromCoroutine(self._watch.start())
 
         def started(_):
+            if self.after_list is not None:
+                try:
+                    self.after_list()
+                except Exception:
+                    log.failure("handling the list of {resource} failed", resource=self.store.rtype.plural)
             if not self.synced.called:
                 self.synced.callback(None)
 

@@ -17,7 +17,7 @@ from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
 from kapiserver.registry.options import DeleteOptions, ListOptions
-from kapiserver.registry.store import Store
+from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()
 FINALIZER = "kubernetes"
@@ -78,7 +78,8 @@ class NamespaceController:
             spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
             return current
         try:
-            await self.namespaces.guaranteed_update("", name, drop_finalizer, subresource="finalize")
+            await self.namespaces.guaranteed_update("", name, drop_finalizer, subresource="finalize",
+                                                    ctx=Context(field_manager=CONTROLLER_MANAGER))
         except errors.StatusError as e:
             if e.code != 404:
                 raise

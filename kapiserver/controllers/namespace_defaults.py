@@ -9,7 +9,7 @@ from twisted.logger import Logger
 from kapiserver.controllers.informer import Informer
 from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
-from kapiserver.registry.store import Store
+from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()
 ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
@@ -73,7 +73,8 @@ class NamespaceDefaultsController:
                 current["data"] = dict(desired_data)
                 current.pop("binaryData", None)
                 return current
-            await self.configmaps.guaranteed_update(namespace, ROOT_CA_CONFIGMAP, repair)
+            await self.configmaps.guaranteed_update(namespace, ROOT_CA_CONFIGMAP, repair,
+                                                    ctx=Context(field_manager=CONTROLLER_MANAGER))
 
     @staticmethod
     async def _ensure(store: Store, namespace: str, obj: dict):
@@ -84,7 +85,7 @@ class NamespaceDefaultsController:
             if e.code != 404:
                 raise
         try:
-            await store.create(namespace, obj)
+            await store.create(namespace, obj, Context(field_manager=CONTROLLER_MANAGER))
         except errors.StatusError as e:
             if e.code not in (409, 403, 404):  # exists now, or the namespace is going away
                 raise

@@ -7,6 +7,8 @@ from typing import Awaitable, Callable, Hashable
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from kapiserver.server import metrics
+
 log = Logger()
 MAX_BACKOFF_SECONDS = 30.0
 
@@ -30,10 +32,11 @@ class ReconcileQueue:
             if key not in self._timers:
                 self._timers[key] = self.reactor.callLater(delay, self._fire, key)
             return
+        if key in self._pending or key in self._again:
+            return
+        metrics.METRICS.queue_add(self.name)
         if key in self._running:
             self._again.add(key)
-            return
-        if key in self._pending:
             return
         self._pending.add(key)
         self._timers[("run", key)] = self.reactor.callLater(0, self._run, key)

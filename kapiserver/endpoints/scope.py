@@ -12,6 +12,7 @@ from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery import protobuf
+from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 
@@ -78,8 +79,24 @@ class RequestScope:
         if causes:
             raise errors.invalid(options_kind, "meta.k8s.io", "", causes)
 
-    def context(self) -> Context:
-        return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings)
+    def context(self, field_manager: str = "", managed_fields_set: bool = False) -> Context:
+        return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings, field_manager=field_manager,
+                       managed_fields_set=managed_fields_set)
+
+    def field_manager(self, options_kind: str, required: bool = False) -> str:
+        """The manager this write is recorded under: ``?fieldManager=`` (validated as upstream,
+        422 on the request's ``options_kind``: CreateOptions, UpdateOptions, PatchOptions), or
+        else derived from the User-Agent."""
+        name = self.arg("fieldManager") or ""
+        causes = validate_field_manager(name)
+        if required and not name:
+            causes.insert(0, errors.field_required("fieldManager", "is required for apply patch"))
+        if causes:
+            raise errors.invalid(options_kind, "meta.k8s.io", "", causes)
+        if name:
+            return name
+        agent = self.request.getHeader(b"user-agent")
+        return manager_from_user_agent(agent.decode("utf-8", "replace") if agent else "")
 
     def body_bytes(self) -> bytes:
         content = self.request.content

@@ -5,6 +5,7 @@ place that turns them into bytes and back.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import orjson
@@ -33,6 +34,14 @@ def decode_json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError as e:
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of decoded JSON (several times faster than copy.deepcopy: one C round trip)."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):  # not plain JSON after all (YAML timestamps, big ints)
+        return copy.deepcopy(value)
 
 
 def encode_yaml(obj: Any) -> bytes:

@@ -62,6 +62,8 @@ class StatusError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:  # upstream's errors that are not API statuses carry none
+            del status["reason"]
         if self.details:
             status["details"] = self.details
         return status

@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kapiserver.machinery.codec import copy_json
+
 
 def apply_merge_patch(doc: Any, patch: Any) -> Any:
     """The result of merging ``patch`` into ``doc`` (a new value)."""
@@ -21,4 +23,4 @@ def apply_merge_patch(doc: Any, patch: Any) -> Any:
             result[key] = apply_merge_patch(result.get(key), value)
     # values of ``doc`` not touched by the patch are shared above; copy them so
     # the result never aliases the input
-    return {k: (v if k in patch else copy.deepcopy(v)) for k, v in result.items()}
+    return {k: (v if k in patch else copy_json(v)) for k, v in result.items()}

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.managedfields.fieldmanager import validate_field_manager
 from kapiserver.registry.strategy import DNS1123_LABEL, DNS1123_SUBDOMAIN, PATH_SEGMENT
 
 DNS1123_LABEL_MAX = 63
@@ -280,6 +281,31 @@ def validate_object_meta(meta: dict, namespaced: bool, name_validation: str = DN
     causes.extend(validate_annotations(meta.get("annotations"), path + ".annotations"))
     causes.extend(validate_owner_references(meta.get("ownerReferences"), path + ".ownerReferences"))
     causes.extend(validate_finalizers(meta.get("finalizers"), path + ".finalizers"))
+    causes.extend(validate_managed_fields(meta.get("managedFields"), path + ".managedFields"))
+    return causes
+
+
+MAX_SUBRESOURCE_NAME_LENGTH = 256
+
+
+def validate_managed_fields(entries: Any, path: str) -> list[Cause]:
+    """Upstream's ValidateManagedFields: what a client may leave in managedFields entries."""
+    causes: list[Cause] = []
+    for i, entry in enumerate(entries if isinstance(entries, list) else ()):
+        if not isinstance(entry, dict):
+            continue
+        where = f"{path}[{i}]"
+        operation = entry.get("operation") or ""
+        if operation not in ("Apply", "Update"):
+            causes.append(errors.field_invalid(where + ".operation", operation, "must be `Apply` or `Update`"))
+        fields_type = entry.get("fieldsType") or ""
+        if fields_type and fields_type != "FieldsV1":
+            causes.append(errors.field_invalid(where + ".fieldsType", fields_type, "must be `FieldsV1`"))
+        manager = entry.get("manager")
+        causes.extend(validate_field_manager(manager if isinstance(manager, str) else "", where + ".manager"))
+        subresource = entry.get("subresource")
+        if isinstance(subresource, str) and len(subresource) > MAX_SUBRESOURCE_NAME_LENGTH:
+            causes.append(errors.field_too_long(where + ".subresource", MAX_SUBRESOURCE_NAME_LENGTH))
     return causes
 
 

@@ -19,7 +19,9 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionChain, Attributes
-from kapiserver.machinery import errors, meta, validation
+from kapiserver.machinery import codec, errors, meta, validation
+from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
+from kapiserver.registry import fieldmanagers
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.options import (EXACT, DeleteOptions, ListOptions, decode_continue, encode_continue,
                                          parse_resource_version)
@@ -33,6 +35,13 @@ GENERATE_NAME_ATTEMPTS = 8
 _LIST_BATCH = 500
 
 
+# The managers recorded in managedFields for writes the server makes itself: its own, and
+# those of the in-process controllers upstream runs in kube-controller-manager.
+SERVER_MANAGER = "kube-apiserver"
+CONTROLLER_MANAGER = "kube-controller-manager"
+_ABSENT: Any = object()
+
+
 @dataclass
 class Context:
     """Who asks, and how (dry run, field validation warnings to return)."""
@@ -40,6 +49,11 @@ class Context:
     user: Any = None
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
+    # the field manager of this write (``?fieldManager=`` or derived from the User-Agent)
+    field_manager: str = SERVER_MANAGER
+    # the request computed the object's managedFields itself (server-side apply, scale):
+    # the Store keeps them instead of recording an update
+    managed_fields_set: bool = False
 
 
 class CorruptObjectError(errors.StatusError):
@@ -96,6 +110,19 @@ def encode(obj: dict) -> bytes:
     return orjson.dumps(obj)
 
 
+def _only_times_differ(new: dict, old: dict) -> bool:
+    """The objects differ only in the times of their managedFields entries."""
+    new_entries = new["metadata"].get("managedFields")
+    old_entries = old["metadata"].get("managedFields")
+    if not new_entries or not old_entries or len(new_entries) != len(old_entries):
+        return False
+    if all(n.get("time") == o.get("time") for n, o in zip(new_entries, old_entries)):
+        return False
+    if any({**n, "time": None} != {**o, "time": None} for n, o in zip(new_entries, old_entries)):
+        return False
+    return without_managed_fields(new) == without_managed_fields(old)
+
+
 def too_old(requested: int, compacted: int) -> errors.StatusError:
     return errors.expired(f"too old resource version: {requested} ({compacted})")
 
@@ -107,6 +134,7 @@ class Store:
         self.storage = storage
         self.admission = admission or AdmissionChain()
         self.leases = leases or LeaseReuser(storage)
+        self._field_managers: dict[str, FieldManager] = {}
 
     # ------------------------------------------------------------ helpers
 
@@ -125,6 +153,42 @@ class Store:
 
     def key(self, namespace: str, name: str) -> str:
         return self.rtype.storage_key(namespace, name)
+
+    def field_manager(self, subresource: str = "") -> FieldManager:
+        """The field manager of writes through ``subresource`` (built on first use)."""
+        found = self._field_managers.get(subresource)
+        if found is None:
+            found = self._field_managers[subresource] = fieldmanagers.field_manager(self.rtype, subresource)
+        return found
+
+    def _snapshot(self, obj: dict, ctx: Context) -> Optional[dict]:
+        """What the field manager records an update from: the request's object before the strategy
+        prepares it (upstream records before PrepareForCreate/Update and admission; what those
+        add - generated selectors, a namespace's finalizer, a pod's service account - is nobody's)."""
+        return None if ctx.managed_fields_set else codec.copy_json(obj)
+
+    def _track_fields(self, old: Optional[dict], new: dict, snapshot: Optional[dict], requested: Any,
+                      subresource: str, ctx: Context) -> None:
+        """Set ``new``'s managedFields: those the request computed, or the update recorded from
+        ``snapshot``, defaulted as upstream's decoder defaults a request (on failure the object is
+        written without them, as upstream)."""
+        md = new["metadata"]
+        if requested is _ABSENT:
+            requested = None
+        if ctx.managed_fields_set or snapshot is None:
+            entries = requested
+        else:
+            try:
+                self.strategy.default(self.rtype, snapshot)
+                entries = self.field_manager(subresource).update(old, snapshot, requested, ctx.field_manager)
+            except Exception:
+                log.failure("failed to update managedFields of {kind} {name}", kind=self.rtype.kind,
+                            name=md.get("name", ""))
+                entries = None
+        if entries:
+            md["managedFields"] = entries
+        else:
+            md.pop("managedFields", None)
 
     def _stamp_type(self, obj: dict) -> dict:
         obj["apiVersion"] = self.rtype.api_version
@@ -357,15 +421,18 @@ class Store:
         self._check_namespace(obj, namespace)
         self._stamp_type(obj)
         md = meta.metadata(obj)
+        requested_managed_fields = md.pop("managedFields", _ABSENT)
         for transient in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp",
-                          "deletionGracePeriodSeconds", "selfLink", "generation", "managedFields"):
+                          "deletionGracePeriodSeconds", "selfLink", "generation"):
             md.pop(transient, None)
         md["generation"] = 1
+        snapshot = self._snapshot(obj, ctx)
         self.strategy.prepare_for_create(self.rtype, obj)
         attrs = Attributes(CREATE, self.rtype, namespace, md.get("name", ""), obj, user=ctx.user,
                            dry_run=ctx.dry_run)
         await self.admission.admit(attrs)
         self.strategy.default(self.rtype, obj)
+        self._track_fields(None, obj, snapshot, requested_managed_fields, "", ctx)
         generated = not md.get("name") and bool(md.get("generateName"))
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
             if generated:
@@ -374,29 +441,50 @@ class Store:
             causes += await self.strategy.validate_async(self.rtype, obj, None)
             if causes:
                 raise self._invalid(md.get("name") or md.get("generateName", ""), causes)
-            attrs.name = md["name"]
-            await self.admission.validate(attrs)
-            ctx.warnings.extend(attrs.warnings)
-            md["uid"] = md.get("uid") or meta.new_uid()  # a strategy may need it first (Job selectors)
-            md["creationTimestamp"] = meta.now_rfc3339()
-            if ctx.dry_run:
-                existing = await self.storage.get(self.key(namespace, md["name"]))
-                if existing is not None:
-                    if generated:
-                        continue
-                    raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
-                return obj
-            lease = await self.leases.lease_for(self.rtype.ttl_seconds) if self.rtype.ttl_seconds else 0
+            finish = await self.strategy.begin_create(self.rtype, obj, ctx.dry_run)
+            stored = False
             try:
-                kv = await self.storage.create(self.key(namespace, md["name"]), await self._encode_async(obj),
-                                               lease=lease)
-            except st.KeyExistsError:
-                if generated and attempt + 1 < GENERATE_NAME_ATTEMPTS:
+                kv = await self._create_once(namespace, obj, attrs, ctx, generated)
+                stored = kv is not None and not ctx.dry_run
+            finally:
+                if finish is not None:
+                    await finish(stored)
+            if kv is None:  # the generated name was taken: try another
+                if attempt + 1 < GENERATE_NAME_ATTEMPTS:
                     continue
-                raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
+                break
+            if ctx.dry_run:
+                return obj
             md["resourceVersion"] = str(kv.mod_revision)
             return await self._external(obj)
         raise errors.already_exists(self.rtype.plural, self.rtype.group, md.get("name", ""))
+
+    async def _create_once(self, namespace: str, obj: dict, attrs: Attributes, ctx: Context,
+                           generated: bool) -> Optional[st.KeyValue]:
+        """Admit and store ``obj`` under its name: the new key (for a dry run: a stand-in
+        that is not stored), or None when a generated name is taken already."""
+        md = obj["metadata"]
+        attrs.name = md["name"]
+        await self.admission.validate(attrs)
+        ctx.warnings.extend(attrs.warnings)
+        md["uid"] = md.get("uid") or meta.new_uid()  # a strategy may need it first (Job selectors)
+        md["creationTimestamp"] = meta.now_rfc3339()
+        if "managedFields" in md:  # last, where ObjectMeta declares it
+            md["managedFields"] = md.pop("managedFields")
+        key = self.key(namespace, md["name"])
+        if ctx.dry_run:
+            if await self.storage.get(key) is not None:
+                if generated:
+                    return None
+                raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
+            return st.KeyValue(key, b"", 0, 0)
+        lease = await self.leases.lease_for(self.rtype.ttl_seconds) if self.rtype.ttl_seconds else 0
+        try:
+            return await self.storage.create(key, await self._encode_async(obj), lease=lease)
+        except st.KeyExistsError:
+            if generated:
+                return None
+            raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
 
     # ------------------------------------------------------------ update & patch
 
@@ -420,8 +508,8 @@ class Store:
     async def guaranteed_update(self, namespace: str, name: str,
                                 mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
                                 subresource: str = "", ctx: Optional[Context] = None,
-                                precondition_rv: str = "", create_if_missing: bool = False
-                                ) -> tuple[dict, bool]:
+                                precondition_rv: str = "", create_if_missing: bool = False,
+                                force_allow_create: bool = False) -> tuple[dict, bool]:
         """Read, mutate, validate, compare-and-swap; retry on conflict.
 
         ``mutate`` gets the current object (with its resourceVersion) and
@@ -434,7 +522,8 @@ class Store:
         kv = await self.storage.get(key)
         while True:
             if kv is None:
-                if not (create_if_missing and self.strategy.allow_create_on_update and not subresource):
+                allow_create = self.strategy.allow_create_on_update or force_allow_create
+                if not (create_if_missing and allow_create and not subresource):
                     raise self._not_found(name)
                 desired = mutate(None)
                 if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
@@ -447,7 +536,7 @@ class Store:
                         continue
                     raise
             current = await self._from_kv_async(kv)
-            desired = mutate(copy.deepcopy(current))
+            desired = mutate(codec.copy_json(current))
             if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
                 desired = await desired
             desired = self._check_kind(desired)
@@ -466,12 +555,18 @@ class Store:
             new = await self._prepare_update(namespace, name, desired, current, subresource, ctx)
             if new is None:  # nothing changed: no write, as upstream
                 return current, False
+            finalized = self._finalized(new, current)
+            finish = None if finalized else await self.strategy.begin_update(self.rtype, new, current, ctx.dry_run)
             if ctx.dry_run:
+                if finish is not None:
+                    await finish(True)
                 return new, False
+            written: Optional[st.KeyValue] = None
             try:
-                if self._finalized(new, current):
+                if finalized:
                     deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
                     new["metadata"]["resourceVersion"] = str(deleted.mod_revision)
+                    await self._after_delete(current)
                     return await self._external(new), False
                 written = await self.storage.update(key, await self._encode_async(new),
                                                     expected_mod_revision=kv.mod_revision)
@@ -485,8 +580,21 @@ class Store:
             except st.KeyNotFoundError:
                 kv = None
                 continue
+            finally:
+                if finish is not None:
+                    await finish(written is not None)
+            assert written is not None
             new["metadata"]["resourceVersion"] = str(written.mod_revision)
             return await self._external(new), False
+
+    async def _after_delete(self, obj: dict) -> None:
+        """The strategy's after_delete; the delete happened, so a failure here is only logged."""
+        try:
+            await self.strategy.after_delete(self.rtype, obj)
+        except Exception as e:
+            md = obj.get("metadata") or {}
+            log.warn("after deleting {resource} {namespace}/{name}: {err}", resource=self.rtype.plural,
+                     namespace=md.get("namespace", ""), name=md.get("name", ""), err=e)
 
     def _finalized(self, new: dict, old: dict) -> bool:
         """The update that empties the finalizers of a deleting object removes it."""
@@ -498,6 +606,7 @@ class Store:
                               ctx: Context) -> Optional[dict]:
         """Apply upstream's update rules; None if the result equals the old object."""
         md, old_md = new["metadata"], old["metadata"]
+        requested_managed_fields = md.get("managedFields", _ABSENT)
         md["name"] = name
         if self.rtype.namespaced:
             md["namespace"] = namespace
@@ -510,6 +619,7 @@ class Store:
             else:
                 md.pop(fixed, None)
         md.pop("managedFields", None)
+        snapshot = self._snapshot(new, ctx)
         if subresource == "status":
             self.strategy.prepare_for_status_update(self.rtype, new, old)
             md = new["metadata"]
@@ -518,11 +628,13 @@ class Store:
             md = new["metadata"]
         else:
             self.strategy.prepare_for_update(self.rtype, new, old)
+        md.pop("managedFields", None)  # a status update starts from the old object
         attrs = Attributes(UPDATE, self.rtype, namespace, name, new, old, subresource, ctx.user, ctx.dry_run)
         await self.admission.admit(attrs)
         self.strategy.default(self.rtype, new)
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 1) + 1
+        self._track_fields(old, new, snapshot, requested_managed_fields, subresource, ctx)
         causes = (self._check_metadata(new)
                   + validation.validate_object_meta_update(md, old_md)
                   + self.strategy.validate_update(self.rtype, new, old))
@@ -532,6 +644,8 @@ class Store:
         await self.admission.validate(attrs)
         ctx.warnings.extend(attrs.warnings)
         md["resourceVersion"] = old_md["resourceVersion"]
+        if new != old and _only_times_differ(new, old):
+            md["managedFields"] = old_md["managedFields"]  # upstream does not write a timestamp-only change
         if new == old:
             return None
         return new
@@ -619,6 +733,7 @@ class Store:
                 continue
             except st.KeyNotFoundError:
                 raise self._not_found(name)
+            await self._after_delete(current)
             current["metadata"]["resourceVersion"] = str(deleted.mod_revision)
             return current, True
 

@@ -8,12 +8,15 @@ into a 422 Invalid.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from kapiserver.machinery.errors import Cause
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.registry.resource_type import ResourceType
+
+# Called once the write a begin_* hook prepared is done: True when it was stored.
+FinishFunc = Callable[[bool], Awaitable[None]]
 
 # How metadata.name is validated (upstream's ValidateNameFunc per kind).
 DNS1123_SUBDOMAIN = "subdomain"
@@ -82,6 +85,20 @@ class Strategy:
     async def validate_async(self, rtype: "ResourceType", obj: dict, old: Optional[dict]) -> list[Cause]:
         """Validation that may need to leave the reactor thread (CRD CEL rules); ``old`` on update."""
         return []
+
+    async def begin_create(self, rtype: "ResourceType", obj: dict, dry_run: bool) -> Optional[FinishFunc]:
+        """Take what the object needs from shared state before it is stored (upstream's
+        BeginCreate: Services allocate cluster IPs and node ports).  Runs after validation;
+        the returned function learns whether the write succeeded (and gives back on failure)."""
+        return None
+
+    async def begin_update(self, rtype: "ResourceType", new: dict, old: dict,
+                           dry_run: bool) -> Optional[FinishFunc]:
+        """begin_create for an update (upstream's BeginUpdate); runs once per write attempt."""
+        return None
+
+    async def after_delete(self, rtype: "ResourceType", obj: dict) -> None:
+        """The object was removed from storage (upstream's AfterDelete): give back what it held."""
 
     def generation_changes(self, rtype: "ResourceType", new: dict, old: dict) -> bool:
         """Whether an update bumps metadata.generation: anything but metadata and status changed."""

@@ -25,9 +25,7 @@ from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.auth.authenticator import ClientCertificateAuthenticator, UnionAuthenticator
 from kapiserver.auth.authorizer import AlwaysAllow, Authorizer
-from kapiserver.controllers.garbage_collector import GarbageCollector
-from kapiserver.controllers.namespace import NamespaceController
-from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
+from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.request import APISite
@@ -124,7 +122,8 @@ class APIServer:
             request_timeout_seconds=float(limits.request_timeout_seconds),
             max_body_bytes=limits.max_request_body_bytes))
         self.site = APISite(self.handler, limits.max_request_body_bytes)
-        self.controllers: list = []
+        self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
+        self.controllers: ServerControllers | None = None
         from kapiserver.apiextensions.server import APIExtensionsServer
         self.apiextensions = APIExtensionsServer(self)
 
@@ -217,19 +216,13 @@ class APIServer:
             except errors.StatusError as e:
                 if e.reason != "AlreadyExists":
                     raise
-        self.controllers = [
-            NamespaceController(namespaces, self.all_stores, self.reactor),
-            NamespaceDefaultsController(namespaces, self.store("", "v1", "serviceaccounts"),
-                                        self.store("", "v1", "configmaps"), self.ca_pem, self.reactor),
-        ]
-        for controller in self.controllers:
-            controller.start()
         await self.apiextensions.start()
-        # after the stored CRDs are served, so its first sync sees every kind
-        collector = GarbageCollector(self.all_stores,
-                                     lambda: (self.kube_groups.generation, self.crd_groups.generation), self.reactor)
-        self.controllers.append(collector)
-        collector.start()
+        # after the stored CRDs are served, so the garbage collector's first sync sees every kind
+        self.controllers = ServerControllers(
+            self.registry, self.health, self.all_stores,
+            lambda: (self.kube_groups.generation, self.crd_groups.generation),
+            self.apiextensions.status_controller, lambda: self.secure_port)
+        await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
@@ -240,9 +233,9 @@ class APIServer:
     async def stop(self) -> None:
         if getattr(self, "_counter", None) is not None and self._counter.running:
             self._counter.stop()
+        if self.controllers is not None:
+            await self.controllers.stop()
         self.apiextensions.stop()
-        for controller in self.controllers:
-            controller.stop()
         self.watches.stop_all()
         # let the watch streams' final writes go out
         await defer.succeed(None)

@@ -85,9 +85,23 @@ class ShutdownConfig:
 
 
 @dataclass
+class ControllersConfig:
+    # kube-controller-manager's --leader-elect* flags and defaults
+    leader_elect: bool = True
+    leader_elect_lease_duration_seconds: float = 15
+    leader_elect_renew_deadline_seconds: float = 10
+    leader_elect_retry_period_seconds: float = 2
+    leader_elect_resource_name: str = "kapiserver-controllers"
+    leader_elect_resource_namespace: str = "kube-system"
+
+
+@dataclass
 class Config:
     secure_port: int = 6443
     bind_address: str = "127.0.0.1"
+    # The address in the kubernetes Service's endpoints ("" = bind_address, or the
+    # default-route interface's when that is 0.0.0.0 / ::), as --advertise-address.
+    advertise_address: str = ""
     cert_dir: str = "var/certs"
     data_dir: str = "var/data"
     admin_kubeconfig: str = "var/admin.kubeconfig"
@@ -97,9 +111,11 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    controllers: ControllersConfig = field(default_factory=ControllersConfig)
     log_level: str = "info"
-    # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range).
-    service_cluster_ip_range: str = "10.96.0.0/12"
+    # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range,
+    # whose default this is).
+    service_cluster_ip_range: str = "10.0.0.0/24"
     # Where the configuration came from (for messages); not a YAML key.
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
 
@@ -213,11 +229,36 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"{src}: keys 'storage.etcd.certfile' and 'storage.etcd.keyfile' must be set together")
     if not etcd.prefix.startswith("/"):
         raise ConfigError(f"{src}: key 'storage.etcd.prefix': must start with '/', got {etcd.prefix!r}")
+    if config.advertise_address:
+        try:
+            advertised = ipaddress.ip_address(config.advertise_address)
+        except ValueError:
+            raise ConfigError(f"{src}: key 'advertise_address': must be an IP address, "
+                              f"got {config.advertise_address!r}") from None
+        if advertised.is_unspecified:
+            raise ConfigError(f"{src}: key 'advertise_address': must be a reachable IP address, "
+                              f"not {config.advertise_address}")
     try:
-        ipaddress.ip_network(config.service_cluster_ip_range, strict=False)
+        network = ipaddress.ip_network(config.service_cluster_ip_range, strict=False)
     except ValueError:
-        raise ConfigError(f"{src}: key 'service_cluster_ip_range': must be a CIDR such as 10.96.0.0/12, "
+        raise ConfigError(f"{src}: key 'service_cluster_ip_range': must be a CIDR such as 10.0.0.0/24, "
                           f"got {config.service_cluster_ip_range!r}") from None
+    # upstream's limits for the allocation bitmap: at most 2^20 addresses, and room for one Service
+    smallest = 12 if network.version == 4 else 108
+    if network.prefixlen < smallest:
+        raise ConfigError(f"{src}: key 'service_cluster_ip_range': {network} is too large; for "
+                          f"{network.max_prefixlen}-bit addresses, the mask must be >= {smallest}")
+    if network.prefixlen > network.max_prefixlen - 2:
+        raise ConfigError(f"{src}: key 'service_cluster_ip_range': {network} is too small to hold a Service "
+                          f"(at most /{network.max_prefixlen - 2})")
+    ctl = config.controllers
+    if not (ctl.leader_elect_lease_duration_seconds > ctl.leader_elect_renew_deadline_seconds
+            > 1.2 * ctl.leader_elect_retry_period_seconds > 0):
+        raise ConfigError(f"{src}: keys 'controllers.leader_elect_*': the lease duration must be greater than the "
+                          f"renew deadline, and the renew deadline greater than 1.2 x the retry period (> 0)")
+    if not ctl.leader_elect_resource_name or not ctl.leader_elect_resource_namespace:
+        raise ConfigError(f"{src}: keys 'controllers.leader_elect_resource_name' and "
+                          f"'controllers.leader_elect_resource_namespace' must not be empty")
     for san in config.tls.extra_sans:
         if not san or any(c.isspace() for c in san):
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")

@@ -76,6 +76,14 @@ class Metrics:
             "apiserver_registered_watchers",
             "Number of currently registered watchers for a given resources",
             ["group", "version", "kind"], registry=self.registry)
+        # client-go's leader election and workqueue metrics, for the in-process controllers
+        self.leader = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates "
+            "master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            ["name"], registry=self.registry)
+        self.workqueue_adds = Counter(
+            "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"], registry=self.registry)
         self._storage = _StorageObjectsCollector()
         self.registry.register(self._storage)
         for kind in ("readOnly", "mutating"):
@@ -105,6 +113,12 @@ class Metrics:
 
     def watcher_removed(self, group: str, version: str, kind: str) -> None:
         self.watchers.labels(group=group, version=version, kind=kind).dec()
+
+    def set_leader(self, lease: str, leading: bool) -> None:
+        self.leader.labels(name=lease).set(1 if leading else 0)
+
+    def queue_add(self, queue: str) -> None:
+        self.workqueue_adds.labels(name=queue).inc()
 
     def set_storage_objects_source(self, source: Optional[StorageCounts]) -> None:
         """``source()`` returns {resource (e.g. ``pods``, ``deployments.apps``): count}; called per scrape."""

@@ -18,6 +18,8 @@ from kapiserver.server.config import ConfigError, load_config
 _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "secure-port": ("secure_port", int),
     "bind-address": ("bind_address", str),
+    "advertise-address": ("advertise_address", str),
+    "service-cluster-ip-range": ("service_cluster_ip_range", str),
     "cert-dir": ("cert_dir", str),
     "data-dir": ("data_dir", str),
     "storage-backend": ("storage.backend", str),
@@ -39,6 +41,10 @@ class Options(usage.Options):
         ["config", "c", None, "Configuration file (YAML), e.g. etc/apiserver.yaml; defaults apply without it."],
         ["secure-port", None, None, "HTTPS port (0 = any free port). Overrides secure_port."],
         ["bind-address", None, None, "IP address to listen on. Overrides bind_address."],
+        ["advertise-address", None, None, "IP address the kubernetes Service's endpoints name for this server. "
+                                          "Overrides advertise_address."],
+        ["service-cluster-ip-range", None, None, "CIDR Services' cluster IPs are allocated from. Overrides "
+                                                 "service_cluster_ip_range."],
         ["cert-dir", None, None, "Directory of the CA and certificates. Overrides cert_dir."],
         ["data-dir", None, None, "Directory of the SQLite database. Overrides data_dir."],
         ["storage-backend", None, None, "Storage backend: sqlite or etcd3. Overrides storage.backend."],

@@ -204,6 +204,7 @@ class KapiService(service.Service):
                 log.info("Wrote admin kubeconfig {path}", path=config.admin_kubeconfig)
         except OSError as e:
             raise StartupError(f"{config.admin_kubeconfig}: cannot write admin kubeconfig: {e.strerror}") from None
+        self.apiserver.secure_port = self.bound_port  # the kubernetes Service's targetPort and endpoints
         await self.apiserver.start()
         self.started = True
         await self._wait_ready()

@@ -137,8 +137,9 @@ class CachedStorage:
     def create(self, key: str, value: bytes, lease: int = 0) -> defer.Deferred:
         return self.backend.create(key, value, lease)
 
-    def update(self, key: str, value: bytes, expected_mod_revision: int = 0) -> defer.Deferred:
-        return self.backend.update(key, value, expected_mod_revision)
+    def update(self, key: str, value: bytes, expected_mod_revision: int = 0,
+               lease: Optional[int] = None) -> defer.Deferred:
+        return self.backend.update(key, value, expected_mod_revision, lease)
 
     def delete(self, key: str, expected_mod_revision: int = 0) -> defer.Deferred:
         return self.backend.delete(key, expected_mod_revision)

@@ -194,10 +194,13 @@ class Storage(Protocol):
     def create(self, key: str, value: bytes, lease: int = 0) -> Deferred:
         """Create-if-absent; fire with the new KeyValue or fail KeyExistsError."""
 
-    def update(self, key: str, value: bytes, expected_mod_revision: int = 0) -> Deferred:
+    def update(self, key: str, value: bytes, expected_mod_revision: int = 0,
+               lease: Optional[int] = None) -> Deferred:
         """Compare-and-swap update; fire with the new KeyValue.
 
         ``expected_mod_revision`` 0 = unconditional (the key must still exist).
+        ``lease`` None keeps the key's lease (an updated Event still expires);
+        a lease id attaches that lease instead (a renewed TTL), 0 detaches.
         Fails KeyNotFoundError, ConflictError (carrying the current value).
         """
 

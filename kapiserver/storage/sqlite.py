@@ -444,12 +444,17 @@ class SQLiteStorage:
             raise ConflictError(key, cur)
         return cur
 
-    def _op_update(self, conn: sqlite3.Connection, key: str, value: bytes, expected: int) -> tuple:
+    def _op_update(self, conn: sqlite3.Connection, key: str, value: bytes, expected: int,
+                   lease: Optional[int] = None) -> tuple:
         cur = self._guard(conn, key, expected)
-        # The key keeps its lease: updates of leased objects (Events) still expire.
-        rev = self._append(conn, key.encode(), value, cur.create_revision, cur.mod_revision, False, cur.lease)
-        conn.execute("UPDATE latest SET rev = ? WHERE key = ?", (rev, key.encode()))
-        kv = KeyValue(key, value, cur.create_revision, rev, cur.lease)
+        # Without a lease the key keeps its own: updates of leased objects (Events) still expire.
+        if lease is None:
+            lease = cur.lease
+        elif lease and not conn.execute("SELECT 1 FROM leases WHERE id = ?", (lease,)).fetchone():
+            raise StorageError(f"requested lease not found: {lease}")
+        rev = self._append(conn, key.encode(), value, cur.create_revision, cur.mod_revision, False, lease)
+        conn.execute("UPDATE latest SET rev = ?, lease = ? WHERE key = ?", (rev, lease, key.encode()))
+        kv = KeyValue(key, value, cur.create_revision, rev, lease)
         return kv, [Event(PUT, kv, cur, rev)]
 
     def _op_delete(self, conn: sqlite3.Connection, key: str, expected: int) -> tuple:
@@ -476,8 +481,9 @@ class SQLiteStorage:
     def create(self, key: str, value: bytes, lease: int = 0) -> defer.Deferred:
         return self._write(self._op_create, key, value, lease)
 
-    def update(self, key: str, value: bytes, expected_mod_revision: int = 0) -> defer.Deferred:
-        return self._write(self._op_update, key, value, expected_mod_revision)
+    def update(self, key: str, value: bytes, expected_mod_revision: int = 0,
+               lease: Optional[int] = None) -> defer.Deferred:
+        return self._write(self._op_update, key, value, expected_mod_revision, lease)
 
     def delete(self, key: str, expected_mod_revision: int = 0) -> defer.Deferred:
         return self._write(self._op_delete, key, expected_mod_revision)

@@ -29,6 +29,7 @@ _SETTINGS = {
     "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
     "anonymous": "authentication.anonymous",
     "event_ttl_seconds": "storage.event_ttl_seconds",
+    "leader_elect": "controllers.leader_elect",
 }
 
 
@@ -77,6 +78,7 @@ async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"
             storage = CachedStorage(storage, reactor=reactor)
     await storage.start()
     api = APIServer(config, storage, ca_pem, HealthChecks(), reactor, authorizer=authorizer)
-    await api.start()
     port = reactor.listenTCP(0, api.site, interface="127.0.0.1")
+    api.secure_port = port.getHost().port
+    await api.start()
     return RunningServer(api, port, storage, tmpdir)

@@ -134,7 +134,7 @@ class ServiceTests(ServerTestCase):
         r = await self.client.post(NS + "/services", service())
         self.assertEqual(r.code, 201, r.body)
         spec = r.body["spec"]
-        self.assertIn(ipaddress.ip_address(spec["clusterIP"]), ipaddress.ip_network("10.96.0.0/12"))
+        self.assertIn(ipaddress.ip_address(spec["clusterIP"]), ipaddress.ip_network("10.0.0.0/24"))
         self.assertEqual(spec["clusterIPs"], [spec["clusterIP"]])
         self.assertEqual((spec["type"], spec["sessionAffinity"], spec["ipFamilies"], spec["ipFamilyPolicy"],
                           spec["internalTrafficPolicy"], spec["ports"]),
@@ -146,24 +146,24 @@ class ServiceTests(ServerTestCase):
         current["spec"].pop("clusterIPs")
         r = await self.client.put(NS + "/services/web", current)
         self.assertEqual((r.code, r.body["spec"]["clusterIP"]), (200, spec["clusterIP"]))
-        r = await self.client.patch(NS + "/services/web", {"spec": {"clusterIP": "10.96.0.77",
-                                                                    "clusterIPs": ["10.96.0.77"]}})
+        r = await self.client.patch(NS + "/services/web", {"spec": {"clusterIP": "10.0.0.77",
+                                                                    "clusterIPs": ["10.0.0.77"]}})
         self.assertEqual(r.code, 422)
-        self.assertIn("spec.clusterIPs[0]: Invalid value: \"10.96.0.77\": may not change once set", messages(r))
+        self.assertIn("spec.clusterIPs[0]: Invalid value: \"10.0.0.77\": may not change once set", messages(r))
 
     @run
     async def test_requested_ip_taken_or_out_of_range_is_invalid(self) -> None:
-        r = await self.client.post(NS + "/services", service("a", clusterIP="10.96.0.10"))
-        self.assertEqual((r.code, r.body["spec"]["clusterIP"]), (201, "10.96.0.10"))
-        r = await self.client.post(NS + "/services", service("b", clusterIP="10.96.0.10"))
+        r = await self.client.post(NS + "/services", service("a", clusterIP="10.0.0.10"))
+        self.assertEqual((r.code, r.body["spec"]["clusterIP"]), (201, "10.0.0.10"))
+        r = await self.client.post(NS + "/services", service("b", clusterIP="10.0.0.10"))
         self.assertEqual(r.code, 422)
-        self.assertEqual(messages(r), ['spec.clusterIPs: Invalid value: []string{"10.96.0.10"}: failed to allocate '
-                                       'IP 10.96.0.10: provided IP is already allocated'])
+        self.assertEqual(messages(r), ['spec.clusterIPs: Invalid value: []string{"10.0.0.10"}: failed to allocate '
+                                       'IP 10.0.0.10: provided IP is already allocated'])
         r = await self.client.post(NS + "/services", service("c", clusterIP="192.168.0.1"))
         self.assertEqual(r.code, 422)
-        self.assertIn("is not in the valid range. The range of valid IPs is 10.96.0.0/12", messages(r)[0])
+        self.assertIn("is not in the valid range. The range of valid IPs is 10.0.0.0/24", messages(r)[0])
         await self.client.delete(NS + "/services/a")
-        r = await self.client.post(NS + "/services", service("b", clusterIP="10.96.0.10"))
+        r = await self.client.post(NS + "/services", service("b", clusterIP="10.0.0.10"))
         self.assertEqual(r.code, 201, r.body)
         r = await self.client.post(NS + "/services", service("headless", clusterIP="None"))
         self.assertEqual((r.body["spec"]["clusterIP"], r.body["spec"]["clusterIPs"]), ("None", ["None"]))

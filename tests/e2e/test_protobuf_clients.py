@@ -110,7 +110,8 @@ class ProtobufClientTests(unittest.TestCase):
         path = self.crd_file("sprockets", "Sprocket", "spr")
         self.kubectl("create", "-f", path)
         self.kubectl("wait", "--for", "condition=established", "crd/sprockets.pb.example.com", "--timeout=20s")
-        as_json = json.loads(self.kubectl("get", "crd", "sprockets.pb.example.com", "-o", "json").stdout)
+        as_json = json.loads(self.kubectl("get", "crd", "sprockets.pb.example.com", "-o", "json",
+                                          "--show-managed-fields").stdout)
         code, content_type, body = self.client.request(
             "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sprockets.pb.example.com")
         self.assertEqual((code, content_type), (200, PB), body[:300])

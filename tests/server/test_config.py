@@ -1,12 +1,15 @@
 """Configuration loading: defaults, validation messages, overrides, and how bad configs end twistd."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 
+import yaml
 from twisted.trial import unittest
 
 from kapiserver.server.config import ConfigError, load_config
+from kapiserver.server.plugin import Options
 from tests.server.process import run_to_exit, write_config
 
 
@@ -94,6 +97,64 @@ class LoadConfigTests(unittest.TestCase):
         config = load_config(path, {"secure_port": 0, "storage.etcd.servers": ["http://127.0.0.1:1"]})
         self.assertEqual(config.secure_port, 0)
         self.assertEqual(config.storage.etcd.servers, ["http://127.0.0.1:1"])
+
+    def test_service_range_advertise_address_and_leader_election_defaults(self) -> None:
+        config = load_config(None)
+        self.assertEqual(config.service_cluster_ip_range, "10.0.0.0/24")  # kube-apiserver's default
+        self.assertEqual(config.advertise_address, "")
+        ctl = config.controllers
+        self.assertEqual((ctl.leader_elect, ctl.leader_elect_lease_duration_seconds,
+                          ctl.leader_elect_renew_deadline_seconds, ctl.leader_elect_retry_period_seconds,
+                          ctl.leader_elect_resource_namespace, ctl.leader_elect_resource_name),
+                         (True, 15, 10, 2, "kube-system", "kapiserver-controllers"))
+
+    def test_the_shipped_file_lists_every_key_with_its_default(self) -> None:
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "apiserver.yaml")
+        shipped, defaults = load_config(path), load_config(None)
+        shipped.source = defaults.source
+        self.assertEqual(dataclasses.asdict(shipped), dataclasses.asdict(defaults))
+        with open(path) as f:
+            raw = yaml.safe_load(f)
+
+        def missing(obj, data, prefix=""):
+            for fld in dataclasses.fields(obj):
+                if fld.metadata.get("internal"):
+                    continue
+                if fld.name not in data:
+                    yield prefix + fld.name
+                elif dataclasses.is_dataclass(getattr(obj, fld.name)):
+                    yield from missing(getattr(obj, fld.name), data[fld.name], f"{prefix}{fld.name}.")
+        self.assertEqual(list(missing(defaults, raw)), [])
+
+    def test_service_range_limits(self) -> None:
+        self.assertConfigError("service_cluster_ip_range: 10.0.0.0/8\n",
+                               "key 'service_cluster_ip_range': 10.0.0.0/8 is too large; for 32-bit addresses, the "
+                               "mask must be >= 12")
+        self.assertConfigError("service_cluster_ip_range: fd00::/64\n",
+                               "key 'service_cluster_ip_range': fd00::/64 is too large; for 128-bit addresses, the "
+                               "mask must be >= 108")
+        self.assertConfigError("service_cluster_ip_range: 10.0.0.0/31\n",
+                               "key 'service_cluster_ip_range': 10.0.0.0/31 is too small to hold a Service "
+                               "(at most /30)")
+        self.assertEqual(load_config(self.write("service_cluster_ip_range: 10.96.0.0/12\n")).service_cluster_ip_range,
+                         "10.96.0.0/12")
+
+    def test_advertise_address_must_be_an_address(self) -> None:
+        self.assertConfigError("advertise_address: apiserver.local\n",
+                               "key 'advertise_address': must be an IP address, got 'apiserver.local'")
+        self.assertConfigError("advertise_address: 0.0.0.0\n",
+                               "key 'advertise_address': must be a reachable IP address, not 0.0.0.0")
+
+    def test_leader_election_durations_are_ordered(self) -> None:
+        self.assertConfigError("controllers:\n  leader_elect_renew_deadline_seconds: 20\n",
+                               "keys 'controllers.leader_elect_*': the lease duration must be greater than the "
+                               "renew deadline, and the renew deadline greater than 1.2 x the retry period (> 0)")
+
+    def test_kube_apiserver_flags(self) -> None:
+        options = Options()
+        options.parseOptions(["--service-cluster-ip-range", "10.96.0.0/16", "--advertise-address", "192.0.2.10"])
+        self.assertEqual(options.overrides(), {"service_cluster_ip_range": "10.96.0.0/16",
+                                               "advertise_address": "192.0.2.10"})
 
     def test_override_is_validated(self) -> None:
         with self.assertRaises(ConfigError) as cm:

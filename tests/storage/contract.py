@@ -394,6 +394,24 @@ class StorageContractTests:
         deletes = [e for e in rec.events if e.type == DELETE]
         self.assertEqual([(e.kv.key, e.kv.value) for e in deletes], [("/l/short", b"x")])
 
+    async def test_update_keeps_or_replaces_the_lease(self):
+        """An update keeps the key's lease unless given one (a renewed TTL, as the master leases do)."""
+        short = await self.storage.grant_lease(1)
+        if not short:
+            raise SkipTest("this backend has no leases")
+        long = await self.storage.grant_lease(300)
+        rec = self.watch("/lu/", await self.rev())
+        kept = await self.storage.create("/lu/kept", b"1", lease=short)
+        renewed = await self.storage.create("/lu/renewed", b"1", lease=short)
+        kept = await self.storage.update("/lu/kept", b"2", kept.mod_revision)
+        self.assertEqual(kept.lease, short)
+        renewed = await self.storage.update("/lu/renewed", b"2", renewed.mod_revision, lease=long)
+        self.assertEqual(renewed.lease, long)
+        await until(lambda: any(e.type == DELETE for e in rec.events), timeout=5.0, what="lease expiry")
+        self.assertIsNone(await self.storage.get("/lu/kept"))
+        still = await self.storage.get("/lu/renewed")
+        self.assertEqual((still.value, still.lease), (b"2", long))
+
     # ------------------------------------------------------------ restart
 
     async def test_restart_keeps_data_and_revision(self):

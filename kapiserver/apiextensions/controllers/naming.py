@@ -4,7 +4,10 @@ Upstream's naming controller: a name is in use when another CRD of the same
 group has accepted it (or, here, a built-in resource of that group serves
 it).  Each requested name that conflicts keeps its previously accepted
 value; the NamesAccepted condition says why.  A CRD whose names are accepted
-is Established (upstream's establishing controller), and stays so.
+is Established (upstream's establishing controller), and stays so; with
+several API servers the caller holds Established back for a few seconds
+(``establish=False``), so that every server serves the CRD (they do once its
+names are accepted) before clients are told it is ready.
 """
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ def accepted_names(crd: dict, others: Iterable[dict], builtins: Iterable[Resourc
     return out, conflict
 
 
-def apply_naming(crd: dict, others: Iterable[dict], builtins: Iterable[ResourceType]) -> None:
+def apply_naming(crd: dict, others: Iterable[dict], builtins: Iterable[ResourceType], establish: bool = True) -> None:
     """Set status.acceptedNames, NamesAccepted and Established on ``crd`` (in place)."""
     names, conflict = accepted_names(crd, others, builtins)
     status = crd.setdefault("status", {})
@@ -78,6 +81,7 @@ def apply_naming(crd: dict, others: Iterable[dict], builtins: Iterable[ResourceT
     if is_true(crd, ESTABLISHED):
         return
     if conflict is None:
-        set_condition(crd, ESTABLISHED, "True", "InitialNamesAccepted", "the initial names have been accepted")
+        if establish:
+            set_condition(crd, ESTABLISHED, "True", "InitialNamesAccepted", "the initial names have been accepted")
     else:
         set_condition(crd, ESTABLISHED, "False", "NotAccepted", "not all names are accepted")

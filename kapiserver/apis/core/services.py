@@ -2,21 +2,23 @@
 checks users hit most, and kubectl's columns.
 
 The cluster IP range is the ``service_cluster_ip_range`` setting (upstream's
-``--service-cluster-ip-range``, kubeadm's default ``10.96.0.0/12``).  The
-``kubernetes`` Service of the ``default`` namespace is not created.
+``--service-cluster-ip-range``, default ``10.0.0.0/24`` as kube-apiserver's).
+Allocation (``service_allocator.py``) is a transaction around the Store's
+write, through the begin_create / begin_update / after_delete hooks.  The
+``kubernetes`` Service of ``default`` is kept by ``controllers/kubernetes_service.py``.
 """
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, Optional
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
-from kapiserver.apis.core.service_allocator import DEFAULT_SERVICE_CIDR, ServiceAllocator
+from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR
 from kapiserver.machinery import errors, labels, validation
-from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import DNS1123_LABEL, Strategy
+from kapiserver.registry.strategy import DNS1123_LABEL, FinishFunc, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Service"
 SPEC = "io.k8s.api.core.v1.ServiceSpec"
@@ -40,16 +42,16 @@ def _is_ip(value: str) -> bool:
 class ServiceStrategy(Strategy):
     name_validation = DNS1123_LABEL  # tightened to a DNS-1035 label in validate()
 
-    def __init__(self) -> None:
-        self.allocator = ServiceAllocator(DEFAULT_SERVICE_CIDR)
+    allocator: Optional[ServiceAllocator] = None  # set by bind(): the ranges live in the Store's storage
 
     def bind(self, rtype: ResourceType, store: Any, config: Any) -> None:
         cidr = getattr(config, "service_cluster_ip_range", None) or DEFAULT_SERVICE_CIDR
-        self.allocator = ServiceAllocator(cidr)
+        self.allocator = ServiceAllocator(store.storage, cidr)
 
-        async def list_services() -> list[dict]:
-            return (await store.list("", ListOptions.from_args({}))).get("items") or []
-        self.allocator.attach(list_services)
+    def bound_allocator(self) -> ServiceAllocator:
+        if self.allocator is None:
+            raise errors.internal_error("the Service allocator is not bound to a storage")
+        return self.allocator
 
     def prepare_for_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
         super().prepare_for_update(rtype, new, old)
@@ -179,8 +181,14 @@ class ServiceStrategy(Strategy):
                                                "may not change once set"))
         return causes
 
-    async def validate_async(self, rtype: ResourceType, obj: dict, old: Any) -> list[errors.Cause]:
-        return await self.allocator.allocate(obj, old)
+    async def begin_create(self, rtype: ResourceType, obj: dict, dry_run: bool) -> Optional[FinishFunc]:
+        return await self.bound_allocator().begin_create(obj, dry_run)
+
+    async def begin_update(self, rtype: ResourceType, new: dict, old: dict, dry_run: bool) -> Optional[FinishFunc]:
+        return await self.bound_allocator().begin_update(new, old, dry_run)
+
+    async def after_delete(self, rtype: ResourceType, obj: dict) -> None:
+        await self.bound_allocator().release(obj)
 
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         return new.get("spec") != old.get("spec")

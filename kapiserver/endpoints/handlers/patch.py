@@ -1,7 +1,10 @@
-"""PATCH of one object: JSON patch, merge patch, strategic merge patch.
+"""PATCH of one object: JSON patch, merge patch, strategic merge patch, server-side apply.
 
 The patch is applied to the current object inside the Store's
-compare-and-swap loop, so concurrent patches never lose an update.
+compare-and-swap loop, so concurrent patches never lose an update.  An
+apply (``application/apply-patch+yaml``) merges the configuration with the
+kind's structured-merge semantics and records its manager's fields; it
+creates the object when it does not exist.
 """
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ import orjson
 
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints import request_decoder
-from kapiserver.machinery import errors, limits
+from kapiserver.machinery import errors, limits, yamljson
 from kapiserver.machinery.jsonpatch import apply_json_patch
+from kapiserver.machinery.managedfields.fieldmanager import FieldManager, validate_field_manager
 from kapiserver.machinery.mergepatch import apply_merge_patch
 from kapiserver.machinery.strategicpatch import apply_strategic_merge_patch
 
@@ -20,27 +24,56 @@ JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+# served only with CBOR (upstream's CBORServingAndStorage gate): answered 415 like any unknown type
+APPLY_PATCH_CBOR = "application/apply-patch+cbor"
+
+_GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
 
 
-def _unsupported(scope: RequestScope, media: str) -> errors.StatusError:
+def supported_media_types(scope: RequestScope) -> list[str]:
     supported = [JSON_PATCH, MERGE_PATCH]
     if scope.rtype.strategic_merge_patch:
         supported.append(STRATEGIC_MERGE_PATCH)
-    return errors.StatusError(415, "UnsupportedMediaType",
-                              f"the body of the request was in an unknown format - accepted media types "
-                              f"include: {', '.join(supported)}" + (
-                                  " (server-side apply is not implemented by kapiserver yet)"
-                                  if media == APPLY_PATCH else ""))
+    supported.append(APPLY_PATCH)
+    return supported
+
+
+def check_media_type(scope: RequestScope) -> str:
+    """The request's patch type, or 415 listing the ones this resource takes."""
+    media = scope.content_type()
+    supported = supported_media_types(scope)
+    if media not in supported:
+        raise errors.StatusError(415, "UnsupportedMediaType",
+                                 "the body of the request was in an unknown format - accepted media types "
+                                 f"include: {', '.join(supported)}")
+    return media
+
+
+def patch_options(scope: RequestScope, apply: bool) -> tuple[str, bool]:
+    """(field manager, force) from the query, validated as upstream's ValidatePatchOptions."""
+    raw_force = scope.arg("force")
+    force: Optional[bool] = None
+    if raw_force is not None:
+        force = _GO_BOOLS.get(raw_force)
+        if force is None:
+            raise errors.bad_request(f'strconv.ParseBool: parsing "{raw_force}": invalid syntax')
+    causes = []
+    name = scope.arg("fieldManager") or ""
+    if apply and not name:
+        causes.append(errors.field_required("fieldManager", "is required for apply patch"))
+    if not apply and force is not None:
+        causes.append(errors.field_forbidden("force", "may not be specified for non-apply patch"))
+    causes += validate_field_manager(name)
+    if causes:
+        raise errors.invalid("PatchOptions", "meta.k8s.io", "", causes)
+    return (name if apply else scope.field_manager("PatchOptions")), bool(force)
 
 
 def patcher(scope: RequestScope) -> Callable[[Optional[dict]], dict]:
-    """A function applying the request's patch to a current object."""
-    media = scope.content_type()
+    """A function applying the request's (non-apply) patch to a current object."""
+    media = check_media_type(scope)
     body = scope.body_bytes()
-    if media == STRATEGIC_MERGE_PATCH and not scope.rtype.strategic_merge_patch:
-        raise _unsupported(scope, media)
-    if media not in (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
-        raise _unsupported(scope, media)
     if not body.strip():
         raise errors.bad_request("the body of the request was empty")
     try:
@@ -64,14 +97,107 @@ def patcher(scope: RequestScope) -> Callable[[Optional[dict]], dict]:
                                                        resolve or (lambda ref: {}))
 
 
-async def patch(scope: RequestScope) -> Response:
+def decode_apply_configuration(scope: RequestScope) -> Any:
+    """The applied configuration: YAML (JSON bodies, what most clients send, parse as such)."""
+    body = scope.body_bytes()
+    stripped = body.strip()
+    if stripped.startswith(b"{"):
+        try:
+            parsed = orjson.loads(stripped)
+            limits.check_body_depth(parsed, "patch")
+            return parsed
+        except orjson.JSONDecodeError:
+            pass
+    try:  # YAML as sigs.k8s.io/yaml reads it, bounded (machinery/yamljson.py)
+        config = yamljson.yaml_to_json(body) if stripped else {}
+    except yamljson.YAMLError as e:
+        raise errors.bad_request(f"error decoding YAML: {e}") from None
+    except limits.TooDeep as e:
+        raise errors.bad_request(f"error decoding YAML: {e}") from None
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise errors.bad_request("error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot "
+                                 f"unmarshal {'array' if isinstance(config, list) else 'string'} into Go value of "
+                                 "type map[string]interface {}")
+    return _json_values(config)
+
+
+def _json_values(value: Any) -> Any:
+    """YAML timestamps and the like as the strings JSON would carry."""
+    if isinstance(value, dict):
+        return {str(k): _json_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_values(v) for v in value]
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if hasattr(value, "isoformat"):
+        return value.isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def applied(scope: RequestScope, fm: FieldManager, current: Optional[dict], config: Any, manager: str,
+            force: bool) -> tuple[dict, Optional[list]]:
+    """``current`` (None: the object does not exist yet) with ``config`` applied, and its managedFields;
+    name and namespace checked against the URL as upstream's patcher does."""
     info = scope.info
-    scope.check_write_options("PatchOptions")
-    apply = patcher(scope)
+    obj, entries = fm.apply(current if current is not None else {}, config, manager, force)
+    found = obj.get("metadata")
+    md: dict = dict(found) if isinstance(found, dict) else {}
+    if current is None and md.get("uid"):
+        raise errors.conflict(scope.rtype.plural, scope.rtype.group, info.name,
+                              f"uid mismatch: the provided object specified uid {md['uid']}, and no existing "
+                              "object was found")
+    name = md.get("name")
+    if not name:
+        raise errors.bad_request(f"the name of the object ({info.name} based on URL) was undeterminable: name must "
+                                 "be provided")
+    if name != info.name:
+        raise errors.bad_request(f"the name of the object ({name}) does not match the name on the URL ({info.name})")
+    if scope.rtype.namespaced and info.namespace:
+        if md.get("namespace") and md["namespace"] != info.namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
+                                     "the request")
+        md["namespace"] = info.namespace
+    if entries:
+        md["managedFields"] = entries
+    else:
+        md.pop("managedFields", None)
+    return {**obj, "metadata": md}, entries
+
+
+async def apply(scope: RequestScope) -> Response:
+    info = scope.info
+    manager, force = patch_options(scope, apply=True)
+    config = decode_apply_configuration(scope)
+    fm = scope.store.field_manager(info.subresource)
+
     checked: list[bool] = []
 
     def mutate(current: Optional[dict]) -> dict:
-        result = apply(current)
+        warnings = len(scope.warnings)
+        result = scope.decode_patched(applied(scope, fm, current, config, manager, force)[0])
+        if checked:  # report unknown fields once, not per conflict retry
+            del scope.warnings[warnings:]
+        checked.append(True)
+        return result
+    result, created = await scope.store.guaranteed_update(
+        info.namespace, info.name, mutate, info.subresource, scope.context(manager, managed_fields_set=True),
+        create_if_missing=True, force_allow_create=True)
+    return Response(201 if created else 200, result)
+
+
+async def patch(scope: RequestScope) -> Response:
+    info = scope.info
+    scope.check_write_options("PatchOptions")
+    if check_media_type(scope) == APPLY_PATCH:
+        return await apply(scope)
+    manager, _ = patch_options(scope, apply=False)
+    patch_fn = patcher(scope)
+    checked: list[bool] = []
+
+    def mutate(current: Optional[dict]) -> dict:
+        result = patch_fn(current)
         if not isinstance(result, dict):
             raise errors.bad_request("the patch did not produce an object")
         warnings = len(scope.warnings)
@@ -82,7 +208,7 @@ async def patch(scope: RequestScope) -> Response:
         check_name(result, info.name, info.namespace)
         return result
     result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource,
-                                                    scope.context())
+                                                    scope.context(manager))
     return Response(200, result)
 
 

@@ -7,15 +7,21 @@ kinds (Deployments, ReplicaSets, StatefulSets) point labelSelectorPath at
 PATCH change only the replicas, through the main resource's update (so the
 generation moves as for any spec change), inside the Store's
 compare-and-swap loop; a resourceVersion in the Scale is a precondition.
+
+Field ownership goes through the Scale, as upstream's scale handler does:
+the Scale shows the owners of the replicas path, its field manager records
+the write (an update, or a server-side apply of a Scale), and the result
+is carried back to the parent's managedFields.
 """
 from __future__ import annotations
 
 import copy
 from typing import Any, Callable, Optional
 
-from kapiserver.endpoints.handlers.patch import patcher
+from kapiserver.endpoints.handlers import patch as patch_handler
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors, jsonpath, labels
+from kapiserver.machinery.managedfields import scale as scale_fields
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_API_VERSION = "autoscaling/v1"
@@ -74,13 +80,39 @@ def _apply_scale(scope: RequestScope, scale: Any, current: dict) -> dict:
     return new
 
 
-async def _update(scope: RequestScope, to_scale_body: Callable[[dict], Any]) -> Response:
+# A change of the Scale: the old Scale (with its managedFields) -> (new Scale, its managedFields).
+ScaleChange = Callable[[dict], tuple[Any, Optional[list]]]
+
+
+async def _update(scope: RequestScope, manager: str, change: ScaleChange) -> Response:
     info = scope.info
+    rtype = scope.rtype
+    assert rtype.scale is not None
+    path = scale_fields.replicas_path(rtype.scale.spec_replicas_path)
 
     def mutate(current: Optional[dict]) -> dict:
-        return _apply_scale(scope, to_scale_body(current), current)
-    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, "", scope.context())
+        assert current is not None
+        parent_entries = (current.get("metadata") or {}).get("managedFields")
+        old_scale = to_scale(rtype, current)
+        owners = scale_fields.to_subresource(parent_entries, path)
+        if owners:
+            old_scale["metadata"]["managedFields"] = owners
+        new_scale, scale_entries = change(old_scale)
+        new = _apply_scale(scope, new_scale, current)
+        entries = scale_fields.to_parent(parent_entries, scale_entries, path, rtype.api_version)
+        if entries:
+            new["metadata"]["managedFields"] = entries
+        else:
+            new["metadata"].pop("managedFields", None)
+        return new
+    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, "",
+                                                    scope.context(manager, managed_fields_set=True))
     return Response(200, to_scale(scope.rtype, result), convertible=False)
+
+
+def _requested(scale: Any) -> Any:
+    md = scale.get("metadata") if isinstance(scale, dict) else None
+    return md.get("managedFields") if isinstance(md, dict) else None
 
 
 async def get_scale(scope: RequestScope) -> Response:
@@ -91,11 +123,24 @@ async def get_scale(scope: RequestScope) -> Response:
 
 async def update_scale(scope: RequestScope) -> Response:
     scope.check_write_options("UpdateOptions")
+    manager = scope.field_manager("UpdateOptions")
     body = scope.decode_object(SCALE_DEFINITION, "Scale", SCALE_API_VERSION)
-    return await _update(scope, lambda current: body)
+    fm = scope.store.field_manager("scale")
+    return await _update(scope, manager, lambda old: (body, fm.update(old, body, _requested(body), manager)
+                                                      if isinstance(body, dict) else None))
 
 
 async def patch_scale(scope: RequestScope) -> Response:
     scope.check_write_options("PatchOptions")
-    apply = patcher(scope)
-    return await _update(scope, lambda current: apply(to_scale(scope.rtype, current)))
+    fm = scope.store.field_manager("scale")
+    if patch_handler.check_media_type(scope) == patch_handler.APPLY_PATCH:
+        manager, force = patch_handler.patch_options(scope, apply=True)
+        config = patch_handler.decode_apply_configuration(scope)
+        return await _update(scope, manager, lambda old: fm.apply(old, config, manager, force))
+    manager, _ = patch_handler.patch_options(scope, apply=False)
+    apply = patch_handler.patcher(scope)
+
+    def change(old: dict) -> tuple[Any, Optional[list]]:
+        new = apply(old)
+        return new, fm.update(old, new, _requested(new), manager) if isinstance(new, dict) else None
+    return await _update(scope, manager, change)

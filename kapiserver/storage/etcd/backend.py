@@ -176,19 +176,22 @@ class EtcdStorage:
             raise KeyExistsError(key)
         return KeyValue(key, value, r.revision, r.revision, lease)
 
-    def update(self, key: str, value: bytes, expected_mod_revision: int = 0) -> defer.Deferred:
-        return _deferred(self._update(key, value, expected_mod_revision))
+    def update(self, key: str, value: bytes, expected_mod_revision: int = 0,
+               lease: Optional[int] = None) -> defer.Deferred:
+        return _deferred(self._update(key, value, expected_mod_revision, lease))
 
-    async def _update(self, key: str, value: bytes, expected: int) -> KeyValue:
+    async def _update(self, key: str, value: bytes, expected: int, lease: Optional[int]) -> KeyValue:
         k = self._key(key)
         guard = (Compare.mod_revision(k, "EQUAL", expected) if expected
                  else Compare.create_revision(k, "GREATER", 0))
         # ignore_lease keeps the key's lease (an Event keeps its TTL when updated).
-        r = await self.client.txn([guard], [Op.put(k, value, prev_kv=True, ignore_lease=True)], [Op.range(k)])
+        put = (Op.put(k, value, prev_kv=True, ignore_lease=True) if lease is None
+               else Op.put(k, value, lease=lease, prev_kv=True))
+        r = await self.client.txn([guard], [put], [Op.range(k)])
         if not r.succeeded:
             raise self._guard_failure(key, r.responses[0])
         prev = r.responses[0].prev_kv
-        return KeyValue(key, value, prev.create_revision, r.revision, prev.lease)
+        return KeyValue(key, value, prev.create_revision, r.revision, prev.lease if lease is None else lease)
 
     def delete(self, key: str, expected_mod_revision: int = 0) -> defer.Deferred:
         return _deferred(self._delete(key, expected_mod_revision))

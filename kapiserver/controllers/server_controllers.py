@@ -1,0 +1,99 @@
+"""What one API server runs in the background, and which of it only the leader runs.
+
+Every server (as every kube-apiserver does):
+
+* the repair of the Service IP and node port bitmaps (``service_repair.py``);
+* the ``kubernetes`` Service and its endpoints, each server renewing its own
+  record (``kubernetes_service.py``);
+* serving the stored CRDs (``apiextensions/server.py``, started by the API server).
+
+Only the leader of the ``controllers.leader_elect_resource_*`` Lease (as
+kube-controller-manager's controllers; all of them on every server when
+``controllers.leader_elect`` is false):
+
+* the namespace controller and the namespace defaults (ServiceAccount ``default``,
+  ``kube-root-ca.crt``);
+* the CRD status and finalizing controller;
+* the garbage collector.
+"""
+from __future__ import annotations
+
+from typing import Awaitable, Callable, Hashable, Iterable, Optional
+
+from twisted.logger import Logger
+
+from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.controllers.garbage_collector import GarbageCollector
+from kapiserver.controllers.kubernetes_service import KubernetesServiceController
+from kapiserver.controllers.leader_election import LeaderElector, default_identity
+from kapiserver.controllers.manager import Controller, ControllerManager
+from kapiserver.controllers.master_leases import EndpointsReconciler, MasterLeases
+from kapiserver.controllers.namespace import NamespaceController
+from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
+from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
+from kapiserver.registry.deps import RegistryDeps
+from kapiserver.registry.store import Store
+from kapiserver.server.advertise import advertise_address
+from kapiserver.server.healthz import HealthChecks
+
+log = Logger()
+
+
+class ServerControllers:
+    """Built from the registry's dependencies plus what only the server knows: its health
+    checks, every served Store and their generation (CRDs come and go), the CRD status
+    controller's factory and the port it listens on."""
+
+    def __init__(self, deps: RegistryDeps, health: HealthChecks, all_stores: Callable[[], Iterable[Store]],
+                 served_types_generation: Callable[[], Hashable],
+                 crd_status_controller: Callable[[Callable[[], Awaitable[int]]], Controller],
+                 secure_port: Callable[[], Optional[int]]) -> None:
+        config, reactor = deps.config, deps.reactor
+        services = deps.store("", "v1", "services")
+        allocator: ServiceAllocator = services.strategy.bound_allocator()
+        self.repair = ServiceRepair(allocator, services, reactor)
+        try:
+            health.add(READY_CHECK, self.repair.check, kinds=("readyz",))
+        except ValueError:
+            pass  # a second server on the same health registry (tests)
+        self.advertise_address = advertise_address(config.advertise_address, config.bind_address)
+        leases = MasterLeases(deps.storage)
+        reconciler = EndpointsReconciler(deps.store("", "v1", "endpoints"),
+                                         deps.store("discovery.k8s.io", "v1", "endpointslices"), leases)
+        self.kubernetes_service = KubernetesServiceController(
+            services, reconciler, allocator.first_ip, self.advertise_address,
+            lambda: secure_port() or config.secure_port or None, reactor)
+        namespaces = deps.store("", "v1", "namespaces")
+        self.manager = ControllerManager([
+            lambda: NamespaceController(namespaces, all_stores, reactor),
+            lambda: NamespaceDefaultsController(namespaces, deps.store("", "v1", "serviceaccounts"),
+                                                deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
+            lambda: crd_status_controller(leases.count),
+            lambda: GarbageCollector(all_stores, served_types_generation, reactor),
+        ])
+        self.elector: Optional[LeaderElector] = None
+        election = config.controllers
+        if election.leader_elect:
+            self.elector = LeaderElector(
+                deps.store("coordination.k8s.io", "v1", "leases"), election.leader_elect_resource_namespace,
+                election.leader_elect_resource_name, default_identity(), reactor,
+                self.manager.start, self.manager.stop,
+                lease_duration=election.leader_elect_lease_duration_seconds,
+                renew_deadline=election.leader_elect_renew_deadline_seconds,
+                retry_period=election.leader_elect_retry_period_seconds)
+
+    async def start(self) -> None:
+        """Per-server work first (each first run is awaited), then the leader-only controllers."""
+        await self.repair.start()
+        await self.kubernetes_service.start()
+        if self.elector is not None:
+            await self.elector.start()
+        else:
+            self.manager.start()
+
+    async def stop(self) -> None:
+        if self.elector is not None:
+            await self.elector.stop()
+        self.manager.stop()
+        self.repair.stop()
+        await self.kubernetes_service.stop()
