@@ -46,6 +46,7 @@ NAMESPACE = "fuzz"
 JSON, YAML, PROTOBUF = "application/json", "application/yaml", "application/vnd.kubernetes.protobuf"
 MERGE, JSON_PATCH, SMP = ("application/merge-patch+json", "application/json-patch+json",
                           "application/strategic-merge-patch+json")
+APPLY = "application/apply-patch+yaml"
 
 # ------------------------------------------------------------------ the corpus
 
@@ -408,6 +409,9 @@ def depth_cases() -> Iterator[Case]:
         for patch_type in (MERGE, SMP):
             yield Case(f"{patch_type} {levels} levels", "PATCH", cm + "/fuzz-anchor",
                        b'{"data":' + b'{"a":' * levels + b"1" + b"}" * (levels + 1), patch_type)
+        yield Case(f"apply yaml {levels} levels", "PATCH", cm + "/fuzz-anchor?fieldManager=fuzz",
+                   b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fuzz-anchor}\ndata: " + deep_json(levels),
+                   APPLY)
         yield Case(f"json patch {levels} levels", "PATCH", cm + "/fuzz-anchor",
                    b'[{"op":"add","path":"/data","value":' + deep_json(levels) + b"}]", JSON_PATCH)
         yield Case(f"put {levels} levels", "PUT", cm + "/fuzz-anchor", deep_json(levels))
@@ -458,7 +462,7 @@ def random_case(resources: list[Resource], rng: random.Random) -> Case:
         body, ctype = _encode(obj, rng)
         return Case(f"update {res.kind} with a nasty field", "PUT", item, body, ctype)
     if kind == 5 and "patch" in res.verbs:
-        ctype = rng.choice([MERGE, SMP, JSON_PATCH])
+        ctype = rng.choice([MERGE, SMP, JSON_PATCH, APPLY])
         if ctype == JSON_PATCH:
             op = {"op": rng.choice(["add", "replace", "remove", "move", "copy", "test", "bogus"]),
                   "path": rng.choice(["/metadata/name", "/data/x", "/spec", "", "/", "/metadata/labels/~2",
@@ -473,6 +477,18 @@ def random_case(resources: list[Resource], rng: random.Random) -> Case:
                 patch = {"metadata": {"name": _name(rng)}}
             elif rng.random() < 0.2:
                 patch = _nasty(rng)
+        if ctype == APPLY:
+            if isinstance(patch, dict) and rng.random() < 0.7:
+                patch.setdefault("apiVersion", res.group_version)
+                patch.setdefault("kind", res.kind)
+                if not isinstance(patch.get("metadata"), dict):
+                    patch["metadata"] = {}
+                patch["metadata"]["name"] = item.rsplit("/", 1)[-1]
+            body = (json.dumps(patch) if rng.random() < 0.5 else yaml.safe_dump(patch)).encode("utf-8", "surrogatepass")
+            if rng.random() < 0.1:
+                body = rng.choice(NASTY_YAML)
+            return Case(f"apply to {res.kind}", "PATCH", item + "?fieldManager=fuzz" + rng.choice(["", "&force=true"]),
+                        body, ctype)
         return Case(f"{ctype} patch of {res.kind}", "PATCH", item, json.dumps(patch).encode("utf-8", "surrogatepass"),
                     ctype)
     if kind == 6 and "delete" in res.verbs:

@@ -155,8 +155,8 @@ def _scalar(event: Any) -> Any:
     if rtag == FLOAT:
         if math.isnan(out) or math.isinf(out):
             raise YAMLError(f"json: unsupported value: {_go_float(out)}")
-        if out == int(out) and abs(out) < 1e21:
-            return int(out)  # Go's json.Marshal writes 1.0 as 1
+        if out == int(out) and _INT64_MIN <= out < _UINT64_MAX:
+            return int(out)  # Go's json.Marshal writes 1.0 as 1 (kept a float past 64 bits, as orjson reads it)
         return out
     if rtag == MERGE:
         return _MERGE_KEY

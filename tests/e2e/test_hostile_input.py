@@ -52,7 +52,8 @@ class DeepBodyTests(unittest.TestCase):
             self.assertLess(seconds, 5, case.describe())
             seen.add(case.content_type)
             self.assertEqual(conn.request("GET", "/readyz")[0], 200, case.describe())
-        self.assertEqual(seen, {fuzz.JSON, fuzz.YAML, fuzz.PROTOBUF, fuzz.MERGE, fuzz.SMP, fuzz.JSON_PATCH})
+        self.assertEqual(seen, {fuzz.JSON, fuzz.YAML, fuzz.PROTOBUF, fuzz.MERGE, fuzz.SMP, fuzz.JSON_PATCH,
+                                fuzz.APPLY})
         self.assertIsNone(srv.proc.poll(), "the server process must be alive")
 
 

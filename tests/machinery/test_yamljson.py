@@ -14,6 +14,12 @@ class ScalarTests(unittest.TestCase):
         self.assertEqual(doc, {"a": True, "b": False, "c": 16, "d": 8, "e": 8, "f": 1, "g": "2001-12-14",
                                "h": None, "i": 1000, "j": "0x10", "k": "yes", "l": -3, "m": 1000, "p": 0.5})
 
+    def test_numbers_past_64_bits_stay_floats(self):
+        doc = yaml_to_json(b"a: 18446744073709551615\nb: 18446744073709551616\nc: -9223372036854775809\n")
+        self.assertEqual(doc["a"], 18446744073709551615)
+        self.assertIsInstance(doc["b"], float)
+        self.assertIsInstance(doc["c"], float)
+
     def test_keys_become_strings(self):
         # "y" is YAML 1.1's true too: the later key wins
         self.assertEqual(yaml_to_json(b"1: a\ntrue: b\n1.5: c\ny: d\nn: e\n"),
