@@ -11,7 +11,6 @@ from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
-from kapiserver.machinery import protobuf
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
@@ -109,32 +108,6 @@ class RequestScope:
         raw = self.request.getHeader(b"content-type")
         return body_media_type(raw.decode("latin-1") if raw else None)
 
-    def decode_body(self, allow_empty: bool = False) -> Any:
-        """Decode a JSON, YAML or (built-in kinds with a field table) protobuf body."""
-        body = self.body_bytes()
-        if not body.strip():
-            if allow_empty:
-                return None
-            raise errors.bad_request("the body of the request was empty")
-        media = self.content_type()
-        if media == codec.JSON:
-            obj = codec.decode_json(body)
-        elif media in (codec.YAML, "application/x-yaml", "text/yaml"):
-            obj = codec.decode_yaml(body)
-        elif media == protobuf.MEDIA_TYPE:
-            if self.rtype.is_crd:
-                # custom resources are JSON/YAML only (upstream v1.32 drops the connection here)
-                raise errors.StatusError(
-                    415, "UnsupportedMediaType",
-                    "the body of the request was in an unknown format - accepted media types include: "
-                    "application/json, application/yaml")
-            decoded = protobuf.decode_request_body(body, self.rtype.kind)
-            self.unknown_protobuf_fields = decoded.unknown_fields
-            obj = decoded.obj
-        else:
-            raise errors.unsupported_media_type(media)
-        return obj
-
     def decode_object(self, definition: str = "", kind: str = "", api_version: str = "") -> dict:
         """The body of a create/update decoded into the kind's schema (request_decoder.py).
 
@@ -218,20 +191,6 @@ class RequestScope:
         if mode not in ("Strict", "Warn", "Ignore"):
             raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn", or "Strict", got {mode!r}')
         return mode
-
-    def check_fields(self, obj: Any) -> None:
-        """Report unknown and duplicate fields per ``fieldValidation`` (Strict → 400, Warn → warnings)."""
-        mode = self.field_validation()
-        if mode == "Ignore" or not isinstance(obj, dict):
-            return
-        schema = self.rtype.schema
-        if schema is None and self.rtype.schema_name and self.schema_resolver is not None:
-            schema = {"$ref": f"#/definitions/{self.rtype.schema_name}"}
-        if schema is None:
-            return
-        raw = self.body_bytes() if self.content_type() == codec.JSON else None
-        self.warnings.extend(fieldvalidation.check_fields(obj, raw, schema, self.schema_resolver, mode,
-                                                          extra_unknown=self.unknown_protobuf_fields))
 
 
 DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"

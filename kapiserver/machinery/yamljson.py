@@ -142,7 +142,7 @@ def _scalar(event: Any) -> Any:
         try:
             return base64.b64decode(value.encode("ascii", "strict"), validate=False).decode("utf-8", "replace")
         except (binascii.Error, UnicodeEncodeError):
-            raise YAMLError(f"yaml: !!binary value contains invalid base64 data") from None
+            raise YAMLError("yaml: !!binary value contains invalid base64 data") from None
     rtag, out = resolve(tag, value)
     if tag is not None and tag in _RESOLVABLE and rtag != tag and tag != STR:
         if tag == FLOAT and rtag == INT:
