@@ -77,23 +77,28 @@ def deep_yaml_block(levels: int) -> bytes:
     return b"".join(b"  " * min(i, 2000) + b"- \n" for i in range(min(levels, 5000))) + b"[" * levels
 
 
+def _nested(number: int, levels: int, limit: int = 3_000_000) -> bytes:
+    """Field ``number`` (length-delimited) nested ``levels`` deep around nothing, at most ``limit`` bytes
+    (built inside out in linear time)."""
+    tag = _varint(number << 3 | 2)
+    prefixes, size = [], 0
+    for _ in range(levels):
+        prefix = tag + _varint(size)
+        if size + len(prefix) > limit:
+            break
+        prefixes.append(prefix)
+        size += len(prefix)
+    return b"".join(reversed(prefixes))
+
+
 def deep_protobuf(levels: int) -> bytes:
     """A runtime.Unknown envelope whose raw message nests length-delimited field 1 ``levels`` deep."""
-    inner = b""
-    for _ in range(levels):
-        inner = b"\x0a" + _varint(len(inner)) + inner
-        if len(inner) > 3_000_000:
-            break
-    return _envelope("v1", "ConfigMap", inner)
+    return _envelope("v1", "ConfigMap", _nested(1, levels))
 
 
 def deep_protobuf_crd(levels: int) -> bytes:
     """A CustomResourceDefinition whose schema nests ``not`` (JSONSchemaProps field 28) ``levels`` deep."""
-    props = b""
-    for _ in range(levels):
-        props = _field(28, props)
-        if len(props) > 3_000_000:
-            break
+    props = _nested(28, levels)
     version = _field(1, b"v1") + _field(4, _field(1, props))
     spec = _field(1, b"deep.example.com") + _field(7, version)
     raw = _field(1, _field(1, b"fuzzes.deep.example.com")) + _field(2, spec)
@@ -182,7 +187,7 @@ class Connection:
                     self.close()
                 return resp.status, data, time.monotonic() - start
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
-                    http.client.BadStatusLine) as e:
+                    http.client.BadStatusLine, ssl.SSLEOFError) as e:  # a kept-alive connection timed out
                 self.close()
                 if attempt:
                     return 0, repr(e).encode(), time.monotonic() - start

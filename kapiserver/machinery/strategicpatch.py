@@ -13,6 +13,7 @@ not describe a field, maps are merged and lists replaced.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Callable, Optional
 
 from kapiserver.machinery import errors
@@ -69,6 +70,8 @@ def _scalar_key(value: Any) -> tuple:
         return ("bool", value)
     if isinstance(value, (int, float)):
         return ("number", float(value))
+    if isinstance(value, (dict, list)):  # a merge key that is not a scalar: compared by value (Go's DeepEqual)
+        return (type(value).__name__, json.dumps(value, sort_keys=True))
     return (type(value).__name__, value)
 
 

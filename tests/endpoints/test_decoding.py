@@ -275,6 +275,15 @@ class PatchTypeTests(ServerTestCase):
                                     content_type="application/strategic-merge-patch+json")
         self.assertEqual(r.code, 400, r.raw)
         self.assertEqual(r.body["reason"], "BadRequest")
+        # found by bench/fuzz.py: a list where a merge key's value belongs (was a 500)
+        r = await self.client.patch("/api/v1/namespaces/default", {"status": {"conditions": [{"type": []}]}},
+                                    content_type="application/strategic-merge-patch+json")
+        self.assertEqual(r.code, 422, r.raw)
+        # found by bench/fuzz.py: a YAML integer past 64 bits in free-form data (was a 500 when stored)
+        r = await self.client.post("/apis/apps/v1/namespaces/default/controllerrevisions",
+                                   raw=b"metadata: {name: big}\nrevision: 1\ndata: {n: 18446744073709551616}\n",
+                                   content_type="application/yaml")
+        self.assertEqual(r.code, 201, r.raw)
         r = await self.client.patch(CM + "/p", {"data": {"c": "d"}, "bogus": 1})
         self.assertEqual(r.code, 200, r.raw)
         self.assertEqual(r.headers.getRawHeaders("warning"), ['299 - "unknown field \\"bogus\\""'])
