@@ -94,7 +94,13 @@ def _build_backend(config: Config, reactor: Any = None) -> Any:
     except OSError as e:
         raise StartupError(f"{config.data_dir}: cannot create data directory: {e.strerror}") from None
     sqlite = config.storage.sqlite
-    return SQLiteStorage(os.path.join(config.data_dir, SQLITE_FILE),
+    path = os.path.join(config.data_dir, SQLITE_FILE)
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        # SQLite would take an empty file for a new database: a truncated one must not become a new cluster
+        raise StartupError(f"{path}: the SQLite database file is empty (0 bytes), so the data it held is gone; "
+                           f"refusing to start an empty cluster in its place (restore the file, or remove it "
+                           f"to start a new cluster)")
+    return SQLiteStorage(path,
                          compaction_interval=float(sqlite.compaction_interval_seconds),
                          compaction_retain=sqlite.compaction_retain_revisions, reactor=reactor)
 
