@@ -128,7 +128,12 @@ class RequestScope:
                 kind, "couldn't get version/kind; json parse error: unexpected end of JSON input", b"")
         parsed = request_decoder.parse(body, self.content_type(), kind, self.rtype)
         self.unknown_protobuf_fields = parsed.unknown
-        return self._typed(parsed, body, definition, kind, api_version)
+        obj = self._typed(parsed, body, definition, kind, api_version)
+        audit = context_of(self.request).audit
+        if audit is not None:  # the request object as decoded (patches log their patch document)
+            rtype = self.rtype
+            audit.log_request_object(obj, rtype.group, rtype.version, rtype.plural, self.info.subresource)
+        return obj
 
     def decode_patched(self, obj: Any) -> dict:
         """A patch's result decoded like a body; what does not fit is upstream's 422 ``patch: Invalid value``."""
@@ -176,9 +181,6 @@ class RequestScope:
                 parsed.raw_json, members if members >= 0 and not unknown else request_decoder.count_keys(parsed.obj))
         self.warnings.extend(request_decoder.apply_field_validation(
             mode, request_decoder.field_problems(unknown, duplicates), body_kind, version, kind))
-        audit = context_of(self.request).audit
-        if audit is not None:
-            audit.log_request_object(obj, rtype.group, rtype.version, rtype.plural, self.info.subresource)
         return obj
 
     def decode_delete_options(self) -> dict:
