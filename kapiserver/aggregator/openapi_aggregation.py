@@ -120,13 +120,13 @@ class OpenAPIAggregationController:
                         ) -> Optional[tuple[str, dict, str, bytes]]:
         host, port = self.resolver.resolve(target.namespace, target.service, target.port)
         code, headers, body = await get_document(self.transport, target.tls, host, port, "/openapi/v2",
-                                                 timeout=30.0)
-        if code != 200:
+                                                 timeout=30.0, etag=known[0] if known else "")
+        if code == 304 and known is not None:
+            etag, part = known[0], known[1]
+        elif code != 200:
             raise ExtensionRequestError(f"/openapi/v2 answered {code}")
-        etag = headers.get("etag", "")
-        if known is not None and etag and known[0] == etag:
-            part = known[1]
         else:
+            etag = headers.get("etag", "")
             part = v2_part(json.loads(body), target.group, target.version)
         path = f"apis/{target.group}/{target.version}"
         v3 = b""

@@ -205,6 +205,7 @@ class ProxyResource(resource.Resource):
         for name, values in response.headers.getAllRawHeaders():
             if name.lower() not in HOP_BY_HOP and name.lower() != b"content-length":
                 request.responseHeaders.setRawHeaders(name, values)
+        request.write(b"")  # the status and headers go out now: a watch may stay quiet for a long time
         done: defer.Deferred = defer.Deferred()
         response.deliverBody(_Relay(request, done))
         await done

@@ -120,7 +120,8 @@ class ExtensionRequestError(Exception):
 
 
 async def get_document(transport: ExtensionTransport, target: TLSTarget, host: str, port: int, path: str,
-                       accept: str = "application/json", timeout: float = 5.0) -> tuple[int, dict, bytes]:
+                       accept: str = "application/json", timeout: float = 5.0,
+                       etag: str = "") -> tuple[int, dict, bytes]:
     """GET ``path`` from an extension server as the aggregator: (status code, lower-cased headers, body)."""
     import treq
     from twisted.web.http_headers import Headers
@@ -129,6 +130,8 @@ async def get_document(transport: ExtensionTransport, target: TLSTarget, host: s
     url = f"https://{netloc}{path}"
     headers = Headers({b"Accept": [accept.encode()], b"X-Remote-User": [AGGREGATOR_USER.encode()],
                        b"X-Remote-Group": [g.encode() for g in AGGREGATOR_GROUPS]})
+    if etag:  # a document not changed since is answered 304, without its body
+        headers.setRawHeaders(b"If-None-Match", [etag.encode()])
     try:
         response = await treq.get(url, headers=headers, agent=transport.agent(target), timeout=timeout)
         body = await treq.content(response)
