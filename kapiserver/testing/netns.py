@@ -2,7 +2,7 @@
 
 Some addresses may not point at loopback (EndpointSlices refuse it, as
 upstream's validation does), so a test that needs a server "elsewhere" runs
-it in a namespace of its own: ``ip netns add``, a veth pair with
+it in a namespace of its own: ``ip netns add``, a veth pair (a /30 of 10.201.0.0/16) with
 ``host_address`` on this side and ``peer_address`` inside, and
 ``exec_prefix`` to start a process in it.  Traffic stays on this machine, on
 the pair the test created.  Needs the right to create namespaces (root, or
@@ -10,6 +10,7 @@ CAP_NET_ADMIN); :func:`unavailable_reason` says why not.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 from typing import Optional
@@ -19,12 +20,19 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=10)
 
 
+def pair_addresses(seed: int) -> tuple[str, str]:
+    """A /30 of 10.201.0.0/16 chosen by ``seed`` (the process id): two test runs at once get
+    different pairs.  (host side, namespace side)"""
+    base = int(ipaddress.IPv4Address("10.201.0.0")) + (seed % 16384) * 4
+    return str(ipaddress.IPv4Address(base + 1)), str(ipaddress.IPv4Address(base + 2))
+
+
 class NetworkNamespace:
-    def __init__(self, name: str, host_address: str = "10.201.0.1", peer_address: str = "10.201.0.2",
-                 prefix_length: int = 30) -> None:
+    def __init__(self, name: str, host_address: str = "", peer_address: str = "", prefix_length: int = 30) -> None:
         self.name = name
-        self.host_address = host_address
-        self.peer_address = peer_address
+        default_host, default_peer = pair_addresses(os.getpid())
+        self.host_address = host_address or default_host
+        self.peer_address = peer_address or default_peer
         self.prefix_length = prefix_length
         # interface names are at most 15 bytes
         self.host_link = f"vh{os.getpid() % 100000}"
