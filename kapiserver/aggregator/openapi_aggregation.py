@@ -60,8 +60,8 @@ class OpenAPIAggregationController:
         self.transport = transport
         self.reactor = reactor
         self.on_change = on_change
-        # APIService name -> (v2 etag, v2 part, v3 path, v3 body)
-        self.documents: dict[str, tuple[str, dict, str, bytes]] = {}
+        # APIService name -> (v2 etag, v2 part, v3 path, v3 body, v3 URL)
+        self.documents: dict[str, tuple[str, dict, str, bytes, str]] = {}
         self._loop: Optional[task.LoopingCall] = None
         self._running = False
         self._again = False
@@ -116,8 +116,8 @@ class OpenAPIAggregationController:
             self.on_change([d[1] for d in self.documents.values()],
                            {d[2]: d[3] for d in self.documents.values() if d[3]})
 
-    async def _download(self, target: ProxyTarget, known: Optional[tuple[str, dict, str, bytes]]
-                        ) -> Optional[tuple[str, dict, str, bytes]]:
+    async def _download(self, target: ProxyTarget, known: Optional[tuple[str, dict, str, bytes, str]]
+                        ) -> Optional[tuple[str, dict, str, bytes, str]]:
         host, port = self.resolver.resolve(target.namespace, target.service, target.port)
         code, headers, body = await get_document(self.transport, target.tls, host, port, "/openapi/v2",
                                                  timeout=30.0, etag=known[0] if known else "")
@@ -129,12 +129,16 @@ class OpenAPIAggregationController:
             etag = headers.get("etag", "")
             part = v2_part(json.loads(body), target.group, target.version)
         path = f"apis/{target.group}/{target.version}"
-        v3 = b""
+        v3, url = b"", None
         code, _, index_body = await get_document(self.transport, target.tls, host, port, "/openapi/v3")
         if code == 200:
             url = ((json.loads(index_body).get("paths") or {}).get(path) or {}).get("serverRelativeURL")
             if isinstance(url, str) and url.startswith("/"):
-                code, _, v3_body = await get_document(self.transport, target.tls, host, port, url, timeout=30.0)
-                if code == 200:
-                    v3 = v3_body
-        return etag, part, path, v3
+                if known is not None and known[4] == url:  # the URL carries the document's hash
+                    v3 = known[3]
+                else:
+                    code, _, v3_body = await get_document(self.transport, target.tls, host, port, url,
+                                                          timeout=30.0)
+                    if code == 200:
+                        v3 = v3_body
+        return etag, part, path, v3, url if v3 else ""
