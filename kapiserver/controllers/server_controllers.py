@@ -7,7 +7,10 @@ Every server (as every kube-apiserver does):
   record (``kubernetes_service.py``);
 * serving the stored CRDs (``apiextensions/server.py``, started by the API server);
 * the ``extension-apiserver-authentication`` ConfigMap, each server adding its trust
-  (``cluster_authentication_trust.py``).
+  (``cluster_authentication_trust.py``);
+* the aggregator's controllers: APIService registration, autoregistration, CRD
+  registration, availability and OpenAPI aggregation (``aggregator/server.py``, started by
+  the API server, as kube-apiserver runs them in every instance).
 
 Only the leader of the ``controllers.leader_elect_resource_*`` Lease (as
 kube-controller-manager's controllers; all of them on every server when
