@@ -697,7 +697,11 @@ class OpenAPIService:
 
     def v3_index_bytes(self) -> bytes:
         if self._index is None:
-            docs = {path: self.v3_bytes(path)[0] for path in self._v3_paths}
+            docs = {}
+            for path in self._v3_paths:
+                found = self.v3_bytes(path)
+                assert found is not None  # every served path has a document
+                docs[path] = found[0]
             for path, body in self._aggregated_v3.items():
                 docs.setdefault(path, body)
             self._index = _dumps(build_openapi_v3_index(docs))

@@ -43,7 +43,7 @@ class RequestInfo:
 
 
 def _truthy(args: dict[bytes, list[bytes]], key: bytes) -> bool:
-    values = args.get(key)
+    values = args.get(key) or []
     return bool(values) and values[0].lower() in (b"true", b"1")
 
 

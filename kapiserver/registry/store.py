@@ -10,6 +10,8 @@ the resourceVersion is set from the key's mod revision.
 """
 from __future__ import annotations
 
+import builtins
+
 import copy
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
@@ -392,7 +394,7 @@ class Store:
 
     # ------------------------------------------------------------ create
 
-    def _check_metadata(self, obj: dict) -> list[errors.Cause]:
+    def _check_metadata(self, obj: dict) -> "builtins.list[errors.Cause]":  # (``list`` is a method here)
         return validation.validate_object_meta(obj.get("metadata") or {}, self.rtype.namespaced,
                                                self.strategy.name_validation)
 

@@ -15,7 +15,7 @@ failed conversion ends the watch with an ERROR event (500 Status).
 from __future__ import annotations
 
 from collections import deque
-from typing import Optional, Protocol, Union
+from typing import Any, Iterable, Optional, Protocol, Union, cast
 
 from twisted.internet import defer, task
 from twisted.logger import Logger
@@ -46,6 +46,17 @@ class WatchSink(Protocol):
 
     def finish(self) -> None:
         """The watch ended (timeout, error already sent, or stop)."""
+
+
+class EncodingWatchSink(WatchSink, Protocol):
+    """A sink that encodes events itself: watchers with the same ``encoding_key``
+    share one encoding of each event."""
+
+    encoding_key: Any
+
+    def encode(self, event_type: str, obj: dict) -> bytes: ...
+
+    def send_encoded(self, line: bytes) -> None: ...
 
 
 class ResourceWatch:
@@ -88,6 +99,7 @@ class ResourceWatch:
                                          f"current: {page.revision}")
             self.revision = page.revision
             readable = decode_readable(page.items)  # a corrupt object is skipped (and logged), as in lists
+            initial_objs: Iterable[dict]
             if self._async:
                 initial_objs = await self.store.externals(readable)
             else:
@@ -151,10 +163,13 @@ class ResourceWatch:
                 # Unfiltered watchers of one prefix see the same bytes: the first of
                 # them encodes the event, the rest reuse it (the cacher hands every
                 # watcher the same Event object).
+                sink = cast(EncodingWatchSink, self.sink)
                 line = event.cache.get(memo_key)
                 if line is None:
-                    line = event.cache[memo_key] = self.sink.encode(*self._convert(event))
-                self.sink.send_encoded(line)
+                    seen = self._convert(event)
+                    assert seen is not None  # without a selector every event is seen
+                    line = event.cache[memo_key] = sink.encode(*seen)
+                sink.send_encoded(line)
                 return
             converted = self._convert(event)
         except CorruptObjectError as e:
@@ -219,10 +234,10 @@ class ResourceWatch:
                 objs, with_old = [], []
                 for event in events:
                     objs.append(decode(event.kv))
-                    has_old = self.matches is not None and event.type != st.DELETE and event.prev_kv is not None
-                    with_old.append(has_old)
-                    if has_old:
-                        objs.append(decode(event.prev_kv))
+                    prev = event.prev_kv if self.matches is not None and event.type != st.DELETE else None
+                    with_old.append(prev is not None)
+                    if prev is not None:
+                        objs.append(decode(prev))
                 try:
                     converted = iter(await self.store.externals(objs))
                 except errors.StatusError as e:

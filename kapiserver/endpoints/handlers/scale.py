@@ -41,6 +41,7 @@ def _value(obj: dict, path: str) -> Any:
 def to_scale(rtype: ResourceType, obj: dict) -> dict:
     """The Scale of a custom resource."""
     paths = rtype.scale
+    assert paths is not None  # only kinds with a scale subresource get here
     md = obj.get("metadata") or {}
     scale_md = {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in md}
     spec_replicas = _value(obj, paths.spec_replicas_path)
@@ -73,6 +74,7 @@ def _apply_scale(scope: RequestScope, scale: Any, current: dict) -> dict:
     if causes:
         raise errors.invalid("Scale", "autoscaling", name, causes)
     new = copy.deepcopy(current)
+    assert scope.rtype.scale is not None
     jsonpath.set_path(new, scope.rtype.scale.spec_replicas_path, replicas or 0)
     rv = (scale.get("metadata") or {}).get("resourceVersion")
     if rv:
