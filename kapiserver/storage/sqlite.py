@@ -17,6 +17,7 @@ reactor thread right after each commit (:mod:`kapiserver.storage.sqlite_watch`).
 """
 from __future__ import annotations
 
+import builtins
 import os
 import sqlite3
 import threading
@@ -178,7 +179,8 @@ class SQLiteStorage:
             # Let acknowledged-to-be work finish: queued writes still commit.
             if self._batch is None:
                 self._kick()
-            await self._batch
+            if self._batch is not None:
+                await self._batch
         await self._on_writer(self._close_writer)
         if self._readers is not self._writer:
             # stop() lets in-flight reads finish (joining idle threads is
@@ -373,7 +375,7 @@ class SQLiteStorage:
         self._batch = self._on_writer(self._commit_batch, [(op, args) for op, args, _ in batch])
         self._batch.addBoth(self._batch_done, batch)
 
-    def _batch_done(self, outcome: Any, batch: list) -> None:
+    def _batch_done(self, outcome: Any, batch: builtins.list) -> None:
         self._batch = None
         if isinstance(outcome, Failure):
             err = outcome.value
@@ -393,7 +395,7 @@ class SQLiteStorage:
                     d.errback(value)
         self._kick()
 
-    def _commit_batch(self, ops: list[tuple[Callable, tuple]]) -> tuple[int, list]:
+    def _commit_batch(self, ops: builtins.list[tuple[Callable, tuple]]) -> tuple[int, builtins.list]:
         """Writer thread: run every op in one transaction; one fsync for all."""
         conn = self._wconn
         assert conn is not None
