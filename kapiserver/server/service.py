@@ -322,6 +322,8 @@ class KapiService(service.Service):
         apiserver = self.apiserver
         deadline = self.reactor.seconds() + self.config.shutdown.drain_seconds
         apiserver.begin_drain()
+        log.info("draining: {n} requests in flight, {c} connections open", n=apiserver.requests_in_flight(),
+                 c=apiserver.unfinished_connections())
         while apiserver.requests_in_flight() > 0 and self.reactor.seconds() < deadline:
             await self._sleep(DRAIN_POLL_INTERVAL)
         if apiserver.requests_in_flight():

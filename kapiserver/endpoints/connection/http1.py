@@ -58,6 +58,7 @@ class APIHTTPChannel(http.HTTPChannel):
         self._refused = False       # nothing more is read; the connection closes after the answer
         self._reading_paused = False
         self._lost = False
+        self._requests_seen = 0
 
     # ------------------------------------------------------------ phases and deadlines
 
@@ -120,6 +121,7 @@ class APIHTTPChannel(http.HTTPChannel):
     def allHeadersReceived(self) -> None:
         self._cancel_deadline()
         self._head_bytes = 0
+        self._requests_seen += 1
         request = self.requests[-1]
         self.persistent = self.checkPersistence(request, self._version)
         if self.connection.draining:
@@ -227,15 +229,19 @@ class APIHTTPChannel(http.HTTPChannel):
         super().requestDone(request)
 
     def drain(self) -> None:
-        """Graceful shutdown: no new request on this connection."""
-        if self._lost:
+        """Graceful shutdown: no new request on this connection (as Go's Shutdown: idle
+        keep-alive connections close now, new ones get a moment for their first request)."""
+        if self._lost or self._refused:
             return
-        if not self.requests and not self._buffer:
-            self.loseConnection()  # idle: nothing was received of a next request
-        elif self.requests:
+        if self.requests:
             self._close_after(self.requests[-1])
-        else:
+        elif self._buffer:
             self.persistent = False  # a request head is arriving: answered, then closed
+        elif self._requests_seen:
+            self.loseConnection()  # idle between requests
+        else:
+            self._set_deadline(min(self.connection.policy.new_connection_grace,
+                                   self.connection.policy.request_header_timeout), self._head_timed_out)
 
     def _answer_and_close(self, status: bytes) -> None:
         """Go's answer to a request it will not read (431, 400), then a lingering close."""

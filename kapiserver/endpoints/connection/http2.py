@@ -153,6 +153,10 @@ class APIH2Connection(H2Connection):
         self._last_read = 0.0
         self._ping_sent_at: Optional[float] = None
         self._lost = False
+        self._streams_seen = 0
+        # drain() came before any stream: the first ones to arrive are served, then GOAWAY
+        self._drain_on_first_stream = False
+        self._drain_due = False
 
     # ------------------------------------------------------------ life cycle
 
@@ -178,6 +182,9 @@ class APIH2Connection(H2Connection):
     def dataReceived(self, data: bytes) -> None:
         self._last_read = self._reactor.seconds()
         super().dataReceived(data)
+        if self._drain_due and not self._lost:  # after every stream of this read was taken
+            self._drain_due = False
+            self.drain()
 
     # ------------------------------------------------------------ idle and ping
 
@@ -232,6 +239,10 @@ class APIH2Connection(H2Connection):
             self._answer_header_list_too_large(stream_id, ended)
             return
         self._cancel_idle()
+        self._streams_seen += 1
+        if self._drain_on_first_stream:
+            self._drain_on_first_stream = False
+            self._drain_due = True
         stream = APIH2Stream(stream_id, self, event.headers, self.requestFactory, self.site, self.factory)
         self.streams[stream_id] = stream
         self._streamCleanupCallbacks[stream_id] = defer.Deferred()
@@ -307,6 +318,12 @@ class APIH2Connection(H2Connection):
     def drain(self) -> None:
         """Graceful shutdown: GOAWAY, finish the streams taken, then close."""
         if self._lost or self._goaway_last_stream is not None:
+            return
+        if not self._streams_seen:
+            # new: its first request may be on the way; served if it comes within the grace
+            self._drain_on_first_stream = True
+            self._arm_idle(min(self.connection.policy.new_connection_grace,
+                               self.connection.policy.request_header_timeout))
             return
         if not self.streams:
             self.close_gracefully()

@@ -33,6 +33,9 @@ class ConnectionPolicy:
     # after answering a request whose body was not read: half-close, then abort this much later
     # (Go's rstAvoidanceDelay), so the client reads the answer before a reset can discard it
     linger_seconds: float = 0.5
+    # on shutdown, a connection that has not sent its first request yet (its client may have
+    # sent it already) gets this long for it, as Go's Shutdown treats connections new for 5 s
+    new_connection_grace: float = 5.0
 
     @property
     def header_read_limit(self) -> int:

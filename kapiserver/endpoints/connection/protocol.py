@@ -107,10 +107,9 @@ class APIConnection(protocol.Protocol):
         self._handshake_call = None
         if self.closing or self.lost:
             return
-        if self.draining:  # accepted before the listener closed, but no request yet
-            self.abort()
-            return
         self._start(getattr(self.transport, "negotiatedProtocol", None) or b"http/1.1")
+        if self.draining:  # accepted before the listener closed: one request, then closed
+            self.channel.drain()
 
     def _start(self, alpn: bytes) -> None:
         channel: Any = APIH2Connection(self) if alpn == b"h2" else APIHTTPChannel(self)
@@ -144,10 +143,14 @@ class APIConnection(protocol.Protocol):
     def drain(self) -> None:
         if self.lost or self.closing:
             return
-        if self.channel is None:
-            self.abort()  # still in the TLS handshake: no request was received
-        else:
+        if self.channel is not None:
             self.channel.drain()
+        elif self._handshake_call is not None and self._handshake_call.active():
+            # still in the TLS handshake: its first request may be on the way (the channel
+            # drains when it starts), but it gets no more than the grace of new connections
+            remaining = self._handshake_call.getTime() - self.reactor.seconds()
+            if remaining > self.policy.new_connection_grace:
+                self._handshake_call.reset(self.policy.new_connection_grace)
 
     def close(self, linger: bool = False) -> None:
         """Close after what was written: TLS close_notify, then a TCP half-close (FIN) once the
