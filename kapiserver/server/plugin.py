@@ -12,7 +12,39 @@ from twisted.application import service
 from twisted.logger import FilteringLogObserver, LogLevel, LogLevelFilterPredicate, globalLogBeginner
 from twisted.python import usage
 
+from kapiserver.machinery.duration import parse_go_duration
 from kapiserver.server.config import ConfigError, load_config
+
+
+def _list(value: str) -> list[str]:
+    """A comma-separated flag value (upstream's string slices)."""
+    return [s.strip() for s in value.split(",") if s.strip()]
+
+
+def _bool(value: str) -> bool:
+    """Go's strconv.ParseBool, as upstream's boolean flags (``--anonymous-auth=false``)."""
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise ValueError(value)
+
+
+def _seconds(value: str) -> int:
+    """A Go duration (``24h``) as whole seconds."""
+    seconds = parse_go_duration(value)
+    if seconds is None:
+        raise ValueError(value)
+    return int(seconds)
+
+
+def _duration(value: str) -> float:
+    """A Go duration (``5m``, ``30s``; ``0`` as Go allows it) in seconds."""
+    seconds = 0.0 if value == "0" else parse_go_duration(value)
+    if seconds is None:
+        raise ValueError(value)
+    return seconds
+
 
 # flag name -> (config key, converter)
 _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -23,11 +55,38 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "cert-dir": ("cert_dir", str),
     "data-dir": ("data_dir", str),
     "storage-backend": ("storage.backend", str),
-    "etcd-servers": ("storage.etcd.servers", lambda v: [s.strip() for s in v.split(",") if s.strip()]),
+    "etcd-servers": ("storage.etcd.servers", _list),
     "etcd-prefix": ("storage.etcd.prefix", str),
     "etcd-cafile": ("storage.etcd.cafile", str),
     "etcd-certfile": ("storage.etcd.certfile", str),
     "etcd-keyfile": ("storage.etcd.keyfile", str),
+    "anonymous-auth": ("authentication.anonymous", _bool),
+    "client-ca-file": ("authentication.client_ca_file", str),
+    "token-auth-file": ("authentication.token_auth_file", str),
+    "authentication-config": ("authentication.config_file", str),
+    "api-audiences": ("authentication.api_audiences", _list),
+    "service-account-signing-key-file": ("authentication.service_account.signing_key_file", str),
+    "service-account-key-file": ("authentication.service_account.key_files", _list),
+    "service-account-issuer": ("authentication.service_account.issuers", _list),
+    "service-account-max-token-expiration": ("authentication.service_account.max_token_expiration_seconds",
+                                             _seconds),
+    "service-account-extend-token-expiration": ("authentication.service_account.extend_token_expiration", _bool),
+    "service-account-lookup": ("authentication.service_account.lookup", _bool),
+    "service-account-jwks-uri": ("authentication.service_account.jwks_uri", str),
+    "requestheader-client-ca-file": ("authentication.requestheader.client_ca_file", str),
+    "requestheader-allowed-names": ("authentication.requestheader.allowed_names", _list),
+    "requestheader-username-headers": ("authentication.requestheader.username_headers", _list),
+    "requestheader-group-headers": ("authentication.requestheader.group_headers", _list),
+    "requestheader-extra-headers-prefix": ("authentication.requestheader.extra_headers_prefix", _list),
+    "proxy-client-cert-file": ("proxy_client_cert_file", str),
+    "proxy-client-key-file": ("proxy_client_key_file", str),
+    "authorization-mode": ("authorization.modes", _list),
+    "authorization-webhook-config-file": ("authorization.webhook.config_file", str),
+    "authorization-webhook-version": ("authorization.webhook.version", str),
+    "authorization-webhook-cache-authorized-ttl": ("authorization.webhook.cache_authorized_ttl_seconds",
+                                                   _duration),
+    "authorization-webhook-cache-unauthorized-ttl": ("authorization.webhook.cache_unauthorized_ttl_seconds",
+                                                     _duration),
 }
 
 _LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
@@ -53,6 +112,54 @@ class Options(usage.Options):
         ["etcd-cafile", None, None, "CA file for etcd. Overrides storage.etcd.cafile."],
         ["etcd-certfile", None, None, "Client certificate for etcd. Overrides storage.etcd.certfile."],
         ["etcd-keyfile", None, None, "Client key for etcd. Overrides storage.etcd.keyfile."],
+        ["anonymous-auth", None, None, "true/false: serve requests without credentials as system:anonymous. "
+                                       "Overrides authentication.anonymous."],
+        ["client-ca-file", None, None, "CA bundle verifying client certificates. "
+                                       "Overrides authentication.client_ca_file."],
+        ["token-auth-file", None, None, "CSV file of static bearer tokens (token,user,uid,\"group1,group2\"). "
+                                        "Overrides authentication.token_auth_file."],
+        ["authentication-config", None, None, "AuthenticationConfiguration file (JWT authenticators). "
+                                              "Overrides authentication.config_file."],
+        ["api-audiences", None, None, "Comma-separated audiences of this API. Overrides authentication.api_audiences."],
+        ["service-account-signing-key-file", None, None, "PEM private key signing ServiceAccount tokens. "
+                                                         "Overrides authentication.service_account.signing_key_file."],
+        ["service-account-key-file", None, None, "Comma-separated PEM files of keys verifying ServiceAccount "
+                                                 "tokens. Overrides authentication.service_account.key_files."],
+        ["service-account-issuer", None, None, "Comma-separated token issuers (the first signs). "
+                                               "Overrides authentication.service_account.issuers."],
+        ["service-account-max-token-expiration", None, None, "Longest TokenRequest lifetime (Go duration, e.g. "
+                                                             "48h; 0 = none). Overrides authentication."
+                                                             "service_account.max_token_expiration_seconds."],
+        ["service-account-extend-token-expiration", None, None, "true/false. Overrides authentication."
+                                                                "service_account.extend_token_expiration."],
+        ["service-account-lookup", None, None, "true/false: check legacy tokens against storage. "
+                                               "Overrides authentication.service_account.lookup."],
+        ["service-account-jwks-uri", None, None, "jwks_uri of the OIDC discovery document. "
+                                                 "Overrides authentication.service_account.jwks_uri."],
+        ["requestheader-client-ca-file", None, None, "CA of the front proxy's client certificate. "
+                                                     "Overrides authentication.requestheader.client_ca_file."],
+        ["requestheader-allowed-names", None, None, "Comma-separated Common Names allowed for the front proxy. "
+                                                    "Overrides authentication.requestheader.allowed_names."],
+        ["requestheader-username-headers", None, None, "Comma-separated user name headers ('' turns front-proxy "
+                                                       "authentication off). Overrides authentication."
+                                                       "requestheader.username_headers."],
+        ["requestheader-group-headers", None, None, "Comma-separated group headers. "
+                                                    "Overrides authentication.requestheader.group_headers."],
+        ["requestheader-extra-headers-prefix", None, None, "Comma-separated extra-header prefixes. Overrides "
+                                                           "authentication.requestheader.extra_headers_prefix."],
+        ["proxy-client-cert-file", None, None, "Client certificate presented to extension API servers. "
+                                               "Overrides proxy_client_cert_file."],
+        ["proxy-client-key-file", None, None, "Its key. Overrides proxy_client_key_file."],
+        ["authorization-mode", None, None, "Comma-separated authorizers tried in order: RBAC, Webhook, "
+         "AlwaysAllow, AlwaysDeny. Overrides authorization.modes."],
+        ["authorization-webhook-config-file", None, None, "kubeconfig-format file naming the authorization "
+         "webhook. Overrides authorization.webhook.config_file."],
+        ["authorization-webhook-version", None, None, "SubjectAccessReview version of the webhook (v1, v1beta1). "
+         "Overrides authorization.webhook.version."],
+        ["authorization-webhook-cache-authorized-ttl", None, None, "How long to cache allowing answers (e.g. 5m). "
+         "Overrides authorization.webhook.cache_authorized_ttl_seconds."],
+        ["authorization-webhook-cache-unauthorized-ttl", None, None, "How long to cache other answers (e.g. 30s). "
+         "Overrides authorization.webhook.cache_unauthorized_ttl_seconds."],
     ]
 
     def overrides(self) -> dict[str, Any]:

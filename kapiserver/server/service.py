@@ -31,7 +31,9 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from kapiserver.endpoints.connection.limits import ConnectionLimiter, descriptor_budget
 from kapiserver.server import systemd
-from kapiserver.server.certs import CertBundle, CertificateError, ensure_certificates, serving_context_factory
+from kapiserver.auth.build import CredentialsError
+from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
+                                     serving_context_factory)
 from kapiserver.server.config import Config
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
@@ -200,7 +202,8 @@ class KapiService(service.Service):
         self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
                                    reactor=self.reactor)
         site = self.apiserver.site
-        tls = TLSMemoryBIOFactory(serving_context_factory(self.bundle), False, site)
+        tls_options = serving_context_factory(self.bundle, self.apiserver.authentication.handshake_client_cas or None)
+        tls = TLSMemoryBIOFactory(tls_options, False, site)
         self.limiter = ConnectionLimiter(tls, site.policy, self.reactor,
                                          max_connections=descriptor_budget(site.policy.max_connections))
         endpoint = endpoints.TCP4ServerEndpoint(self.reactor, config.secure_port, backlog=1024,
@@ -243,7 +246,7 @@ class KapiService(service.Service):
                 self.ready.errback(failure)
                 self.ready.addErrback(lambda f: None)
             return
-        if failure.check(StartupError, CertificateError):
+        if failure.check(StartupError, CertificateError, CredentialsError):
             message = str(failure.value)
         else:
             log.failure("startup failed", failure)
@@ -351,8 +354,12 @@ def _exit_after_shutdown(code: int) -> None:
 
 def load_certificates(config: Config) -> CertBundle:
     """Certificates for ``config`` (creating them on first start); raises StartupError."""
+    defaults = credential_files(config).defaults
     try:
-        return ensure_certificates(config.cert_dir, config.tls.extra_sans)
+        return ensure_certificates(config.cert_dir, config.tls.extra_sans,
+                                   front_proxy="requestheader_client_ca" in defaults,
+                                   front_proxy_client="proxy_client_cert" in defaults,
+                                   service_account_key="service_account_signing_key" in defaults)
     except CertificateError as e:
         raise StartupError(str(e)) from None
 

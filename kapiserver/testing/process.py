@@ -144,12 +144,38 @@ class ServerProcess:
                                  f"{result.stdout}\n{result.stderr}")
         return result
 
-    def python_client(self):
-        """An ApiClient of the official ``kubernetes`` package for this server."""
+    def python_client(self, kubeconfig: Optional[str] = None):
+        """An ApiClient of the official ``kubernetes`` package for this server (as ``kubeconfig``'s user)."""
         from kubernetes import client, config
         configuration = client.Configuration()
-        config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)
+        config.load_kube_config(config_file=kubeconfig or self.kubeconfig, client_configuration=configuration)
         return client.ApiClient(configuration)
+
+    def kubeconfig_for(self, user: str, groups: tuple[str, ...] = ()) -> str:
+        """A kubeconfig acting as ``user`` (in ``groups``): a client certificate signed by the cluster CA.
+
+        The file sits beside the admin kubeconfig; its client certificate and key
+        are files too (``<name>.crt``/``.key``), for raw HTTPS clients.
+        """
+        from kapiserver.server.certs import issue_client_certificate
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in user)
+        path = os.path.join(self.workdir, f"user-{safe}.kubeconfig")
+        if os.path.exists(path):
+            return path
+        cert, key = issue_client_certificate(os.path.join(self.workdir, "certs"), user, groups)
+        cert_path = os.path.join(self.workdir, f"user-{safe}.crt")
+        key_path = os.path.join(self.workdir, f"user-{safe}.key")
+        for file_path, data in ((cert_path, cert), (key_path, key)):
+            with open(file_path, "wb") as f:
+                f.write(data)
+        with open(self.kubeconfig) as f:
+            admin = yaml.safe_load(f)
+        admin["users"] = [{"name": safe, "user": {"client-certificate": cert_path, "client-key": key_path}}]
+        for context in admin["contexts"]:
+            context["context"]["user"] = safe
+        with open(path, "w") as f:
+            yaml.safe_dump(admin, f)
+        return path
 
 
 def kubectl_binary() -> str:

@@ -280,7 +280,10 @@ class ApplyTests(ApplyTestCase):
                                         "data": {"x": "y"}}, headers={"User-Agent": "OpenAPI-Generator/31.0.0/python"})
         self.assertEqual(list(by_manager(r.body)), [("OpenAPI-Generator", "Update", "")])
         # the namespace controller's kube-root-ca.crt is recorded as the server's own write
-        got = (await self.client.get(CM + "/kube-root-ca.crt")).body
+        async def root_ca_published():  # (written by the leader's controller, maybe not yet)
+            reply = await self.client.get(CM + "/kube-root-ca.crt")
+            return reply.body if reply.code == 200 else None
+        got = await self.wait_for(root_ca_published)
         self.assertEqual([e["manager"] for e in got["metadata"].get("managedFields") or ()],
                          ["kube-controller-manager"])
 

@@ -62,8 +62,11 @@ class ServerProcessTests(unittest.TestCase):
         # With WatchdogSec= systemd expects pings at least every WATCHDOG_USEC.
         self.wait_for(b"WATCHDOG=1", timeout=5)
         self.wait_for(b"WATCHDOG=1", timeout=5)
-        # The admin client certificate authenticates; no certificate does not.
-        self.assertEqual(https_get(port, "/livez", self.cert_dir, client_cert=False)[0], 401)
+        # The admin client certificate authenticates; without one a caller is system:anonymous, who may
+        # probe health (a load balancer) and nothing else.
+        self.assertEqual(https_get(port, "/livez", self.cert_dir, client_cert=False), (200, "ok"))
+        self.assertEqual(https_get(port, "/api/v1/namespaces", self.cert_dir, client_cert=False)[0], 403)
+        self.assertEqual(https_get(port, "/api/v1/namespaces", self.cert_dir)[0], 200)
         if KUBECTL:
             out = subprocess.run([KUBECTL, "--kubeconfig", self.kubeconfig, "version", "-o", "json"],
                                  capture_output=True, text=True, timeout=60)

@@ -2,8 +2,9 @@
 policy-rule and subject validation, roleRef defaults and immutability,
 and their printer columns (upstream's pkg/apis/rbac/validation).
 
-Stored and shown only: kapiserver authorizes everything, so no escalation
-checks (they belong to enforcement) and no aggregation controller.
+Enforcement lives in kapiserver.auth.rbac (the authorizer, bootstrap policy,
+escalation checks) and the aggregation controller in
+kapiserver.controllers.clusterrole_aggregation.
 """
 from __future__ import annotations
 
@@ -78,6 +79,7 @@ class RoleStrategy(Strategy):
     """Roles and ClusterRoles: every rule checked; ClusterRoles may aggregate."""
 
     name_validation = PATH_SEGMENT
+    allow_create_on_update = True
 
     def validate(self, rtype, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateRole / ValidateClusterRole."""
@@ -114,6 +116,7 @@ class BindingStrategy(Strategy):
     """RoleBindings and ClusterRoleBindings: roleRef is set once and never changes."""
 
     name_validation = PATH_SEGMENT
+    allow_create_on_update = True
 
     def default(self, rtype, obj: dict) -> None:
         ref = obj.get("roleRef")
