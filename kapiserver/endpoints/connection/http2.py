@@ -24,6 +24,7 @@ import os
 from collections import deque
 from typing import TYPE_CHECKING, Any, Optional
 
+import h2.connection
 import h2.errors
 import h2.exceptions
 import h2.settings
@@ -40,7 +41,20 @@ if TYPE_CHECKING:
 
 log = Logger()
 
+MAX_FRAME_SIZE = 256 * 1024
 HEADER_LIST_TOO_LARGE_BODY = b"<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>"
+
+
+class _H2State(h2.connection.H2Connection):
+    """h2's state machine, keeping the decoder's own limit above the advertised one (h2 lowers
+    it to the advertised size once the peer acknowledges our SETTINGS)."""
+
+    decoder_limit = 0
+
+    def _local_settings_acked(self) -> Any:
+        changes = super()._local_settings_acked()
+        self.decoder.max_header_list_size = self.decoder_limit
+        return changes
 
 
 def header_list_size(headers: list) -> int:
@@ -141,12 +155,20 @@ class APIH2Connection(H2Connection):
         self.connection = connection
         policy = connection.policy
         self.timeOut = None  # Twisted's idle timer is replaced by the timers below
+        self.conn = _H2State(config=self.conn.config)
         self.conn.local_settings = h2.settings.Settings(client=False, initial_values={
             h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: policy.http2_max_streams,
-            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: policy.http2_header_list_size})
+            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: policy.http2_header_list_size,
+            # upstream's MaxReadFrameSize: most request bodies fit one frame, and a header
+            # block of the allowed size fits h2's 64 CONTINUATION frames
+            h2.settings.SettingCodes.MAX_FRAME_SIZE: MAX_FRAME_SIZE})
+        # frames that large are taken from the start: a client may send them as soon as it has our
+        # SETTINGS, in the same flight as its acknowledgement (h2 would apply the new size only to
+        # the next read, and end the connection with FRAME_SIZE_ERROR)
+        self.conn.max_inbound_frame_size = MAX_FRAME_SIZE
         # hpack's own stop, for lists far over the advertised size (those end the connection);
         # between the two a stream is answered 431
-        self.conn.decoder.max_header_list_size = 2 * policy.http2_header_list_size
+        self.conn.decoder_limit = self.conn.decoder.max_header_list_size = 2 * policy.http2_header_list_size
         self._goaway_last_stream: Optional[int] = None
         self._idle_call: Any = None
         self._watchdog: Any = None
