@@ -31,12 +31,16 @@ HEADER_TIMEOUT = 2.0
 HANDSHAKE_TIMEOUT = 2.0
 IDLE_TIMEOUT = 3.0
 PER_ADDRESS = 30
+PING_INTERVAL = 2.0
+PING_TIMEOUT = 1.0
 CONFIG = {
     "authentication": {"anonymous": False},
     "connections": {"tls_handshake_timeout_seconds": HANDSHAKE_TIMEOUT,
                     "request_header_timeout_seconds": HEADER_TIMEOUT,
                     "idle_timeout_seconds": IDLE_TIMEOUT,
-                    "max_connections_per_address": PER_ADDRESS},
+                    "max_connections_per_address": PER_ADDRESS,
+                    "http2_ping_interval_seconds": PING_INTERVAL,
+                    "http2_ping_timeout_seconds": PING_TIMEOUT},
 }
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 LIMIT = 3 * 1024 * 1024
@@ -125,6 +129,46 @@ class TimeLimitTests(unittest.TestCase):
         self.assertEqual(data, b"")
         self.assertGreater(waited, IDLE_TIMEOUT - 1)
         self.assertLess(waited, IDLE_TIMEOUT + 3)
+
+
+class HTTP2LivenessTests(unittest.TestCase):
+    def setUp(self) -> None:
+        self.server = _server()
+
+    def watch(self) -> tuple[H2Client, int]:
+        h2 = H2Client(self.server)
+        self.addCleanup(h2.close)
+        stream = h2.request("GET", "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0")
+        h2.pump(lambda: h2.responses[stream]["status"] is not None)
+        self.assertEqual(h2.responses[stream]["status"], 200)
+        return h2, stream
+
+    def test_a_live_client_keeps_its_quiet_watch(self) -> None:
+        h2, stream = self.watch()
+        # it answers the server's PINGs (h2 does) while nothing else happens
+        h2.pump(lambda: False, timeout=PING_INTERVAL + PING_TIMEOUT + 3)
+        self.assertFalse(h2.responses[stream]["ended"])
+        self.assertIsNone(h2.responses[stream]["reset"])
+        self.assertEqual(h2.goaways, [])
+
+    def test_a_dead_peer_is_closed_after_an_unanswered_ping(self) -> None:
+        h2, stream = self.watch()
+        time.sleep(PING_INTERVAL + PING_TIMEOUT + 2)  # reads nothing, answers nothing
+        data, waited = read_until_closed(h2.sock, timeout=5)
+        # what it finds then: a PING it never answered, and the end of the connection
+        self.assertLess(waited, 2)
+        self.assertIn(b"\x00\x00\x08\x06\x00", data)  # a PING frame header
+        self.assertFalse(h2.responses[stream]["ended"])
+
+    def test_idle_connection_is_closed_with_goaway(self) -> None:
+        h2 = H2Client(self.server)
+        self.addCleanup(h2.close)
+        stream = h2.request("GET", "/readyz")
+        h2.pump(lambda: h2.responses[stream]["ended"])
+        started = time.monotonic()
+        h2.pump(lambda: bool(h2.goaways), timeout=IDLE_TIMEOUT + 5)
+        self.assertEqual(h2.goaways, [(stream, 0)])
+        self.assertGreater(time.monotonic() - started, IDLE_TIMEOUT - 1)
 
 
 class HeaderSizeTests(unittest.TestCase):
