@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web import http
 
 from kapiserver.endpoints.filters.request import APIRequest, BodyVerdict
@@ -43,6 +45,9 @@ BAD_REQUEST = b"400 Bad Request"
 
 
 class APIHTTPChannel(http.HTTPChannel):
+    transport: Any
+    _networkProducer: Any
+
     def __init__(self, connection: "APIConnection") -> None:
         super().__init__()
         self.connection = connection
@@ -263,7 +268,7 @@ class APIHTTPChannel(http.HTTPChannel):
             self._networkProducer.pauseProducing()
         self.connection.close(linger=self._refused)
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._lost = True
         self._held = None
         self._cancel_deadline()

@@ -31,6 +31,8 @@ import h2.settings
 import priority
 from hyperframe.frame import GoAwayFrame
 from twisted.internet import defer
+from twisted.internet.protocol import connectionDone
+from twisted.python.failure import Failure
 from twisted.logger import Logger
 from twisted.web._http2 import H2Connection, H2Stream, _addHeaderToRequest
 
@@ -93,7 +95,7 @@ class APIH2Stream(H2Stream):
         request = self._request
         if not isinstance(request, APIRequest):
             return
-        decision = request.begin(self.command, self.path, b"HTTP/2")
+        decision = request.begin(self.command or b"", self.path or b"", b"HTTP/2")
         if not body_expected:
             return
         verdict = request.body_verdict(decision, self.declared_length)
@@ -150,6 +152,9 @@ class APIH2Stream(H2Stream):
 
 
 class APIH2Connection(H2Connection):
+    transport: Any
+    requestFactory: Any
+
     def __init__(self, connection: "APIConnection") -> None:
         super().__init__(connection.reactor)
         self.connection = connection
@@ -189,7 +194,7 @@ class APIH2Connection(H2Connection):
         self._arm_idle(self.connection.policy.request_header_timeout)
         self._watchdog = self._reactor.callLater(self.connection.policy.http2_ping_interval, self._check_alive)
 
-    def connectionLost(self, reason: Any, _cancelTimeouts: bool = True) -> None:
+    def connectionLost(self, reason: Failure = connectionDone, _cancelTimeouts: bool = True) -> None:
         self._lost = True
         self._cancel_idle()
         if self._watchdog is not None and self._watchdog.active():

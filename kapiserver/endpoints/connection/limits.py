@@ -19,8 +19,10 @@ import socket
 from typing import Any, Optional
 
 from twisted.internet.interfaces import IHalfCloseableProtocol
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.protocols import policies
+from twisted.python.failure import Failure
 from zope.interface import alsoProvides
 
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
@@ -61,8 +63,10 @@ def descriptor_budget(requested: int) -> int:
 class GuardedConnection(policies.ProtocolWrapper):
     """The TCP side of one accepted connection (under TLS)."""
 
+    transport: Any
+
     def __init__(self, factory: "ConnectionLimiter", wrappedProtocol: Any) -> None:
-        super().__init__(factory, wrappedProtocol)
+        super().__init__(factory, wrappedProtocol)  # type: ignore[arg-type]
         self.limiter = factory
         self.host = ""
         self._linger = False
@@ -103,7 +107,7 @@ class GuardedConnection(policies.ProtocolWrapper):
     def readConnectionLost(self) -> None:
         self.transport.loseConnection()
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self._abort_call is not None and self._abort_call.active():
             self._abort_call.cancel()
         self._abort_call = None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from twisted.internet import protocol
 from twisted.internet.interfaces import IHalfCloseableProtocol, IHandshakeListener, INegotiated
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import alsoProvides, implementer
 
 from kapiserver.endpoints.connection.http1 import APIHTTPChannel
@@ -63,6 +64,8 @@ class OpenConnections:
 
 @implementer(IHandshakeListener)
 class APIConnection(protocol.Protocol):
+    transport: Any
+
     def __init__(self, site: Any) -> None:
         self.site = site
         self.policy = site.policy
@@ -126,7 +129,7 @@ class APIConnection(protocol.Protocol):
         if self.channel is not None and not self.closing:  # after close only the peer's close is awaited
             self.channel.dataReceived(data)
 
-    def connectionLost(self, reason: Any = protocol.connectionDone) -> None:
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.lost = True
         if self._handshake_call is not None and self._handshake_call.active():
             self._handshake_call.cancel()

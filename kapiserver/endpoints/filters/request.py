@@ -52,7 +52,8 @@ class APIRequest(server.Request):
 
     @property
     def max_body_bytes(self) -> int:
-        return self.channel.site.max_body_bytes  # type: ignore[no-any-return]
+        channel: Any = self.channel
+        return int(channel.site.max_body_bytes)
 
     def gotLength(self, length: Optional[int]) -> None:
         # in memory whatever the declared length (Twisted spools bodies over 100 kB to a
@@ -65,7 +66,8 @@ class APIRequest(server.Request):
         path, _, query = uri.partition(b"?")
         self.path = path
         self.args = http.parse_qs(query, 1) if query else {}
-        authenticator: Optional[Authenticator] = getattr(self.channel.site, "authenticator", None)
+        channel: Any = self.channel
+        authenticator: Optional[Authenticator] = getattr(channel.site, "authenticator", None)
         if authenticator is None:
             return None
         decision = AuthenticationDecision.start(authenticator, self)
@@ -87,7 +89,7 @@ class APIRequest(server.Request):
         return BodyVerdict.READ
 
     def expects_continue(self) -> bool:
-        expect = self.requestHeaders.getRawHeaders(b"expect")
+        expect = self.requestHeaders.getRawHeaders(b"expect") or []
         return bool(expect) and expect[0].lower() == b"100-continue"
 
     def close_body(self) -> None:
@@ -106,7 +108,8 @@ class APIRequest(server.Request):
             if refuse is not None:  # answer now rather than after reading the rest
                 refuse(self)
             return
-        self.content.write(data)
+        content: Any = self.content
+        content.write(data)
 
     def processingFailed(self, reason):  # last resort: a Status, not Twisted's HTML page
         log.failure("request processing failed", reason)
