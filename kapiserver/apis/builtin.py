@@ -6,6 +6,7 @@ from kapiserver.apis.authentication import self_subject_reviews, token_reviews
 from kapiserver.apis.authorization import access_reviews
 from kapiserver.apis.autoscaling import horizontalpodautoscalers, horizontalpodautoscalers_v1
 from kapiserver.apis.batch import cronjobs, jobs
+from kapiserver.apis.certificates import certificatesigningrequests
 from kapiserver.apis.coordination import leases
 from kapiserver.apis.core import configmaps, events, namespaces, secrets, serviceaccounts
 from kapiserver.apis.core import (bindings, componentstatuses, endpoints, limitranges, nodes, persistentvolumeclaims,
@@ -70,6 +71,7 @@ def builtin_resource_types() -> list[ResourceType]:
         controllerrevisions.resource_type(),
         jobs.resource_type(),
         cronjobs.resource_type(),
+        certificatesigningrequests.resource_type(),
         *access_reviews.resource_types(),
         self_subject_reviews.resource_type(),
         token_reviews.resource_type(),

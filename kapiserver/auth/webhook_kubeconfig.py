@@ -1,6 +1,6 @@
 """An HTTPS client for a webhook named by a kubeconfig-format file (upstream's webhook ``LoadKubeconfig``).
 
-Authorization and authentication webhooks are configured as upstream does:
+Authorization webhooks and the audit webhook backend are configured as upstream does:
 the file's current context (or its only/first cluster and user) gives the
 ``server`` URL, how to trust it (``certificate-authority`` or
 ``certificate-authority-data``, ``insecure-skip-tls-verify``,
@@ -34,11 +34,14 @@ class WebhookTarget:
     headers: dict[str, list[str]]
     policy: Optional[IPolicyForHTTPS]
 
-    def client(self, reactor: Any) -> tuple[HTTPClient, HTTPConnectionPool]:
-        """A client and its pool of kept-alive connections (a webhook is asked on every uncached
-        request); ``pool.closeCachedConnections()`` closes them."""
+    def client(self, reactor: Any, connections: int = 4,
+               retry_automatically: bool = True) -> tuple[HTTPClient, HTTPConnectionPool]:
+        """A client and its pool of ``connections`` kept-alive connections (a webhook is asked
+        often); ``pool.closeCachedConnections()`` closes them.  Callers that count their own
+        attempts turn off the pool's automatic retry."""
         pool = HTTPConnectionPool(reactor, persistent=True)
-        pool.maxPersistentPerHost = 4
+        pool.maxPersistentPerHost = connections
+        pool.retryAutomatically = retry_automatically
         agent = Agent(reactor, contextFactory=self.policy, pool=pool) if self.policy is not None \
             else Agent(reactor, pool=pool)
         return HTTPClient(agent), pool

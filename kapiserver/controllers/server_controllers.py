@@ -7,7 +7,10 @@ Every server (as every kube-apiserver does):
   record (``kubernetes_service.py``);
 * serving the stored CRDs (``apiextensions/server.py``, started by the API server);
 * the ``extension-apiserver-authentication`` ConfigMap, each server adding its trust
-  (``cluster_authentication_trust.py``).
+  (``cluster_authentication_trust.py``);
+* the aggregator's controllers: APIService registration, autoregistration, CRD
+  registration, availability and OpenAPI aggregation (``aggregator/server.py``, started by
+  the API server, as kube-apiserver runs them in every instance).
 
 Only the leader of the ``controllers.leader_elect_resource_*`` Lease (as
 kube-controller-manager's controllers; all of them on every server when
@@ -18,7 +21,9 @@ kube-controller-manager's controllers; all of them on every server when
 * the CRD status and finalizing controller;
 * the garbage collector;
 * the tokens controller filling legacy ServiceAccount token Secrets (with a signing key);
-* ClusterRole aggregation (``clusterrole_aggregation.py``).
+* ClusterRole aggregation (``clusterrole_aggregation.py``);
+* the CSR signers for ``kubernetes.io/kube-apiserver-client(-kubelet)``, with
+  the cluster CA of ``cert_dir`` (when its key is there).
 """
 from __future__ import annotations
 
@@ -27,8 +32,10 @@ from typing import Awaitable, Callable, Hashable, Iterable, Optional
 from twisted.logger import Logger
 
 from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.controllers.certificate_authority import CertificateAuthority
 from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
+from kapiserver.controllers.csr_signing import CSRSigningController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
 from kapiserver.controllers.leader_election import LeaderElector, default_identity
@@ -41,6 +48,7 @@ from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensCon
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.store import Store
 from kapiserver.server.advertise import advertise_address
+from kapiserver.server.certs import CertificateError, load_signing_ca
 from kapiserver.server.healthz import HealthChecks
 
 log = Logger()
@@ -81,6 +89,7 @@ class ServerControllers:
                                                 deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
             lambda: crd_status_controller(leases.count),
             lambda: GarbageCollector(all_stores, served_types_generation, reactor),
+            *self._csr_signers(deps),
             lambda: ClusterRoleAggregationController(deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
                                                      reactor),
         ]
@@ -100,6 +109,22 @@ class ServerControllers:
                 lease_duration=election.leader_elect_lease_duration_seconds,
                 renew_deadline=election.leader_elect_renew_deadline_seconds,
                 retry_period=election.leader_elect_retry_period_seconds)
+
+    @staticmethod
+    def _csr_signers(deps: RegistryDeps) -> list[Callable[[], Controller]]:
+        """The CSR signing controller, when the cluster CA's key is here to sign with."""
+        try:
+            ca = load_signing_ca(deps.config.cert_dir)
+        except CertificateError as e:
+            log.warn("CSR signing disabled: {error}", error=str(e))
+            return []
+        if ca is None:
+            log.info("CSR signing disabled: no ca.key in {dir}", dir=deps.config.cert_dir)
+            return []
+        authority = CertificateAuthority(*ca)
+        csrs = deps.store("certificates.k8s.io", "v1", "certificatesigningrequests")
+        seconds = deps.config.controllers.cluster_signing_duration_seconds
+        return [lambda: CSRSigningController(csrs, authority, seconds, deps.reactor)]
 
     async def start(self) -> None:
         """Per-server work first (each first run is awaited), then the leader-only controllers."""

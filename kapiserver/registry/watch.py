@@ -22,7 +22,7 @@ from twisted.logger import Logger
 
 from kapiserver.machinery import errors
 from kapiserver.registry.options import NOT_OLDER_THAN, ListOptions, parse_resource_version
-from kapiserver.registry.store import Store, decode, too_old
+from kapiserver.registry.store import CorruptObjectError, Store, decode, decode_readable, too_old
 from kapiserver.storage import interface as st
 
 log = Logger()
@@ -87,10 +87,11 @@ class ResourceWatch:
                 raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
                                          f"current: {page.revision}")
             self.revision = page.revision
+            readable = decode_readable(page.items)  # a corrupt object is skipped (and logged), as in lists
             if self._async:
-                initial_objs = await self.store.externals([decode(kv) for kv in page.items])
+                initial_objs = await self.store.externals(readable)
             else:
-                initial_objs = (self.store.to_external(decode(kv)) for kv in page.items)
+                initial_objs = (self.store.to_external(obj) for obj in readable)
             for obj in initial_objs:
                 if self.matches is None or self.matches(obj):
                     self.sink.send(ADDED, obj)
@@ -156,6 +157,9 @@ class ResourceWatch:
                 self.sink.send_encoded(line)
                 return
             converted = self._convert(event)
+        except CorruptObjectError as e:
+            log.error("skipping a watch event of the corrupt object at {key}: {why}", key=e.key, why=e.why)
+            return
         except Exception:
             log.failure("decoding a watch event of {resource}", resource=self.rtype.plural)
             return
@@ -211,7 +215,7 @@ class ResourceWatch:
                 batch: list[Union[st.Event, int]] = []
                 while self._pending and len(batch) < CONVERT_BATCH_EVENTS:
                     batch.append(self._pending.popleft())
-                events = [e for e in batch if isinstance(e, st.Event)]
+                events = [e for e in batch if isinstance(e, st.Event) and _readable(e)]
                 objs, with_old = [], []
                 for event in events:
                     objs.append(decode(event.kv))
@@ -260,3 +264,15 @@ class ResourceWatch:
             err = errors.internal_error("the watch ended unexpectedly; please restart it")
         self.sink.send(ERROR, err.to_status())
         self.stop()
+
+
+def _readable(event: st.Event) -> bool:
+    """Whether an event's objects decode (a corrupt one is logged and skipped, never ends the watch)."""
+    try:
+        decode(event.kv)
+        if event.prev_kv is not None:
+            decode(event.prev_kv)
+    except CorruptObjectError as e:
+        log.error("skipping a watch event of the corrupt object at {key}: {why}", key=e.key, why=e.why)
+        return False
+    return True

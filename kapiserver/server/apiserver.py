@@ -21,6 +21,7 @@ from kapiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from kapiserver.aggregator.resource import AggregatorResource
 from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.audit.build import build_auditing
 from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.auth.authorization_modes import build_authorizer
@@ -91,6 +92,7 @@ class APIServer:
         self._definitions: Any = None
         self._openapi: Any = None
         self._openapi_generation: Any = None
+        self._openapi_aggregated = 0
 
         # what RBAC grants whom, in memory (fed by informers once started); the RBAC
         # authorizer and the RBAC kinds' escalation checks read it
@@ -108,6 +110,7 @@ class APIServer:
         self._advertised: str | None = None  # the address in the default jwks_uri, found on first use
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
+        self.aggregator_groups = APIGroupSet()  # apiregistration.k8s.io, served by the aggregator link
         self.leases = LeaseReuser(storage)
         self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
@@ -126,22 +129,28 @@ class APIServer:
                 rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
+        from kapiserver.aggregator.server import Aggregator
+        self.aggregator = Aggregator(self)
         self.watches = WatchRegistry(_count_watch)
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
                                  schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store)
         crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
-        self.root = AggregatorResource(AggregatorDeps(self.all_types), kube)
+        self.root = AggregatorResource(AggregatorDeps(
+            all_types=self.all_types, groups=self.aggregator_groups, endpoints=endpoints,
+            routing=self.aggregator.registration, proxy=self.aggregator.proxy,
+            remote_resources=lambda: self.aggregator.remote_resources), kube)
 
         limits = config.limits
         self.inflight = InflightLimiter(limits.max_requests_inflight, limits.max_mutating_requests_inflight,
                                         on_change=_publish_inflight)
         self.wait_group = RequestWaitGroup()
+        self.auditing = build_auditing(config.audit, reactor)  # raises AuditConfigError
         self.handler = build_handler_chain(self.root, HandlerChainDeps(
             reactor=reactor, authenticator=self.authenticator, authorizer=self.authorizer,
             inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record_request,
             request_timeout_seconds=float(limits.request_timeout_seconds),
-            max_body_bytes=limits.max_request_body_bytes))
+            max_body_bytes=limits.max_request_body_bytes, auditing=self.auditing))
         # the connection authenticates with the chain's authenticator, before reading a body
         self.site = APISite(self.handler, limits.max_request_body_bytes, authenticator=self.authenticator,
                             policy=ConnectionPolicy.from_config(config), reactor=reactor)
@@ -187,16 +196,18 @@ class APIServer:
         return sorted(paths)
 
     def all_types(self) -> list[ResourceType]:
-        return self.kube_groups.types() + self.crd_groups.types()
+        return self.aggregator_groups.types() + self.kube_groups.types() + self.crd_groups.types()
 
     def store(self, group: str, version: str, plural: str) -> Store:
-        found = self.kube_groups.lookup(group, version, plural) or self.crd_groups.lookup(group, version, plural)
+        found = (self.kube_groups.lookup(group, version, plural) or self.crd_groups.lookup(group, version, plural)
+                 or self.aggregator_groups.lookup(group, version, plural))
         if found is None:
             raise KeyError((group, version, plural))
         return found[1]
 
     def all_stores(self) -> list[Store]:
-        return [s for _, s in self.kube_groups] + [s for _, s in self.crd_groups]
+        return ([s for _, s in self.aggregator_groups] + [s for _, s in self.kube_groups]
+                + [s for _, s in self.crd_groups])
 
     def definitions(self) -> Any:
         if self._definitions is None:
@@ -221,6 +232,9 @@ class APIServer:
         if self._openapi_generation != generation:
             self._openapi.set_types(self.all_types())
             self._openapi_generation = generation
+        if self._openapi_aggregated != self.aggregator.openapi_generation:
+            self._openapi.set_aggregated(*self.aggregator.openapi_parts)
+            self._openapi_aggregated = self.aggregator.openapi_generation
         return self._openapi
 
     async def _count_objects(self) -> None:
@@ -270,6 +284,8 @@ class APIServer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        if self.auditing is not None:
+            self.auditing.start()
         namespaces = self.store("", "v1", "namespaces")
         for name in BOOTSTRAP_NAMESPACES:
             try:
@@ -287,6 +303,8 @@ class APIServer:
             await ensure_bootstrap_policy(self.store, self.reactor)
         self.rbac_bootstrapped = True
         await self.apiextensions.start()
+        # the aggregator's controllers run on every server, as kube-apiserver runs them
+        await self.aggregator.start()
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
             self.registry, self.health, self.all_stores,
@@ -307,6 +325,7 @@ class APIServer:
             await self.controllers.stop()
         if self.rbac_informers is not None:
             self.rbac_informers.stop()
+        await self.aggregator.stop()
         self.apiextensions.stop()
         self.authentication.stop()
         self.watches.stop_all()
@@ -315,3 +334,5 @@ class APIServer:
             await close()
         # let the watch streams' final writes go out
         await defer.succeed(None)
+        if self.auditing is not None:  # last: the requests drained above are recorded
+            await self.auditing.shutdown()

@@ -32,6 +32,8 @@ from OpenSSL import SSL, crypto
 from twisted.internet import ssl
 from twisted.logger import Logger
 
+from kapiserver.machinery.private_files import make_private_dir
+
 if TYPE_CHECKING:
     from kapiserver.server.config import Config
 
@@ -316,7 +318,7 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_
     from a thread.  Raises :class:`CertificateError` with a one-line message.
     """
     try:
-        os.makedirs(cert_dir, mode=0o700, exist_ok=True)
+        make_private_dir(cert_dir)  # and its missing parents, 0700 whatever the umask
     except OSError as e:
         raise CertificateError(f"{cert_dir}: cannot create certificate directory: {e.strerror}") from None
     try:
@@ -414,3 +416,15 @@ def serving_context_factory(bundle: CertBundle, client_cas_pem: Optional[bytes] 
 
 def _verify_callback(connection, x509_cert, errno: int, depth: int, ok: int) -> bool:
     return bool(ok)
+
+
+def load_signing_ca(cert_dir: str) -> Optional[tuple[x509.Certificate, object]]:
+    """The cluster CA's certificate and key (``ca.crt``/``ca.key``) to sign CSRs with, or None when
+    the key is not there (an operator-managed CA: nothing can be signed here)."""
+    ca_path, key_path = os.path.join(cert_dir, "ca.crt"), os.path.join(cert_dir, "ca.key")
+    ca_pem, key_pem = _read(ca_path), _read(key_path)
+    if ca_pem is None or key_pem is None:
+        return None
+    cert, key = _load_cert(ca_path, ca_pem), _load_key(key_path, key_pem)
+    _check_pair(ca_path, cert, key)
+    return cert, key

@@ -187,6 +187,26 @@ class ControllersConfig:
     leader_elect_retry_period_seconds: float = 2
     leader_elect_resource_name: str = "kapiserver-controllers"
     leader_elect_resource_namespace: str = "kube-system"
+    # kube-controller-manager's --cluster-signing-duration: the longest certificate the CSR
+    # signers issue (a request's spec.expirationSeconds may ask for less, never for more)
+    cluster_signing_duration_seconds: int = 365 * 24 * 3600
+
+
+@dataclass
+class AuditConfig:
+    # kube-apiserver's --audit-* flags and defaults; no policy file = no auditing
+    policy_file: str = ""
+    log_path: str = ""                  # "-" = standard output
+    log_maxage: int = 0                 # days to keep rotated files (0 = no limit)
+    log_maxbackup: int = 0              # rotated files to keep (0 = no limit)
+    log_maxsize: int = 0                # megabytes before rotation (0 = 100, as upstream's default)
+    webhook_config_file: str = ""       # kubeconfig naming the webhook
+    webhook_initial_backoff_seconds: float = 10
+    webhook_batch_buffer_size: int = 10000
+    webhook_batch_max_size: int = 400
+    webhook_batch_max_wait_seconds: float = 30
+    webhook_batch_throttle_qps: float = 10
+    webhook_batch_throttle_burst: int = 15
 
 
 @dataclass
@@ -212,6 +232,9 @@ class Config:
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
     connections: ConnectionsConfig = field(default_factory=ConnectionsConfig)
     controllers: ControllersConfig = field(default_factory=ControllersConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    # apiserver.config.k8s.io/v1 EncryptionConfiguration (--encryption-provider-config); "" = no encryption
+    encryption_provider_config: str = ""
     log_level: str = "info"
     # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range,
     # whose default this is).
@@ -226,7 +249,8 @@ _PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig", "proxy_client_cert_fil
               "authentication.client_ca_file", "authentication.token_auth_file", "authentication.config_file",
               "authentication.service_account.signing_key_file", "authentication.service_account.key_files",
               "authentication.requestheader.client_ca_file",
-              "authorization.webhook.config_file")
+              "authorization.webhook.config_file",
+              "audit.policy_file", "audit.webhook_config_file", "encryption_provider_config")
 # Integer keys that must be > 0 (the rest of the integers must be >= 0).
 _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_inflight",
                   "limits.request_timeout_seconds", "limits.max_request_body_bytes",
@@ -235,7 +259,10 @@ _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_
                   "connections.tls_handshake_timeout_seconds", "connections.request_header_timeout_seconds",
                   "connections.idle_timeout_seconds", "connections.max_header_bytes", "connections.max_connections",
                   "connections.max_connections_per_address", "connections.http2_max_streams_per_connection",
-                  "connections.http2_ping_interval_seconds", "connections.http2_ping_timeout_seconds")
+                  "connections.http2_ping_interval_seconds", "connections.http2_ping_timeout_seconds",
+                  "audit.webhook_batch_buffer_size", "audit.webhook_batch_max_size",
+                  "audit.webhook_batch_max_wait_seconds", "audit.webhook_batch_throttle_qps",
+                  "audit.webhook_batch_throttle_burst")
 
 
 def _type_name(tp: Any) -> str:
@@ -373,6 +400,15 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"{src}: keys 'controllers.leader_elect_resource_name' and "
                           f"'controllers.leader_elect_resource_namespace' must not be empty")
     _validate_authorization(config)
+    if config.controllers.cluster_signing_duration_seconds < 600:
+        raise ConfigError(f"{src}: key 'controllers.cluster_signing_duration_seconds': must be at least 600 "
+                          f"(10 minutes), got {config.controllers.cluster_signing_duration_seconds}")
+    audit = config.audit
+    for name in ("log_maxage", "log_maxbackup", "log_maxsize"):
+        if getattr(audit, name) < 0:
+            raise ConfigError(f"{src}: key 'audit.{name}': can't be a negative number, got {getattr(audit, name)}")
+    if audit.webhook_initial_backoff_seconds < 0:
+        raise ConfigError(f"{src}: key 'audit.webhook_initial_backoff_seconds': must not be negative")
     for san in config.tls.extra_sans:
         if not san or any(c.isspace() for c in san):
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")

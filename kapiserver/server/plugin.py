@@ -87,7 +87,23 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
                                                    _duration),
     "authorization-webhook-cache-unauthorized-ttl": ("authorization.webhook.cache_unauthorized_ttl_seconds",
                                                      _duration),
+    "encryption-provider-config": ("encryption_provider_config", str),
+    "cluster-signing-duration": ("controllers.cluster_signing_duration_seconds", _seconds),
+    "audit-policy-file": ("audit.policy_file", str),
+    "audit-log-path": ("audit.log_path", str),
+    "audit-log-maxage": ("audit.log_maxage", int),
+    "audit-log-maxbackup": ("audit.log_maxbackup", int),
+    "audit-log-maxsize": ("audit.log_maxsize", int),
+    "audit-webhook-config-file": ("audit.webhook_config_file", str),
+    "audit-webhook-initial-backoff": ("audit.webhook_initial_backoff_seconds", _duration),
+    "audit-webhook-batch-buffer-size": ("audit.webhook_batch_buffer_size", int),
+    "audit-webhook-batch-max-size": ("audit.webhook_batch_max_size", int),
+    "audit-webhook-batch-max-wait": ("audit.webhook_batch_max_wait_seconds", _duration),
+    "audit-webhook-batch-throttle-qps": ("audit.webhook_batch_throttle_qps", float),
+    "audit-webhook-batch-throttle-burst": ("audit.webhook_batch_throttle_burst", int),
 }
+
+
 
 _LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
            "error": LogLevel.error, "critical": LogLevel.critical}
@@ -160,6 +176,29 @@ class Options(usage.Options):
          "Overrides authorization.webhook.cache_authorized_ttl_seconds."],
         ["authorization-webhook-cache-unauthorized-ttl", None, None, "How long to cache other answers (e.g. 30s). "
          "Overrides authorization.webhook.cache_unauthorized_ttl_seconds."],
+        ["encryption-provider-config", None, None, "EncryptionConfiguration file: resources encrypted at rest. "
+                                                   "Overrides encryption_provider_config."],
+        ["cluster-signing-duration", None, None, "Longest certificate the CSR signers issue (Go duration, e.g. "
+                                                 "8760h). Overrides controllers.cluster_signing_duration_seconds."],
+        ["audit-policy-file", None, None, "Audit policy (audit.k8s.io/v1 Policy). Overrides audit.policy_file."],
+        ["audit-log-path", None, None, "Audit log file ('-' = standard output). Overrides audit.log_path."],
+        ["audit-log-maxage", None, None, "Days to keep rotated audit logs. Overrides audit.log_maxage."],
+        ["audit-log-maxbackup", None, None, "Rotated audit logs to keep. Overrides audit.log_maxbackup."],
+        ["audit-log-maxsize", None, None, "Megabytes before the audit log rotates. Overrides audit.log_maxsize."],
+        ["audit-webhook-config-file", None, None, "Kubeconfig of the audit webhook. Overrides "
+                                                  "audit.webhook_config_file."],
+        ["audit-webhook-initial-backoff", None, None, "Wait before the first retry of a failed batch (Go duration). "
+                                                      "Overrides audit.webhook_initial_backoff_seconds."],
+        ["audit-webhook-batch-buffer-size", None, None, "Events buffered for the webhook before new ones are "
+                                                        "dropped. Overrides audit.webhook_batch_buffer_size."],
+        ["audit-webhook-batch-max-size", None, None, "Most events in one webhook batch. Overrides "
+                                                     "audit.webhook_batch_max_size."],
+        ["audit-webhook-batch-max-wait", None, None, "Longest wait before a partial batch is sent (Go duration). "
+                                                     "Overrides audit.webhook_batch_max_wait_seconds."],
+        ["audit-webhook-batch-throttle-qps", None, None, "Batches per second at most. Overrides "
+                                                         "audit.webhook_batch_throttle_qps."],
+        ["audit-webhook-batch-throttle-burst", None, None, "Batches sent at once after a quiet spell. Overrides "
+                                                           "audit.webhook_batch_throttle_burst."],
     ]
 
     def overrides(self) -> dict[str, Any]:

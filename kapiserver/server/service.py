@@ -30,6 +30,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from kapiserver.endpoints.connection.limits import ConnectionLimiter, descriptor_budget
+from kapiserver.machinery import private_files
 from kapiserver.server import systemd
 from kapiserver.auth.build import CredentialsError
 from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
@@ -67,10 +68,26 @@ def fail_startup(message: str) -> None:
 def build_storage(config: Config, reactor: Any = None) -> Any:
     """The storage backend named by ``storage.backend``, behind the watch cache when enabled."""
     backend = _build_backend(config, reactor)
+    if config.encryption_provider_config:
+        backend = _encrypted(backend, config)
     if not config.storage.watch_cache:
         return backend
     from kapiserver.storage.cacher import CachedStorage
     return CachedStorage(backend, reactor=reactor)
+
+
+def _encrypted(backend: Any, config: Config) -> Any:
+    """The backend behind the transformers of ``encryption_provider_config`` (below the watch cache)."""
+    from kapiserver.apiextensions.customresourcedefinitions import resource_type as crd_resource_type
+    from kapiserver.apis.builtin import builtin_resource_types
+    from kapiserver.storage import encryption_config
+    from kapiserver.storage.encrypted import TransformingStorage, storage_resources
+    try:
+        encryption = encryption_config.load(config.encryption_provider_config)
+    except encryption_config.EncryptionConfigError as e:
+        raise StartupError(str(e)) from None
+    resource_of = storage_resources(builtin_resource_types() + [crd_resource_type()])
+    return TransformingStorage(backend, encryption, resource_of, key_prefix=config.storage.etcd.prefix)
 
 
 def _build_backend(config: Config, reactor: Any = None) -> Any:
@@ -87,11 +104,17 @@ def _build_backend(config: Config, reactor: Any = None) -> Any:
                            watch_silence_timeout=etcd.watch_silence_timeout_seconds)
     from kapiserver.storage.sqlite import SQLiteStorage
     try:
-        os.makedirs(config.data_dir, exist_ok=True)
+        private_files.make_private_dir(config.data_dir)
     except OSError as e:
         raise StartupError(f"{config.data_dir}: cannot create data directory: {e.strerror}") from None
     sqlite = config.storage.sqlite
-    return SQLiteStorage(os.path.join(config.data_dir, SQLITE_FILE),
+    path = os.path.join(config.data_dir, SQLITE_FILE)
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        # SQLite would take an empty file for a new database: a truncated one must not become a new cluster
+        raise StartupError(f"{path}: the SQLite database file is empty (0 bytes), so the data it held is gone; "
+                           f"refusing to start an empty cluster in its place (restore the file, or remove it "
+                           f"to start a new cluster)")
+    return SQLiteStorage(path,
                          compaction_interval=float(sqlite.compaction_interval_seconds),
                          compaction_retain=sqlite.compaction_retain_revisions, reactor=reactor)
 
@@ -188,6 +211,7 @@ class KapiService(service.Service):
         self._startup.addErrback(self._startup_failed)
 
     async def _start(self) -> None:
+        from kapiserver.audit.build import AuditConfigError
         from kapiserver.server.apiserver import APIServer
         config = self.config
         self.storage = build_storage(config, self.reactor)
@@ -199,8 +223,11 @@ class KapiService(service.Service):
             self.compactor = EtcdCompactor(self.storage, float(config.storage.etcd.compaction_interval_seconds),
                                            self.reactor)
             self.compactor.start()
-        self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
-                                   reactor=self.reactor)
+        try:
+            self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
+                                       reactor=self.reactor)
+        except AuditConfigError as e:
+            raise StartupError(str(e)) from None
         site = self.apiserver.site
         tls_options = serving_context_factory(self.bundle, self.apiserver.authentication.handshake_client_cas or None)
         tls = TLSMemoryBIOFactory(tls_options, False, site)

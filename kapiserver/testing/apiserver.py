@@ -43,6 +43,9 @@ _SETTINGS = {
     "authentication_config_file": "authentication.config_file",
     "api_audiences": "authentication.api_audiences",
     "service_account_max_token_expiration_seconds": "authentication.service_account.max_token_expiration_seconds",
+    "audit_policy_file": "audit.policy_file",
+    "audit_log_path": "audit.log_path",
+    "cluster_signing_duration_seconds": "controllers.cluster_signing_duration_seconds",
 }
 
 

@@ -53,10 +53,12 @@ E2E_CONFIG = {"storage": {"sqlite": {"compaction_interval_seconds": 1, "compacti
 
 class ServerProcess:
     def __init__(self, extra_config: Optional[dict] = None, extra_args: tuple[str, ...] = (),
-                 workdir: Optional[str] = None) -> None:
+                 workdir: Optional[str] = None, command_prefix: tuple[str, ...] = ()) -> None:
         self.workdir = workdir or tempfile.mkdtemp(prefix="kapiserver-e2e-")
         self.extra_config = extra_config or {}
         self.extra_args = extra_args
+        # run the server under another command (``ip netns exec <ns>``: a network namespace)
+        self.command_prefix = command_prefix
         self.proc: Optional[subprocess.Popen] = None
         self.kubeconfig = os.path.join(self.workdir, "admin.kubeconfig")
         self.config_path = os.path.join(self.workdir, "apiserver.yaml")
@@ -86,7 +88,8 @@ class ServerProcess:
         notify.bind(sock_path)
         notify.settimeout(0.2)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(twistd_command(self.config_path, *self.extra_args), stdout=log,
+        self.proc = subprocess.Popen([*self.command_prefix, *twistd_command(self.config_path, *self.extra_args)],
+                                     stdout=log,
                                      stderr=subprocess.STDOUT, env=child_env(NOTIFY_SOCKET=sock_path),
                                      cwd=self.workdir)
         log.close()

@@ -201,7 +201,7 @@ class ApplyTests(unittest.TestCase):
              400, "invalid object type: /v1, Kind=Secret"),
             ({"kind": "ConfigMap", "metadata": {"name": "c"}}, 400, "invalid object type: /, Kind=ConfigMap"),
             ({**cm(), "metadata": {"name": "c", "managedFields": []}}, 400, "metadata.managedFields must be nil"),
-            ({**cm(), "dat": {}}, 500, "failed to create typed patch object (default/c; /v1, Kind=ConfigMap): "
+            ({**cm(), "dat": {}}, 400, "failed to create typed patch object (default/c; /v1, Kind=ConfigMap): "
                                        ".dat: field not declared in schema"),
         ]
         for config, code, message in cases:

@@ -44,6 +44,9 @@ class WithAuthorization(Filter):
 
     @staticmethod
     def _enforce(decision: Decision, ctx: RequestContext, attributes: Attributes) -> None:
+        if ctx.audit is not None:  # upstream's annotations of every audited request
+            ctx.audit.add_annotation("authorization.k8s.io/decision", "allow" if decision.allowed else "forbid")
+            ctx.audit.add_annotation("authorization.k8s.io/reason", decision.reason)
         if decision.allowed:
             return
         if decision.error:  # nothing allowed it and an authorizer could not decide: 500, as upstream

@@ -25,6 +25,7 @@ from kapiserver.machinery.managedfields import scale as scale_fields
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_API_VERSION = "autoscaling/v1"
+SCALE_DEFINITION = "io.k8s.api.autoscaling.v1.Scale"
 
 
 def _value(obj: dict, path: str) -> Any:
@@ -121,14 +122,16 @@ async def get_scale(scope: RequestScope) -> Response:
 
 
 async def update_scale(scope: RequestScope) -> Response:
+    scope.check_write_options("UpdateOptions")
     manager = scope.field_manager("UpdateOptions")
-    body = scope.decode_body()
+    body = scope.decode_object(SCALE_DEFINITION, "Scale", SCALE_API_VERSION)
     fm = scope.store.field_manager("scale")
     return await _update(scope, manager, lambda old: (body, fm.update(old, body, _requested(body), manager)
                                                       if isinstance(body, dict) else None))
 
 
 async def patch_scale(scope: RequestScope) -> Response:
+    scope.check_write_options("PatchOptions")
     fm = scope.store.field_manager("scale")
     if patch_handler.check_media_type(scope) == patch_handler.APPLY_PATCH:
         manager, force = patch_handler.patch_options(scope, apply=True)
