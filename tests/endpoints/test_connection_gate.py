@@ -24,6 +24,7 @@ from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chai
 from tests.endpoints.test_handler_chain import RecordingAuthorizer
 
 LIMIT = 64 * 1024
+DISCARD = 4 * LIMIT
 
 
 class LaterAuthenticator:
@@ -88,7 +89,8 @@ class BodyGateTests(unittest.TestCase):
             inflight=InflightLimiter(0, 0), wait_group=RequestWaitGroup(),
             record_metrics=lambda info, code, seconds: None, request_timeout_seconds=60, max_body_bytes=LIMIT))
         self.site = APISite(chain, LIMIT, authenticator=union,
-                            policy=ConnectionPolicy(max_body_bytes=LIMIT, linger_seconds=0.1), reactor=reactor)
+                            policy=ConnectionPolicy(max_body_bytes=LIMIT, discard_body_bytes=DISCARD,
+                                                    linger_seconds=0.1), reactor=reactor)
         self.port = reactor.listenTCP(0, self.site, interface="127.0.0.1")
         self.addCleanup(self.port.stopListening)
         self.addCleanup(lambda: defer.Deferred.fromCoroutine(self.close_all()))
@@ -177,14 +179,47 @@ class BodyGateTests(unittest.TestCase):
             self.assertEqual(json.loads(client.received.rpartition(b"\r\n\r\n")[2]), {"user": "alice", "body": 10})
         return defer.Deferred.fromCoroutine(run())
 
-    def test_declared_body_over_the_limit_is_413_once_authenticated(self) -> None:
+    async def status_of(self, client: Client) -> dict:
+        for _ in range(200):
+            if client.received.endswith(b"}\n"):
+                break
+            await sleep(0.01)
+        return json.loads(client.received.partition(b"\r\n\r\n")[2])
+
+    def test_body_over_the_limit_is_read_dropped_and_answered_413(self) -> None:
         async def run() -> None:
             client = await self.connect()
-            client.transport.write(self.post(LIMIT + 1))
+            client.transport.write(self.post(LIMIT + 1) + b"x" * (LIMIT + 1))
+            await self.wait_for_authentication()
+            self.authenticator.answer()
+            status = await self.status_of(client)
+            self.assertEqual((status["code"], status["message"]), (413, f"Request entity too large: limit is {LIMIT}"))
+            self.assertEqual(self.echo.seen, [])
+            self.assertNotIn(b"Connection: close", client.received)  # the body was consumed: kept alive
+        return defer.Deferred.fromCoroutine(run())
+
+    def test_body_past_what_is_dropped_is_413_at_once(self) -> None:
+        async def run() -> None:
+            client = await self.connect()
+            client.transport.write(self.post(DISCARD + 1))  # the body never comes: not waited for
             await self.wait_for_authentication()
             self.authenticator.answer()
             received = await client.closed
-            status = json.loads(received.partition(b"\r\n\r\n")[2])
-            self.assertEqual((status["code"], status["message"]), (413, f"Request entity too large: limit is {LIMIT}"))
+            self.assertEqual(json.loads(received.partition(b"\r\n\r\n")[2])["code"], 413)
+        return defer.Deferred.fromCoroutine(run())
+
+    def test_chunked_body_past_what_is_dropped_is_413_at_once(self) -> None:
+        async def run() -> None:
+            client = await self.connect()
+            head = (b"POST /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\n"
+                    b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            client.transport.write(head)
+            await self.wait_for_authentication()
+            self.authenticator.answer()
+            chunk = b"4000\r\n" + b"x" * 0x4000 + b"\r\n"
+            client.transport.write(chunk * (DISCARD // 0x4000 + 2))  # no last chunk: never finished
+            received = await client.closed
+            self.assertIn(b"Connection: close", received)
+            self.assertEqual(json.loads(received.partition(b"\r\n\r\n")[2])["code"], 413)
             self.assertEqual(self.echo.seen, [])
         return defer.Deferred.fromCoroutine(run())

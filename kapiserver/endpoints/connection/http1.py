@@ -178,7 +178,7 @@ class APIHTTPChannel(http.HTTPChannel):
         super()._finishRequestBody(data)
 
     def refuse_body(self, request: APIRequest) -> None:
-        """The body exceeded the limit while arriving: answer now, read no more."""
+        """The body went past what is read and dropped: answer now, read no more."""
         if self._refused or not self.requests or self.requests[-1] is not request:
             return
         self._refused = True

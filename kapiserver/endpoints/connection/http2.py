@@ -125,7 +125,7 @@ class APIH2Stream(H2Stream):
             self._send100Continue()
 
     def refuse_body(self, request: Any) -> None:
-        """The body exceeded the limit while arriving: answer now, read no more."""
+        """The body went past what is read and dropped: answer now, read no more."""
         if not self.body_refused:
             self._hand_over_without_body()
 

@@ -23,6 +23,9 @@ class ConnectionPolicy:
     # more than its bytes; Twisted's own limit, no real client comes near it)
     max_header_fields: int = 500
     max_body_bytes: int = 3 * 1024 * 1024
+    # an authenticated client's body over the limit is read and dropped up to this size, so a
+    # client that reads the 413 only once it has sent everything gets it; beyond, it is cut
+    discard_body_bytes: int = 64 * 1024 * 1024
     max_connections: int = 10000
     max_connections_per_address: int = 1000
     http2_max_streams: int = 100

@@ -32,6 +32,10 @@ from kapiserver.machinery import errors
 log = Logger()
 
 
+# how much of a body over the limit is read and dropped before the request is answered at once
+DISCARD_BODY_BYTES = 64 * 1024 * 1024
+
+
 class BodyVerdict(enum.Enum):
     READ = "read"        # authenticated and within the limit
     REFUSE = "refuse"    # not read: the chain answers (401, or 413 for a declared length over the limit)
@@ -44,6 +48,8 @@ class APIRequest(server.Request):
     _body_bytes = 0
     # past the limit, or refused: whatever still arrives is dropped
     _body_closed = False
+    # past discard_body_bytes: the connection was asked to answer at once
+    _refused = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # the API takes no HTML form posts: never parse a body into request.args
@@ -74,8 +80,20 @@ class APIRequest(server.Request):
         context_of(self).authentication = decision
         return decision
 
+    @property
+    def discard_body_bytes(self) -> int:
+        channel: Any = self.channel
+        policy = getattr(channel.site, "policy", None)
+        return policy.discard_body_bytes if policy is not None else DISCARD_BODY_BYTES
+
     def body_verdict(self, decision: Optional[AuthenticationDecision], declared_length: Optional[int]) -> BodyVerdict:
-        """May the body be read?  Anonymous requests (when enabled) are authenticated too."""
+        """May the body be read?  Anonymous requests (when enabled) are authenticated too.
+
+        An authenticated request declaring a body over the limit is answered 413; its body is
+        read and dropped (up to ``discard_body_bytes``) when the client is sending it anyway,
+        because most clients (Python's http.client, urllib3) read the answer only once they
+        have sent it all; with ``Expect: 100-continue``, or past that, it is not read at all.
+        """
         if decision is not None:
             if not decision.known:
                 return BodyVerdict.WAIT
@@ -85,7 +103,8 @@ class APIRequest(server.Request):
         if declared_length is not None and declared_length > self.max_body_bytes:
             context_of(self).body_too_large = True
             self.close_body()
-            return BodyVerdict.REFUSE
+            if self.expects_continue() or declared_length > self.discard_body_bytes:
+                return BodyVerdict.REFUSE
         return BodyVerdict.READ
 
     def expects_continue(self) -> bool:
@@ -98,15 +117,19 @@ class APIRequest(server.Request):
         self.content = io.BytesIO()
 
     def handleContentChunk(self, data: bytes) -> None:
-        if self._body_closed:
-            return
         self._body_bytes += len(data)
         if self._body_bytes > self.max_body_bytes:
-            context_of(self).body_too_large = True  # the request-info filter answers 413
-            self.close_body()
-            refuse = getattr(self.channel, "refuse_body", None)
-            if refuse is not None:  # answer now rather than after reading the rest
-                refuse(self)
+            ctx = context_of(self)
+            if not ctx.body_too_large:
+                ctx.body_too_large = True  # the request-info filter answers 413
+                self.close_body()
+            if self._body_bytes > self.discard_body_bytes and not self._refused:
+                self._refused = True
+                refuse = getattr(self.channel, "refuse_body", None)
+                if refuse is not None:  # answer now, read no more
+                    refuse(self)
+            return  # over the limit: dropped
+        if self._body_closed:
             return
         content: Any = self.content
         content.write(data)
