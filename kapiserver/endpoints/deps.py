@@ -17,10 +17,15 @@ class WatchRegistry:
     def __init__(self, counted: WatchCounter = lambda rtype, delta: None) -> None:
         self.watches: set = set()
         self.counted = counted
+        # set by stop_all: a watch that starts afterwards (on a connection still draining)
+        # ends right after its start, cleanly, like the others
+        self.stopped = False
 
     def register(self, watch: Any) -> Callable[[], None]:
         self.watches.add(watch)
         self.counted(watch.rtype, 1)
+        if self.stopped:  # once the handler has sent the headers
+            watch.reactor.callLater(0, watch.stop)
 
         def unregister() -> None:
             if watch in self.watches:
@@ -29,6 +34,7 @@ class WatchRegistry:
         return unregister
 
     def stop_all(self) -> None:
+        self.stopped = True
         for watch in list(self.watches):
             watch.stop()
 

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from kapiserver.auth.decision import AuthenticationDecision
 from kapiserver.auth.user import UserInfo
 from kapiserver.endpoints.request_info import RequestInfo
 
@@ -28,6 +29,9 @@ class RequestContext:
     audit_id: str = ""
     # what the request is about (the request-info filter)
     info: Optional[RequestInfo] = None
+    # the request's authentication, started by the connection when its headers were complete
+    # (before its body was read); the authentication filter reads it
+    authentication: Optional[AuthenticationDecision] = None
     # who sent it (the authentication filter) and who it acts as (impersonation)
     authenticated_user: Optional[UserInfo] = None
     user: Optional[UserInfo] = None

@@ -31,6 +31,7 @@ from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.rbac.policy_informers import PolicyInformers
 from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
+from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.request import APISite
@@ -150,7 +151,9 @@ class APIServer:
             inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record_request,
             request_timeout_seconds=float(limits.request_timeout_seconds),
             max_body_bytes=limits.max_request_body_bytes, auditing=self.auditing))
-        self.site = APISite(self.handler, limits.max_request_body_bytes)
+        # the connection authenticates with the chain's authenticator, before reading a body
+        self.site = APISite(self.handler, limits.max_request_body_bytes, authenticator=self.authenticator,
+                            policy=ConnectionPolicy.from_config(config), reactor=reactor)
         self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
         self.controllers: ServerControllers | None = None
         self.rbac_informers: PolicyInformers | None = None
@@ -258,6 +261,25 @@ class APIServer:
     def requests_in_flight(self) -> int:
         """Requests being answered now, watches excepted (what a graceful shutdown waits for)."""
         return self.wait_group.count
+
+    # ------------------------------------------------------------ graceful shutdown (server/service.py)
+
+    def begin_drain(self) -> None:
+        """Take no new request: the wait group turns them away (503), idle connections close,
+        busy ones close after their answers (HTTP/1.1 ``Connection: close``, HTTP/2 GOAWAY)."""
+        self.wait_group.close()
+        self.site.connections.drain()
+
+    def end_watches(self) -> None:
+        """End every watch with a clean end of stream (clients re-list and watch elsewhere)."""
+        self.watches.stop_all()
+
+    def unfinished_connections(self) -> int:
+        """Connections still answering, or writing their last bytes."""
+        return self.site.connections.unfinished()
+
+    def abort_unfinished_connections(self) -> None:
+        self.site.connections.abort_unfinished()
 
     # ------------------------------------------------------------ lifecycle
 

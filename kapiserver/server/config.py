@@ -149,7 +149,33 @@ class WatchConfig:
 
 @dataclass
 class ShutdownConfig:
+    # upstream's --shutdown-delay-duration: keep serving this long after SIGTERM (with /readyz
+    # failing) so load balancers notice before the listener closes
+    delay_seconds: float = 0
     drain_seconds: float = 10
+
+
+@dataclass
+class ConnectionsConfig:
+    """What one client connection may hold, and for how long (connection hygiene)."""
+    # the TLS handshake must end this long after the connection was accepted
+    tls_handshake_timeout_seconds: float = 10
+    # a request line and its headers must arrive within this long of their first byte
+    # (the first request: of the handshake's end); upstream's ReadHeaderTimeout
+    request_header_timeout_seconds: float = 10
+    # a keep-alive connection with no request (HTTP/2: no stream) is closed after this long
+    idle_timeout_seconds: float = 90
+    # request line + headers (Go's MaxHeaderBytes, which kube-apiserver sets to 1 MiB); more is 431
+    max_header_bytes: int = 1 << 20
+    # open connections in total and from one client address; more are closed when accepted
+    max_connections: int = 10000
+    max_connections_per_address: int = 1000
+    # SETTINGS_MAX_CONCURRENT_STREAMS (upstream's --http2-max-streams-per-connection default)
+    http2_max_streams_per_connection: int = 100
+    # an HTTP/2 connection silent this long is sent a PING; without an answer within the
+    # timeout it is closed (client-go's ReadIdleTimeout / PingTimeout, on the server side)
+    http2_ping_interval_seconds: float = 30
+    http2_ping_timeout_seconds: float = 15
 
 
 @dataclass
@@ -204,6 +230,7 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    connections: ConnectionsConfig = field(default_factory=ConnectionsConfig)
     controllers: ControllersConfig = field(default_factory=ControllersConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     # apiserver.config.k8s.io/v1 EncryptionConfiguration (--encryption-provider-config); "" = no encryption
@@ -229,6 +256,10 @@ _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_
                   "limits.request_timeout_seconds", "limits.max_request_body_bytes",
                   "watch.bookmark_interval_seconds", "storage.event_ttl_seconds",
                   "storage.sqlite.compaction_interval_seconds", "storage.etcd.compaction_interval_seconds",
+                  "connections.tls_handshake_timeout_seconds", "connections.request_header_timeout_seconds",
+                  "connections.idle_timeout_seconds", "connections.max_header_bytes", "connections.max_connections",
+                  "connections.max_connections_per_address", "connections.http2_max_streams_per_connection",
+                  "connections.http2_ping_interval_seconds", "connections.http2_ping_timeout_seconds",
                   "audit.webhook_batch_buffer_size", "audit.webhook_batch_max_size",
                   "audit.webhook_batch_max_wait_seconds", "audit.webhook_batch_throttle_qps",
                   "audit.webhook_batch_throttle_burst")
@@ -317,6 +348,11 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"{src}: key 'storage.sqlite.compaction_retain_revisions': must not be negative")
     if config.shutdown.drain_seconds < 0:
         raise ConfigError(f"{src}: key 'shutdown.drain_seconds': must not be negative")
+    if config.shutdown.delay_seconds < 0:
+        raise ConfigError(f"{src}: key 'shutdown.delay_seconds': must not be negative")
+    if config.connections.max_connections_per_address > config.connections.max_connections:
+        raise ConfigError(f"{src}: key 'connections.max_connections_per_address': must not exceed "
+                          f"connections.max_connections ({config.connections.max_connections})")
     if config.storage.etcd.watch_silence_timeout_seconds < 0:
         raise ConfigError(f"{src}: key 'storage.etcd.watch_silence_timeout_seconds': must not be negative "
                           f"(0 turns the check off)")

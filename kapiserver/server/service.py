@@ -4,9 +4,18 @@
 certificates (before the reactor runs) → storage reachable → listen → admin
 kubeconfig (with the real port) → ``APIServer.start()`` → ``READY=1`` once
 ``/readyz`` passes.  A startup failure prints one line on stderr and ends the
-process with exit code 1.  SIGTERM/SIGINT start a graceful shutdown: ``/readyz``
-fails, ``STOPPING=1``, the listener closes, in-flight requests get up to
-``shutdown.drain_seconds`` to finish, watches end, storage closes, exit 0.
+process with exit code 1.
+
+The listener is plain TCP under :class:`ConnectionLimiter` (connection caps,
+applied before TLS), then TLS, then the API site (``endpoints/connection``).
+
+SIGTERM/SIGINT start a graceful shutdown, as kube-apiserver's: ``/readyz``
+fails and ``STOPPING=1`` is sent at once; the server keeps serving for
+``shutdown.delay_seconds`` so load balancers notice; then the listener closes,
+new requests are turned away (503) and idle connections closed, every request
+already received gets up to ``shutdown.drain_seconds`` to finish, watches end
+with a clean end of stream, the connections close once their last bytes are
+written, storage is flushed and closed, exit 0.
 """
 from __future__ import annotations
 
@@ -18,7 +27,9 @@ from typing import Any, Optional
 from twisted.application import service
 from twisted.internet import defer, endpoints, error as net_error, task
 from twisted.logger import Logger
+from twisted.protocols.tls import TLSMemoryBIOFactory
 
+from kapiserver.endpoints.connection.limits import ConnectionLimiter, descriptor_budget
 from kapiserver.machinery import private_files
 from kapiserver.server import systemd
 from kapiserver.auth.build import CredentialsError
@@ -35,6 +46,9 @@ log = Logger()
 STORAGE_CHECK_TIMEOUT = 5.0
 READY_POLL_INTERVAL = 0.1
 DRAIN_POLL_INTERVAL = 0.05
+# after the drain time, how long connections still get to write their last bytes (final
+# watch chunks, answers finished at the deadline) before they are cut
+FINAL_FLUSH_SECONDS = 2.0
 SQLITE_FILE = "kapiserver.db"
 
 
@@ -159,6 +173,7 @@ class KapiService(service.Service):
         self.storage: Any = None
         self.apiserver: Any = None
         self.port: Any = None
+        self.limiter: Optional[ConnectionLimiter] = None
         self.compactor: Optional[EtcdCompactor] = None
         self.started = False
         self.ready: defer.Deferred = defer.Deferred()
@@ -213,13 +228,15 @@ class KapiService(service.Service):
                                        reactor=self.reactor)
         except AuditConfigError as e:
             raise StartupError(str(e)) from None
-        endpoint = endpoints.SSL4ServerEndpoint(self.reactor, config.secure_port,
-                                                serving_context_factory(
-                                                    self.bundle,
-                                                    self.apiserver.authentication.handshake_client_cas or None),
-                                                backlog=1024, interface=config.bind_address)
+        site = self.apiserver.site
+        tls_options = serving_context_factory(self.bundle, self.apiserver.authentication.handshake_client_cas or None)
+        tls = TLSMemoryBIOFactory(tls_options, False, site)
+        self.limiter = ConnectionLimiter(tls, site.policy, self.reactor,
+                                         max_connections=descriptor_budget(site.policy.max_connections))
+        endpoint = endpoints.TCP4ServerEndpoint(self.reactor, config.secure_port, backlog=1024,
+                                                interface=config.bind_address)
         try:
-            self.port = await endpoint.listen(self.apiserver.site)
+            self.port = await endpoint.listen(self.limiter)
         except net_error.CannotListenError as e:
             reason = getattr(e.socketError, "strerror", None) or str(e.socketError)
             raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
@@ -309,17 +326,17 @@ class KapiService(service.Service):
 
     async def _stop(self) -> None:
         self.health.begin_shutdown()
-        self.notifier.stopping()
+        self.notifier.stopping()  # systemd: the stop has begun
         if self._startup is not None and not self._startup.called:
             self._startup.cancel()
+        delay = self.config.shutdown.delay_seconds
+        if delay > 0 and self.port is not None:
+            log.info("/readyz fails; serving {delay}s more before closing the listener", delay=delay)
+            await self._sleep(delay)
         if self.port is not None:
             await self.port.stopListening()
         if self.apiserver is not None:
-            deadline = self.reactor.seconds() + self.config.shutdown.drain_seconds
-            while self.apiserver.requests_in_flight() > 0 and self.reactor.seconds() < deadline:
-                await task.deferLater(self.reactor, DRAIN_POLL_INTERVAL, lambda: None)
-            if self.apiserver.requests_in_flight():
-                log.warn("{n} requests still in flight after draining", n=self.apiserver.requests_in_flight())
+            await self._drain()
             await self.apiserver.stop()
         if self.compactor is not None:
             self.compactor.stop()
@@ -329,6 +346,28 @@ class KapiService(service.Service):
             except Exception as e:
                 log.warn("storage did not stop cleanly: {error}", error=e)
         log.info("kapiserver stopped")
+
+    async def _drain(self) -> None:
+        """Upstream's order: no new requests, in-flight ones finish, watches end, connections close."""
+        apiserver = self.apiserver
+        deadline = self.reactor.seconds() + self.config.shutdown.drain_seconds
+        apiserver.begin_drain()
+        log.info("draining: {n} requests in flight, {c} connections open", n=apiserver.requests_in_flight(),
+                 c=apiserver.unfinished_connections())
+        while apiserver.requests_in_flight() > 0 and self.reactor.seconds() < deadline:
+            await self._sleep(DRAIN_POLL_INTERVAL)
+        if apiserver.requests_in_flight():
+            log.warn("{n} requests still in flight after draining", n=apiserver.requests_in_flight())
+        apiserver.end_watches()
+        flush_deadline = max(deadline, self.reactor.seconds()) + FINAL_FLUSH_SECONDS
+        while apiserver.unfinished_connections() > 0 and self.reactor.seconds() < flush_deadline:
+            await self._sleep(DRAIN_POLL_INTERVAL)
+        if apiserver.unfinished_connections():
+            log.warn("closing {n} connections that did not finish in time", n=apiserver.unfinished_connections())
+            apiserver.abort_unfinished_connections()
+
+    def _sleep(self, seconds: float) -> defer.Deferred:
+        return task.deferLater(self.reactor, seconds, lambda: None)
 
 
 def _exit_after_shutdown(code: int) -> None:

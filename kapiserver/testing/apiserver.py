@@ -13,7 +13,7 @@ import os
 import tempfile
 from typing import Any, Optional
 
-from twisted.internet import reactor
+from twisted.internet import reactor, task
 
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.server.apiserver import APIServer
@@ -77,6 +77,13 @@ class RunningServer:
         self.stopped = True
         await self.api.stop()
         await self.port.stopListening()
+        # connections still open (a client's kept-alive one, one lingering after a refused body)
+        for connection in list(self.api.site.connections.connections):
+            connection.abort()
+        for _ in range(100):
+            if not self.api.site.connections.connections:
+                break
+            await task.deferLater(reactor, 0.01, lambda: None)
         await self.storage.stop()
 
 

@@ -199,3 +199,25 @@ class HandlerChainTests(unittest.TestCase):
         pending, result = authenticator.pending.pop()
         pending.callback(result)
         self.assertEqual(self.answer(d), (200, {"user": "alice", "authenticated": "alice", "verb": "list"}))
+
+    def test_once_shutdown_waits_new_requests_are_turned_away_as_upstream(self) -> None:
+        self.build()
+        held = self.send("/api/v1/namespaces/demo/configmaps/hold", token="alice")
+        self.wait_group.close()  # the drain has begun
+        d = self.send("/api/v1/namespaces/demo/configmaps", token="alice")
+        self.http.flush()
+        response = self.successResultOf(d)
+        body = json.loads(self.successResultOf(self.http.content(response)))
+        self.assertEqual((response.code, body["reason"], body["message"]),
+                         (503, "ServiceUnavailable", "apiserver is shutting down"))
+        self.assertEqual(response.headers.getRawHeaders(b"retry-after"), [b"1"])
+        # health checks, and watches (long-running), still pass
+        self.assertEqual(self.answer(self.send("/readyz", token="alice"))[0], 200)
+        self.send("/api/v1/configmaps?watch=true", token="alice")
+        self.assertEqual(len(self.leaf.held), 2)
+        # the request taken before is still counted until it is answered
+        self.assertEqual(self.wait_group.count, 1)
+        self.leaf.held[0].write(b"{}")
+        self.leaf.held[0].finish()
+        self.answer(held)
+        self.assertEqual(self.wait_group.count, 0)

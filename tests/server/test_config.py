@@ -111,6 +111,23 @@ class LoadConfigTests(unittest.TestCase):
                           ctl.leader_elect_resource_namespace, ctl.leader_elect_resource_name),
                          (True, 15, 10, 2, "kube-system", "kapiserver-controllers"))
 
+    def test_connection_limits_and_shutdown_delay(self) -> None:
+        config = load_config(None)
+        c = config.connections
+        # upstream's: Go's MaxHeaderBytes as kube-apiserver sets it, IdleTimeout, 100 HTTP/2 streams
+        self.assertEqual((c.max_header_bytes, c.idle_timeout_seconds, c.http2_max_streams_per_connection),
+                         (1 << 20, 90, 100))
+        self.assertEqual(config.shutdown.delay_seconds, 0)  # --shutdown-delay-duration's default
+        config = load_config(self.write("connections:\n  request_header_timeout_seconds: 2.5\n"
+                                        "shutdown:\n  delay_seconds: 5\n"))
+        self.assertEqual((config.connections.request_header_timeout_seconds, config.shutdown.delay_seconds), (2.5, 5))
+        self.assertConfigError("connections:\n  max_connections: 0\n",
+                               "key 'connections.max_connections': must be greater than 0, got 0")
+        self.assertConfigError("connections:\n  max_connections: 10\n  max_connections_per_address: 20\n",
+                               "key 'connections.max_connections_per_address': must not exceed "
+                               "connections.max_connections (10)")
+        self.assertConfigError("shutdown:\n  delay_seconds: -1\n", "key 'shutdown.delay_seconds': must not be negative")
+
     def test_the_shipped_file_lists_every_key_with_its_default(self) -> None:
         path = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "apiserver.yaml")
         shipped, defaults = load_config(path), load_config(None)

@@ -1,8 +1,12 @@
 """Authentication: who sent the request, or 401.
 
-Upstream's ``WithAuthentication``.  The authenticated user goes on the
-context; the ``Authorization`` header is removed once it has been used, so
-no later step (a proxy to an extension server, an audit log) can leak it.
+Upstream's ``WithAuthentication``.  The connection usually authenticated the
+request already, as soon as its headers were complete and before reading its
+body (``RequestContext.authentication``); this filter then only reads that
+decision, waiting for it if the authenticator answers later.  The
+authenticated user goes on the context; the ``Authorization`` header is
+removed once it has been used, so no later step (a proxy to an extension
+server, an audit log) can leak it.
 """
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web import server
 
-from kapiserver.auth.authenticator import AuthenticationError, Authenticator, AuthResult
+from kapiserver.auth.authenticator import Authenticator
+from kapiserver.auth.decision import AuthenticationDecision
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
 from kapiserver.machinery import errors
@@ -26,30 +31,25 @@ class WithAuthentication(Filter):
         self.authenticator = authenticator
 
     def apply(self, request: server.Request, ctx: RequestContext) -> Optional[defer.Deferred]:
-        try:
-            outcome = self.authenticator.authenticate(request)
-        except AuthenticationError as e:
-            self._fail(request, e)
-        if isinstance(outcome, defer.Deferred):
-            return outcome.addCallbacks(lambda result: self._accept(request, ctx, result),
-                                        lambda failure: self._rejected(request, failure))
-        self._accept(request, ctx, outcome)
-        return None
+        decision = ctx.authentication
+        if decision is None:  # not authenticated by the connection (a Site other than APISite)
+            decision = ctx.authentication = AuthenticationDecision.start(self.authenticator, request)
+        if decision.known:
+            self._conclude(request, ctx, decision)
+            return None
+        return decision.wait().addCallback(lambda _: self._conclude(request, ctx, decision))
 
     @staticmethod
-    def _accept(request: Any, ctx: RequestContext, result: Optional[AuthResult]) -> None:
-        if result is None:
+    def _conclude(request: Any, ctx: RequestContext, decision: AuthenticationDecision) -> None:
+        if decision.failure is not None:
+            invalid = decision.invalid_credential
+            if invalid is None:
+                decision.failure.raiseException()  # the authenticator failed: a 500
+            log.info("authentication failed for {method} {path}: {error}", method=request.method,
+                     path=request.path, error=invalid)
             raise errors.unauthorized()
-        ctx.authenticated_user = ctx.user = result.user
-        ctx.audiences = result.audiences
+        if decision.result is None:
+            raise errors.unauthorized()
+        ctx.authenticated_user = ctx.user = decision.result.user
+        ctx.audiences = decision.result.audiences
         request.requestHeaders.removeHeader(b"authorization")
-
-    def _rejected(self, request: Any, failure: Any) -> None:
-        failure.trap(AuthenticationError)
-        self._fail(request, failure.value)
-
-    @staticmethod
-    def _fail(request: Any, error: Any) -> None:
-        log.info("authentication failed for {method} {path}: {error}", method=request.method,
-                 path=request.path, error=error)
-        raise errors.unauthorized()

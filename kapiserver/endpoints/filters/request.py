@@ -1,35 +1,138 @@
 """The connection side of a request: what happens before the handler chain sees it.
 
-:class:`APIRequest` bounds the body while it arrives (past the limit nothing
-more is stored; the request-info filter answers 413) and turns any failure
-that escapes the chain into a Status instead of Twisted's HTML page.
-:class:`APISite` serves the handler chain with such requests.  The handler
-chain itself is plain resources (``filters/chain.py``), so it also runs under
-any other Site, such as ``treq.testing.StubTreq``'s in memory.
+:class:`APIRequest` is authenticated as soon as its headers are complete
+(:meth:`APIRequest.begin`), before any of its body is read: the connection
+(``endpoints/connection/``) reads the body only for an authenticated request
+that fits the size limit (:meth:`APIRequest.body_verdict`); any other is handed
+to the chain without its body, and the chain answers it (401 from the
+authentication filter, which reuses the decision; 413 from the request-info
+filter).  The body is held in memory, bounded: past the limit nothing more is
+stored.  A failure that escapes the chain becomes a Status instead of Twisted's
+HTML page.  :class:`APISite` serves the handler chain with such requests over
+the connections of ``endpoints/connection/``.  The handler chain itself is
+plain resources (``filters/chain.py``), so it also runs under any other Site,
+such as ``treq.testing.StubTreq``'s in memory.
 """
 from __future__ import annotations
 
-from twisted.logger import Logger
-from twisted.web import resource, server
+import enum
+import io
+from typing import Any, Optional
 
+from twisted.logger import Logger
+from twisted.web import http, resource, server
+
+from kapiserver.auth.authenticator import Authenticator
+from kapiserver.auth.decision import AuthenticationDecision
 from kapiserver.endpoints import respond
+from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import errors
 
 log = Logger()
 
 
+# how much of a body over the limit is read and dropped before the request is answered at once
+DISCARD_BODY_BYTES = 64 * 1024 * 1024
+
+
+class BodyVerdict(enum.Enum):
+    READ = "read"        # authenticated and within the limit
+    REFUSE = "refuse"    # not read: the chain answers (401, or 413 for a declared length over the limit)
+    WAIT = "wait"        # authentication has not answered yet: hold the body back
+
+
 class APIRequest(server.Request):
-    """A twisted.web request whose body is bounded while it arrives."""
+    """A twisted.web request authenticated before its body, whose body is bounded in memory."""
 
     _body_bytes = 0
+    # past the limit, or refused: whatever still arrives is dropped
+    _body_closed = False
+    # past discard_body_bytes: the connection was asked to answer at once
+    _refused = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # the API takes no HTML form posts: never parse a body into request.args
+        kwargs["parsePOSTFormSubmission"] = False
+        super().__init__(*args, **kwargs)
+
+    @property
+    def max_body_bytes(self) -> int:
+        channel: Any = self.channel
+        return int(channel.site.max_body_bytes)
+
+    def gotLength(self, length: Optional[int]) -> None:
+        # in memory whatever the declared length (Twisted spools bodies over 100 kB to a
+        # temporary file); handleContentChunk keeps it within the limit
+        self.content = io.BytesIO()
+
+    def begin(self, method: bytes, uri: bytes, version: bytes) -> Optional[AuthenticationDecision]:
+        """The headers are complete: learn the request line now and start authenticating."""
+        self.method, self.uri, self.clientproto = method, uri, version
+        path, _, query = uri.partition(b"?")
+        self.path = path
+        self.args = http.parse_qs(query, 1) if query else {}
+        channel: Any = self.channel
+        authenticator: Optional[Authenticator] = getattr(channel.site, "authenticator", None)
+        if authenticator is None:
+            return None
+        decision = AuthenticationDecision.start(authenticator, self)
+        context_of(self).authentication = decision
+        return decision
+
+    @property
+    def discard_body_bytes(self) -> int:
+        channel: Any = self.channel
+        policy = getattr(channel.site, "policy", None)
+        return policy.discard_body_bytes if policy is not None else DISCARD_BODY_BYTES
+
+    def body_verdict(self, decision: Optional[AuthenticationDecision], declared_length: Optional[int]) -> BodyVerdict:
+        """May the body be read?  Anonymous requests (when enabled) are authenticated too.
+
+        An authenticated request declaring a body over the limit is answered 413; its body is
+        read and dropped (up to ``discard_body_bytes``) when the client is sending it anyway,
+        because most clients (Python's http.client, urllib3) read the answer only once they
+        have sent it all; with ``Expect: 100-continue``, or past that, it is not read at all.
+        """
+        if decision is not None:
+            if not decision.known:
+                return BodyVerdict.WAIT
+            if not decision.authenticated:
+                self.close_body()
+                return BodyVerdict.REFUSE
+        if declared_length is not None and declared_length > self.max_body_bytes:
+            context_of(self).body_too_large = True
+            self.close_body()
+            if self.expects_continue() or declared_length > self.discard_body_bytes:
+                return BodyVerdict.REFUSE
+        return BodyVerdict.READ
+
+    def expects_continue(self) -> bool:
+        expect = self.requestHeaders.getRawHeaders(b"expect") or []
+        return bool(expect) and expect[0].lower() == b"100-continue"
+
+    def close_body(self) -> None:
+        """Store nothing more of the body (what was stored is dropped)."""
+        self._body_closed = True
+        self.content = io.BytesIO()
 
     def handleContentChunk(self, data: bytes) -> None:
         self._body_bytes += len(data)
-        if self._body_bytes > self.channel.site.max_body_bytes:  # type: ignore[attr-defined]
-            context_of(self).body_too_large = True
-            return  # stop storing: the request will be answered 413
-        super().handleContentChunk(data)
+        if self._body_bytes > self.max_body_bytes:
+            ctx = context_of(self)
+            if not ctx.body_too_large:
+                ctx.body_too_large = True  # the request-info filter answers 413
+                self.close_body()
+            if self._body_bytes > self.discard_body_bytes and not self._refused:
+                self._refused = True
+                refuse = getattr(self.channel, "refuse_body", None)
+                if refuse is not None:  # answer now, read no more
+                    refuse(self)
+            return  # over the limit: dropped
+        if self._body_closed:
+            return
+        content: Any = self.content
+        content.write(data)
 
     def processingFailed(self, reason):  # last resort: a Status, not Twisted's HTML page
         log.failure("request processing failed", reason)
@@ -37,32 +140,32 @@ class APIRequest(server.Request):
 
 
 class APISite(server.Site):
-    """The Site of the handler chain; requests are :class:`APIRequest` bounded to ``max_body_bytes``."""
+    """The Site of the handler chain: :class:`APIRequest` over the connections of ``endpoints/connection``.
+
+    ``authenticator`` is the one the authentication filter uses (None: requests
+    are authenticated by the filter only, bodies always read); ``connections``
+    are the open connections, which a graceful shutdown drains.
+    """
 
     requestFactory = APIRequest
     displayTracebacks = False
 
-    def __init__(self, handler_chain: resource.IResource, max_body_bytes: int, **kwargs) -> None:
-        super().__init__(handler_chain, **kwargs)
+    def __init__(self, handler_chain: resource.IResource, max_body_bytes: int,
+                 authenticator: Optional[Authenticator] = None, policy: Optional[ConnectionPolicy] = None,
+                 reactor: Any = None, **kwargs: Any) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        super().__init__(handler_chain, reactor=reactor, **kwargs)
+        from kapiserver.endpoints.connection.protocol import OpenConnections
         self.noisy = False
         self.max_body_bytes = max_body_bytes
+        self.authenticator = authenticator
+        self.policy = policy if policy is not None else ConnectionPolicy(max_body_bytes=max_body_bytes)
+        self.connections = OpenConnections()
 
-    def buildProtocol(self, addr):
-        proto = super().buildProtocol(addr)
-        channel = getattr(proto, "_channel", None)
-        if channel is not None:
-            # Go's net/http (kube-apiserver) reads up to 1 MiB of request line and headers (long
-            # selectors in a URL work) and answers 431 beyond; Twisted would drop the connection at 16 KiB
-            channel.MAX_LENGTH = channel.totalHeadersSize = MAX_HEADER_BYTES
-            channel.lineLengthExceeded = lambda line: _headers_too_large(channel)
-            channel._respondToBadRequestAndDisconnect = lambda: _headers_too_large(channel)
-        return proto
-
-
-MAX_HEADER_BYTES = 1 << 20
-
-
-def _headers_too_large(channel) -> None:
-    channel.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; "
-                            b"charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large")
-    channel.loseConnection()
+    def buildProtocol(self, addr: Any) -> Any:
+        from kapiserver.endpoints.connection.protocol import APIConnection
+        connection = APIConnection(self)
+        connection.factory = self
+        return connection

@@ -1,7 +1,8 @@
 """Request info: what the request is about, parsed once for every later filter and link.
 
-Upstream's ``WithRequestInfo``.  A body that already exceeded the size limit
-while it arrived is answered 413 here, before anyone looks at it.
+Upstream's ``WithRequestInfo``.  A body over the size limit (declared, or
+exceeded while it arrived; the connection stopped reading it) is answered 413
+here, before anyone looks at it.
 """
 from __future__ import annotations
 
@@ -25,5 +26,6 @@ class WithRequestInfo(Filter):
         path = request.path.split(b"?", 1)[0].decode("utf-8", "replace")
         ctx.info = parse_request_info(request.method.decode("latin-1"), path, request.args or {})
         if ctx.body_too_large:
-            raise errors.too_large(f"the request body is too large: limit is {self.max_body_bytes} bytes")
+            # upstream's limitedReadBody: NewRequestEntityTooLargeError("limit is N")
+            raise errors.too_large(f"Request entity too large: limit is {self.max_body_bytes}")
         return None
