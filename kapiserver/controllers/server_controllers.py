@@ -14,11 +14,12 @@ kube-controller-manager's controllers; all of them on every server when
 * the namespace controller and the namespace defaults (ServiceAccount ``default``,
   ``kube-root-ca.crt``);
 * the CRD status and finalizing controller;
-* the garbage collector.
+* the garbage collector;
+* whatever the server adds (the ValidatingAdmissionPolicy status controller).
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Hashable, Iterable, Optional
+from typing import Awaitable, Callable, Hashable, Iterable, Optional, Sequence
 
 from twisted.logger import Logger
 
@@ -47,7 +48,8 @@ class ServerControllers:
     def __init__(self, deps: RegistryDeps, health: HealthChecks, all_stores: Callable[[], Iterable[Store]],
                  served_types_generation: Callable[[], Hashable],
                  crd_status_controller: Callable[[Callable[[], Awaitable[int]]], Controller],
-                 secure_port: Callable[[], Optional[int]]) -> None:
+                 secure_port: Callable[[], Optional[int]],
+                 extra_leader_controllers: Sequence[Callable[[], Controller]] = ()) -> None:
         config, reactor = deps.config, deps.reactor
         services = deps.store("", "v1", "services")
         allocator: ServiceAllocator = services.strategy.bound_allocator()
@@ -70,6 +72,7 @@ class ServerControllers:
                                                 deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
             lambda: crd_status_controller(leases.count),
             lambda: GarbageCollector(all_stores, served_types_generation, reactor),
+            *extra_leader_controllers,
         ])
         self.elector: Optional[LeaderElector] = None
         election = config.controllers

@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional
 from twisted.web.server import Request
 
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
@@ -62,7 +63,20 @@ class RequestScope:
 
     def context(self, field_manager: str = "", managed_fields_set: bool = False) -> Context:
         return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings, field_manager=field_manager,
-                       managed_fields_set=managed_fields_set)
+                       managed_fields_set=managed_fields_set, options=self.admission_options(),
+                       audit_annotations=context_of(self.request).audit_annotations)
+
+    def admission_options(self) -> dict:
+        """The request's write options as admission shows them (without kind and apiVersion)."""
+        out: dict[str, Any] = {}
+        dry_run = [v.decode("utf-8", "replace") for v in self.args.get(b"dryRun") or []]
+        if dry_run:
+            out["dryRun"] = dry_run
+        for name in ("fieldManager", "fieldValidation"):
+            value = self.arg(name)
+            if value:
+                out[name] = value
+        return out
 
     def field_manager(self, options_kind: str, required: bool = False) -> str:
         """The manager this write is recorded under: ``?fieldManager=`` (validated as upstream,

@@ -96,6 +96,16 @@ class ControllersConfig:
 
 
 @dataclass
+class AdmissionConfig:
+    # upstream's --enable-admission-plugins / --disable-admission-plugins: added to / removed
+    # from the default set; the chain runs them in upstream's order whatever order is given
+    enable_plugins: list[str] = field(default_factory=list)
+    disable_plugins: list[str] = field(default_factory=list)
+    # upstream's --admission-control-config-file: an AdmissionConfiguration with per-plugin settings
+    config_file: str = ""
+
+
+@dataclass
 class Config:
     secure_port: int = 6443
     bind_address: str = "127.0.0.1"
@@ -112,6 +122,7 @@ class Config:
     watch: WatchConfig = field(default_factory=WatchConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
     controllers: ControllersConfig = field(default_factory=ControllersConfig)
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     log_level: str = "info"
     # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range,
     # whose default this is).
@@ -122,7 +133,7 @@ class Config:
 
 # Keys holding file system paths: made absolute against the working directory.
 _PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig",
-              "storage.etcd.cafile", "storage.etcd.certfile", "storage.etcd.keyfile")
+              "storage.etcd.cafile", "storage.etcd.certfile", "storage.etcd.keyfile", "admission.config_file")
 # Integer keys that must be > 0 (the rest of the integers must be >= 0).
 _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_inflight",
                   "limits.request_timeout_seconds", "limits.max_request_body_bytes",
@@ -259,6 +270,10 @@ def _validate(config: Config) -> None:
     if not ctl.leader_elect_resource_name or not ctl.leader_elect_resource_namespace:
         raise ConfigError(f"{src}: keys 'controllers.leader_elect_resource_name' and "
                           f"'controllers.leader_elect_resource_namespace' must not be empty")
+    from kapiserver.admission.plugins import validate_names
+    problems = validate_names(config.admission.enable_plugins, config.admission.disable_plugins)
+    if problems:
+        raise ConfigError(f"{src}: keys 'admission.enable_plugins' / 'admission.disable_plugins': {problems[0]}")
     for san in config.tls.extra_sans:
         if not san or any(c.isspace() for c in san):
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")

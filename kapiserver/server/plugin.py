@@ -28,6 +28,10 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "etcd-cafile": ("storage.etcd.cafile", str),
     "etcd-certfile": ("storage.etcd.certfile", str),
     "etcd-keyfile": ("storage.etcd.keyfile", str),
+    "enable-admission-plugins": ("admission.enable_plugins", lambda v: [s.strip() for s in v.split(",") if s.strip()]),
+    "disable-admission-plugins": ("admission.disable_plugins",
+                                  lambda v: [s.strip() for s in v.split(",") if s.strip()]),
+    "admission-control-config-file": ("admission.config_file", str),
 }
 
 _LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
@@ -53,6 +57,12 @@ class Options(usage.Options):
         ["etcd-cafile", None, None, "CA file for etcd. Overrides storage.etcd.cafile."],
         ["etcd-certfile", None, None, "Client certificate for etcd. Overrides storage.etcd.certfile."],
         ["etcd-keyfile", None, None, "Client key for etcd. Overrides storage.etcd.keyfile."],
+        ["enable-admission-plugins", None, None, "Comma-separated admission plugins to enable besides the default "
+                                                 "ones. Overrides admission.enable_plugins."],
+        ["disable-admission-plugins", None, None, "Comma-separated default admission plugins to disable. Overrides "
+                                                  "admission.disable_plugins."],
+        ["admission-control-config-file", None, None, "AdmissionConfiguration file with plugin settings. Overrides "
+                                                      "admission.config_file."],
     ]
 
     def overrides(self) -> dict[str, Any]:
