@@ -21,7 +21,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from treq.client import HTTPClient
 from twisted.internet import defer, error as net_error, ssl
-from twisted.web.client import Agent, HTTPConnectionPool, ResponseNeverReceived
+from twisted.web._newclient import HTTP11ClientProtocol  # noqa: F401 (the pool's protocol)
+from twisted.web.client import Agent, HTTPConnectionPool, ResponseNeverReceived, _HTTP11ClientFactory
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
@@ -31,6 +32,10 @@ from kapiserver.machinery import errors
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _CACHE_SIZE = 200  # upstream's client cache size
+
+
+class _QuietFactory(_HTTP11ClientFactory):
+    noisy = False  # one log line per connection is too many for a per-request client
 
 
 class CallFailed(Exception):
@@ -141,6 +146,7 @@ class WebhookClient:
             return found[0]
         policy = _TLSPolicy(_trust_root(ca_bundle), server_name, _client_certificate(creds))
         pool = HTTPConnectionPool(self.reactor, persistent=True)
+        pool._factory = _QuietFactory
         pool.maxPersistentPerHost = 8
         pool.retryAutomatically = False  # an admission request is not repeated behind the webhook's back
         client = HTTPClient(Agent(self.reactor, contextFactory=policy, pool=pool))
