@@ -30,6 +30,9 @@ _SETTINGS = {
     "anonymous": "authentication.anonymous",
     "event_ttl_seconds": "storage.event_ttl_seconds",
     "leader_elect": "controllers.leader_elect",
+    "enable_admission_plugins": "admission.enable_plugins",
+    "disable_admission_plugins": "admission.disable_plugins",
+    "admission_config_file": "admission.config_file",
 }
 
 

@@ -85,6 +85,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         owner = self.server.owner
         owner.reviews.append((self.path, review))
+        owner.headers.append((self.path, dict(self.headers.items())))
         delay = owner.delays.get(self.path.split("?", 1)[0], 0.0)
         if delay:
             time.sleep(delay)
@@ -117,6 +118,7 @@ class AdmissionWebhookServer:
         # path -> seconds to wait before answering (a slow webhook)
         self.delays: dict[str, float] = {}
         self.reviews: list[tuple[str, dict]] = []
+        self.headers: list[tuple[str, dict]] = []  # the request headers of each review
         self._httpd: Optional[_HTTPServer] = None
 
     def start(self) -> "AdmissionWebhookServer":
