@@ -550,8 +550,9 @@ class Store:
             dmd = meta.metadata(desired)
             rv = precondition_rv or dmd.get("resourceVersion") or ""
             if not rv and not self.strategy.allow_unconditional_update:
-                raise self._invalid(name, [errors.Cause(errors.INVALID, "must be specified for an update",
-                                                        "metadata.resourceVersion")])
+                # upstream names the resource where the kind goes, and prints the uint64 zero as Go's %#v
+                raise errors.invalid(self.rtype.plural, self.rtype.group, name, [errors.Cause(
+                    errors.INVALID, "Invalid value: 0x0: must be specified for an update", "metadata.resourceVersion")])
             if rv and rv != current["metadata"]["resourceVersion"]:
                 raise self._conflict(name)
             body_uid = dmd.get("uid")

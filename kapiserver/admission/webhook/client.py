@@ -139,6 +139,7 @@ class WebhookClient:
         self.resolver = resolver
         self.credentials = credentials or AuthenticationInfoResolver()
         self._clients: dict[bytes, tuple[HTTPClient, HTTPConnectionPool]] = {}
+        self._in_flight: set[defer.Deferred] = set()
 
     def _client(self, key: bytes, ca_bundle: str, server_name: Optional[str], creds: Credentials) -> HTTPClient:
         found = self._clients.get(key)
@@ -157,6 +158,9 @@ class WebhookClient:
         return client
 
     def close(self) -> None:
+        """Cancel the calls in flight and close every connection (the server stops)."""
+        for d in list(self._in_flight):
+            d.cancel()
         for _, pool in self._clients.values():
             pool.closeCachedConnections()
         self._clients.clear()
@@ -202,10 +206,13 @@ class WebhookClient:
 
         d = defer.Deferred.fromCoroutine(call())
         d.addTimeout(timeout, self.reactor)
+        self._in_flight.add(d)
         try:
             code, content = await d
         except Exception as e:  # transport failures, TLS, timeout
             raise CallFailed(describe(e, shown)) from None
+        finally:
+            self._in_flight.discard(d)
         if len(content) > MAX_RESPONSE_BYTES:
             raise CallFailed(f'Post "{shown}": response body too large')
         if not 200 <= code <= 299:
