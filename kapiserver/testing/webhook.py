@@ -75,6 +75,7 @@ def patch(review: dict, operations: list, **fields: Any) -> dict:
 
 class _RequestHandler(BaseHTTPRequestHandler):
     server: "_HTTPServer"
+    protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses its connections
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         length = int(self.headers.get("Content-Length") or 0)

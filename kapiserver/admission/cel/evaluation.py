@@ -118,6 +118,9 @@ class Inputs:
                 NAMESPACE: self.namespace_object, PARAMS: self.params}
 
 
+_INPUT_NAMES = frozenset((OBJECT, OLD_OBJECT, REQUEST, NAMESPACE, PARAMS))
+
+
 class Evaluator:
     """Evaluates expressions for one request against one budget; ``composition`` is the
     policy's variables (name -> compiled expression, in declaration order)."""
@@ -129,6 +132,29 @@ class Evaluator:
         self._composition = dict(composition or ())
         self._variable_values: dict[str, Result] = {}
         self._size: Optional[int] = None
+        # one engine context per request, and one with the authorizer's functions when an
+        # expression uses it; inputs are added when an expression first reads them (converting
+        # an input into the engine's values is the costly part of an evaluation)
+        self._contexts: dict[bool, tuple[cel.Context, set[str]]] = {}
+
+    def _context_for(self, expr: CompiledExpression, authorizer: bool) -> cel.Context:
+        found = self._contexts.get(authorizer)
+        if found is None:
+            if authorizer:
+                assert self.inputs.authz is not None
+                context = cel.Context(functions=self.inputs.authz.functions(FUNCTIONS))
+                context.add_variable(AUTHORIZER, self.inputs.authorizer)
+            else:
+                context = cel.Context(functions=FUNCTIONS)
+            found = self._contexts[authorizer] = (context, set())
+        context, added = found
+        missing = (expr.uses & _INPUT_NAMES) - added
+        if missing:
+            values = self.inputs.variables()
+            for name in missing:
+                context.add_variable(name, values[name])
+            added |= missing
+        return context
 
     def _input_size(self) -> int:
         if self._size is None:
@@ -174,7 +200,7 @@ class Evaluator:
     async def _run(self, expr: CompiledExpression) -> Result:
         if not self._charge(expr):
             return Result(error="operation cancelled: actual cost limit exceeded")
-        variables = self.inputs.variables()
+        values: Optional[dict] = None
         if expr.variables:
             values = {}
             for name in expr.variables:
@@ -182,20 +208,20 @@ class Evaluator:
                 if got.error:
                     return Result(error=got.error)
                 values[name] = got.value
-            variables[VARIABLES] = values
         elif VARIABLES in expr.uses:
-            variables[VARIABLES] = {}
+            values = {}
         session = self.inputs.authz if expr.uses_authorizer else None
+        context = self._context_for(expr, session is not None)
+        if values is not None:
+            context.add_variable(VARIABLES, values)
         if session is None:
             try:
-                return Result(expr.program.execute(cel.Context(variables=variables, functions=FUNCTIONS)))
+                return Result(expr.program.execute(context))
             except Exception as e:  # evaluation failures surface as exceptions of the engine
                 return Result(error=error_text(e))
-        variables[AUTHORIZER] = self.inputs.authorizer
-        functions = session.functions(FUNCTIONS)
         for _ in range(authz.MAX_ROUNDS):
             try:
-                value: Any = expr.program.execute(cel.Context(variables=variables, functions=functions))
+                value: Any = expr.program.execute(context)
                 failure: Optional[BaseException] = None
             except Exception as e:
                 value, failure = None, e
