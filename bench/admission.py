@@ -122,7 +122,7 @@ def server_rows(n: int, tmpfs: bool) -> list[list]:
         hooks.stop()
     base = {mode: p50 for label, mode, p50, *_ in rows if label.startswith("no webhooks")}
     for row in rows:
-        row.append(f"+{row[2] - base[row[1]]:.2f}")
+        row.append(f"{row[2] - base[row[1]]:+.2f}")
     return rows
 
 
