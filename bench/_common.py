@@ -84,11 +84,12 @@ def rss_mb(pid: int) -> float:
 
 # ------------------------------------------------------------------ HTTPS
 
-def ssl_context(server: ServerProcess) -> ssl.SSLContext:
-    """Verify the server with its CA and present the admin client certificate."""
+def ssl_context(server: ServerProcess, client_certificate: bool = True) -> ssl.SSLContext:
+    """Verify the server with its CA and present the admin client certificate (unless not asked)."""
     certs = os.path.join(server.workdir, "certs")
     ctx = ssl.create_default_context(cafile=os.path.join(certs, "ca.crt"))
-    ctx.load_cert_chain(os.path.join(certs, "admin.crt"), os.path.join(certs, "admin.key"))
+    if client_certificate:
+        ctx.load_cert_chain(os.path.join(certs, "admin.crt"), os.path.join(certs, "admin.key"))
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx
 
@@ -99,11 +100,13 @@ def host_port(server: ServerProcess) -> tuple[str, int]:
 
 
 class Client:
-    """One keep-alive HTTPS/1.1 connection (not thread-safe: one per thread)."""
+    """One keep-alive HTTPS/1.1 connection (not thread-safe: one per thread); authenticated by
+    the admin client certificate, or by a bearer ``token`` alone."""
 
-    def __init__(self, server: ServerProcess, timeout: float = 120.0) -> None:
+    def __init__(self, server: ServerProcess, timeout: float = 120.0, token: str = "") -> None:
         self.host, self.port = host_port(server)
-        self.ctx = ssl_context(server)
+        self.ctx = ssl_context(server, client_certificate=not token)
+        self.token = token
         self.timeout = timeout
         self.conn: Optional[http.client.HTTPSConnection] = None
 
@@ -112,6 +115,8 @@ class Client:
         """Send one request; reconnects once if the kept-alive connection was closed."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         headers = {"Accept": accept}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         if data is not None:
             headers["Content-Type"] = content_type
         for attempt in (0, 1):
@@ -172,10 +177,11 @@ class Result:
 
 
 def run_parallel(server: ServerProcess, concurrency: int, count: int,
-                 op: Callable[[Client, int], int]) -> Result:
+                 op: Callable[[Client, int], int], token: str = "") -> Result:
     """Run ``op(client, i)`` for i in range(count) on ``concurrency`` threads, each with its own
-    keep-alive connection.  ``op`` returns the HTTP status; anything >= 400 counts as an error."""
-    clients = [Client(server) for _ in range(concurrency)]
+    keep-alive connection (the admin certificate, or bearer ``token``).  ``op`` returns the HTTP
+    status; anything >= 400 counts as an error."""
+    clients = [Client(server, token=token) for _ in range(concurrency)]
     for c in clients:  # connect (TLS handshake) before the clock starts
         c.request("GET", "/version")
     lock = threading.Lock()

@@ -166,12 +166,17 @@ def _register_builtin() -> None:
     from kapiserver.admission.namespace_lifecycle import PLUGIN_NAME as LIFECYCLE, NamespaceLifecycle
     from kapiserver.admission.policy.plugin import PLUGIN_NAME as VAP, validating_admission_policy
     from kapiserver.admission.always import ALWAYS_ADMIT, ALWAYS_DENY, AlwaysAdmit, AlwaysDeny
+    from kapiserver.admission.certificates import (CertificateApproval, CertificateSigning,
+                                                   CertificateSubjectRestriction)
     from kapiserver.admission.webhook.plugin import MUTATING, VALIDATING, mutating_webhook, validating_webhook
 
     _FACTORIES.setdefault(ALWAYS_ADMIT, lambda config, deps: AlwaysAdmit())
     _FACTORIES.setdefault(ALWAYS_DENY, lambda config, deps: AlwaysDeny())
     _FACTORIES.setdefault(LIFECYCLE, lambda config, deps: NamespaceLifecycle(
         lambda: deps.store("", "v1", "namespaces")))
+    _FACTORIES.setdefault(CertificateApproval.name, lambda config, deps: CertificateApproval(deps.authorizer))
+    _FACTORIES.setdefault(CertificateSigning.name, lambda config, deps: CertificateSigning(deps.authorizer))
+    _FACTORIES.setdefault(CertificateSubjectRestriction.name, lambda config, deps: CertificateSubjectRestriction())
     _FACTORIES.setdefault(MUTATING, mutating_webhook)
     _FACTORIES.setdefault(VALIDATING, validating_webhook)
     _FACTORIES.setdefault(VAP, validating_admission_policy)

@@ -121,7 +121,8 @@ class WebhookConverter:
                 message = f"conversion webhook for {source}, Kind={self.kind} {e}"
                 if on_write:
                     raise errors.internal_error(message) from None
-                raise errors.StatusError(500, "", message) from None
+                # upstream's plain error here has reason Unknown (""); a Status here always names one
+                raise errors.StatusError(500, "InternalError", message) from None
         return convert
 
     async def convert(self, objs: list[dict], desired_api_version: str) -> list[dict]:

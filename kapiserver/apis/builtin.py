@@ -8,6 +8,7 @@ from kapiserver.apis.authentication import self_subject_reviews, token_reviews
 from kapiserver.apis.authorization import access_reviews
 from kapiserver.apis.autoscaling import horizontalpodautoscalers, horizontalpodautoscalers_v1
 from kapiserver.apis.batch import cronjobs, jobs
+from kapiserver.apis.certificates import certificatesigningrequests
 from kapiserver.apis.coordination import leases
 from kapiserver.apis.core import configmaps, events, namespaces, secrets, serviceaccounts
 from kapiserver.apis.core import (bindings, componentstatuses, endpoints, limitranges, nodes, persistentvolumeclaims,
@@ -72,6 +73,7 @@ def builtin_resource_types() -> list[ResourceType]:
         controllerrevisions.resource_type(),
         jobs.resource_type(),
         cronjobs.resource_type(),
+        certificatesigningrequests.resource_type(),
         webhookconfigurations.mutating_resource_type(),
         webhookconfigurations.validating_resource_type(),
         validatingadmissionpolicies.resource_type(),

@@ -1,51 +1,23 @@
-"""Field checks the built-in kinds of every group share: label selectors,
-int-or-percent values, enums and immutable fields, with upstream's field paths
-and messages."""
+"""Field checks the built-in kinds of every group share: the extra metadata
+rule of core's ValidateObjectMeta, enums, immutable fields and the
+int-or-percent rollout knobs, with upstream's field paths and messages.
+Label selectors, names and labels are machinery (``machinery.validation``)."""
 from __future__ import annotations
 
 import re
 from typing import Any, Callable, Iterable, Optional
 
-from kapiserver.machinery import errors, labels, validation
+from kapiserver.machinery import errors, gorepr, labels, validation
 
-_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _PERCENT_RE = re.compile(r"[0-9]+%")
-INT_OR_PERCENT_MESSAGE = "must be an integer or percentage (e.g '5%')"
 
 
-def label_selector(selector: Any, path: str) -> list[errors.Cause]:
-    """A ``metav1.LabelSelector`` (upstream's ValidateLabelSelector)."""
-    if not isinstance(selector, dict):
-        return []
-    causes = validation.validate_labels(selector.get("matchLabels") or {}, f"{path}.matchLabels")
-    for i, expr in enumerate(selector.get("matchExpressions") or []):
-        at = f"{path}.matchExpressions[{i}]"
-        if not isinstance(expr, dict):
-            continue
-        operator, values = expr.get("operator") or "", expr.get("values") or []
-        if operator in ("In", "NotIn") and not values:
-            causes.append(errors.field_required(f"{at}.values",
-                                                "must be specified when `operator` is 'In' or 'NotIn'"))
-        elif operator in ("Exists", "DoesNotExist") and values:
-            causes.append(errors.field_forbidden(f"{at}.values",
-                                                 "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-        elif operator not in _SELECTOR_OPERATORS:
-            causes.append(errors.field_invalid(f"{at}.operator", operator, "not a valid selector operator"))
-        key = expr.get("key") or ""
-        causes.extend(errors.field_invalid(f"{at}.key", key, p) for p in validation.is_qualified_name(key))
-    return causes
-
-
-def int_or_percent(value: Any, path: str) -> list[errors.Cause]:
-    """A non-negative int or a ``N%`` string of at most 100%."""
-    if isinstance(value, str):
-        if not _PERCENT_RE.fullmatch(value):
-            return [errors.field_invalid(path, value, INT_OR_PERCENT_MESSAGE)]
-        if int(value[:-1]) > 100:
-            return [errors.field_invalid(path, value, "must not be greater than 100%")]
-    elif isinstance(value, int) and value < 0:
-        return [errors.field_invalid(path, value, validation.IS_NEGATIVE)]
-    return []
+def kube_object_meta(obj: Any) -> list[errors.Cause]:
+    """What core's ValidateObjectMeta adds to the generic checks the Store runs
+    (built-in kinds only): unqualified finalizers must be standard ones."""
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    finalizers = md.get("finalizers") if isinstance(md, dict) else None
+    return validation.validate_kube_finalizer_names(finalizers, "metadata.finalizers")
 
 
 def one_of(value: Any, path: str, supported: Iterable[str], required: bool = False) -> list[errors.Cause]:
@@ -56,19 +28,92 @@ def one_of(value: Any, path: str, supported: Iterable[str], required: bool = Fal
     return [] if value in supported else [errors.field_not_supported(path, value, supported)]
 
 
-def invalid_rendered(path: str, rendered: str, detail: str) -> errors.Cause:
-    """A FieldValueInvalid whose value is already rendered (Go struct syntax)."""
-    return errors.Cause(errors.INVALID, f"Invalid value: {rendered}: {detail}", path)
-
-
 def immutable(new: Any, old: Any, path: str, rendered: Optional[Callable[[Any], str]] = None) -> list[errors.Cause]:
     """Upstream's ValidateImmutableField; ``rendered`` prints the value as Go would (structs)."""
     if new == old:
         return []
-    if rendered is None:
-        return [errors.field_invalid(path, new, validation.FIELD_IMMUTABLE)]
-    return [invalid_rendered(path, rendered(new), validation.FIELD_IMMUTABLE)]
+    value = new if rendered is None else gorepr.GoRepr(rendered(new))
+    return [errors.field_invalid(path, value, validation.FIELD_IMMUTABLE)]
 
+
+def non_negative_value(value: Any, path: str) -> list[errors.Cause]:
+    """upstream's ValidateNonnegativeField."""
+    if validation.is_int(value) and value < 0:
+        return [errors.field_invalid(path, value, validation.IS_NEGATIVE)]
+    return []
+
+
+def non_negative(obj: Any, path: str, *names: str) -> list[errors.Cause]:
+    """upstream's ValidateNonnegativeField for each named integer field of ``obj``."""
+    causes: list[errors.Cause] = []
+    obj = obj if isinstance(obj, dict) else {}
+    for name in names:
+        causes += non_negative_value(obj.get(name), f"{path}.{name}" if path else name)
+    return causes
+
+
+# ------------------------------------------------------------------ int-or-percent (pkg/apis/apps/validation)
+
+def go_int_or_string(value: Any) -> gorepr.GoRepr:
+    """An ``intstr.IntOrString`` passed by value: Go prints the struct."""
+    if isinstance(value, str):
+        return gorepr.GoRepr(f"intstr.IntOrString{{Type:1, IntVal:0, StrVal:{gorepr.quote(value)}}}")
+    number = value if validation.is_int(value) else 0
+    return gorepr.GoRepr(f"intstr.IntOrString{{Type:0, IntVal:{number}, StrVal:\"\"}}")
+
+
+def percent_value(value: Any) -> Optional[int]:
+    """The number of a valid ``N%`` string, None otherwise."""
+    if isinstance(value, str) and _PERCENT_RE.fullmatch(value):
+        return int(value[:-1])
+    return None
+
+
+def int_or_percent_value(value: Any) -> int:
+    """upstream's getIntOrPercentValue: the percentage, or the integer (0 for anything else)."""
+    percent = percent_value(value)
+    if percent is not None:
+        return percent
+    return value if validation.is_int(value) else 0
+
+
+def positive_int_or_percent(value: Any, path: str) -> list[errors.Cause]:
+    """upstream's ValidatePositiveIntOrPercent."""
+    if isinstance(value, str):
+        return [errors.field_invalid(path, go_int_or_string(value), m) for m in validation.is_valid_percent(value)]
+    if validation.is_int(value) and value < 0:
+        return [errors.field_invalid(path, value, validation.IS_NEGATIVE)]
+    return []
+
+
+def not_more_than_100_percent(value: Any, path: str) -> list[errors.Cause]:
+    """upstream's IsNotMoreThan100Percent."""
+    percent = percent_value(value)
+    if percent is not None and percent > 100:
+        return [errors.field_invalid(path, go_int_or_string(value), "must not be greater than 100%")]
+    return []
+
+
+def spec_diff(old: dict, new: dict, type_name: str) -> str:
+    """A diff of two specs in the shape of the ``cmp.Diff`` upstream appends to
+    "immutable" messages (changed top-level fields only; upstream shows Go structs)."""
+    def render(value: Any) -> str:
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return "nil" if value is None else gorepr.scalar(value)
+        return errors.render_value(value)
+    lines = [f"  {type_name}{{"]
+    keys = [k for k in list(old) + [k for k in new if k not in old] if old.get(k) != new.get(k)]
+    unchanged = len(set(old) | set(new)) - len(keys)
+    if unchanged:
+        lines.append(f"  \t... // {unchanged} identical fields")
+    for key in keys:
+        name = key[:1].upper() + key[1:]
+        if key in old:
+            lines.append(f"- \t{name}: {render(old[key])},")
+        if key in new:
+            lines.append(f"+ \t{name}: {render(new[key])},")
+    lines.append("  }")
+    return "\n".join(lines) + "\n"
 
 
 def selector_text(selector: Any) -> str:

@@ -4,6 +4,11 @@ Requests are filtered by it (the authorization filter) and the access-review
 APIs (``kubectl auth can-i``) answer from it, so the two can never disagree.
 An authorizer may decide at once or through a Deferred (a webhook);
 :func:`decide` awaits either.
+
+A decision is upstream's three-valued one: allow, deny, or no opinion.  Only
+an allow lets a request through; the difference between the other two
+matters where authorizers are chained (auth/union.py: a deny stops the
+chain, no opinion asks the next one).
 """
 from __future__ import annotations
 
@@ -33,8 +38,24 @@ class Attributes:
 
 @dataclass(frozen=True)
 class Decision:
+    """``allowed``; else ``denied`` (an explicit deny) or neither (no opinion).
+
+    ``error`` is an evaluation error (a webhook that could not be asked): the
+    request is answered 500 when nothing allowed it, as upstream does.
+    """
+
     allowed: bool
     reason: str = ""
+    denied: bool = False
+    error: str = ""
+
+    @property
+    def no_opinion(self) -> bool:
+        return not self.allowed and not self.denied
+
+
+ALLOW = Decision(True)
+NO_OPINION = Decision(False)
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,7 @@ class Rules:
     resource_rules: list[dict] = field(default_factory=list)
     non_resource_rules: list[dict] = field(default_factory=list)
     incomplete: bool = False
+    evaluation_error: str = ""
 
 
 class Authorizer(Protocol):
@@ -51,6 +73,11 @@ class Authorizer(Protocol):
         ...
 
     def rules_for(self, user: Optional[UserInfo], namespace: str) -> Rules: ...
+
+
+def _sanitize(message: str) -> str:
+    """Upstream escapes what could pass for HTML in a 403's message (quotes stay)."""
+    return message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def forbidden(user: Optional[UserInfo], attributes: Attributes, reason: str = "") -> errors.StatusError:
@@ -63,6 +90,7 @@ def forbidden(user: Optional[UserInfo], attributes: Attributes, reason: str = ""
         where = (f'in the namespace "{attributes.namespace}"' if attributes.namespace else "at the cluster scope")
         message = (f'User "{name}" cannot {attributes.verb} resource "{resource}" in API group '
                    f'"{attributes.api_group}" {where}')
+    message = _sanitize(message)
     if reason:
         message = f"{message}: {reason}"
     return errors.forbidden(attributes.resource, attributes.api_group, attributes.name, message)
@@ -80,8 +108,20 @@ class AlwaysAllow:
     """Allows everything (upstream's ``--authorization-mode=AlwaysAllow``)."""
 
     def authorize(self, user: Optional[UserInfo], attributes: Attributes) -> Decision:
-        return Decision(True)
+        return ALLOW
 
     def rules_for(self, user: Optional[UserInfo], namespace: str) -> Rules:
         return Rules(resource_rules=[{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
                      non_resource_rules=[{"verbs": ["*"], "nonResourceURLs": ["*"]}])
+
+
+class AlwaysDeny:
+    """Has no opinion on anything, so nothing is allowed (``--authorization-mode=AlwaysDeny``)."""
+
+    REASON = "Everything is forbidden."
+
+    def authorize(self, user: Optional[UserInfo], attributes: Attributes) -> Decision:
+        return Decision(False, self.REASON)
+
+    def rules_for(self, user: Optional[UserInfo], namespace: str) -> Rules:
+        return Rules()

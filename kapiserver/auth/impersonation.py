@@ -5,8 +5,8 @@ The authenticated user asks, through ``Impersonate-User``,
 headers, to be treated as someone else.  Each requested attribute is an
 ``impersonate`` request the authorizer must allow, as upstream does; the
 request then continues as the impersonated user (who gets the groups
-upstream adds: ``system:authenticated``, and the service-account groups for
-``system:serviceaccount:<ns>:<name>``).
+upstream adds: ``system:authenticated``, and, when no group was asked for,
+the service-account groups for ``system:serviceaccount:<ns>:<name>``).
 """
 from __future__ import annotations
 
@@ -52,22 +52,28 @@ async def impersonate(request: Any, user: UserInfo, authorizer: Authorizer) -> U
         if not decision.allowed:
             raise forbidden(user, attributes, decision.reason)
 
-    if name.startswith(SERVICE_ACCOUNT_PREFIX) and name.count(":") == 3:
+    # checked in upstream's order: the user (or service account), groups, extras, uid
+    explicit_groups = list(groups)
+    service_account = name.startswith(SERVICE_ACCOUNT_PREFIX) and name.count(":") == 3
+    if service_account:
         namespace, account = name[len(SERVICE_ACCOUNT_PREFIX):].split(":")
         await check("serviceaccounts", account, namespace=namespace)
-        groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", *groups]
     else:
         await check("users", name)
-    for group in groups:
+    for group in explicit_groups:
         await check("groups", group)
-    if uid is not None:
-        await check("uids", uid, "authentication.k8s.io")
     for key, values in extra.items():
         for value in values:
             await check("userextras", value, "authentication.k8s.io", key)
-    implied = UNAUTHENTICATED_GROUP if name == ANONYMOUS_USER else AUTHENTICATED_GROUP
-    if implied not in groups:
-        groups.append(implied)
+    if uid is not None:
+        await check("uids", uid, "authentication.k8s.io")
+    if service_account and not explicit_groups:  # a service account's groups, unless groups were asked for
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+    if name == ANONYMOUS_USER:
+        if UNAUTHENTICATED_GROUP not in groups:
+            groups.append(UNAUTHENTICATED_GROUP)
+    elif AUTHENTICATED_GROUP not in groups and UNAUTHENTICATED_GROUP not in groups:
+        groups.append(AUTHENTICATED_GROUP)
     return UserInfo(name=name, groups=tuple(groups), uid=uid or "", extra=extra)
 
 

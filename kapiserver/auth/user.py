@@ -7,6 +7,8 @@ AUTHENTICATED_GROUP = "system:authenticated"
 UNAUTHENTICATED_GROUP = "system:unauthenticated"
 ANONYMOUS_USER = "system:anonymous"
 MASTERS_GROUP = "system:masters"
+# upstream's user.CredentialIDKey: which credential authenticated the request (audit, TokenReview)
+CREDENTIAL_ID_KEY = "authentication.kubernetes.io/credential-id"
 
 
 @dataclass(frozen=True)
@@ -29,3 +31,11 @@ class UserInfo:
 
 
 ANONYMOUS = UserInfo(name=ANONYMOUS_USER, groups=(UNAUTHENTICATED_GROUP,))
+
+
+def with_authenticated_group(user: UserInfo) -> UserInfo:
+    """``user`` in ``system:authenticated`` (upstream's AuthenticatedGroupAdder): unchanged for
+    ``system:anonymous`` and for users already in it or in ``system:unauthenticated``."""
+    if user.name == ANONYMOUS_USER or AUTHENTICATED_GROUP in user.groups or UNAUTHENTICATED_GROUP in user.groups:
+        return user
+    return UserInfo(name=user.name, groups=(*user.groups, AUTHENTICATED_GROUP), uid=user.uid, extra=user.extra)

@@ -1,21 +1,29 @@
-"""Client-certificate authentication: the verified TLS peer certificate names the user.
+"""Client certificates: the verified TLS peer certificate names the user.
 
 The TLS listener (kapiserver.server.certs) asks for, but does not require, a
-client certificate and verifies any certificate offered against the cluster
-CA during the handshake, so a certificate seen here is already trusted:
-its Common Name is the user name and its Organizations are the groups.
+client certificate, and the handshake fails for one that chains to none of
+the CAs it trusts: the client CA bundle and the front-proxy CA.  Which of the
+two a certificate chains to decides what it may do, so each authenticator
+checks the chain again against its own bundle (:class:`CABundle`), as
+upstream's x509 and request-header authenticators verify against their own
+pools.  For the client CA, the Common Name is the user name, the
+Organizations the groups.
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Optional
 
 from cryptography import x509
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from OpenSSL import crypto
 from twisted.internet.interfaces import ISSLTransport
 
-from kapiserver.auth.user import AUTHENTICATED_GROUP, UserInfo
+from kapiserver.auth.user import AUTHENTICATED_GROUP, CREDENTIAL_ID_KEY, UserInfo
 
-_CACHE_ATTR = "_kapiserver_x509_user"
+_CACHE_ATTR = "_kapiserver_x509_cache"
+_ANY_EKU = x509.ObjectIdentifier("2.5.29.37.0")
 
 
 def _tls_transport(request: Any) -> Any:
@@ -33,38 +41,131 @@ def _tls_transport(request: Any) -> Any:
     return None
 
 
-def user_from_certificate(cert: x509.Certificate) -> Optional[UserInfo]:
-    """Map a certificate's subject to a user (CN = name, O = groups)."""
-    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    if not names or not names[0].value:
-        return None
-    groups = [str(o.value) for o in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
-    if AUTHENTICATED_GROUP not in groups:
-        groups.append(AUTHENTICATED_GROUP)
-    return UserInfo(name=str(names[0].value), groups=tuple(groups))
-
-
-def authenticate_client_certificate(request: Any) -> Optional[UserInfo]:
-    """The user named by the request's TLS client certificate, or None if it sent none.
-
-    The result is cached on the connection, so the certificate is parsed once
-    per connection rather than once per request (HTTP/2 multiplexes many).
-    """
+def _connection_cache(request: Any) -> Optional[dict]:
+    """Facts about the connection's certificate (its chain first), worked out once per
+    connection (HTTP/2 multiplexes many requests on one); None without TLS.  Found once
+    per request."""
+    known: Any = getattr(request, _CACHE_ATTR, False)
+    if known is not False:
+        return known
+    cache: Optional[dict] = None
     transport = _tls_transport(request)
-    if transport is None:
-        return None
-    cached = getattr(transport, _CACHE_ATTR, False)
-    if cached is not False:
-        return cached
-    user = None
+    if transport is not None:
+        cache = getattr(transport, _CACHE_ATTR, None)
+        if cache is None:
+            cache = {"chain": _chain_of(transport)}
+            try:
+                setattr(transport, _CACHE_ATTR, cache)
+            except AttributeError:
+                pass
+    try:
+        setattr(request, _CACHE_ATTR, cache)
+    except AttributeError:
+        pass
+    return cache
+
+
+def _chain_of(transport: Any) -> list[x509.Certificate]:
     try:
         peer = transport.getPeerCertificate()
     except Exception:
         peer = None
-    if peer is not None:
-        user = user_from_certificate(peer.to_cryptography())
-    try:
-        setattr(transport, _CACHE_ATTR, user)
-    except AttributeError:
-        pass
-    return user
+    if peer is None:
+        return []
+    leaf = peer.to_cryptography()
+    chain = [leaf]
+    handle = getattr(transport, "getHandle", lambda: None)()
+    sent = handle.get_peer_cert_chain() if handle is not None else None
+    # (a server sees the client's intermediates here, with or without the leaf)
+    chain.extend(c.to_cryptography() for c in sent or () if c.to_cryptography() != leaf)
+    return chain
+
+
+def peer_chain(request: Any) -> list[x509.Certificate]:
+    """The client's certificate chain, leaf first; empty without TLS or a client certificate."""
+    cache = _connection_cache(request)
+    return cache["chain"] if cache is not None else []
+
+
+def describe(cert: x509.Certificate) -> str:
+    """``#<serial> S:[CN] I:[issuer CN]`` style one-liner for logs and review errors."""
+    def cn(name: x509.Name) -> str:
+        values = name.get_attributes_for_oid(NameOID.COMMON_NAME)
+        return str(values[0].value) if values else ""
+    return f'#{cert.serial_number} S:["{cn(cert.subject)}"] I:["{cn(cert.issuer)}"]'
+
+
+class CABundle:
+    """A PEM bundle of CA certificates that client certificates are checked against."""
+
+    def __init__(self, pem: bytes, source: str = "") -> None:
+        self.pem = pem
+        self.source = source
+        self.certificates = x509.load_pem_x509_certificates(pem)
+        self._store = crypto.X509Store()
+        for cert in self.certificates:
+            try:
+                self._store.add_cert(crypto.X509.from_cryptography(cert))
+            except crypto.Error:  # listed twice
+                pass
+
+    def verify(self, request: Any, chain: list[x509.Certificate]) -> str:
+        """Why ``chain`` does not chain to this bundle for client authentication ("" if it does)."""
+        cache = _connection_cache(request)
+        if cache is None:
+            return self.check(chain)
+        key = ("verified", id(self))
+        if key not in cache:
+            cache[key] = self.check(chain)
+        return cache[key]
+
+    def check(self, chain: list[x509.Certificate]) -> str:
+        leaf = crypto.X509.from_cryptography(chain[0])
+        intermediates = [crypto.X509.from_cryptography(c) for c in chain[1:]]
+        try:
+            crypto.X509StoreContext(self._store, leaf, chain=intermediates).verify_certificate()
+        except crypto.X509StoreContextError as e:
+            return f"x509: {e.args[0] if e.args else e}"
+        try:
+            usages = chain[0].extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        except x509.ExtensionNotFound:
+            return ""
+        if ExtendedKeyUsageOID.CLIENT_AUTH not in usages and _ANY_EKU not in usages:
+            return "x509: certificate specifies an incompatible key usage"
+        return ""
+
+
+def common_name(cert: x509.Certificate) -> str:
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else ""
+
+
+def user_from_certificate(cert: x509.Certificate) -> Optional[UserInfo]:
+    """Map a certificate's subject to a user (CN = name, O = groups), with upstream's
+    credential ID (``X509SHA256=<hex>``) as an extra."""
+    name = common_name(cert)
+    if not name:
+        return None
+    groups = [str(o.value) for o in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
+    if AUTHENTICATED_GROUP not in groups:
+        groups.append(AUTHENTICATED_GROUP)
+    fingerprint = hashlib.sha256(cert.public_bytes(Encoding.DER)).hexdigest()
+    return UserInfo(name=name, groups=tuple(groups), extra={CREDENTIAL_ID_KEY: (f"X509SHA256={fingerprint}",)})
+
+
+def certificate_user(request: Any, chain: list[x509.Certificate]) -> Optional[UserInfo]:
+    """:func:`user_from_certificate` of the connection's leaf, worked out once per connection."""
+    cache = _connection_cache(request)
+    if cache is None:
+        return user_from_certificate(chain[0])
+    if "user" not in cache:
+        cache["user"] = user_from_certificate(chain[0])
+    return cache["user"]
+
+
+def authenticate_client_certificate(request: Any) -> Optional[UserInfo]:
+    """The user named by the request's TLS client certificate, or None if it sent none
+    (the chain is trusted as the handshake verified it)."""
+    chain = peer_chain(request)
+    return certificate_user(request, chain) if chain else None
+

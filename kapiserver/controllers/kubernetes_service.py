@@ -12,6 +12,7 @@ shutdown the server takes itself out of the endpoints.
 """
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
@@ -52,6 +53,7 @@ class KubernetesServiceController:
         self._timer: Any = None
         self._stopped = False
         self._synced_port: Optional[int] = None  # the port our lease record carries
+        self._loopback_reported = False
 
     async def start(self) -> None:
         """Sync now (so a server that is ready shows up at once), then every interval."""
@@ -87,6 +89,15 @@ class KubernetesServiceController:
         if not port:
             return  # not listening yet
         await self._ensure_service(port)
+        if ipaddress.ip_address(self.advertise_address).is_loopback:
+            # Endpoints may not hold loopback addresses (upstream's validation), so a server
+            # advertising one has no endpoints, as kube-apiserver; say so once, not every sync.
+            if not self._loopback_reported:
+                log.warn("the kubernetes service has no endpoints: the advertise address {ip} is a loopback "
+                         "address; set advertise_address for clients that use the service",
+                         ip=self.advertise_address)
+                self._loopback_reported = True
+            return
         await self.reconciler.reconcile(self.advertise_address, port)
         self._synced_port = port
 

@@ -5,7 +5,12 @@ Every server (as every kube-apiserver does):
 * the repair of the Service IP and node port bitmaps (``service_repair.py``);
 * the ``kubernetes`` Service and its endpoints, each server renewing its own
   record (``kubernetes_service.py``);
-* serving the stored CRDs (``apiextensions/server.py``, started by the API server).
+* serving the stored CRDs (``apiextensions/server.py``, started by the API server);
+* the ``extension-apiserver-authentication`` ConfigMap, each server adding its trust
+  (``cluster_authentication_trust.py``);
+* the aggregator's controllers: APIService registration, autoregistration, CRD
+  registration, availability and OpenAPI aggregation (``aggregator/server.py``, started by
+  the API server, as kube-apiserver runs them in every instance).
 
 Only the leader of the ``controllers.leader_elect_resource_*`` Lease (as
 kube-controller-manager's controllers; all of them on every server when
@@ -15,6 +20,10 @@ kube-controller-manager's controllers; all of them on every server when
   ``kube-root-ca.crt``);
 * the CRD status and finalizing controller;
 * the garbage collector;
+* the tokens controller filling legacy ServiceAccount token Secrets (with a signing key);
+* ClusterRole aggregation (``clusterrole_aggregation.py``);
+* the CSR signers for ``kubernetes.io/kube-apiserver-client(-kubelet)``, with
+  the cluster CA of ``cert_dir`` (when its key is there);
 * whatever the server adds (the ValidatingAdmissionPolicy status controller).
 """
 from __future__ import annotations
@@ -24,6 +33,10 @@ from typing import Awaitable, Callable, Hashable, Iterable, Optional, Sequence
 from twisted.logger import Logger
 
 from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.controllers.certificate_authority import CertificateAuthority
+from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
+from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
+from kapiserver.controllers.csr_signing import CSRSigningController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
 from kapiserver.controllers.leader_election import LeaderElector, default_identity
@@ -32,9 +45,11 @@ from kapiserver.controllers.master_leases import EndpointsReconciler, MasterLeas
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
 from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
+from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensController
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.store import Store
 from kapiserver.server.advertise import advertise_address
+from kapiserver.server.certs import CertificateError, load_signing_ca
 from kapiserver.server.healthz import HealthChecks
 
 log = Logger()
@@ -65,15 +80,28 @@ class ServerControllers:
         self.kubernetes_service = KubernetesServiceController(
             services, reconciler, allocator.first_ip, self.advertise_address,
             lambda: secure_port() or config.secure_port or None, reactor)
+        authn = deps.authentication
+        self.trust = ClusterAuthenticationTrustController(
+            deps.store("", "v1", "configmaps"), authn.client_ca_pem if authn else b"",
+            authn.requestheader if authn else None, reactor)
         namespaces = deps.store("", "v1", "namespaces")
-        self.manager = ControllerManager([
+        factories: list[Callable[[], Controller]] = [
             lambda: NamespaceController(namespaces, all_stores, reactor),
             lambda: NamespaceDefaultsController(namespaces, deps.store("", "v1", "serviceaccounts"),
                                                 deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
             lambda: crd_status_controller(leases.count),
             lambda: GarbageCollector(all_stores, served_types_generation, reactor),
+            *self._csr_signers(deps),
+            lambda: ClusterRoleAggregationController(deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
+                                                     reactor),
             *extra_leader_controllers,
-        ])
+        ]
+        tokens = authn.service_accounts if authn else None
+        if tokens is not None:
+            factories.append(lambda: ServiceAccountTokensController(
+                deps.store("", "v1", "serviceaccounts"), deps.store("", "v1", "secrets"), tokens.legacy_signer,
+                deps.ca_pem, reactor))
+        self.manager = ControllerManager(factories)
         self.elector: Optional[LeaderElector] = None
         election = config.controllers
         if election.leader_elect:
@@ -85,10 +113,27 @@ class ServerControllers:
                 renew_deadline=election.leader_elect_renew_deadline_seconds,
                 retry_period=election.leader_elect_retry_period_seconds)
 
+    @staticmethod
+    def _csr_signers(deps: RegistryDeps) -> list[Callable[[], Controller]]:
+        """The CSR signing controller, when the cluster CA's key is here to sign with."""
+        try:
+            ca = load_signing_ca(deps.config.cert_dir)
+        except CertificateError as e:
+            log.warn("CSR signing disabled: {error}", error=str(e))
+            return []
+        if ca is None:
+            log.info("CSR signing disabled: no ca.key in {dir}", dir=deps.config.cert_dir)
+            return []
+        authority = CertificateAuthority(*ca)
+        csrs = deps.store("certificates.k8s.io", "v1", "certificatesigningrequests")
+        seconds = deps.config.controllers.cluster_signing_duration_seconds
+        return [lambda: CSRSigningController(csrs, authority, seconds, deps.reactor)]
+
     async def start(self) -> None:
         """Per-server work first (each first run is awaited), then the leader-only controllers."""
         await self.repair.start()
         await self.kubernetes_service.start()
+        self.trust.start()
         if self.elector is not None:
             await self.elector.start()
         else:
@@ -98,5 +143,6 @@ class ServerControllers:
         if self.elector is not None:
             await self.elector.stop()
         self.manager.stop()
+        self.trust.stop()
         self.repair.stop()
         await self.kubernetes_service.stop()

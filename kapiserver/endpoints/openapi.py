@@ -582,6 +582,14 @@ def build_openapi_v3_group_version(group: str, version: str, types: list[Resourc
     }
 
 
+def merge_v2_part(doc: dict, part: dict) -> None:
+    """Add an extension server's paths and definitions to ``doc``; what ``doc`` has already stays."""
+    for key in ("paths", "definitions"):
+        target = doc.setdefault(key, {})
+        for name, value in (part.get(key) or {}).items():
+            target.setdefault(name, value)
+
+
 def document_hash(body: bytes) -> str:
     """Upstream's document hash: SHA-512, upper-case hex."""
     return hashlib.sha512(body).hexdigest().upper()
@@ -613,6 +621,17 @@ class OpenAPIService:
         self._v3: dict[str, tuple[bytes, str]] = {}
         self._v3_paths: dict[str, tuple[str, str]] = {}
         self._index: Optional[bytes] = None
+        # extension API servers' documents (the aggregator's OpenAPI controller): v2 parts
+        # (paths and the definitions they use) merged in, v3 group-version documents served as they are
+        self._aggregated_v2: list[dict] = []
+        self._aggregated_v3: dict[str, bytes] = {}
+
+    def set_aggregated(self, v2_parts: list[dict], v3_documents: dict[str, bytes]) -> None:
+        """The extension servers' documents changed: rebuilt on next request (local paths win)."""
+        self._aggregated_v2 = list(v2_parts)
+        self._aggregated_v3 = dict(v3_documents)
+        self._v2 = None
+        self._index = None
 
     def set_types(self, types: list[ResourceType]) -> None:
         """The served types changed: documents are rebuilt on next request."""
@@ -624,7 +643,10 @@ class OpenAPIService:
 
     def v2_bytes(self) -> bytes:
         if self._v2 is None:
-            self._v2 = _dumps(build_openapi_v2(self._types, self.defs, self.info_version))
+            doc = build_openapi_v2(self._types, self.defs, self.info_version)
+            for part in self._aggregated_v2:
+                merge_v2_part(doc, part)
+            self._v2 = _dumps(doc)
             self._v2_etag = document_hash(self._v2)
         return self._v2
 
@@ -661,6 +683,9 @@ class OpenAPIService:
         """The document at ``/openapi/v3/<path>`` and its ETag (the hash), or None if not served."""
         path = path.strip("/")
         found = self._v3.get(path)
+        if found is None and path in self._aggregated_v3 and path not in self._v3_paths:
+            body = self._aggregated_v3[path]
+            return body, document_hash(body)
         if found is None:
             gv = self._v3_paths.get(path)
             if gv is None:
@@ -672,6 +697,12 @@ class OpenAPIService:
 
     def v3_index_bytes(self) -> bytes:
         if self._index is None:
-            docs = {path: self.v3_bytes(path)[0] for path in self._v3_paths}
+            docs = {}
+            for path in self._v3_paths:
+                found = self.v3_bytes(path)
+                assert found is not None  # every served path has a document
+                docs[path] = found[0]
+            for path, body in self._aggregated_v3.items():
+                docs.setdefault(path, body)
             self._index = _dumps(build_openapi_v3_index(docs))
         return self._index

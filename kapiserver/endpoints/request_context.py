@@ -22,6 +22,10 @@ _ATTRIBUTE = "kapiserver_context"
 class RequestContext:
     # when the request was handed to the chain (monotonic seconds), for latency metrics
     received_at: float = field(default_factory=time.monotonic)
+    # the same moment on the wall clock (audit events' requestReceivedTimestamp)
+    received_wall: float = field(default_factory=time.time)
+    # the request's audit ID (the audit-init filter: the client's Audit-ID or a new UUID)
+    audit_id: str = ""
     # what the request is about (the request-info filter)
     info: Optional[RequestInfo] = None
     # who sent it (the authentication filter) and who it acts as (impersonation)
@@ -30,6 +34,7 @@ class RequestContext:
     # audiences the credential was valid for (service-account tokens)
     audiences: tuple[str, ...] = ()
     # the audit event being recorded for this request, if the policy asked for one
+    # (kapiserver.audit.event.AuditEvent; handlers log what they decoded and answered)
     audit: Any = None
     # audit annotations admission added (webhooks, policies), for the audit event
     audit_annotations: dict[str, str] = field(default_factory=dict)

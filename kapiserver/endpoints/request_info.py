@@ -43,7 +43,7 @@ class RequestInfo:
 
 
 def _truthy(args: dict[bytes, list[bytes]], key: bytes) -> bool:
-    values = args.get(key)
+    values = args.get(key) or []
     return bool(values) and values[0].lower() in (b"true", b"1")
 
 
@@ -54,15 +54,14 @@ def parse_request_info(method: str, path: str, args: dict[bytes, list[bytes]]) -
     info = RequestInfo(path=path, verb=method.lower(), parts=parts)
     if not parts or parts[0] not in ("api", "apis"):
         return info
+    # /api/<version> and /apis/<group>/<version> (discovery) are non-resource requests, as upstream
+    if len(parts) < 3 or (parts[0] == "apis" and len(parts) < 4):
+        return info
     info.api_prefix = parts[0]
     rest = parts[1:]
     if info.api_prefix == "apis":
-        if len(rest) < 2:
-            return info
         info.group, info.version, rest = rest[0], rest[1], rest[2:]
     else:
-        if len(rest) < 1:
-            return info
         info.version, rest = rest[0], rest[1:]
     info.is_resource_request = True
     info.verb = verb

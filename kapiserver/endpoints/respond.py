@@ -37,6 +37,9 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
                  warnings: Iterable[str] = (), pretty: bool | None = None) -> None:
     if not _writable(request):
         return
+    audit = context_of(request).audit
+    if audit is not None:
+        audit.log_response_object(obj)
     body = _protobuf_body(target, obj)
     content_type = protobuf.MEDIA_TYPE if body is not None else target.content_type
     if body is None:

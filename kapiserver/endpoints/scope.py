@@ -6,12 +6,12 @@ from typing import Any, Callable, Optional
 
 from twisted.web.server import Request
 
+from kapiserver.endpoints import request_decoder
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
-from kapiserver.machinery import protobuf
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
@@ -57,9 +57,33 @@ class RequestScope:
         values = self.args.get(name.encode())
         return values[0].decode("utf-8", "replace") if values else None
 
+    def arg_values(self, name: str) -> list[str]:
+        return [v.decode("utf-8", "replace") for v in self.args.get(name.encode()) or ()]
+
     @property
     def dry_run(self) -> bool:
-        return bool(self.arg("dryRun"))
+        return bool(self.arg_values("dryRun"))
+
+    def check_write_options(self, options_kind: str, body_dry_run: Any = None) -> None:
+        """Upstream's Validate{Create,Update,Patch,Delete}Options: dryRun only ``All``, a known fieldValidation.
+
+        A request that asks for something else must not be carried out as
+        another request would be (a typo in dryRun must not write): 422 Invalid.
+        """
+        causes: list[errors.Cause] = []
+        dry_run = self.arg_values("dryRun")
+        if isinstance(body_dry_run, list):
+            dry_run = dry_run + [v for v in body_dry_run if isinstance(v, str)]
+        if any(v != "All" for v in dry_run):
+            shown = ", ".join(request_decoder.go_quote(v) for v in dry_run)
+            causes.append(errors.Cause(errors.NOT_SUPPORTED, f'Unsupported value: []string{{{shown}}}: supported '
+                                       f'values: "All"', "dryRun"))
+        mode = self.arg("fieldValidation")
+        if options_kind != "DeleteOptions" and mode not in (None, "", "Ignore", "Strict", "Warn"):
+            causes.append(errors.Cause(errors.NOT_SUPPORTED, f'Unsupported value: {request_decoder.go_quote(mode)}: '
+                                       f'supported values: "", "Ignore", "Strict", "Warn"', "fieldValidation"))
+        if causes:
+            raise errors.invalid(options_kind, "meta.k8s.io", "", causes)
 
     def context(self, field_manager: str = "", managed_fields_set: bool = False) -> Context:
         return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings, field_manager=field_manager,
@@ -111,31 +135,88 @@ class RequestScope:
         raw = self.request.getHeader(b"content-type")
         return body_media_type(raw.decode("latin-1") if raw else None)
 
-    def decode_body(self, allow_empty: bool = False) -> Any:
-        """Decode a JSON, YAML or (built-in kinds with a field table) protobuf body."""
+    def decode_object(self, definition: str = "", kind: str = "", api_version: str = "") -> dict:
+        """The body of a create/update decoded into the kind's schema (request_decoder.py).
+
+        ``definition``/``kind``/``api_version`` name another type than the
+        resource's own (the Scale of the scale subresource).
+        """
+        body = self.body_bytes()
+        kind = kind or self.rtype.kind
+        if not body.strip():
+            raise request_decoder.unrecognized(
+                kind, "couldn't get version/kind; json parse error: unexpected end of JSON input", b"")
+        parsed = request_decoder.parse(body, self.content_type(), kind, self.rtype)
+        self.unknown_protobuf_fields = parsed.unknown
+        obj = self._typed(parsed, body, definition, kind, api_version)
+        audit = context_of(self.request).audit
+        if audit is not None:  # the request object as decoded (patches log their patch document)
+            rtype = self.rtype
+            audit.log_request_object(obj, rtype.group, rtype.version, rtype.plural, self.info.subresource)
+        return obj
+
+    def decode_patched(self, obj: Any) -> dict:
+        """A patch's result decoded like a body; what does not fit is upstream's 422 ``patch: Invalid value``."""
+        try:
+            raw = codec.encode_json(obj) if isinstance(obj, (dict, list)) else b""
+        except Exception:
+            raw = b""
+        try:
+            return self._typed(request_decoder.ParsedBody(obj), raw, "", self.rtype.kind, "")
+        except errors.StatusError as e:
+            if e.code != 400 or "strict decoding error" in e.message:
+                raise
+            detail = e.message.split(": ", 1)[1] if " cannot be handled as a " in e.message else e.message
+            shown = raw.decode("utf-8", "replace")
+            if len(shown) > 1024:
+                shown = shown[:1024] + "..."
+            raise errors.StatusError(422, "Invalid", f' "" is invalid: patch: Invalid value: {shown!r}: {detail}',
+                                     {"causes": [{"reason": errors.INVALID,
+                                                  "message": f"Invalid value: {shown!r}: {detail}",
+                                                  "field": "patch"}]}) from None
+
+    def _typed(self, parsed: "request_decoder.ParsedBody", body: bytes, definition: str, kind: str,
+               api_version: str) -> dict:
+        rtype = self.rtype
+        custom = rtype.is_crd and not definition
+        definition = definition or rtype.schema_name
+        body_kind, version = request_decoder.check_type_meta(
+            parsed.obj, rtype, body, kind, api_version, None if custom else _registered)
+        mode = self.field_validation()
+        obj = parsed.obj
+        unknown = list(parsed.unknown)
+        members = -1
+        if definition and not custom:
+            obj, found, members = request_decoder.decode_typed(obj, definition, body_kind, version, kind)
+            unknown.extend(p for p in found if p not in unknown)
+        else:
+            obj = request_decoder.decode_custom(obj, body_kind, version, kind)
+            if mode != fieldvalidation.IGNORE and rtype.schema is not None:
+                unknown.extend(p for p in fieldvalidation.unknown_fields(obj, rtype.schema, self.schema_resolver
+                                                                         or (lambda ref: {}))
+                               if p not in unknown)
+        duplicates = parsed.duplicates
+        if parsed.raw_json is not None and mode != fieldvalidation.IGNORE:
+            duplicates = request_decoder.json_duplicates(
+                parsed.raw_json, members if members >= 0 and not unknown else request_decoder.count_keys(parsed.obj))
+        self.warnings.extend(request_decoder.apply_field_validation(
+            mode, request_decoder.field_problems(unknown, duplicates), body_kind, version, kind))
+        return obj
+
+    def decode_delete_options(self) -> dict:
+        """A DELETE body: a DeleteOptions decoded like any object (an empty body is no options)."""
         body = self.body_bytes()
         if not body.strip():
-            if allow_empty:
-                return None
-            raise errors.bad_request("the body of the request was empty")
-        media = self.content_type()
-        if media == codec.JSON:
-            obj = codec.decode_json(body)
-        elif media in (codec.YAML, "application/x-yaml", "text/yaml"):
-            obj = codec.decode_yaml(body)
-        elif media == protobuf.MEDIA_TYPE:
-            if self.rtype.is_crd:
-                # custom resources are JSON/YAML only (upstream v1.32 drops the connection here)
-                raise errors.StatusError(
-                    415, "UnsupportedMediaType",
-                    "the body of the request was in an unknown format - accepted media types include: "
-                    "application/json, application/yaml")
-            decoded = protobuf.decode_request_body(body, self.rtype.kind)
-            self.unknown_protobuf_fields = decoded.unknown_fields
-            obj = decoded.obj
-        else:
-            raise errors.unsupported_media_type(media)
-        return obj
+            return {}
+        parsed = request_decoder.parse(body, self.content_type(), "DeleteOptions")
+        obj = parsed.obj
+        if not isinstance(obj, dict) or obj.get("kind") not in (None, "", "DeleteOptions"):
+            request_decoder.check_type_meta(obj, self.rtype, body, "DeleteOptions", "v1", _registered)
+            body_kind = obj.get("kind") if isinstance(obj.get("kind"), str) else ""
+            raise request_decoder.cannot_handle(body_kind, "v1", "DeleteOptions",
+                                                "the body of a delete must be a DeleteOptions object")
+        clean, _, _ = request_decoder.decode_typed(obj, DELETE_OPTIONS, "DeleteOptions", "v1", "DeleteOptions")
+        return clean
 
     def field_validation(self) -> str:
         mode = self.arg("fieldValidation") or "Warn"
@@ -143,16 +224,12 @@ class RequestScope:
             raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn", or "Strict", got {mode!r}')
         return mode
 
-    def check_fields(self, obj: Any) -> None:
-        """Report unknown and duplicate fields per ``fieldValidation`` (Strict → 400, Warn → warnings)."""
-        mode = self.field_validation()
-        if mode == "Ignore" or not isinstance(obj, dict):
-            return
-        schema = self.rtype.schema
-        if schema is None and self.rtype.schema_name and self.schema_resolver is not None:
-            schema = {"$ref": f"#/definitions/{self.rtype.schema_name}"}
-        if schema is None:
-            return
-        raw = self.body_bytes() if self.content_type() == codec.JSON else None
-        self.warnings.extend(fieldvalidation.check_fields(obj, raw, schema, self.schema_resolver, mode,
-                                                          extra_unknown=self.unknown_protobuf_fields))
+
+DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
+
+
+def _registered(group: str, version: str, kind: str) -> bool:
+    """Whether upstream's scheme knows this kind (the built-in definitions say so)."""
+    from kapiserver.apis.definitions import load_definitions
+
+    return (group, version, kind) in load_definitions().gvk_index()

@@ -17,11 +17,9 @@ from kapiserver.machinery import errors
 JSON = "application/json"
 YAML = "application/yaml"
 
-try:  # the C loader/dumper are several times faster when libyaml is present
-    _YamlLoader = yaml.CSafeLoader
+try:  # the C dumper is several times faster when libyaml is present
     _YamlDumper = yaml.CSafeDumper
 except AttributeError:  # pragma: no cover
-    _YamlLoader = yaml.SafeLoader  # type: ignore[misc]
     _YamlDumper = yaml.SafeDumper  # type: ignore[misc]
 
 
@@ -66,9 +64,13 @@ def encode_yaml(obj: Any) -> bytes:
 
 
 def decode_yaml(body: bytes) -> Any:
+    """YAML as sigs.k8s.io/yaml reads it, bounded (machinery/yamljson.py; PyYAML's own composer
+    recurses in C and crashes the process on deeply nested documents)."""
+    from kapiserver.machinery import limits, yamljson
+
     try:
-        return yaml.load(body, Loader=_YamlLoader)
-    except yaml.YAMLError as e:
+        return yamljson.yaml_to_json(body)
+    except (yamljson.YAMLError, limits.TooDeep) as e:
         raise errors.bad_request(f"error converting YAML to JSON: {e}") from None
 
 

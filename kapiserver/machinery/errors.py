@@ -132,12 +132,18 @@ def conflict(resource: str, group: str, name: str, why: str = CONFLICT_MESSAGE) 
 
 
 def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> StatusError:
-    """422 Invalid, message in upstream's ``Kind.group "name" is invalid: [a, b]`` form."""
-    rendered = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
+    """422 Invalid, message in upstream's ``Kind.group "name" is invalid: [a, b]`` form.
+
+    As upstream's ``ErrorList.ToAggregate``, the message lists each distinct
+    error once; ``details.causes`` keeps them all.
+    """
+    rendered = list(dict.fromkeys(f"{c.field}: {c.message}" if c.field else c.message for c in causes))
     summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
     qualified_kind = f"{kind}.{group}" if group else kind  # upstream's GroupKind.String()
-    return StatusError(422, "Invalid", f'{qualified_kind} "{name}" is invalid: {summary}',
-                       _details(name=name, group=group, kind=kind, causes=causes))
+    message = f'{qualified_kind} "{name}" is invalid'
+    if rendered:
+        message += f": {summary}"
+    return StatusError(422, "Invalid", message, _details(name=name, group=group, kind=kind, causes=causes))
 
 
 def bad_request(message: str, causes: Optional[list[Cause]] = None) -> StatusError:
@@ -224,18 +230,35 @@ def timeout(message: str = "the request did not complete within the allowed dura
 # (``metadata.name: Invalid value: "X": a lowercase RFC 1123 ...``).
 
 
+class _OmitValue:
+    """Upstream's ``field.OmitValueType{}``: the error prints no value."""
+
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT = _OmitValue()
+
+
 def render_value(value: Any) -> str:
-    """A value the way upstream's field errors print it (Go's %q / %v / %#v)."""
+    """A value the way upstream's field errors print it (Go's %q / %v / %#v).
+
+    Pointers are dereferenced first, as field.Error does (so a struct has no
+    leading ``&``, and nil is ``"null"``).  Strings are quoted as Go quotes them;
+    a :class:`~kapiserver.machinery.gorepr.GoRepr` (a struct, slice or map
+    already in Go syntax) is printed as is; other composite values fall back
+    to compact JSON.
+    """
     import json
 
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if value is None:
-        return "null"
+    from kapiserver.machinery import gorepr
+
+    if isinstance(value, gorepr.GoRepr):
+        return str(value)
+    if value is None:  # a nil value or pointer becomes the string "null", printed with %q
+        return '"null"'
+    if isinstance(value, (bool, int, float, str)):
+        return gorepr.scalar(value)
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
@@ -244,6 +267,8 @@ def _body(kind: str, detail: str) -> str:
 
 
 def field_invalid(path: str, value: Any, detail: str = "") -> Cause:
+    if value is OMIT:
+        return Cause(INVALID, _body("Invalid value", detail), path)
     return Cause(INVALID, _body(f"Invalid value: {render_value(value)}", detail), path)
 
 
@@ -255,8 +280,12 @@ def field_forbidden(path: str, detail: str = "") -> Cause:
     return Cause(FORBIDDEN, _body("Forbidden", detail), path)
 
 
-def field_duplicate(path: str, value: Any) -> Cause:
-    return Cause(DUPLICATE, f"Duplicate value: {render_value(value)}", path)
+def field_duplicate(path: str, value: Any, detail: str = "") -> Cause:
+    return Cause(DUPLICATE, _body(f"Duplicate value: {render_value(value)}", detail), path)
+
+
+def field_not_found(path: str, value: Any, detail: str = "") -> Cause:
+    return Cause(NOT_FOUND, _body(f"Not found: {render_value(value)}", detail), path)
 
 
 def field_not_supported(path: str, value: Any, supported: list) -> Cause:

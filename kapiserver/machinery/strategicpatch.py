@@ -13,6 +13,7 @@ not describe a field, maps are merged and lists replaced.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Callable, Optional
 
 from kapiserver.machinery import errors
@@ -55,7 +56,8 @@ def _go(value: Any) -> str:
 
 
 def _bad_patch_type(directive: Any, patch: dict) -> _PatchError:
-    return _PatchError(f"unknown patch type: {_go(directive)} in map: {_go(patch)}")
+    # upstream answers these as a 500 (a plain error); a client's typo is a 400 here
+    return _BadRequest(f"unknown patch type: {_go(directive)} in map: {_go(patch)}")
 
 
 def _no_merge_key(element: dict, key: str) -> _PatchError:
@@ -68,6 +70,8 @@ def _scalar_key(value: Any) -> tuple:
         return ("bool", value)
     if isinstance(value, (int, float)):
         return ("number", float(value))
+    if isinstance(value, (dict, list)):  # a merge key that is not a scalar: compared by value (Go's DeepEqual)
+        return (type(value).__name__, json.dumps(value, sort_keys=True))
     return (type(value).__name__, value)
 
 
@@ -368,7 +372,9 @@ def apply_strategic_merge_patch(original: dict, patch: dict, schema: Optional[di
     ``schema`` describes the object (it may be a ``$ref``); ``resolve_ref``
     maps a ref string to its definition.  Errors are StatusErrors shaped as
     upstream's: bad directive formats 400, lists of lists and retainKeys
-    mismatches 422, other merge failures 500.
+    mismatches 422, other merge failures (which upstream answers with a
+    500 of reason Unknown) 422 as well: they are the client's patch, not a
+    server fault.
     """
     if not isinstance(patch, dict):
         raise errors.bad_request("invalid JSON document")
@@ -381,4 +387,5 @@ def apply_strategic_merge_patch(original: dict, patch: dict, schema: Optional[di
     except _Unprocessable as e:
         raise patch_not_applied(str(e)) from None
     except _PatchError as e:
-        raise errors.StatusError(500, "", str(e)) from None
+        raise errors.StatusError(422, "Invalid", str(e), {"causes": [
+            {"reason": errors.INVALID, "message": str(e), "field": "patch"}]}) from None

@@ -2,13 +2,14 @@
 
 Most kinds need only the generic Store over the storage backend; a few are
 answered from elsewhere (access reviews ask the authorizer, token requests sign
-with the service-account key).  They get this typed bundle, built once from the
+with the service-account key, the RBAC kinds check escalation with the rule
+resolver).  They get this typed bundle, built once from the
 completed configuration, instead of the whole server.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kapiserver.admission.interface import AdmissionChain
 from kapiserver.auth.authorizer import Authorizer
@@ -16,6 +17,8 @@ from kapiserver.registry.leases import LeaseReuser
 from kapiserver.storage.interface import Storage
 
 if TYPE_CHECKING:
+    from kapiserver.auth.build import Authentication
+    from kapiserver.auth.rbac.policy_index import PolicyIndex
     from kapiserver.registry.store import Store
     from kapiserver.server.config import Config
 
@@ -34,3 +37,7 @@ class RegistryDeps:
     store: Callable[[str, str, str], "Store"]
     # the server's health checks (componentstatuses reports the storage one)
     health: Any = None
+    # the authenticators and the service-account token signer (TokenRequest, TokenReview)
+    authentication: Optional["Authentication"] = None
+    # what RBAC grants whom (the RBAC kinds' escalation checks read it, whatever the authorization modes)
+    rule_resolver: "PolicyIndex | None" = None

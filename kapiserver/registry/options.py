@@ -34,9 +34,12 @@ def _int_arg(args: dict, name: str) -> Optional[int]:
     if value is None or value == "":
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise errors.bad_request(f"invalid value for {name}: {value!r}: must be an integer") from None
+    if not -(1 << 63) <= number < (1 << 63):  # the Go field is an int64
+        raise errors.bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": value out of range')
+    return number
 
 
 @dataclass
@@ -77,6 +80,9 @@ class ListOptions:
         causes = []
         if self.limit < 0:
             causes.append(errors.Cause(errors.INVALID, "must be greater than or equal to 0", "limit"))
+        if self.timeout_seconds is not None and self.timeout_seconds < 0:
+            causes.append(errors.field_invalid("timeoutSeconds", self.timeout_seconds,
+                                               "must be greater than or equal to 0"))
         match = self.resource_version_match
         if match and match not in (NOT_OLDER_THAN, EXACT):
             causes.append(errors.Cause(errors.NOT_SUPPORTED,
@@ -119,7 +125,7 @@ def parse_resource_version(value: str) -> int:
         rv = int(value)
     except ValueError:
         raise errors.bad_request(f'invalid resource version "{value}"') from None
-    if rv < 0:
+    if rv < 0 or rv >= 1 << 64:  # a uint64, as upstream parses it
         raise errors.bad_request(f'invalid resource version "{value}"')
     return rv
 
@@ -156,6 +162,8 @@ class DeleteOptions:
     propagation_policy: str = ""
     orphan_dependents: Optional[bool] = None
     dry_run: bool = False
+    # delete a stored object that cannot be decoded, without reading it (upstream's unsafe deletion)
+    ignore_store_read_error: bool = False
     raw: dict = field(default_factory=dict)
 
     @classmethod
@@ -169,6 +177,8 @@ class DeleteOptions:
             propagation_policy=body.get("propagationPolicy") or _arg(args, "propagationPolicy") or "",
             orphan_dependents=body.get("orphanDependents"),
             dry_run=bool(body.get("dryRun")) or bool(_arg(args, "dryRun")),
+            ignore_store_read_error=bool(body.get("ignoreStoreReadErrorWithClusterBreakingPotential"))
+            or _bool_arg(args, "ignoreStoreReadErrorWithClusterBreakingPotential"),
             raw=body,
         )
         if opts.propagation_policy and opts.propagation_policy not in PROPAGATION_POLICIES:

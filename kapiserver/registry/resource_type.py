@@ -106,6 +106,9 @@ class ResourceType:
     storage_version: str = ""
     # subresources besides status and scale (pods/eviction, pods/log, namespaces/finalize...)
     extra_subresources: tuple[Subresource, ...] = ()
+    # Subresources that need the server's dependencies: ``bind_deps(rtype, RegistryDeps)`` is
+    # called once the kind's store exists (serviceaccounts/token signs with the server's key).
+    bind_deps: Optional[Callable[["ResourceType", Any], None]] = None
     # Whether objects print as a Table (upstream: the REST storage is a TableConvertor).
     # Create-only reviews are not: ``as=Table`` is 406 NotAcceptable for them.
     table_convertor: bool = True

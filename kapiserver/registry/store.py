@@ -10,6 +10,8 @@ the resourceVersion is set from the key's mod revision.
 """
 from __future__ import annotations
 
+import builtins
+
 import copy
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
@@ -64,10 +66,49 @@ class Context:
     admission_view: Optional[SubresourceView] = None
 
 
+class CorruptObjectError(errors.StatusError):
+    """A stored value that does not decode to an object: upstream's StorageError "corrupt object" (500)."""
+
+    def __init__(self, key: str, why: str) -> None:
+        super().__init__(500, "InternalError",
+                         f"Internal error occurred: StorageError: corrupt object, Code: 7, Key: {key}, "
+                         f"ResourceVersion: 0, AdditionalErrorMsg: {why}",
+                         {"causes": [{"reason": "UnexpectedServerResponse", "message": f"corrupt object at {key}: {why}"}]})
+        self.key = key
+        self.why = why
+
+
 def decode(kv: st.KeyValue) -> dict:
-    obj = orjson.loads(kv.value)
-    obj.setdefault("metadata", {})["resourceVersion"] = str(kv.mod_revision)
+    """A stored object, with its resourceVersion; CorruptObjectError when the value is not one."""
+    try:
+        obj = orjson.loads(kv.value)
+    except orjson.JSONDecodeError as e:
+        raise CorruptObjectError(kv.key, f"invalid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise CorruptObjectError(kv.key, f"the stored value is a JSON {type(obj).__name__}, not an object")
+    md = obj.setdefault("metadata", {})
+    if not isinstance(md, dict):
+        raise CorruptObjectError(kv.key, "metadata is not an object")
+    md["resourceVersion"] = str(kv.mod_revision)
     return obj
+
+
+def decode_readable(kvs: list, warnings: Optional[list[str]] = None) -> list[dict]:
+    """The objects of ``kvs`` that decode; a corrupt one is logged (and warned about), never fatal to the rest."""
+    return [obj for _, obj in _readable_pairs(kvs, warnings)]
+
+
+def _readable_pairs(kvs: list, warnings: Optional[list[str]] = None) -> list[tuple[st.KeyValue, dict]]:
+    out = []
+    for kv in kvs:
+        try:
+            out.append((kv, decode(kv)))
+        except CorruptObjectError as e:
+            log.error("skipping corrupt object at {key}: {why}", key=e.key, why=e.why)
+            if warnings is not None:
+                warnings.append(f"skipped the corrupt object stored at {e.key} ({e.why}); delete it with "
+                                f"ignoreStoreReadErrorWithClusterBreakingPotential=true")
+    return out
 
 
 def encode(obj: dict) -> bytes:
@@ -305,7 +346,8 @@ class Store:
             return fields.empty or fields.matches(self.field_getter(obj))
         return matches
 
-    async def list(self, namespace: str, opts: ListOptions) -> dict:
+    async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
+        """One page (or all) of the objects; a corrupt stored object is skipped (and named in ``warnings``)."""
         prefix = self.rtype.storage_prefix(namespace)
         matches = self.matcher(opts)
         rev = 0
@@ -358,11 +400,16 @@ class Store:
             read_rev = page.revision
             consumed = 0
             # one conversion call per storage page when conversion is asynchronous
-            converted = (await self.externals([decode(kv) for kv in page.items])
-                         if self.rtype.convert_from_storage_async is not None else None)
+            pairs = _readable_pairs(page.items, warnings)
+            objs = [obj for _, obj in pairs]
+            converted = (await self.externals(objs) if self.rtype.convert_from_storage_async is not None
+                         else [self.to_external(obj) for obj in objs])
+            by_key = {kv.key: obj for (kv, _), obj in zip(pairs, converted)}
             for kv in page.items:
-                obj = converted[consumed] if converted is not None else self._from_kv(kv)
                 consumed += 1
+                obj = by_key.get(kv.key)
+                if obj is None:
+                    continue
                 if matches is None or matches(obj):
                     items.append(obj)
                     if opts.limit and len(items) >= opts.limit:
@@ -387,7 +434,7 @@ class Store:
 
     # ------------------------------------------------------------ create
 
-    def _check_metadata(self, obj: dict) -> list[errors.Cause]:
+    def _check_metadata(self, obj: dict) -> "builtins.list[errors.Cause]":  # (``list`` is a method here)
         return validation.validate_object_meta(obj.get("metadata") or {}, self.rtype.namespaced,
                                                self.strategy.name_validation)
 
@@ -559,7 +606,8 @@ class Store:
             if body_uid and body_uid != current["metadata"].get("uid"):
                 raise self._conflict(name, f"Precondition failed: UID in precondition: {body_uid}, "
                                            f"UID in object meta: {current['metadata'].get('uid')}")
-            new = await self._prepare_update(namespace, name, desired, current, subresource, ctx)
+            # a stale value (older encryption key) is rewritten even when nothing changed, as upstream
+            new = await self._prepare_update(namespace, name, desired, current, subresource, ctx, force=kv.stale)
             if new is None:  # nothing changed: no write, as upstream
                 return current, False
             finalized = self._finalized(new, current)
@@ -610,7 +658,7 @@ class Store:
                 and not self.strategy.delete_pending(self.rtype, copy.deepcopy(new)))
 
     async def _prepare_update(self, namespace: str, name: str, new: dict, old: dict, subresource: str,
-                              ctx: Context) -> Optional[dict]:
+                              ctx: Context, force: bool = False) -> Optional[dict]:
         """Apply upstream's update rules; None if the result equals the old object."""
         md, old_md = new["metadata"], old["metadata"]
         requested_managed_fields = md.get("managedFields", _ABSENT)
@@ -659,7 +707,9 @@ class Store:
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 1) + 1
         self._track_fields(old, new, snapshot, requested_managed_fields, subresource, ctx)
-        if subresource and subresource != "status":
+        if subresource == "status":
+            kind_causes = self.strategy.validate_status_update(self.rtype, new, old)
+        elif subresource:
             kind_causes = self.strategy.validate_subresource_update(self.rtype, subresource, new, old)
         else:
             kind_causes = self.strategy.validate_update(self.rtype, new, old)
@@ -676,7 +726,7 @@ class Store:
         md["resourceVersion"] = old_md["resourceVersion"]
         if new != old and _only_times_differ(new, old):
             md["managedFields"] = old_md["managedFields"]  # upstream does not write a timestamp-only change
-        if new == old:
+        if new == old and not force:
             return None
         return new
 
@@ -702,7 +752,25 @@ class Store:
         while True:
             if kv is None:
                 raise self._not_found(name)
-            current = await self._from_kv_async(kv)
+            try:
+                current = await self._from_kv_async(kv)
+            except CorruptObjectError:
+                if not opts.ignore_store_read_error:
+                    raise
+                # upstream's unsafe deletion of a corrupt object: no admission, finalizers or preconditions
+                if ctx.dry_run or opts.dry_run:
+                    return {"metadata": {"name": name, "namespace": namespace}}, True
+                try:
+                    deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
+                except st.ConflictError as e:
+                    kv = e.current
+                    continue
+                except st.KeyNotFoundError:
+                    raise self._not_found(name)
+                log.warn("deleted the corrupt object at {key} (ignoreStoreReadErrorWithClusterBreakingPotential)",
+                         key=key)
+                return {"metadata": {"name": name, "namespace": namespace,
+                                     "resourceVersion": str(deleted.mod_revision)}}, True
             cmd = current["metadata"]
             if opts.precondition_uid and opts.precondition_uid != cmd.get("uid"):
                 raise self._conflict(name, f"Precondition failed: UID in precondition: {opts.precondition_uid}, "

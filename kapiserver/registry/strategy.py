@@ -28,6 +28,7 @@ FinishFunc = Callable[[bool], Awaitable[None]]
 # How metadata.name is validated (upstream's ValidateNameFunc per kind).
 DNS1123_SUBDOMAIN = "subdomain"
 DNS1123_LABEL = "label"
+DNS1035_LABEL = "dns1035-label"
 PATH_SEGMENT = "path-segment"
 
 
@@ -118,6 +119,11 @@ class Strategy:
     def validate_update(self, rtype: "ResourceType", new: dict, old: dict) -> list[Cause]:
         """Kind-specific validation on update; defaults to create validation."""
         return self.validate(rtype, new)
+
+    def validate_status_update(self, rtype: "ResourceType", new: dict, old: dict) -> list[Cause]:
+        """Validation of a write to the ``status`` subresource (upstream's status strategy);
+        defaults to the update validation."""
+        return self.validate_update(rtype, new, old)
 
     async def validate_async(self, rtype: "ResourceType", obj: dict, old: Optional[dict]) -> list[Cause]:
         """Validation that may need to leave the reactor thread (CRD CEL rules); ``old`` on update."""

@@ -15,14 +15,14 @@ failed conversion ends the watch with an ERROR event (500 Status).
 from __future__ import annotations
 
 from collections import deque
-from typing import Optional, Protocol, Union
+from typing import Any, Iterable, Optional, Protocol, Union, cast
 
 from twisted.internet import defer, task
 from twisted.logger import Logger
 
 from kapiserver.machinery import errors
 from kapiserver.registry.options import NOT_OLDER_THAN, ListOptions, parse_resource_version
-from kapiserver.registry.store import Store, decode, too_old
+from kapiserver.registry.store import CorruptObjectError, Store, decode, decode_readable, too_old
 from kapiserver.storage import interface as st
 
 log = Logger()
@@ -46,6 +46,17 @@ class WatchSink(Protocol):
 
     def finish(self) -> None:
         """The watch ended (timeout, error already sent, or stop)."""
+
+
+class EncodingWatchSink(WatchSink, Protocol):
+    """A sink that encodes events itself: watchers with the same ``encoding_key``
+    share one encoding of each event."""
+
+    encoding_key: Any
+
+    def encode(self, event_type: str, obj: dict) -> bytes: ...
+
+    def send_encoded(self, line: bytes) -> None: ...
 
 
 class ResourceWatch:
@@ -87,10 +98,12 @@ class ResourceWatch:
                 raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
                                          f"current: {page.revision}")
             self.revision = page.revision
+            readable = decode_readable(page.items)  # a corrupt object is skipped (and logged), as in lists
+            initial_objs: Iterable[dict]
             if self._async:
-                initial_objs = await self.store.externals([decode(kv) for kv in page.items])
+                initial_objs = await self.store.externals(readable)
             else:
-                initial_objs = (self.store.to_external(decode(kv)) for kv in page.items)
+                initial_objs = (self.store.to_external(obj) for obj in readable)
             for obj in initial_objs:
                 if self.matches is None or self.matches(obj):
                     self.sink.send(ADDED, obj)
@@ -150,12 +163,18 @@ class ResourceWatch:
                 # Unfiltered watchers of one prefix see the same bytes: the first of
                 # them encodes the event, the rest reuse it (the cacher hands every
                 # watcher the same Event object).
+                sink = cast(EncodingWatchSink, self.sink)
                 line = event.cache.get(memo_key)
                 if line is None:
-                    line = event.cache[memo_key] = self.sink.encode(*self._convert(event))
-                self.sink.send_encoded(line)
+                    seen = self._convert(event)
+                    assert seen is not None  # without a selector every event is seen
+                    line = event.cache[memo_key] = sink.encode(*seen)
+                sink.send_encoded(line)
                 return
             converted = self._convert(event)
+        except CorruptObjectError as e:
+            log.error("skipping a watch event of the corrupt object at {key}: {why}", key=e.key, why=e.why)
+            return
         except Exception:
             log.failure("decoding a watch event of {resource}", resource=self.rtype.plural)
             return
@@ -211,14 +230,14 @@ class ResourceWatch:
                 batch: list[Union[st.Event, int]] = []
                 while self._pending and len(batch) < CONVERT_BATCH_EVENTS:
                     batch.append(self._pending.popleft())
-                events = [e for e in batch if isinstance(e, st.Event)]
+                events = [e for e in batch if isinstance(e, st.Event) and _readable(e)]
                 objs, with_old = [], []
                 for event in events:
                     objs.append(decode(event.kv))
-                    has_old = self.matches is not None and event.type != st.DELETE and event.prev_kv is not None
-                    with_old.append(has_old)
-                    if has_old:
-                        objs.append(decode(event.prev_kv))
+                    prev = event.prev_kv if self.matches is not None and event.type != st.DELETE else None
+                    with_old.append(prev is not None)
+                    if prev is not None:
+                        objs.append(decode(prev))
                 try:
                     converted = iter(await self.store.externals(objs))
                 except errors.StatusError as e:
@@ -260,3 +279,15 @@ class ResourceWatch:
             err = errors.internal_error("the watch ended unexpectedly; please restart it")
         self.sink.send(ERROR, err.to_status())
         self.stop()
+
+
+def _readable(event: st.Event) -> bool:
+    """Whether an event's objects decode (a corrupt one is logged and skipped, never ends the watch)."""
+    try:
+        decode(event.kv)
+        if event.prev_kv is not None:
+            decode(event.prev_kv)
+    except CorruptObjectError as e:
+        log.error("skipping a watch event of the corrupt object at {key}: {why}", key=e.key, why=e.why)
+        return False
+    return True

@@ -22,10 +22,15 @@ from kapiserver.admission.plugins import enabled_plugin_names, new_chain
 from kapiserver.aggregator.resource import AggregatorResource
 from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.audit.build import build_auditing
 from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
-from kapiserver.auth.authenticator import ClientCertificateAuthenticator, UnionAuthenticator
-from kapiserver.auth.authorizer import AlwaysAllow, Authorizer
+from kapiserver.auth.authorization_modes import build_authorizer
+from kapiserver.auth.authorizer import Authorizer
+from kapiserver.auth.build import build_authentication
+from kapiserver.auth.rbac.policy_index import PolicyIndex
+from kapiserver.auth.rbac.policy_informers import PolicyInformers
+from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
@@ -43,6 +48,9 @@ from kapiserver.server import healthz, metrics, version
 from kapiserver.server.config import Config
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
 from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
+from kapiserver.server.advertise import advertise_address
+from kapiserver.server.kubeconfig import server_url
+from kapiserver.server.openid_metadata import issuer_discoverable, openid_resources
 from kapiserver.storage.interface import Storage
 
 log = Logger()
@@ -71,7 +79,7 @@ class APIServer:
     """
 
     def __init__(self, config: Config, storage: Storage, ca_cert_pem: bytes | str, health: healthz.HealthChecks,
-                 reactor: Any = None, authorizer: Authorizer | None = None) -> None:
+                 reactor: Any = None, authorizer: Authorizer | None = None, bootstrap_rbac: bool = True) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -84,13 +92,25 @@ class APIServer:
         self._definitions: Any = None
         self._openapi: Any = None
         self._openapi_generation: Any = None
+        self._openapi_aggregated = 0
 
+        # what RBAC grants whom, in memory (fed by informers once started); the RBAC
+        # authorizer and the RBAC kinds' escalation checks read it
+        self.rbac = PolicyIndex()
+        self.rbac_bootstrapped = False
+        # the in-process test server skips the bootstrap policy when it does not use RBAC (a faster start)
+        self.bootstrap_rbac = bootstrap_rbac
+        health.add("poststarthook/rbac/bootstrap-roles", self._rbac_bootstrap_check)
         # requests, impersonation and access reviews ask the same authorizer
-        self.authorizer: Authorizer = authorizer if authorizer is not None else AlwaysAllow()
-        self.authenticator = UnionAuthenticator([ClientCertificateAuthenticator()],
-                                                anonymous=config.authentication.anonymous)
+        self.authorizer: Authorizer = (authorizer if authorizer is not None
+                                       else build_authorizer(config.authorization, self.rbac, reactor))
+        # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
+        self.authentication = build_authentication(config, self.store, reactor=reactor)
+        self.authenticator = self.authentication.request
+        self._advertised: str | None = None  # the address in the default jwks_uri, found on first use
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
+        self.aggregator_groups = APIGroupSet()  # apiregistration.k8s.io, served by the aggregator link
         self.leases = LeaseReuser(storage)
         self.admission = new_chain(
             enabled_plugin_names(config.admission.enable_plugins, config.admission.disable_plugins),
@@ -101,7 +121,8 @@ class APIServer:
                           schema_resolver=self.resolve_schema_ref))
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
-                                     store=self.store, health=health)
+                                     store=self.store, health=health, authentication=self.authentication,
+                                     rule_resolver=self.rbac)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
                 rtype.ttl_seconds = config.storage.event_ttl_seconds
@@ -110,34 +131,48 @@ class APIServer:
             else:
                 store = Store(rtype, storage, self.admission, self.leases)
             rtype.strategy.bind(rtype, store, config)
+            if rtype.bind_deps is not None:
+                rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
+        from kapiserver.aggregator.server import Aggregator
+        self.aggregator = Aggregator(self)
         self.watches = WatchRegistry(_count_watch)
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
                                  schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store)
         crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
-        self.root = AggregatorResource(AggregatorDeps(self.all_types), kube)
+        self.root = AggregatorResource(AggregatorDeps(
+            all_types=self.all_types, groups=self.aggregator_groups, endpoints=endpoints,
+            routing=self.aggregator.registration, proxy=self.aggregator.proxy,
+            remote_resources=lambda: self.aggregator.remote_resources), kube)
 
         limits = config.limits
         self.inflight = InflightLimiter(limits.max_requests_inflight, limits.max_mutating_requests_inflight,
                                         on_change=_publish_inflight)
         self.wait_group = RequestWaitGroup()
+        self.auditing = build_auditing(config.audit, reactor)  # raises AuditConfigError
         self.handler = build_handler_chain(self.root, HandlerChainDeps(
             reactor=reactor, authenticator=self.authenticator, authorizer=self.authorizer,
             inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record_request,
             request_timeout_seconds=float(limits.request_timeout_seconds),
-            max_body_bytes=limits.max_request_body_bytes))
+            max_body_bytes=limits.max_request_body_bytes, auditing=self.auditing))
         self.site = APISite(self.handler, limits.max_request_body_bytes)
         self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
         self.controllers: ServerControllers | None = None
+        self.rbac_informers: PolicyInformers | None = None
         from kapiserver.apiextensions.server import APIExtensionsServer
         self.apiextensions = APIExtensionsServer(self)
 
     # ------------------------------------------------------------ wiring
 
     def _server_paths(self) -> dict[str, resource.Resource]:
+        tokens = self.authentication.service_accounts
+        discovery = {}
+        if tokens is not None and issuer_discoverable(tokens.issuer):
+            discovery = openid_resources(tokens, lambda: tokens.jwks_uri or self._jwks_uri())
         return {
+            **discovery,
             "healthz": healthz.health_resource("healthz", self.health),
             "livez": healthz.health_resource("livez", self.health),
             "readyz": healthz.health_resource("readyz", self.health),
@@ -146,9 +181,18 @@ class APIServer:
             "openapi": OpenAPIEndpoint(self.openapi),
         }
 
+    def _jwks_uri(self) -> str:
+        """Upstream's default: the JWKS path at the advertised address and the port served on."""
+        if self._advertised is None:
+            self._advertised = advertise_address(self.config.advertise_address, self.config.bind_address)
+        return server_url(self._advertised, self.secure_port or self.config.secure_port) + "/openid/v1/jwks"
+
     def _root_paths(self) -> list[str]:
         paths = {"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/metrics", "/openapi/v2",
                  "/openapi/v3", "/version"}
+        tokens = self.authentication.service_accounts
+        if tokens is not None and issuer_discoverable(tokens.issuer):
+            paths |= {"/.well-known/openid-configuration", "/openid/v1/jwks"}
         for rtype in self.all_types():
             if rtype.group:
                 paths.add(f"/apis/{rtype.group}")
@@ -156,16 +200,18 @@ class APIServer:
         return sorted(paths)
 
     def all_types(self) -> list[ResourceType]:
-        return self.kube_groups.types() + self.crd_groups.types()
+        return self.aggregator_groups.types() + self.kube_groups.types() + self.crd_groups.types()
 
     def store(self, group: str, version: str, plural: str) -> Store:
-        found = self.kube_groups.lookup(group, version, plural) or self.crd_groups.lookup(group, version, plural)
+        found = (self.kube_groups.lookup(group, version, plural) or self.crd_groups.lookup(group, version, plural)
+                 or self.aggregator_groups.lookup(group, version, plural))
         if found is None:
             raise KeyError((group, version, plural))
         return found[1]
 
     def all_stores(self) -> list[Store]:
-        return [s for _, s in self.kube_groups] + [s for _, s in self.crd_groups]
+        return ([s for _, s in self.aggregator_groups] + [s for _, s in self.kube_groups]
+                + [s for _, s in self.crd_groups])
 
     def definitions(self) -> Any:
         if self._definitions is None:
@@ -190,6 +236,9 @@ class APIServer:
         if self._openapi_generation != generation:
             self._openapi.set_types(self.all_types())
             self._openapi_generation = generation
+        if self._openapi_aggregated != self.aggregator.openapi_generation:
+            self._openapi.set_aggregated(*self.aggregator.openapi_parts)
+            self._openapi_aggregated = self.aggregator.openapi_generation
         return self._openapi
 
     async def _count_objects(self) -> None:
@@ -209,6 +258,10 @@ class APIServer:
                 return
         self._object_counts = counts
 
+    def _rbac_bootstrap_check(self) -> None:
+        if not self.rbac_bootstrapped:
+            raise RuntimeError("not finished")
+
     def requests_in_flight(self) -> int:
         """Requests being answered now, watches excepted (what a graceful shutdown waits for)."""
         return self.wait_group.count
@@ -216,6 +269,8 @@ class APIServer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        if self.auditing is not None:
+            self.auditing.start()
         # admission's informers (webhook configurations, policies): every write, the server's
         # own bootstrap ones too, goes through the chain
         await self.admission.start()
@@ -226,7 +281,18 @@ class APIServer:
             except errors.StatusError as e:
                 if e.reason != "AlreadyExists":
                     raise
+        self.authentication.start()
+        # RBAC on every server: the authorizer's informers, then the bootstrap policy
+        # (upstream's rbac/bootstrap-roles post-start hook)
+        self.rbac_informers = PolicyInformers(self.rbac, self.store, self.reactor)
+        self.rbac_informers.start()
+        await self.rbac_informers.synced
+        if self.bootstrap_rbac:
+            await ensure_bootstrap_policy(self.store, self.reactor)
+        self.rbac_bootstrapped = True
         await self.apiextensions.start()
+        # the aggregator's controllers run on every server, as kube-apiserver runs them
+        await self.aggregator.start()
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
             self.registry, self.health, self.all_stores,
@@ -255,7 +321,16 @@ class APIServer:
         if self.controllers is not None:
             await self.controllers.stop()
         self.admission.stop()
+        if self.rbac_informers is not None:
+            self.rbac_informers.stop()
+        await self.aggregator.stop()
         self.apiextensions.stop()
+        self.authentication.stop()
         self.watches.stop_all()
+        close = getattr(self.authorizer, "close", None)
+        if close is not None:  # a webhook's kept-alive connections
+            await close()
         # let the watch streams' final writes go out
         await defer.succeed(None)
+        if self.auditing is not None:  # last: the requests drained above are recorded
+            await self.auditing.shutdown()

@@ -1,4 +1,5 @@
-"""The cluster's certificates: a CA, the serving certificate and the admin client certificate.
+"""The cluster's certificates and keys: a CA, the serving certificate, the admin client
+certificate, the front-proxy CA with its client certificate, and the service-account signing key.
 
 On first start nothing exists and everything is generated, so that
 ``kubectl --kubeconfig var/admin.kubeconfig`` works at once.  On later starts
@@ -6,9 +7,14 @@ the files are reused; only the serving certificate is re-issued, and only when
 the wanted subject alternative names changed, it expired (or soon will) or it
 was not issued by the current CA.  Keys are written with mode 0600.
 
-Files in ``cert_dir``: ``ca.crt``/``ca.key``, ``apiserver.crt``/``apiserver.key``
-and ``admin.crt``/``admin.key``.  An operator may put their own CA (and even
-their own leaf certificates) there; without ``ca.key`` nothing is issued.
+Files in ``cert_dir``: ``ca.crt``/``ca.key``, ``apiserver.crt``/``apiserver.key``,
+``admin.crt``/``admin.key``, ``front-proxy-ca.crt``/``.key`` and
+``front-proxy-client.crt``/``.key`` (kubeadm's names: the client certificate an
+aggregating server presents to extension servers, ``CN=front-proxy-client``),
+and ``sa.key``/``sa.pub`` (RSA 2048: service-account tokens are RS256 JWTs).
+An operator may put their own CA (and even their own leaf certificates) there;
+without ``ca.key`` nothing is issued.  A file named in the configuration
+instead of its default place in ``cert_dir`` is the operator's: never generated.
 """
 from __future__ import annotations
 
@@ -16,15 +22,20 @@ import datetime
 import ipaddress
 import os
 from dataclasses import dataclass
-from typing import Iterable, Optional, Union
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from OpenSSL import SSL, crypto
 from twisted.internet import ssl
 from twisted.logger import Logger
+
+from kapiserver.machinery.private_files import make_private_dir
+
+if TYPE_CHECKING:
+    from kapiserver.server.config import Config
 
 log = Logger()
 
@@ -35,9 +46,47 @@ ADMIN_GROUP = "system:masters"
 DEFAULT_SANS = ("127.0.0.1", "::1", "localhost", "kubernetes", "kubernetes.default",
                 "kubernetes.default.svc")
 
+FRONT_PROXY_CA_NAME = "front-proxy-ca"
+FRONT_PROXY_CLIENT_NAME = "front-proxy-client"
+SERVICE_ACCOUNT_KEY = "sa.key"
+SERVICE_ACCOUNT_PUBLIC_KEY = "sa.pub"
+SERVICE_ACCOUNT_KEY_BITS = 2048
+
 CA_DAYS = 3650
 LEAF_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class CredentialFiles:
+    """Where each authentication credential lives once the configuration's defaults are filled in.
+
+    ``defaults`` names the ones left to their default place in ``cert_dir``:
+    those are generated on first start (and a server built without them, as
+    in-process tests are, runs without that kind of authentication); a file
+    the operator named must exist.
+    """
+
+    client_ca: str
+    requestheader_client_ca: str
+    service_account_signing_key: str
+    proxy_client_cert: str
+    proxy_client_key: str
+    defaults: frozenset[str]
+
+
+def credential_files(config: "Config") -> CredentialFiles:
+    """The completed credential paths of ``config`` (``""`` keys resolved into ``cert_dir``)."""
+    authn = config.authentication
+    chosen = {
+        "client_ca": (authn.client_ca_file, "ca.crt"),
+        "requestheader_client_ca": (authn.requestheader.client_ca_file, FRONT_PROXY_CA_NAME + ".crt"),
+        "service_account_signing_key": (authn.service_account.signing_key_file, SERVICE_ACCOUNT_KEY),
+        "proxy_client_cert": (config.proxy_client_cert_file, FRONT_PROXY_CLIENT_NAME + ".crt"),
+        "proxy_client_key": (config.proxy_client_key_file, FRONT_PROXY_CLIENT_NAME + ".key"),
+    }
+    paths = {name: value or os.path.join(config.cert_dir, default) for name, (value, default) in chosen.items()}
+    return CredentialFiles(**paths, defaults=frozenset(name for name, (value, _) in chosen.items() if not value))
 
 
 class CertificateError(Exception):
@@ -54,6 +103,8 @@ class CertBundle:
     serving_key_pem: bytes
     admin_cert_pem: bytes
     admin_key_pem: bytes
+    # the front-proxy CA (b"" when the configuration names its own)
+    front_proxy_ca_pem: bytes = b""
 
     def path(self, name: str) -> str:
         return os.path.join(self.cert_dir, name)
@@ -109,9 +160,9 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key, days: int) -> x5
             .not_valid_after(now + datetime.timedelta(days=days)))
 
 
-def _make_ca() -> tuple[x509.Certificate, Key]:
+def _make_ca(common_name: str = CA_NAME) -> tuple[x509.Certificate, Key]:
     key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME)])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (_builder(name, name, key.public_key(), CA_DAYS)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
@@ -199,15 +250,15 @@ def _sans_of(cert: x509.Certificate) -> list[SAN]:
 class _Issuer:
     """Loads or creates the CA and issues leaf certificates from it when needed."""
 
-    def __init__(self, cert_dir: str) -> None:
+    def __init__(self, cert_dir: str, base: str = "ca", common_name: str = CA_NAME) -> None:
         self.cert_dir = cert_dir
-        self.ca_path = os.path.join(cert_dir, "ca.crt")
-        self.ca_key_path = os.path.join(cert_dir, "ca.key")
+        self.ca_path = os.path.join(cert_dir, base + ".crt")
+        self.ca_key_path = os.path.join(cert_dir, base + ".key")
         ca_pem, key_pem = _read(self.ca_path), _read(self.ca_key_path)
         self.ca_key = None
         if ca_pem is None and key_pem is None:
-            log.info("Generating a new cluster CA in {dir}", dir=cert_dir)
-            self.ca_cert, self.ca_key = _make_ca()
+            log.info("Generating a new {name} in {dir}", name=common_name, dir=cert_dir)
+            self.ca_cert, self.ca_key = _make_ca(common_name)
             _write(self.ca_key_path, _key_pem(self.ca_key), private=True)
             _write(self.ca_path, _cert_pem(self.ca_cert), private=False)
             ca_pem = _cert_pem(self.ca_cert)
@@ -256,14 +307,18 @@ class _Issuer:
         return cert_pem, key_pem
 
 
-def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = ()) -> CertBundle:
+def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_proxy: bool = True,
+                        front_proxy_client: bool = True, service_account_key: bool = True) -> CertBundle:
     """Load the certificates from ``cert_dir``, creating or renewing what is missing or stale.
 
+    ``front_proxy``, ``front_proxy_client`` and ``service_account_key`` say
+    whether the front-proxy CA, its client certificate and the service-account
+    key live in ``cert_dir`` (the defaults) and so are made here when missing.
     Blocking (file I/O, key generation): call it before the reactor runs or
     from a thread.  Raises :class:`CertificateError` with a one-line message.
     """
     try:
-        os.makedirs(cert_dir, mode=0o700, exist_ok=True)
+        make_private_dir(cert_dir)  # and its missing parents, 0700 whatever the umask
     except OSError as e:
         raise CertificateError(f"{cert_dir}: cannot create certificate directory: {e.strerror}") from None
     try:
@@ -276,14 +331,44 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = ()) -> CertBu
             "admin", x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, ADMIN_GROUP),
                                 x509.NameAttribute(NameOID.COMMON_NAME, ADMIN_USER)]),
             ExtendedKeyUsageOID.CLIENT_AUTH)
+        front_proxy_ca_pem = b""
+        if front_proxy or front_proxy_client:
+            proxy_issuer = _Issuer(cert_dir, FRONT_PROXY_CA_NAME, FRONT_PROXY_CA_NAME)
+            front_proxy_ca_pem = proxy_issuer.ca_pem if front_proxy else b""
+            if front_proxy_client:
+                proxy_issuer.leaf(FRONT_PROXY_CLIENT_NAME,
+                                  x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, FRONT_PROXY_CLIENT_NAME)]),
+                                  ExtendedKeyUsageOID.CLIENT_AUTH)
+        if service_account_key:
+            _ensure_service_account_key(cert_dir)
     except OSError as e:
         raise CertificateError(f"{getattr(e, 'filename', None) or cert_dir}: {e.strerror or e}") from None
-    return CertBundle(cert_dir, issuer.ca_pem, serving_cert, serving_key, admin_cert, admin_key)
+    return CertBundle(cert_dir, issuer.ca_pem, serving_cert, serving_key, admin_cert, admin_key, front_proxy_ca_pem)
 
 
-def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = ()) -> tuple[bytes, bytes]:
-    """Issue a client certificate for ``user`` from the cluster CA (tests, extra kubeconfigs)."""
-    ca_path, key_path = os.path.join(cert_dir, "ca.crt"), os.path.join(cert_dir, "ca.key")
+def _ensure_service_account_key(cert_dir: str) -> None:
+    """``sa.key`` (and its public half ``sa.pub``), made once: every token ever issued depends on it."""
+    key_path = os.path.join(cert_dir, SERVICE_ACCOUNT_KEY)
+    pub_path = os.path.join(cert_dir, SERVICE_ACCOUNT_PUBLIC_KEY)
+    key_pem = _read(key_path)
+    if key_pem is None:
+        log.info("Generating the service-account signing key {path}", path=key_path)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=SERVICE_ACCOUNT_KEY_BITS)
+        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+        _write(key_path, key_pem, private=True)
+    elif _read(pub_path) is not None:
+        return
+    public_pem = _load_key(key_path, key_pem).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    _write(pub_path, public_pem, private=False)
+
+
+def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = (),
+                             ca: str = "ca") -> tuple[bytes, bytes]:
+    """Issue a client certificate for ``user`` from the cluster CA, or the CA ``<ca>.crt``/``.key``
+    of ``cert_dir`` (``front-proxy-ca``) (tests, extra kubeconfigs)."""
+    ca_path, key_path = os.path.join(cert_dir, ca + ".crt"), os.path.join(cert_dir, ca + ".key")
     ca_pem, key_pem = _read(ca_path), _read(key_path)
     if ca_pem is None or key_pem is None:
         raise CertificateError(f"{cert_dir}: no CA to issue client certificates from")
@@ -294,15 +379,19 @@ def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = (
     return _cert_pem(cert), _key_pem(key)
 
 
-def serving_context_factory(bundle: CertBundle) -> ssl.CertificateOptions:
+def serving_context_factory(bundle: CertBundle, client_cas_pem: Optional[bytes] = None) -> ssl.CertificateOptions:
     """TLS options for the listener: our serving certificate, ALPN h2 + http/1.1,
-    and client certificates requested (not required) and verified against the CA."""
+    and client certificates requested (not required) and verified against
+    ``client_cas_pem`` (every CA a client certificate may chain to: the client CA
+    bundle and the front-proxy CA; the cluster CA by default).  Which of them
+    a certificate chains to decides what it may do: the authenticators check."""
     try:
         key = crypto.load_privatekey(crypto.FILETYPE_PEM, bundle.serving_key_pem)
         cert = crypto.load_certificate(crypto.FILETYPE_PEM, bundle.serving_cert_pem)
-        ca = crypto.load_certificate(crypto.FILETYPE_PEM, bundle.ca_cert_pem)
-    except crypto.Error as e:
-        raise CertificateError(f"{bundle.cert_dir}: cannot load serving certificate: {e}") from None
+        cas = [crypto.X509.from_cryptography(c)
+               for c in x509.load_pem_x509_certificates(client_cas_pem or bundle.ca_cert_pem)]
+    except (crypto.Error, ValueError) as e:
+        raise CertificateError(f"{bundle.cert_dir}: cannot load serving certificate or client CAs: {e}") from None
     options = ssl.CertificateOptions(
         privateKey=key,
         certificate=cert,
@@ -313,11 +402,29 @@ def serving_context_factory(bundle: CertBundle) -> ssl.CertificateOptions:
     # ask for an optional client certificate on the context itself: VERIFY_PEER
     # without FAIL_IF_NO_PEER_CERT; one that does not chain to our CA fails the handshake.
     ctx = options.getContext()
-    ctx.get_cert_store().add_cert(ca)
+    store = ctx.get_cert_store()
+    assert store is not None
+    for ca in cas:
+        try:
+            store.add_cert(ca)
+        except crypto.Error:  # the same CA twice in the bundles
+            pass
     ctx.set_verify(SSL.VERIFY_PEER, _verify_callback)
-    ctx.set_client_ca_list([ca.get_subject()])  # lets clients pick the right certificate
+    ctx.set_client_ca_list([ca.get_subject() for ca in cas])  # lets clients pick the right certificate
     return options
 
 
 def _verify_callback(connection, x509_cert, errno: int, depth: int, ok: int) -> bool:
     return bool(ok)
+
+
+def load_signing_ca(cert_dir: str) -> Optional[tuple[x509.Certificate, object]]:
+    """The cluster CA's certificate and key (``ca.crt``/``ca.key``) to sign CSRs with, or None when
+    the key is not there (an operator-managed CA: nothing can be signed here)."""
+    ca_path, key_path = os.path.join(cert_dir, "ca.crt"), os.path.join(cert_dir, "ca.key")
+    ca_pem, key_pem = _read(ca_path), _read(key_path)
+    if ca_pem is None or key_pem is None:
+        return None
+    cert, key = _load_cert(ca_path, ca_pem), _load_key(key_path, key_pem)
+    _check_pair(ca_path, cert, key)
+    return cert, key

@@ -13,6 +13,7 @@ import dataclasses
 import ipaddress
 import os
 import typing
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
@@ -24,6 +25,10 @@ class ConfigError(Exception):
 
 
 STORAGE_BACKENDS = ("sqlite", "etcd3")
+AUTHORIZATION_MODES = ("AlwaysAllow", "AlwaysDeny", "RBAC", "Webhook")
+# upstream modes kapiserver does not implement (no nodes, no ABAC policy files)
+UNSUPPORTED_AUTHORIZATION_MODES = ("ABAC", "Node")
+WEBHOOK_VERSIONS = ("v1", "v1beta1")
 LOG_LEVELS = ("debug", "info", "warn", "error", "critical")
 
 
@@ -32,9 +37,72 @@ class TLSConfig:
     extra_sans: list[str] = field(default_factory=list)
 
 
+DEFAULT_SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+@dataclass
+class ServiceAccountConfig:
+    # PEM private key (RSA or ECDSA) signing service-account tokens; "" = <cert_dir>/sa.key, generated
+    signing_key_file: str = ""
+    # more PEM files of public or private keys that verify tokens (the signing key always does)
+    key_files: list[str] = field(default_factory=list)
+    # the "iss" of issued tokens (the first); tokens of any of them are accepted
+    issuers: list[str] = field(default_factory=lambda: [DEFAULT_SERVICE_ACCOUNT_ISSUER])
+    # longest lifetime a TokenRequest gets (0 = no limit beyond 2^32 s)
+    max_token_expiration_seconds: int = 0
+    # pod-bound tokens asking for 3607 s (kubelet's projected default) live a year, warning after 3607 s
+    extend_token_expiration: bool = True
+    # legacy Secret-based tokens must match a stored Secret and ServiceAccount
+    lookup: bool = True
+    # jwks_uri of the OIDC discovery document; "" = https://<address>:<port>/openid/v1/jwks
+    jwks_uri: str = ""
+
+
+@dataclass
+class RequestHeaderConfig:
+    # CA the front proxy's client certificate must chain to; "" = <cert_dir>/front-proxy-ca.crt, generated
+    client_ca_file: str = ""
+    # Common Names allowed for that certificate ([] = any certificate from the CA)
+    allowed_names: list[str] = field(default_factory=lambda: ["front-proxy-client"])
+    # [] turns front-proxy authentication off
+    username_headers: list[str] = field(default_factory=lambda: ["X-Remote-User"])
+    group_headers: list[str] = field(default_factory=lambda: ["X-Remote-Group"])
+    extra_headers_prefix: list[str] = field(default_factory=lambda: ["X-Remote-Extra-"])
+
+
 @dataclass
 class AuthenticationConfig:
-    anonymous: bool = False
+    # requests without credentials are system:anonymous (what they may do is up to the authorizer)
+    anonymous: bool = True
+    # CA bundle client certificates are verified against; "" = <cert_dir>/ca.crt
+    client_ca_file: str = ""
+    # static bearer tokens: CSV lines token,user,uid,"group1,group2"
+    token_auth_file: str = ""
+    # audiences of this API; [] = the service-account issuers
+    api_audiences: list[str] = field(default_factory=list)
+    # an AuthenticationConfiguration (apiserver.config.k8s.io) file: JWT authenticators of OIDC issuers
+    config_file: str = ""
+    service_account: ServiceAccountConfig = field(default_factory=ServiceAccountConfig)
+    requestheader: RequestHeaderConfig = field(default_factory=RequestHeaderConfig)
+
+
+@dataclass
+class AuthorizationWebhookConfig:
+    # kubeconfig-format file naming the webhook (upstream's --authorization-webhook-config-file)
+    config_file: str = ""
+    # SubjectAccessReview version sent and expected (--authorization-webhook-version)
+    version: str = "v1"
+    # how long answers are cached (--authorization-webhook-cache-authorized-ttl / -unauthorized-ttl)
+    cache_authorized_ttl_seconds: float = 300.0
+    cache_unauthorized_ttl_seconds: float = 30.0
+
+
+@dataclass
+class AuthorizationConfig:
+    # tried in order, the first allow or deny decides (upstream's --authorization-mode);
+    # members of system:masters may always do everything
+    modes: list[str] = field(default_factory=lambda: ["RBAC"])
+    webhook: AuthorizationWebhookConfig = field(default_factory=AuthorizationWebhookConfig)
 
 
 @dataclass
@@ -93,6 +161,26 @@ class ControllersConfig:
     leader_elect_retry_period_seconds: float = 2
     leader_elect_resource_name: str = "kapiserver-controllers"
     leader_elect_resource_namespace: str = "kube-system"
+    # kube-controller-manager's --cluster-signing-duration: the longest certificate the CSR
+    # signers issue (a request's spec.expirationSeconds may ask for less, never for more)
+    cluster_signing_duration_seconds: int = 365 * 24 * 3600
+
+
+@dataclass
+class AuditConfig:
+    # kube-apiserver's --audit-* flags and defaults; no policy file = no auditing
+    policy_file: str = ""
+    log_path: str = ""                  # "-" = standard output
+    log_maxage: int = 0                 # days to keep rotated files (0 = no limit)
+    log_maxbackup: int = 0              # rotated files to keep (0 = no limit)
+    log_maxsize: int = 0                # megabytes before rotation (0 = 100, as upstream's default)
+    webhook_config_file: str = ""       # kubeconfig naming the webhook
+    webhook_initial_backoff_seconds: float = 10
+    webhook_batch_buffer_size: int = 10000
+    webhook_batch_max_size: int = 400
+    webhook_batch_max_wait_seconds: float = 30
+    webhook_batch_throttle_qps: float = 10
+    webhook_batch_throttle_burst: int = 15
 
 
 @dataclass
@@ -115,13 +203,21 @@ class Config:
     cert_dir: str = "var/certs"
     data_dir: str = "var/data"
     admin_kubeconfig: str = "var/admin.kubeconfig"
+    # the client certificate this server presents to extension API servers (aggregation);
+    # "" = <cert_dir>/front-proxy-client.crt and .key, issued by the front-proxy CA
+    proxy_client_cert_file: str = ""
+    proxy_client_key_file: str = ""
     tls: TLSConfig = field(default_factory=TLSConfig)
     authentication: AuthenticationConfig = field(default_factory=AuthenticationConfig)
+    authorization: AuthorizationConfig = field(default_factory=AuthorizationConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
     controllers: ControllersConfig = field(default_factory=ControllersConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    # apiserver.config.k8s.io/v1 EncryptionConfiguration (--encryption-provider-config); "" = no encryption
+    encryption_provider_config: str = ""
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     log_level: str = "info"
     # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range,
@@ -132,13 +228,22 @@ class Config:
 
 
 # Keys holding file system paths: made absolute against the working directory.
-_PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig",
-              "storage.etcd.cafile", "storage.etcd.certfile", "storage.etcd.keyfile", "admission.config_file")
+_PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig", "proxy_client_cert_file", "proxy_client_key_file",
+              "storage.etcd.cafile", "storage.etcd.certfile", "storage.etcd.keyfile",
+              "authentication.client_ca_file", "authentication.token_auth_file", "authentication.config_file",
+              "authentication.service_account.signing_key_file", "authentication.service_account.key_files",
+              "authentication.requestheader.client_ca_file",
+              "authorization.webhook.config_file",
+              "audit.policy_file", "audit.webhook_config_file", "encryption_provider_config",
+              "admission.config_file")
 # Integer keys that must be > 0 (the rest of the integers must be >= 0).
 _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_inflight",
                   "limits.request_timeout_seconds", "limits.max_request_body_bytes",
                   "watch.bookmark_interval_seconds", "storage.event_ttl_seconds",
-                  "storage.sqlite.compaction_interval_seconds", "storage.etcd.compaction_interval_seconds")
+                  "storage.sqlite.compaction_interval_seconds", "storage.etcd.compaction_interval_seconds",
+                  "audit.webhook_batch_buffer_size", "audit.webhook_batch_max_size",
+                  "audit.webhook_batch_max_wait_seconds", "audit.webhook_batch_throttle_qps",
+                  "audit.webhook_batch_throttle_burst")
 
 
 def _type_name(tp: Any) -> str:
@@ -270,6 +375,16 @@ def _validate(config: Config) -> None:
     if not ctl.leader_elect_resource_name or not ctl.leader_elect_resource_namespace:
         raise ConfigError(f"{src}: keys 'controllers.leader_elect_resource_name' and "
                           f"'controllers.leader_elect_resource_namespace' must not be empty")
+    _validate_authorization(config)
+    if config.controllers.cluster_signing_duration_seconds < 600:
+        raise ConfigError(f"{src}: key 'controllers.cluster_signing_duration_seconds': must be at least 600 "
+                          f"(10 minutes), got {config.controllers.cluster_signing_duration_seconds}")
+    audit = config.audit
+    for name in ("log_maxage", "log_maxbackup", "log_maxsize"):
+        if getattr(audit, name) < 0:
+            raise ConfigError(f"{src}: key 'audit.{name}': can't be a negative number, got {getattr(audit, name)}")
+    if audit.webhook_initial_backoff_seconds < 0:
+        raise ConfigError(f"{src}: key 'audit.webhook_initial_backoff_seconds': must not be negative")
     from kapiserver.admission.plugins import validate_names
     problems = validate_names(config.admission.enable_plugins, config.admission.disable_plugins)
     if problems:
@@ -277,6 +392,67 @@ def _validate(config: Config) -> None:
     for san in config.tls.extra_sans:
         if not san or any(c.isspace() for c in san):
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")
+    _validate_authentication(config)
+
+
+def _validate_authentication(config: Config) -> None:
+    src = config.source
+    sa = config.authentication.service_account
+    if not sa.issuers:
+        raise ConfigError(f"{src}: key 'authentication.service_account.issuers': at least one issuer is required")
+    seen: set[str] = set()
+    for issuer in sa.issuers:
+        if not issuer:
+            raise ConfigError(f"{src}: key 'authentication.service_account.issuers': an issuer must not be empty")
+        if ":" in issuer and not urllib.parse.urlsplit(issuer).scheme:
+            raise ConfigError(f"{src}: key 'authentication.service_account.issuers': {issuer!r} contains a ':' "
+                              f"but is not a valid URL")
+        if issuer in seen:
+            raise ConfigError(f"{src}: key 'authentication.service_account.issuers': {issuer!r} is listed twice")
+        seen.add(issuer)
+    if any(not path for path in sa.key_files):
+        raise ConfigError(f"{src}: key 'authentication.service_account.key_files': a file name must not be empty")
+    limit = sa.max_token_expiration_seconds
+    if limit and not 3600 <= limit <= 1 << 32:
+        raise ConfigError(f"{src}: key 'authentication.service_account.max_token_expiration_seconds': must be "
+                          f"0 (no limit) or between 3600 (1 hour) and 2^32 seconds, got {limit}")
+    if sa.jwks_uri and urllib.parse.urlsplit(sa.jwks_uri).scheme != "https":
+        raise ConfigError(f"{src}: key 'authentication.service_account.jwks_uri': must be an https URL, "
+                          f"got {sa.jwks_uri!r}")
+    if bool(config.proxy_client_cert_file) != bool(config.proxy_client_key_file):
+        raise ConfigError(f"{src}: keys 'proxy_client_cert_file' and 'proxy_client_key_file' must be set together")
+    for dotted in ("username_headers", "group_headers", "extra_headers_prefix", "allowed_names"):
+        for value in getattr(config.authentication.requestheader, dotted):
+            if not value.strip():
+                raise ConfigError(f"{src}: key 'authentication.requestheader.{dotted}': values must not be empty")
+
+
+def _validate_authorization(config: Config) -> None:
+    """Upstream's checks of --authorization-mode and the webhook flags."""
+    src, authz = config.source, config.authorization
+    if not authz.modes:
+        raise ConfigError(f"{src}: key 'authorization.modes': at least one authorization mode must be given")
+    for mode in authz.modes:
+        if mode in UNSUPPORTED_AUTHORIZATION_MODES:
+            raise ConfigError(f"{src}: key 'authorization.modes': mode {mode!r} is not supported by kapiserver "
+                              f"(supported: {', '.join(AUTHORIZATION_MODES)})")
+        if mode not in AUTHORIZATION_MODES:
+            raise ConfigError(f"{src}: key 'authorization.modes': authorization-mode {mode!r} is not a valid mode "
+                              f"(one of {', '.join(AUTHORIZATION_MODES)})")
+    if len(set(authz.modes)) != len(authz.modes):
+        raise ConfigError(f"{src}: key 'authorization.modes': a mode is given more than once: {authz.modes}")
+    webhook = authz.webhook
+    if "Webhook" in authz.modes and not webhook.config_file:
+        raise ConfigError(f"{src}: key 'authorization.webhook.config_file': required by authorization mode Webhook")
+    if webhook.config_file and "Webhook" not in authz.modes:
+        raise ConfigError(f"{src}: key 'authorization.webhook.config_file': cannot be set without authorization "
+                          f"mode Webhook")
+    if webhook.version not in WEBHOOK_VERSIONS:
+        raise ConfigError(f"{src}: key 'authorization.webhook.version': must be one of "
+                          f"{', '.join(WEBHOOK_VERSIONS)}, got {webhook.version!r}")
+    for key in ("cache_authorized_ttl_seconds", "cache_unauthorized_ttl_seconds"):
+        if getattr(webhook, key) < 0:
+            raise ConfigError(f"{src}: key 'authorization.webhook.{key}': must not be negative")
 
 
 def apply_overrides(config: Config, overrides: Mapping[str, Any]) -> None:
@@ -293,7 +469,9 @@ def _absolutize(config: Config) -> None:
     for dotted in _PATH_KEYS:
         obj, name, _ = _lookup(config, dotted)
         value = getattr(obj, name)
-        if value:
+        if isinstance(value, list):
+            setattr(obj, name, [os.path.abspath(v) for v in value])
+        elif value:
             setattr(obj, name, os.path.abspath(value))
 
 

@@ -3,8 +3,8 @@
 kube-apiserver's ``DefaultBuildHandlerChain`` wraps its API handler so that a
 request passes, outermost first:
 
-    panic recovery → request info → metrics → wait group → timeout
-      → authentication → impersonation → max-in-flight → authorization
+    audit init → panic recovery → request info → metrics → wait group → timeout
+      → authentication → audit → impersonation → max-in-flight → authorization
       → the delegation chain (aggregator → kube → CRD → 404)
 
 Max-in-flight comes after authentication and impersonation, as upstream: the
@@ -14,12 +14,16 @@ successor) classifies requests by user.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.resource import IResource
 
+from kapiserver.audit.build import Auditing
 from kapiserver.auth.authenticator import Authenticator
 from kapiserver.auth.authorizer import Authorizer
+from kapiserver.endpoints.filters.audit import WithAudit
+from kapiserver.endpoints.filters.audit_init import WithAuditInit
 from kapiserver.endpoints.filters.authentication import WithAuthentication
 from kapiserver.endpoints.filters.authorization import WithAuthorization
 from kapiserver.endpoints.filters.impersonation import WithImpersonation
@@ -41,6 +45,8 @@ class HandlerChainDeps:
     record_metrics: Recorder
     request_timeout_seconds: float
     max_body_bytes: int
+    # the audit policy and backends; None = nothing is audited (Audit-Id is still answered)
+    auditing: Optional[Auditing] = None
 
 
 def build_handler_chain(api_handler: IResource, deps: HandlerChainDeps) -> IResource:
@@ -48,9 +54,11 @@ def build_handler_chain(api_handler: IResource, deps: HandlerChainDeps) -> IReso
     handler: IResource = WithAuthorization(api_handler, deps.authorizer)
     handler = WithMaxInFlightLimit(handler, deps.inflight)
     handler = WithImpersonation(handler, deps.authorizer)
+    if deps.auditing is not None:
+        handler = WithAudit(handler, deps.auditing)
     handler = WithAuthentication(handler, deps.authenticator)
     handler = WithTimeout(handler, deps.reactor, deps.request_timeout_seconds)
     handler = WithWaitGroup(handler, deps.wait_group)
     handler = WithRequestMetrics(handler, deps.record_metrics)
     handler = WithRequestInfo(handler, deps.max_body_bytes)
-    return PanicRecovery(handler)
+    return WithAuditInit(PanicRecovery(handler), deps.auditing)

@@ -13,6 +13,7 @@ import os
 
 import yaml
 
+from kapiserver.machinery import private_files
 from kapiserver.server.certs import CertBundle
 
 CLUSTER_NAME = "kapiserver"
@@ -71,7 +72,7 @@ def write_admin_kubeconfig(path: str, bundle: CertBundle, host: str, port: int) 
         pass
     directory = os.path.dirname(path)
     if directory:
-        os.makedirs(directory, exist_ok=True)
+        private_files.make_private_dir(directory)
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:

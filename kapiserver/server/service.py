@@ -19,8 +19,11 @@ from twisted.application import service
 from twisted.internet import defer, endpoints, error as net_error, task
 from twisted.logger import Logger
 
+from kapiserver.machinery import private_files
 from kapiserver.server import systemd
-from kapiserver.server.certs import CertBundle, CertificateError, ensure_certificates, serving_context_factory
+from kapiserver.auth.build import CredentialsError
+from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
+                                     serving_context_factory)
 from kapiserver.server.config import Config
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
@@ -51,10 +54,26 @@ def fail_startup(message: str) -> None:
 def build_storage(config: Config, reactor: Any = None) -> Any:
     """The storage backend named by ``storage.backend``, behind the watch cache when enabled."""
     backend = _build_backend(config, reactor)
+    if config.encryption_provider_config:
+        backend = _encrypted(backend, config)
     if not config.storage.watch_cache:
         return backend
     from kapiserver.storage.cacher import CachedStorage
     return CachedStorage(backend, reactor=reactor)
+
+
+def _encrypted(backend: Any, config: Config) -> Any:
+    """The backend behind the transformers of ``encryption_provider_config`` (below the watch cache)."""
+    from kapiserver.apiextensions.customresourcedefinitions import resource_type as crd_resource_type
+    from kapiserver.apis.builtin import builtin_resource_types
+    from kapiserver.storage import encryption_config
+    from kapiserver.storage.encrypted import TransformingStorage, storage_resources
+    try:
+        encryption = encryption_config.load(config.encryption_provider_config)
+    except encryption_config.EncryptionConfigError as e:
+        raise StartupError(str(e)) from None
+    resource_of = storage_resources(builtin_resource_types() + [crd_resource_type()])
+    return TransformingStorage(backend, encryption, resource_of, key_prefix=config.storage.etcd.prefix)
 
 
 def _build_backend(config: Config, reactor: Any = None) -> Any:
@@ -71,11 +90,17 @@ def _build_backend(config: Config, reactor: Any = None) -> Any:
                            watch_silence_timeout=etcd.watch_silence_timeout_seconds)
     from kapiserver.storage.sqlite import SQLiteStorage
     try:
-        os.makedirs(config.data_dir, exist_ok=True)
+        private_files.make_private_dir(config.data_dir)
     except OSError as e:
         raise StartupError(f"{config.data_dir}: cannot create data directory: {e.strerror}") from None
     sqlite = config.storage.sqlite
-    return SQLiteStorage(os.path.join(config.data_dir, SQLITE_FILE),
+    path = os.path.join(config.data_dir, SQLITE_FILE)
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        # SQLite would take an empty file for a new database: a truncated one must not become a new cluster
+        raise StartupError(f"{path}: the SQLite database file is empty (0 bytes), so the data it held is gone; "
+                           f"refusing to start an empty cluster in its place (restore the file, or remove it "
+                           f"to start a new cluster)")
+    return SQLiteStorage(path,
                          compaction_interval=float(sqlite.compaction_interval_seconds),
                          compaction_retain=sqlite.compaction_retain_revisions, reactor=reactor)
 
@@ -171,6 +196,7 @@ class KapiService(service.Service):
         self._startup.addErrback(self._startup_failed)
 
     async def _start(self) -> None:
+        from kapiserver.audit.build import AuditConfigError
         from kapiserver.server.apiserver import APIServer
         config = self.config
         self.storage = build_storage(config, self.reactor)
@@ -182,10 +208,15 @@ class KapiService(service.Service):
             self.compactor = EtcdCompactor(self.storage, float(config.storage.etcd.compaction_interval_seconds),
                                            self.reactor)
             self.compactor.start()
-        self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
-                                   reactor=self.reactor)
+        try:
+            self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
+                                       reactor=self.reactor)
+        except AuditConfigError as e:
+            raise StartupError(str(e)) from None
         endpoint = endpoints.SSL4ServerEndpoint(self.reactor, config.secure_port,
-                                                serving_context_factory(self.bundle),
+                                                serving_context_factory(
+                                                    self.bundle,
+                                                    self.apiserver.authentication.handshake_client_cas or None),
                                                 backlog=1024, interface=config.bind_address)
         try:
             self.port = await endpoint.listen(self.apiserver.site)
@@ -225,7 +256,7 @@ class KapiService(service.Service):
                 self.ready.errback(failure)
                 self.ready.addErrback(lambda f: None)
             return
-        if failure.check(StartupError, CertificateError):
+        if failure.check(StartupError, CertificateError, CredentialsError):
             message = str(failure.value)
         else:
             log.failure("startup failed", failure)
@@ -311,8 +342,12 @@ def _exit_after_shutdown(code: int) -> None:
 
 def load_certificates(config: Config) -> CertBundle:
     """Certificates for ``config`` (creating them on first start); raises StartupError."""
+    defaults = credential_files(config).defaults
     try:
-        return ensure_certificates(config.cert_dir, config.tls.extra_sans)
+        return ensure_certificates(config.cert_dir, config.tls.extra_sans,
+                                   front_proxy="requestheader_client_ca" in defaults,
+                                   front_proxy_client="proxy_client_cert" in defaults,
+                                   service_account_key="service_account_signing_key" in defaults)
     except CertificateError as e:
         raise StartupError(str(e)) from None
 

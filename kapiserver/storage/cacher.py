@@ -40,6 +40,8 @@ Keys or prefixes that do not name one resource (``/``, or a prefix not in the
 """
 from __future__ import annotations
 
+import builtins
+
 from typing import Callable, Iterable, Optional
 
 from twisted.internet import defer
@@ -247,7 +249,7 @@ class CachedStorage:
 
     # ------------------------------------------------------------ introspection
 
-    def cached_prefixes(self) -> list[str]:
+    def cached_prefixes(self) -> "builtins.list[str]":  # (``list`` is a method here)
         return sorted(self._caches)
 
     def watcher_count(self) -> int:

@@ -224,7 +224,10 @@ class WatchCache:
             return defer.succeed(True)
         d: defer.Deferred = defer.Deferred()
         heapq.heappush(self._waiters, (revision, next(self._seq), d))
-        timer = self._reactor.callLater(timeout, lambda: d.called or d.callback(False))
+        def expire() -> None:
+            if not d.called:
+                d.callback(False)
+        timer = self._reactor.callLater(timeout, expire)
         d.addBoth(lambda r: (timer.active() and timer.cancel(), r)[1])
         return d
 

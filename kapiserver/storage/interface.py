@@ -38,6 +38,9 @@ class KeyValue:
     create_revision: int
     mod_revision: int
     lease: int = 0
+    # Read through a key or encryption provider that is not the current one
+    # (storage/encrypted.py): an update must write even an unchanged object.
+    stale: bool = field(default=False, compare=False)
 
 
 PUT = "PUT"

@@ -28,6 +28,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
+from kapiserver.machinery import private_files
 from kapiserver.storage.interface import (
     DELETE, PUT, CompactedError, ConflictError, ErrorHandler, Event, EventHandler, FutureRevisionError,
     KeyExistsError, KeyNotFoundError, KeyValue, ListResult, ProgressHandler, StorageError,
@@ -187,6 +188,9 @@ class SQLiteStorage:
         self._writer.stop()
 
     def _open(self) -> tuple[int, int, list[tuple[int, float]]]:
+        if not self._memory:
+            # 0600 whatever the umask; SQLite gives its -wal and -shm files the database's mode
+            private_files.ensure_private_file(self.path)
         conn = _connect(self.path)
         # auto_vacuum must be chosen before the first table exists; INCREMENTAL
         # lets compaction hand freed pages back to the file system.
@@ -202,6 +206,9 @@ class SQLiteStorage:
         # Keep the WAL file from staying large after a burst.
         conn.execute("PRAGMA journal_size_limit = 8388608")
         conn.executescript(SCHEMA)
+        if not self._memory:
+            for suffix in ("-wal", "-shm"):  # made by an older version, or under an older umask
+                private_files.tighten(self.path + suffix)
         self._wconn = conn
         meta = dict(conn.execute("SELECT name, value FROM meta"))
         top = conn.execute("SELECT max(rev) FROM kv").fetchone()[0] or 0

@@ -2,7 +2,9 @@
 
 It is the real APIServer (filters, delegation chain, handlers, Store,
 controllers) on a real SQLite store; only TLS is left out, and anonymous
-requests are allowed so tests need no client certificates.  End-to-end tests
+requests are allowed and authorized by AlwaysAllow, so tests need no client
+certificates (``authorization_modes=["RBAC"]`` or an ``authorizer`` to test
+authorization itself).  End-to-end tests
 with TLS, kubectl and the kubernetes client use :mod:`kapiserver.testing.process`.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from twisted.internet import reactor
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.server.apiserver import APIServer
 from kapiserver.server.config import Config, config_from_dict
+from kapiserver.testing import TEST_ADVERTISE_ADDRESS
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.storage.interface import Storage
 
@@ -28,8 +31,21 @@ _SETTINGS = {
     "max_requests_inflight": "limits.max_requests_inflight",
     "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
     "anonymous": "authentication.anonymous",
+    "authorization_modes": "authorization.modes",
+    "authorization_webhook_config_file": "authorization.webhook.config_file",
+    "authorization_webhook_version": "authorization.webhook.version",
     "event_ttl_seconds": "storage.event_ttl_seconds",
+    "advertise_address": "advertise_address",
     "leader_elect": "controllers.leader_elect",
+    # authentication: a cert_dir holding ensure_certificates' files turns on ServiceAccount tokens
+    "cert_dir": "cert_dir",
+    "token_auth_file": "authentication.token_auth_file",
+    "authentication_config_file": "authentication.config_file",
+    "api_audiences": "authentication.api_audiences",
+    "service_account_max_token_expiration_seconds": "authentication.service_account.max_token_expiration_seconds",
+    "audit_policy_file": "audit.policy_file",
+    "audit_log_path": "audit.log_path",
+    "cluster_signing_duration_seconds": "controllers.cluster_signing_duration_seconds",
     "enable_admission_plugins": "admission.enable_plugins",
     "disable_admission_plugins": "admission.disable_plugins",
     "admission_config_file": "admission.config_file",
@@ -38,11 +54,13 @@ _SETTINGS = {
 
 def test_config(**settings: Any) -> Config:
     """The server's configuration for an in-process test server: the defaults, anonymous requests
-    allowed, and ``settings`` (keyword names of :data:`_SETTINGS`) applied."""
+    allowed by AlwaysAllow, the advertised address, and ``settings`` (keyword names of :data:`_SETTINGS`)
+    applied."""
     unknown = set(settings) - set(_SETTINGS)
     if unknown:
         raise TypeError(f"unknown settings: {sorted(unknown)}")
-    overrides = {"authentication.anonymous": True}
+    overrides: dict[str, Any] = {"authentication.anonymous": True, "authorization.modes": ["AlwaysAllow"],
+                                 "advertise_address": TEST_ADVERTISE_ADDRESS}
     overrides.update({_SETTINGS[name]: value for name, value in settings.items()})
     return config_from_dict(None, "<test>", overrides)
 
@@ -80,7 +98,9 @@ async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"
             from kapiserver.storage.cacher import CachedStorage
             storage = CachedStorage(storage, reactor=reactor)
     await storage.start()
-    api = APIServer(config, storage, ca_pem, HealthChecks(), reactor, authorizer=authorizer)
+    # the bootstrap RBAC policy costs a start ~0.15 s: only when RBAC decides
+    api = APIServer(config, storage, ca_pem, HealthChecks(), reactor, authorizer=authorizer,
+                    bootstrap_rbac="RBAC" in config.authorization.modes)
     port = reactor.listenTCP(0, api.site, interface="127.0.0.1")
     api.secure_port = port.getHost().port
     await api.start()

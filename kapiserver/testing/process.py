@@ -21,6 +21,8 @@ from typing import Any, Optional
 
 import yaml
 
+from kapiserver.testing import TEST_ADVERTISE_ADDRESS
+
 READY_TIMEOUT_SECONDS = 30.0
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -51,10 +53,12 @@ E2E_CONFIG = {"storage": {"sqlite": {"compaction_interval_seconds": 1, "compacti
 
 class ServerProcess:
     def __init__(self, extra_config: Optional[dict] = None, extra_args: tuple[str, ...] = (),
-                 workdir: Optional[str] = None) -> None:
+                 workdir: Optional[str] = None, command_prefix: tuple[str, ...] = ()) -> None:
         self.workdir = workdir or tempfile.mkdtemp(prefix="kapiserver-e2e-")
         self.extra_config = extra_config or {}
         self.extra_args = extra_args
+        # run the server under another command (``ip netns exec <ns>``: a network namespace)
+        self.command_prefix = command_prefix
         self.proc: Optional[subprocess.Popen] = None
         self.kubeconfig = os.path.join(self.workdir, "admin.kubeconfig")
         self.config_path = os.path.join(self.workdir, "apiserver.yaml")
@@ -66,6 +70,7 @@ class ServerProcess:
         config: dict[str, Any] = {
             "secure_port": 0,
             "bind_address": "127.0.0.1",
+            "advertise_address": TEST_ADVERTISE_ADDRESS,  # Endpoints refuse loopback addresses
             "cert_dir": os.path.join(self.workdir, "certs"),
             "data_dir": os.path.join(self.workdir, "data"),
             "admin_kubeconfig": self.kubeconfig,
@@ -83,7 +88,8 @@ class ServerProcess:
         notify.bind(sock_path)
         notify.settimeout(0.2)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(twistd_command(self.config_path, *self.extra_args), stdout=log,
+        self.proc = subprocess.Popen([*self.command_prefix, *twistd_command(self.config_path, *self.extra_args)],
+                                     stdout=log,
                                      stderr=subprocess.STDOUT, env=child_env(NOTIFY_SOCKET=sock_path),
                                      cwd=self.workdir)
         log.close()
@@ -141,12 +147,38 @@ class ServerProcess:
                                  f"{result.stdout}\n{result.stderr}")
         return result
 
-    def python_client(self):
-        """An ApiClient of the official ``kubernetes`` package for this server."""
+    def python_client(self, kubeconfig: Optional[str] = None):
+        """An ApiClient of the official ``kubernetes`` package for this server (as ``kubeconfig``'s user)."""
         from kubernetes import client, config
         configuration = client.Configuration()
-        config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)
+        config.load_kube_config(config_file=kubeconfig or self.kubeconfig, client_configuration=configuration)
         return client.ApiClient(configuration)
+
+    def kubeconfig_for(self, user: str, groups: tuple[str, ...] = ()) -> str:
+        """A kubeconfig acting as ``user`` (in ``groups``): a client certificate signed by the cluster CA.
+
+        The file sits beside the admin kubeconfig; its client certificate and key
+        are files too (``<name>.crt``/``.key``), for raw HTTPS clients.
+        """
+        from kapiserver.server.certs import issue_client_certificate
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in user)
+        path = os.path.join(self.workdir, f"user-{safe}.kubeconfig")
+        if os.path.exists(path):
+            return path
+        cert, key = issue_client_certificate(os.path.join(self.workdir, "certs"), user, groups)
+        cert_path = os.path.join(self.workdir, f"user-{safe}.crt")
+        key_path = os.path.join(self.workdir, f"user-{safe}.key")
+        for file_path, data in ((cert_path, cert), (key_path, key)):
+            with open(file_path, "wb") as f:
+                f.write(data)
+        with open(self.kubeconfig) as f:
+            admin = yaml.safe_load(f)
+        admin["users"] = [{"name": safe, "user": {"client-certificate": cert_path, "client-key": key_path}}]
+        for context in admin["contexts"]:
+            context["context"]["user"] = safe
+        with open(path, "w") as f:
+            yaml.safe_dump(admin, f)
+        return path
 
 
 def kubectl_binary() -> str:

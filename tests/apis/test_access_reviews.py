@@ -42,7 +42,7 @@ class AccessReviewTests(ServerTestCase):
     async def test_reviews_are_validated_and_create_only(self):
         reply = await self.client.post(f"{AUTHZ}/selfsubjectaccessreviews", review("SelfSubjectAccessReview", {}))
         self.assertEqual(reply.code, 422)
-        self.assertEqual(messages(reply), ["spec.resourceAttributes: Invalid value: null: exactly one of "
+        self.assertEqual(messages(reply), ["spec.resourceAttributes: Invalid value: \"null\": exactly one of "
                                            "nonResourceAttributes or resourceAttributes must be specified"])
         reply = await self.client.post(f"{AUTHZ}/subjectaccessreviews", review("SubjectAccessReview", POD_GET))
         self.assertEqual(messages(reply), ['spec.user: Invalid value: "": at least one of user or group '

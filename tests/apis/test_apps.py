@@ -5,7 +5,7 @@ import copy
 
 from twisted.trial import unittest
 
-from kapiserver.apis.apps import workload
+from kapiserver.machinery import gorepr
 from kapiserver.machinery import protobuf
 from kapiserver.testing.cases import ServerTestCase, run
 
@@ -75,7 +75,7 @@ class AppsTests(ServerTestCase):
         surge = workload_obj("Deployment", strategy={"type": "RollingUpdate",
                                                      "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "0%"}})
         r = await self.create("deployments", surge)
-        self.assertIn("spec.strategy.rollingUpdate.maxUnavailable: Invalid value: 0: may not be 0 when `maxSurge` is 0",
+        self.assertIn("spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0",
                       r.body["message"])
 
     @run
@@ -146,7 +146,7 @@ class AppsTests(ServerTestCase):
         self.assertEqual(r.code, 422)
         self.assertEqual(r.body["message"], 'StatefulSet.apps "db" is invalid: spec: Forbidden: ' +
                          "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
-                         "'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and "
+                         "'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and "
                          "'minReadySeconds' are forbidden")
         r = await self.client.patch(f"{APPS}/statefulsets/db", {"spec": {"replicas": 2, "minReadySeconds": 5}})
         self.assertEqual((r.code, r.body["spec"]["replicas"]), (200, 2))
@@ -234,8 +234,8 @@ class GoRenderingTests(unittest.TestCase):
     """The Go ``%#v`` form upstream's selector messages use."""
 
     def test_selector_rendering(self):
-        self.assertEqual(workload.go_label_selector({"matchExpressions": [
+        self.assertEqual(gorepr.label_selector({"matchExpressions": [
             {"key": "a", "operator": "Exists"}]}),
             'v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement{'
             'v1.LabelSelectorRequirement{Key:"a", Operator:"Exists", Values:[]string(nil)}}}')
-        self.assertEqual(workload.go_string_map(None), "map[string]string(nil)")
+        self.assertEqual(gorepr.string_map(None), "map[string]string(nil)")

@@ -71,8 +71,7 @@ class JobTests(ServerTestCase):
         self.assertEqual(r.code, 422)
         self.assertEqual(r.body["message"], 'Job.batch "bad" is invalid: ['
                          'spec.parallelism: Invalid value: -1: must be greater than or equal to 0, '
-                         'spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: '
-                         '"OnFailure", "Never"]')
+                         'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"]')
         created = (await self.client.post(f"{BATCH}/jobs", job())).body
         changed = copy.deepcopy(created)
         changed["spec"]["template"]["spec"]["containers"][0]["image"] = "perl:5.36"

@@ -74,7 +74,7 @@ class PodTests(ServerTestCase):
             "spec.containers[1].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
             "spec.containers[1].ports[0].protocol: Unsupported value: \"ICMP\": supported values: "
             "\"SCTP\", \"TCP\", \"UDP\"",
-            "spec.containers[1].resources.requests[cpu]: Invalid value: \"2\": must be less than or equal to "
+            "spec.containers[1].resources.requests: Invalid value: \"2\": must be less than or equal to "
             "cpu limit of 1",
             "spec.containers[1].volumeMounts[0].name: Not found: \"data\"",
             "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", "
@@ -149,7 +149,8 @@ class ServiceTests(ServerTestCase):
         r = await self.client.patch(NS + "/services/web", {"spec": {"clusterIP": "10.0.0.77",
                                                                     "clusterIPs": ["10.0.0.77"]}})
         self.assertEqual(r.code, 422)
-        self.assertIn("spec.clusterIPs[0]: Invalid value: \"10.0.0.77\": may not change once set", messages(r))
+        self.assertIn("spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.77\"}: may not change once set",
+                      messages(r))
 
     @run
     async def test_requested_ip_taken_or_out_of_range_is_invalid(self) -> None:
@@ -231,8 +232,8 @@ class OtherKindsTests(ServerTestCase):
         r = await self.client.post(NS + "/replicationcontrollers", bad)
         self.assertEqual(sorted(messages(r)), sorted([
             "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
-            "spec.template.metadata.labels: Invalid value: {\"app\":\"y\"}: `selector` does not match template "
-            "`labels`",
+            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"y\"}: `selector` does not "
+            "match template `labels`",
             "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""]))
 
     @run

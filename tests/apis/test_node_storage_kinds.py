@@ -124,7 +124,7 @@ class ComponentStatusTests(ServerTestCase):
         t = await self.client.get("/api/v1/componentstatuses", headers=TABLE)
         self.assertEqual(t.body["rows"][0]["cells"], ["sqlite-0", "Healthy", "ok", ""])
         missing = await self.client.get("/api/v1/componentstatuses/etcd-0")
-        self.assertEqual((missing.code, missing.body["message"]), (500, "Component not found: etcd-0"))
+        self.assertEqual((missing.code, missing.body["message"]), (404, 'componentstatuses "etcd-0" not found'))
         none = await self.client.get("/api/v1/componentstatuses?labelSelector=a%3Db")
         self.assertEqual(none.body["items"], [])
         watch = await self.client.get("/api/v1/componentstatuses?watch=1")

@@ -29,7 +29,8 @@ class RBACTests(ServerTestCase):
         self.assertEqual(reply.body["reason"], "Invalid")
         self.assertEqual(messages(reply), [
             "rules[0].verbs: Required value: verbs must contain at least one value",
-            'rules[1].nonResourceURLs: Invalid value: ["/healthz"]: namespaced rules cannot apply to non-resource URLs',
+            'rules[1].nonResourceURLs: Invalid value: []string{"/healthz"}: namespaced rules cannot apply to '
+            'non-resource URLs',
             "rules[2].apiGroups: Required value: resource rules must supply at least one api group",
             "rules[2].resources: Required value: resource rules must supply at least one resource"])
         ok = await self.client.post(f"{RBAC}/namespaces/team/roles", {

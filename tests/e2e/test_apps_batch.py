@@ -183,5 +183,6 @@ class AppsBatchPythonClientTests(unittest.TestCase):
             self.batch.create_namespaced_job(self.ns, c.V1Job(
                 metadata=c.V1ObjectMeta(name="bad"), spec=c.V1JobSpec(template=self.pod_template())))
         self.assertEqual(ctx.exception.status, 422)
-        self.assertIn('spec.template.spec.restartPolicy: Unsupported value: \\"Always\\"', ctx.exception.body)
+        self.assertIn('spec.template.spec.restartPolicy: Required value: valid values: \\"OnFailure\\", \\"Never\\"',
+                      ctx.exception.body)
         self.batch.delete_namespaced_job("once", self.ns, propagation_policy="Background")

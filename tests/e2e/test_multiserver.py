@@ -6,7 +6,8 @@ with kube-controller-manager's durations (lease 15 s, renew 10 s, retry 2 s).
 What a user must see: Services created at the same time through both get
 distinct cluster IPs and node ports (one RangeAllocation record in etcd,
 updated by compare-and-swap) that deletes give back; exactly one server runs
-the controllers; the ``kubernetes`` Service's endpoints list both servers; a
+the controllers; the ``kubernetes`` Service's endpoints list both servers (by the
+documentation addresses they advertise: Endpoints refuse loopback ones); a
 CRD created through the follower is served by both; and when the leader is
 killed (``kill -9``), the other server takes the Lease over within the lease
 duration and garbage collection and namespace deletion go on through it.
@@ -47,6 +48,9 @@ class _Cluster:
     """One etcd and two servers (127.0.0.1 and 127.0.0.2, same port) sharing it and one CA."""
 
     ADDRESSES = ("127.0.0.1", "127.0.0.2")
+    # what each advertises in the kubernetes Endpoints: documentation addresses (RFC 5737), since
+    # Endpoints refuse loopback ones as upstream's do
+    ADVERTISED = ("192.0.2.1", "192.0.2.2")
 
     def __init__(self) -> None:
         self.etcd = EtcdServer(["--experimental-watch-progress-notify-interval", "500ms"])
@@ -55,9 +59,10 @@ class _Cluster:
         self.servers: list[ServerProcess] = []
         atexit.register(self.cleanup)
         self.etcd.start()
-        for address in self.ADDRESSES:  # one after the other: the first makes the CA
+        for address, advertised in zip(self.ADDRESSES, self.ADVERTISED):  # one after the other: the first makes the CA
             self.servers.append(ServerProcess({
                 "cert_dir": self.cert_dir, "secure_port": self.port, "bind_address": address,
+                "advertise_address": advertised,
                 "tls": {"extra_sans": list(self.ADDRESSES)},
                 "storage": {"backend": "etcd3", "etcd": {"servers": [self.etcd.endpoint]}}}).start())
         self.clients = [_HTTPS(s, self.cert_dir) for s in self.servers]
@@ -217,13 +222,13 @@ class MultiServerTests(_ClusterTestCase):
 
     def test_kubernetes_endpoints_list_both_servers(self):
         port = self.cluster.port
-        expected = [{"addresses": [{"ip": "127.0.0.1"}, {"ip": "127.0.0.2"}],
+        expected = [{"addresses": [{"ip": ip} for ip in self.cluster.ADVERTISED],
                      "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]
         for client in (self.a, self.b):
             ep = client.json("GET", "/api/v1/namespaces/default/endpoints/kubernetes")
             self.assertEqual(ep["subsets"], expected)
             es = client.json("GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes")
-            self.assertEqual([e["addresses"] for e in es["endpoints"]], [["127.0.0.1"], ["127.0.0.2"]])
+            self.assertEqual([e["addresses"] for e in es["endpoints"]], [[ip] for ip in self.cluster.ADVERTISED])
             svc = client.json("GET", "/api/v1/namespaces/default/services/kubernetes")
             self.assertEqual((svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["targetPort"]), ("10.0.0.1", port))
 
@@ -287,7 +292,7 @@ class LeaderFailoverTests(_ClusterTestCase):
                  timeout=15)
         wait_for(lambda: survivor.request("GET", f"/api/v1/namespaces/{doomed}")[0] == 404, timeout=15)
         # the dead server's lease record expires: the endpoints name the survivor alone
-        alive = cluster.ADDRESSES[1 - leader]
+        alive = cluster.ADVERTISED[1 - leader]
         wait_for(lambda: [a["ip"] for a in survivor.json(
             "GET", "/api/v1/namespaces/default/endpoints/kubernetes")["subsets"][0]["addresses"]] == [alive],
             timeout=30)

@@ -16,6 +16,7 @@ import yaml
 from twisted.trial import unittest
 
 from kapiserver.machinery import protobuf
+from kapiserver.testing.cases import wait_for
 from kapiserver.testing.process import E2E_CONFIG, shared_server
 
 PB = protobuf.MEDIA_TYPE
@@ -109,7 +110,9 @@ class ProtobufClientTests(unittest.TestCase):
     def test_crd_from_kubectl_create_file_reads_back_as_protobuf(self):
         path = self.crd_file("sprockets", "Sprocket", "spr")
         self.kubectl("create", "-f", path)
-        self.kubectl("wait", "--for", "condition=established", "crd/sprockets.pb.example.com", "--timeout=20s")
+        # (kubectl wait fails at once, not waits, while status.conditions is still null)
+        wait_for(lambda: self.kubectl("wait", "--for", "condition=established", "crd/sprockets.pb.example.com",
+                                      "--timeout=20s", check=False).returncode == 0, timeout=30)
         as_json = json.loads(self.kubectl("get", "crd", "sprockets.pb.example.com", "-o", "json",
                                           "--show-managed-fields").stdout)
         code, content_type, body = self.client.request(
@@ -135,7 +138,9 @@ class ProtobufClientTests(unittest.TestCase):
         self.assertEqual((code, content_type), (201, PB), body[:500])
         created = protobuf.decode_object(body).obj
         self.assertEqual(created["spec"]["versions"][0]["schema"], crd["spec"]["versions"][0]["schema"])
-        self.kubectl("wait", "--for", "condition=established", "crd/gears.pb.example.com", "--timeout=20s")
+        # (kubectl wait fails at once, not waits, while status.conditions is still null)
+        wait_for(lambda: self.kubectl("wait", "--for", "condition=established", "crd/gears.pb.example.com",
+                                      "--timeout=20s", check=False).returncode == 0, timeout=30)
         self.kubectl("apply", "-f", "-", input="apiVersion: pb.example.com/v1\nkind: Gear\nmetadata: {name: g1, "
                      "namespace: default}\nspec: {size: 7, color: red}\n")
         gear = json.loads(self.kubectl("get", "gr", "g1", "-o", "json").stdout)

@@ -127,12 +127,13 @@ class CreateGetTests(ServerTestCase):
 
     @run
     async def test_yaml_in_and_out(self):
-        r = await self.client.post(CM, raw=b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  a: b\n",
+        # (not "name: y": YAML 1.1, as sigs.k8s.io/yaml reads it, makes that a boolean)
+        r = await self.client.post(CM, raw=b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yml\ndata:\n  a: b\n",
                                    content_type="application/yaml")
         self.assertEqual(r.code, 201, r.raw)
-        r = await self.client.get(CM + "/y", headers={"Accept": "application/yaml"})
+        r = await self.client.get(CM + "/yml", headers={"Accept": "application/yaml"})
         self.assertEqual(r.header("content-type"), "application/yaml")
-        self.assertIn(b"name: y", r.raw)
+        self.assertIn(b"name: yml", r.raw)
 
     @run
     async def test_create_in_missing_namespace_is_404(self):

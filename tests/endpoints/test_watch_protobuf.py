@@ -75,6 +75,9 @@ class ProtobufWatchTests(ServerTestCase):
 
     @run
     async def test_watch_list_initial_events_and_bookmark_blueprint(self):
+        async def root_ca_published():  # the namespace controller's write, before the watch starts
+            return (await self.client.get(CM + "/kube-root-ca.crt")).code == 200
+        await self.wait_for(root_ca_published)
         for name in ("a", "b"):
             await self.client.post(CM, cm(name))
         response, frames, done = await self.open_watch(

@@ -201,7 +201,7 @@ class ApplyTests(unittest.TestCase):
              400, "invalid object type: /v1, Kind=Secret"),
             ({"kind": "ConfigMap", "metadata": {"name": "c"}}, 400, "invalid object type: /, Kind=ConfigMap"),
             ({**cm(), "metadata": {"name": "c", "managedFields": []}}, 400, "metadata.managedFields must be nil"),
-            ({**cm(), "dat": {}}, 500, "failed to create typed patch object (default/c; /v1, Kind=ConfigMap): "
+            ({**cm(), "dat": {}}, 400, "failed to create typed patch object (default/c; /v1, Kind=ConfigMap): "
                                        ".dat: field not declared in schema"),
         ]
         for config, code, message in cases:
@@ -274,6 +274,7 @@ class ManagerNameTests(unittest.TestCase):
         self.assertEqual([c.to_dict() for c in validate_field_manager("x" * 129)],
                          [{"reason": "FieldValueTooLong", "field": "fieldManager",
                            "message": "Too long: may not be more than 128 bytes"}])
+        # the value is printed with Go's %q, which writes \a for U+0007
         self.assertEqual([c.to_dict() for c in validate_field_manager("a\x07b")],
                          [{"reason": "FieldValueInvalid", "field": "fieldManager",
-                           "message": 'Invalid value: "a\\u0007b": invalid character U+0007 (at position 1)'}])
+                           "message": 'Invalid value: "a\\ab": invalid character U+0007 (at position 1)'}])

@@ -123,22 +123,24 @@ class SmallSchemaTests(unittest.TestCase):
         self.assertEqual(patch, patch_before)
 
     def test_errors(self):
+        # upstream answers the plain merge errors with a 500 of reason Unknown; they are the
+        # client's patch, so here they are 422 (and an unknown $patch directive a 400)
         def status(patch, original=POD):
             with self.assertRaises(StatusError) as caught:
                 self.patch(patch, original)
             return caught.exception.code, caught.exception.message
         self.assertEqual(status({"spec": {"containers": [{"image": "x"}]}}),
-                         (500, "map: map[image:x] does not contain declared merge key: name"))
+                         (422, "map: map[image:x] does not contain declared merge key: name"))
         self.assertEqual(status({"metadata": {"labels": {"$patch": "frob"}}}),
-                         (500, "unknown patch type: frob in map: map[$patch:frob]"))
+                         (400, "unknown patch type: frob in map: map[$patch:frob]"))
         self.assertEqual(status({"spec": {"containers": [{"name": "app", "$patch": "merge"}]}}),
-                         (500, "merging lists cannot yet be specified in the patch"))
+                         (422, "merging lists cannot yet be specified in the patch"))
         self.assertEqual(status({"spec": {"volumes": [{"name": "a", "$retainKeys": "name"}]}}),
                          (400, "invalid patch format of retainKeys"))
         self.assertEqual(status({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}}),
                          (400, "invalid patch format of primitive list"))
         self.assertEqual(status({"metadata": {"finalizers": [1]}}),
-                         (500, "list element types are not identical: [[a.io/x a.io/y] [1]]"))
+                         (422, "list element types are not identical: [[a.io/x a.io/y] [1]]"))
         self.assertEqual(status({"metadata": {"finalizers": [["a"]]}}, {}),
                          (422, "the server rejected our request due to an error in our request"))
 

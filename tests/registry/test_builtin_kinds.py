@@ -261,10 +261,11 @@ class NamespaceTests(Base):
 
     def test_bad_finalizers(self) -> None:
         _, causes = self.create({"spec": {"finalizers": ["foo", "example.com/ok", "a/b/c"]}})
-        self.assertEqual(causes[0], 'spec.finalizers[0]: Invalid value: "foo": name is neither a standard '
+        # upstream's ValidateNamespace reports these at spec.finalizers, without an index
+        self.assertEqual(causes[0], 'spec.finalizers: Invalid value: "foo": name is neither a standard '
                                     'finalizer name nor is it fully qualified')
         self.assertEqual(len(causes), 2)
-        self.assertTrue(causes[1].startswith('spec.finalizers[2]: Invalid value: "a/b/c": a qualified name must '
+        self.assertTrue(causes[1].startswith('spec.finalizers: Invalid value: "a/b/c": a qualified name must '
                                              'consist of'))
 
     def test_delete_marks_terminating_while_finalizers_remain(self) -> None:
@@ -401,7 +402,8 @@ class LeaseTests(Base):
                                   "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0",
                                   "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined"])
         _, causes = self.create({"spec": {"strategy": "Newest"}})
-        self.assertEqual(causes, ['spec.strategy: Unsupported value: "Newest": supported values: '
+        # sic: upstream's ValidateCoordinatedLeaseStrategy appends "strategy" to the path it is given
+        self.assertEqual(causes, ['spec.strategy.strategy: Unsupported value: "Newest": supported values: '
                                   '"OldestEmulationVersion"'])
 
 

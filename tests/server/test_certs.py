@@ -6,6 +6,8 @@ import os
 import stat
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from twisted.trial import unittest
 
@@ -89,3 +91,32 @@ class CertificateTests(unittest.TestCase):
             x509.SubjectAlternativeName).value
         self.assertIn(ipaddress.ip_address("192.168.1.5"), ext.get_values_for_type(x509.IPAddress))
         self.assertNotIn("192.168.1.5", ext.get_values_for_type(x509.DNSName))
+
+    def test_front_proxy_and_service_account_key_beside_the_others(self) -> None:
+        bundle = ensure_certificates(self.dir, [])
+        for name in ("front-proxy-ca.key", "front-proxy-client.key", "sa.key"):
+            mode = stat.S_IMODE(os.stat(os.path.join(self.dir, name)).st_mode)
+            self.assertEqual(mode, 0o600, name)
+        proxy_ca = _load(os.path.join(self.dir, "front-proxy-ca.crt"))
+        client = _load(os.path.join(self.dir, "front-proxy-client.crt"))
+        client.verify_directly_issued_by(proxy_ca)
+        self.assertEqual(client.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value, "front-proxy-client")
+        self.assertNotEqual(proxy_ca.subject, _load(os.path.join(self.dir, "ca.crt")).subject)
+        self.assertEqual(bundle.front_proxy_ca_pem, open(os.path.join(self.dir, "front-proxy-ca.crt"), "rb").read())
+        with open(os.path.join(self.dir, "sa.key"), "rb") as f:
+            key = serialization.load_pem_private_key(f.read(), None)
+        self.assertIsInstance(key, rsa.RSAPrivateKey)
+        with open(os.path.join(self.dir, "sa.pub"), "rb") as f:
+            self.assertEqual(serialization.load_pem_public_key(f.read()).public_numbers(),
+                             key.public_key().public_numbers())
+        # every token ever issued depends on the key: a restart keeps it
+        with open(os.path.join(self.dir, "sa.key"), "rb") as f:
+            before = f.read()
+        ensure_certificates(self.dir, [])
+        with open(os.path.join(self.dir, "sa.key"), "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def test_operator_named_files_are_not_generated(self) -> None:
+        ensure_certificates(self.dir, [], front_proxy=False, front_proxy_client=False, service_account_key=False)
+        for name in ("front-proxy-ca.crt", "front-proxy-client.crt", "sa.key"):
+            self.assertFalse(os.path.exists(os.path.join(self.dir, name)), name)

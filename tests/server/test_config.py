@@ -37,7 +37,10 @@ class LoadConfigTests(unittest.TestCase):
         self.assertEqual(config.storage.backend, "sqlite")
         self.assertEqual(config.storage.etcd.prefix, "/registry")
         self.assertEqual(config.limits.max_request_body_bytes, 3145728)
-        self.assertFalse(config.authentication.anonymous)
+        self.assertTrue(config.authentication.anonymous)
+        self.assertEqual(config.authorization.modes, ["RBAC"])
+        self.assertEqual((config.authorization.webhook.cache_authorized_ttl_seconds,
+                          config.authorization.webhook.cache_unauthorized_ttl_seconds), (300.0, 30.0))
         self.assertEqual(config.cert_dir, os.path.abspath("var/certs"))
 
     def test_nested_values_and_relative_paths(self) -> None:
@@ -162,6 +165,79 @@ class LoadConfigTests(unittest.TestCase):
         self.assertIn("'storage.backend': must be one of", str(cm.exception))
 
 
+    def test_authorization_modes_are_checked(self) -> None:
+        self.assertConfigError("authorization:\n  modes: []\n",
+                               "key 'authorization.modes': at least one authorization mode must be given")
+        self.assertConfigError("authorization:\n  modes: [RBAC, Magic]\n",
+                               "key 'authorization.modes': authorization-mode 'Magic' is not a valid mode (one of "
+                               "AlwaysAllow, AlwaysDeny, RBAC, Webhook)")
+        self.assertConfigError("authorization:\n  modes: [Node, RBAC]\n",
+                               "key 'authorization.modes': mode 'Node' is not supported by kapiserver (supported: "
+                               "AlwaysAllow, AlwaysDeny, RBAC, Webhook)")
+        self.assertConfigError("authorization:\n  modes: [RBAC, RBAC]\n",
+                               "key 'authorization.modes': a mode is given more than once: ['RBAC', 'RBAC']")
+        self.assertConfigError("authorization:\n  modes: [Webhook]\n",
+                               "key 'authorization.webhook.config_file': required by authorization mode Webhook")
+        self.assertConfigError("authorization:\n  webhook: {config_file: w.yaml}\n",
+                               "key 'authorization.webhook.config_file': cannot be set without authorization mode "
+                               "Webhook")
+        config = load_config(self.write("authorization:\n  modes: [Webhook, RBAC]\n"
+                                        "  webhook: {config_file: w.yaml, version: v1beta1}\n"))
+        self.assertEqual(config.authorization.webhook.config_file, os.path.abspath("w.yaml"))
+
+    def test_authorization_flags(self) -> None:
+        from kapiserver.server.plugin import Options
+        options = Options()
+        options.parseOptions(["--authorization-mode", "Webhook,RBAC", "--authorization-webhook-config-file", "w.yaml",
+                              "--authorization-webhook-cache-authorized-ttl", "1m30s",
+                              "--authorization-webhook-cache-unauthorized-ttl", "0"])
+        config = load_config(None, options.overrides())
+        self.assertEqual(config.authorization.modes, ["Webhook", "RBAC"])
+        self.assertEqual(config.authorization.webhook.cache_authorized_ttl_seconds, 90.0)
+        self.assertEqual(config.authorization.webhook.cache_unauthorized_ttl_seconds, 0.0)
+
+
+class AuthenticationConfigTests(unittest.TestCase):
+    def test_defaults(self) -> None:
+        authn = load_config(None).authentication
+        self.assertEqual(authn.service_account.issuers, ["https://kubernetes.default.svc.cluster.local"])
+        self.assertEqual((authn.client_ca_file, authn.token_auth_file, authn.api_audiences), ("", "", []))
+        self.assertEqual(authn.requestheader.username_headers, ["X-Remote-User"])
+        self.assertEqual(authn.requestheader.allowed_names, ["front-proxy-client"])
+        self.assertEqual(authn.service_account.max_token_expiration_seconds, 0)
+
+    def test_paths_are_made_absolute(self) -> None:
+        config = load_config(None, {"authentication.token_auth_file": "tokens.csv",
+                                    "authentication.service_account.key_files": ["a.pem", "/etc/b.pem"]})
+        self.assertEqual(config.authentication.token_auth_file, os.path.abspath("tokens.csv"))
+        self.assertEqual(config.authentication.service_account.key_files, [os.path.abspath("a.pem"), "/etc/b.pem"])
+
+    def test_flags_use_kube_apiserver_names(self) -> None:
+        from kapiserver.server.plugin import Options
+        options = Options()
+        options.parseOptions(["--token-auth-file", "t.csv", "--service-account-issuer", "https://a,https://b",
+                              "--service-account-max-token-expiration", "48h", "--anonymous-auth=true",
+                              "--requestheader-allowed-names", "aggregator,front-proxy-client"])
+        config = load_config(None, options.overrides())
+        self.assertEqual(config.authentication.service_account.issuers, ["https://a", "https://b"])
+        self.assertEqual(config.authentication.service_account.max_token_expiration_seconds, 48 * 3600)
+        self.assertTrue(config.authentication.anonymous)
+        self.assertEqual(config.authentication.requestheader.allowed_names, ["aggregator", "front-proxy-client"])
+
+    def test_invalid_values(self) -> None:
+        for overrides, message in [
+            ({"authentication.service_account.issuers": []}, "at least one issuer is required"),
+            ({"authentication.service_account.issuers": ["https://a", "https://a"]}, "'https://a' is listed twice"),
+            ({"authentication.service_account.max_token_expiration_seconds": 60},
+             "must be 0 (no limit) or between 3600 (1 hour) and 2^32 seconds, got 60"),
+            ({"authentication.service_account.jwks_uri": "http://x/jwks"}, "must be an https URL"),
+            ({"proxy_client_cert_file": "c.crt"}, "must be set together"),
+        ]:
+            with self.assertRaises(ConfigError, msg=str(overrides)) as cm:
+                load_config(None, overrides)
+            self.assertIn(message, str(cm.exception))
+
+
 class BadConfigExitTests(unittest.TestCase):
     """Every startup problem ends twistd with a non-zero status and exactly one line on stderr."""
 
@@ -189,9 +265,27 @@ class BadConfigExitTests(unittest.TestCase):
         path = os.path.join(self.dir, "missing.yaml")
         self.assertFailsWith(path, f"{path}: configuration file not found")
 
+    def test_missing_token_file(self) -> None:
+        tokens = os.path.join(self.dir, "tokens.csv")
+        path = write_config(self.dir, {"authentication": {"token_auth_file": tokens}})
+        self.assertFailsWith(path, f"{tokens}: token file not found")
+
     def test_bad_flag_value(self) -> None:
         path = write_config(self.dir, {})
         self.assertFailsWith(path, "--secure-port: invalid value 'x'", "--secure-port", "x")
+
+    def test_bad_duration_flag(self) -> None:
+        path = write_config(self.dir, {})
+        self.assertFailsWith(path, "--authorization-webhook-cache-authorized-ttl: invalid value '5 minutes'",
+                             "--authorization-webhook-cache-authorized-ttl", "5 minutes")
+
+    def test_unreadable_webhook_config(self) -> None:
+        missing = os.path.join(self.dir, "nowhere.kubeconfig")
+        path = write_config(self.dir, {"secure_port": 0, "cert_dir": os.path.join(self.dir, "certs"),
+                                       "data_dir": os.path.join(self.dir, "data"),
+                                       "admin_kubeconfig": os.path.join(self.dir, "admin.kubeconfig"),
+                                       "authorization": {"modes": ["Webhook"], "webhook": {"config_file": missing}}})
+        self.assertFailsWith(path, f"{missing}: cannot read webhook configuration: No such file or directory")
 
     def test_port_in_use(self) -> None:
         busy = socket.socket()

@@ -62,8 +62,11 @@ class ServerProcessTests(unittest.TestCase):
         # With WatchdogSec= systemd expects pings at least every WATCHDOG_USEC.
         self.wait_for(b"WATCHDOG=1", timeout=5)
         self.wait_for(b"WATCHDOG=1", timeout=5)
-        # The admin client certificate authenticates; no certificate does not.
-        self.assertEqual(https_get(port, "/livez", self.cert_dir, client_cert=False)[0], 401)
+        # The admin client certificate authenticates; without one a caller is system:anonymous, who may
+        # probe health (a load balancer) and nothing else.
+        self.assertEqual(https_get(port, "/livez", self.cert_dir, client_cert=False), (200, "ok"))
+        self.assertEqual(https_get(port, "/api/v1/namespaces", self.cert_dir, client_cert=False)[0], 403)
+        self.assertEqual(https_get(port, "/api/v1/namespaces", self.cert_dir)[0], 200)
         if KUBECTL:
             out = subprocess.run([KUBECTL, "--kubeconfig", self.kubeconfig, "version", "-o", "json"],
                                  capture_output=True, text=True, timeout=60)
@@ -99,3 +102,22 @@ class ServerProcessTests(unittest.TestCase):
             self.assertEqual(f.read(), ca)
         self.assertEqual(https_get(second_port, "/healthz?verbose", self.cert_dir)[0], 200)
         self.assertEqual(server.stop(), 0)
+
+
+class EmptyDatabaseFileTests(unittest.TestCase):
+    def test_zero_length_database_is_refused_with_one_line(self) -> None:
+        from kapiserver.testing.process import ServerProcess as E2EServer
+
+        server = E2EServer()
+        self.addCleanup(shutil.rmtree, server.workdir, True)
+        os.makedirs(os.path.join(server.workdir, "data"))
+        path = os.path.join(server.workdir, "data", "kapiserver.db")
+        open(path, "wb").close()  # a database that was truncated
+        with self.assertRaises(RuntimeError) as caught:
+            server.start()
+        self.assertIn("exited with 1", str(caught.exception))
+        # the one line on stderr (the log has it too, as every startup error)
+        lines = [line for line in server.log().splitlines() if line.startswith("kapiserver: ")]
+        self.assertEqual(len(lines), 1, server.log())
+        self.assertIn("the SQLite database file is empty (0 bytes)", lines[0])
+        self.assertEqual(os.path.getsize(path), 0, "the file must be left as it was")

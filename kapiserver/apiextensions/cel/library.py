@@ -23,7 +23,7 @@ from cel import stdlib
 from kapiserver.apiextensions import names
 from kapiserver.apiextensions.cel import network
 from kapiserver.apiextensions.schema.validation import compile_pattern
-from kapiserver.machinery import quantity
+from kapiserver.machinery import quantity, regex
 
 _Q = "__kapiserver_quantity__"
 _URL = "__kapiserver_url__"
@@ -68,6 +68,14 @@ def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
         raise ValueError(f"invalid regex: {pattern}")
     found = [m.group(0) for m in compiled.finditer(s)]
     return found if limit < 0 else found[:limit]
+
+
+def _matches(s: str, pattern: str) -> bool:
+    """``matches(s, re)`` with RE2 semantics (the receiver form is cel-rust's own, also linear-time)."""
+    try:
+        return regex.search(pattern, s)
+    except regex.RegexError as e:
+        raise ValueError(f"invalid regex: {pattern}: {e}") from None
 
 
 def _format(template: str, args: list) -> str:
@@ -281,6 +289,7 @@ _K8S_FUNCTIONS: dict[str, Callable] = {
         "uuid", lambda v: [] if re.match(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", v)
         else ["invalid UUID"]),
     "validate": _format_validate,
+    "matches": _matches,
 }
 _K8S_FUNCTIONS.update(network.FUNCTIONS)
 _K8S_FUNCTIONS["format.named"] = lambda name: cel.OptionalValue.of({_FMT: name}) if name in _FORMATS \

@@ -10,11 +10,12 @@ evaluation builds its own context, so ``evaluate`` is thread-safe.
 """
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, limits, regex
 from kapiserver.machinery.errors import Cause
 
 from ..schema.paths import child, index, key
@@ -134,8 +135,42 @@ def _ref_error(source: str, name: str) -> str:
             f" | {text_line}\n | {'.' * (col - 1)}^")
 
 
+_STRING_LITERAL = re.compile(r"""[rR]?('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+_OPERATOR_CHARS = re.compile(r"[-+*/%<>=!&|?(\[{,]")
+_REGEX_CALL = re.compile(r"""\.(?:matches|find|findAll)\(\s*([rR]?)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+
+
+def _guard(source: str) -> Optional[str]:
+    """Why an expression is refused before the engine sees it: too long, too many operators, a bad regex.
+
+    cel-rust recurses over the expression tree, so tens of thousands of
+    chained operators overflow its stack; regex literals must compile with
+    RE2 (Go's regexp), as upstream's CEL library requires.
+    """
+    if len(source) > limits.MAX_CEL_RULE_LENGTH:
+        return f"expression size {len(source)} exceeds the limit of {limits.MAX_CEL_RULE_LENGTH} characters"
+    operators = len(_OPERATOR_CHARS.findall(_STRING_LITERAL.sub("''", source)))
+    if operators > limits.MAX_CEL_OPERATORS:
+        return (f"expression has {operators} operators, more than the limit of {limits.MAX_CEL_OPERATORS} "
+                "(try simplifying the rule)")
+    for m in _REGEX_CALL.finditer(source):
+        raw, literal = m.group(1), m.group(2)[1:-1]
+        if not raw:
+            try:
+                literal = codecs.decode(literal, "unicode_escape")
+            except (UnicodeDecodeError, ValueError):
+                continue
+        problem = regex.problem(literal)
+        if problem is not None:
+            return f"invalid regex {literal!r}: {problem}"
+    return None
+
+
 def _compile_expression(source: str, allow_old_self: bool = True) -> tuple[Any, Optional[str]]:
     import cel
+    problem = _guard(source)
+    if problem is not None:
+        return None, problem
     try:
         program = cel.compile(source)
     except Exception as e:  # the engine raises ValueError on parse errors

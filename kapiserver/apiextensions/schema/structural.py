@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, regex
 from kapiserver.machinery.errors import Cause
 
 from .paths import child, index, key
@@ -70,6 +70,13 @@ def _node(s: dict, path: str, level: str, in_junctor: bool, out: list[Cause]) ->
                                           "additionalProperties and properties are mutual exclusive"))
     if isinstance(s.get("items"), list):
         out.append(errors.field_forbidden(child(path, "items"), "items must be a schema object and not an array"))
+    pattern = s.get("pattern")
+    if isinstance(pattern, str):
+        # upstream compiles patterns with Go's regexp (RE2): what it refuses never becomes a schema
+        problem = regex.problem(pattern)
+        if problem is not None:
+            out.append(errors.field_invalid(child(path, "pattern"), pattern,
+                                            f"must be a valid regular expression, but isn't: {problem}"))
 
     if in_junctor:
         for name in _JUNCTOR_EMPTY:

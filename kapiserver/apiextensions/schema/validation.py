@@ -10,12 +10,10 @@ Schemas are plain dicts in CRD ``JSONSchemaProps`` JSON form.
 """
 from __future__ import annotations
 
-import functools
 import json
-import re
 from typing import Any, Optional
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, regex
 from kapiserver.machinery.errors import Cause
 
 from . import formats
@@ -37,12 +35,11 @@ def validate(obj: Any, schema: Optional[dict], path: str = "", relative: bool = 
     return out
 
 
-@functools.lru_cache(maxsize=4096)
-def compile_pattern(pattern: str) -> Optional[re.Pattern]:
-    """A schema ``pattern`` compiled once (None when Python cannot parse it)."""
+def compile_pattern(pattern: str) -> Optional[Any]:
+    """A schema ``pattern`` compiled once with RE2 semantics (None when RE2 refuses it)."""
     try:
-        return re.compile(pattern)
-    except re.error:
+        return regex.compile(pattern)
+    except regex.RegexError:
         return None
 
 

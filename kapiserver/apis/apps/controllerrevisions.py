@@ -1,8 +1,10 @@
 """ControllerRevisions (apps/v1): immutable snapshots of a controller's template; data is required."""
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -12,17 +14,29 @@ SCHEMA = "io.k8s.api.apps.v1.ControllerRevision"
 
 class ControllerRevisionStrategy(Strategy):
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        causes = []
-        if obj.get("data") is None:
+        """upstream's ValidateControllerRevisionCreate."""
+        causes = field_checks.kube_object_meta(obj) + field_checks.non_negative(obj, "", "revision")
+        data = obj.get("data")
+        if "data" not in obj or data is None:
             causes.append(errors.field_required("data", "data is mandatory"))
-        return causes + podspec.validate_non_negative(obj.get("revision"), "revision")
+        elif not isinstance(data, dict):
+            causes.append(errors.field_required("data", "data must be a valid JSON object"))
+        return causes
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        return self.validate(rtype, new) + field_checks.immutable(new.get("data"), old.get("data"), "data")
+        """upstream's ValidateControllerRevisionUpdate: data is fixed."""
+        causes = field_checks.kube_object_meta(new) + field_checks.non_negative(new, "", "revision")
+        return causes + field_checks.immutable(new.get("data"), old.get("data"), "data", _go_raw_extension)
 
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         """Upstream never moves a ControllerRevision's generation."""
         return False
+
+
+def _go_raw_extension(data: Any) -> str:
+    """A runtime.RawExtension as Go's %#v prints it (the bytes of the JSON)."""
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return "runtime.RawExtension{Raw:[]uint8{" + ", ".join(f"0x{b:x}" for b in raw) + "}, Object:runtime.Object(nil)}"
 
 
 def _controller(obj: dict) -> str:

@@ -1,4 +1,4 @@
-"""Deployments (apps/v1): rollout defaults, selector/template checks, scale, upstream's columns.
+"""Deployments (apps/v1): rollout defaults, upstream's ValidateDeployment, scale and columns.
 
 No controller runs here (the envtest contract): nothing creates ReplicaSets or
 fills status, so ``kubectl rollout status`` waits forever.
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
-from kapiserver.machinery import errors
+from kapiserver.apis.core import podspec
+from kapiserver.machinery import errors, gorepr
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -36,10 +37,11 @@ def default_deployment(obj: dict) -> None:
     workload.default_template(spec)
 
 
-def _go_strategy(strategy: dict) -> str:
-    rolling = "(*apps.RollingUpdateDeployment)(nil)" if strategy.get("rollingUpdate") is None else \
-        "(*apps.RollingUpdateDeployment)(...)"
-    return f"apps.DeploymentStrategy{{Type:{errors.render_value(strategy.get('type') or '')}, RollingUpdate:{rolling}}}"
+def _go_strategy(strategy: dict) -> gorepr.GoRepr:
+    rolling = strategy.get("rollingUpdate")
+    return gorepr.struct("apps.DeploymentStrategy", (
+        ("Type", gorepr.quote(strategy.get("type") or "")),
+        ("RollingUpdate", gorepr.pointer(rolling, "apps.RollingUpdateDeployment"))))
 
 
 def validate_strategy(strategy: dict, path: str) -> list[errors.Cause]:
@@ -56,24 +58,35 @@ def validate_strategy(strategy: dict, path: str) -> list[errors.Cause]:
             return [errors.field_required(f"{path}.rollingUpdate", "this should be defaulted and never be nil")]
         at = f"{path}.rollingUpdate"
         unavailable, surge = rolling.get("maxUnavailable"), rolling.get("maxSurge")
-        causes = workload.positive_int_or_percent(unavailable, f"{at}.maxUnavailable")
-        causes += workload.positive_int_or_percent(surge, f"{at}.maxSurge")
-        if not workload.int_or_percent_value(unavailable) and not workload.int_or_percent_value(surge):
-            causes.append(errors.field_invalid(f"{at}.maxUnavailable", unavailable, "may not be 0 when `maxSurge` is 0"))
-        causes += workload.not_more_than_100_percent(unavailable, f"{at}.maxUnavailable")
+        causes = field_checks.positive_int_or_percent(unavailable, f"{at}.maxUnavailable")
+        causes += field_checks.positive_int_or_percent(surge, f"{at}.maxSurge")
+        if field_checks.int_or_percent_value(unavailable) == 0 and field_checks.int_or_percent_value(surge) == 0:
+            causes.append(errors.field_invalid(f"{at}.maxUnavailable", field_checks.go_int_or_string(unavailable),
+                                               "may not be 0 when `maxSurge` is 0"))
+        causes += field_checks.not_more_than_100_percent(unavailable, f"{at}.maxUnavailable")
         return causes
-    return [errors.Cause(errors.NOT_SUPPORTED, f"Unsupported value: {_go_strategy(strategy)}: supported values: "
-                         + ", ".join(errors.render_value(v) for v in STRATEGY_TYPES), path)]
+    return [errors.field_not_supported(path, _go_strategy(strategy), STRATEGY_TYPES)]
 
 
-def validate_replicated_template(spec: dict, path: str, kind_word: str) -> list[errors.Cause]:
-    """What Deployments and ReplicaSets check on their selector and template (ValidatePodTemplateSpecForReplicaSet)."""
-    causes = workload.validate_selector(spec, path, kind_word)
-    causes += workload.selector_matches_template(spec, path)
-    causes += workload.validate_template(spec, path, ["Always"])
-    if (workload.template_of(spec).get("spec") or {}).get("activeDeadlineSeconds") is not None:
-        causes.append(errors.field_forbidden(f"{path}.template.spec.activeDeadlineSeconds",
-                                             "activeDeadlineSeconds in ReplicaSet is not Supported"))
+def validate_deployment_spec(spec: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
+    """upstream's ValidateDeploymentSpec."""
+    causes = field_checks.non_negative(spec, "spec", "replicas")
+    causes += workload.validate_selector(spec, "spec", "deployment")
+    selector = workload.parse_selector(spec.get("selector"))
+    if selector is None:
+        causes.append(errors.field_invalid("spec.selector", gorepr.label_selector(spec.get("selector")),
+                                           "invalid label selector"))
+    else:
+        causes += workload.validate_replicated_template(spec, "spec", selector, "ReplicaSet", opts)
+    strategy = spec.get("strategy")
+    causes += validate_strategy(strategy if isinstance(strategy, dict) else {}, "spec.strategy")
+    causes += field_checks.non_negative(spec, "spec", "minReadySeconds", "revisionHistoryLimit")
+    deadline = spec.get("progressDeadlineSeconds")
+    if deadline is not None:
+        causes += field_checks.non_negative(spec, "spec", "progressDeadlineSeconds")
+        if isinstance(deadline, int) and deadline <= (spec.get("minReadySeconds") or 0):
+            causes.append(errors.field_invalid("spec.progressDeadlineSeconds", deadline,
+                                               "must be greater than minReadySeconds"))
     return causes
 
 
@@ -84,26 +97,25 @@ class DeploymentStrategy(Strategy):
         default_deployment(obj)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateDeployment."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes = workload.non_negative(spec, "spec", "replicas")
-        # upstream reports "empty selector is invalid for deployment" for every replicated kind
-        causes += validate_replicated_template(spec, "spec", "deployment")
-        strategy = spec.get("strategy")
-        causes += validate_strategy(strategy if isinstance(strategy, dict) else {}, "spec.strategy")
-        causes += workload.non_negative(spec, "spec", "minReadySeconds", "revisionHistoryLimit")
-        deadline = spec.get("progressDeadlineSeconds")
-        if isinstance(deadline, int):
-            causes += workload.non_negative(spec, "spec", "progressDeadlineSeconds")
-            if deadline <= (spec.get("minReadySeconds") or 0):
-                causes.append(errors.field_invalid("spec.progressDeadlineSeconds", deadline,
-                                                   "must be greater than minReadySeconds"))
-        return causes
+        return field_checks.kube_object_meta(obj) + validate_deployment_spec(spec, workload.template_options(obj))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        causes = self.validate(rtype, new)
-        return causes + field_checks.immutable((new.get("spec") or {}).get("selector"),
-                                           (old.get("spec") or {}).get("selector"), "spec.selector",
-                                           workload.go_label_selector)
+        """upstream's ValidateDeploymentUpdate, and apps/v1's fixed selector."""
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        causes = field_checks.kube_object_meta(new) + validate_deployment_spec(
+            spec, workload.template_options(new, old))
+        return causes + workload.selector_immutable(new, old)
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateDeploymentStatusUpdate."""
+        causes = workload.validate_replica_status(
+            new.get("status"), "status",
+            ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas",
+             "unavailableReplicas", "collisionCount"),
+            ("updatedReplicas", "readyReplicas", "availableReplicas"), "cannot be greater than readyReplicas")
+        return causes + workload.collision_count_decremented(new, old)
 
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         """Spec changes and annotation changes (copied to ReplicaSets upstream) bump the generation."""

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
-from kapiserver.apis.apps.deployments import validate_replicated_template
-from kapiserver.machinery import errors
+from kapiserver.apis.core import podspec
+from kapiserver.machinery import errors, gorepr
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -21,15 +21,33 @@ class ReplicaSetStrategy(Strategy):
             workload.default_template(spec)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateReplicaSet."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes = workload.non_negative(spec, "spec", "replicas", "minReadySeconds")
-        # upstream's ReplicaSet validation reuses the Deployment wording for an empty selector
-        return causes + validate_replicated_template(spec, "spec", "deployment")
+        return field_checks.kube_object_meta(obj) + validate_replica_set_spec(spec, workload.template_options(obj))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        return self.validate(rtype, new) + field_checks.immutable(
-            (new.get("spec") or {}).get("selector"), (old.get("spec") or {}).get("selector"), "spec.selector",
-            workload.go_label_selector)
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        causes = field_checks.kube_object_meta(new) + validate_replica_set_spec(spec,
+                                                                              workload.template_options(new, old))
+        return causes + workload.selector_immutable(new, old)
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateReplicaSetStatus."""
+        return workload.validate_replica_status(
+            new.get("status"), "status",
+            ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas", "observedGeneration"),
+            ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"), "cannot be greater than readyReplicas")
+
+
+def validate_replica_set_spec(spec: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
+    """upstream's ValidateReplicaSetSpec (whose empty-selector message says "deployment")."""
+    causes = field_checks.non_negative(spec, "spec", "replicas", "minReadySeconds")
+    causes += workload.validate_selector(spec, "spec", "deployment")
+    selector = workload.parse_selector(spec.get("selector"))
+    if selector is None:
+        return causes + [errors.field_invalid("spec.selector", gorepr.label_selector(spec.get("selector")),
+                                              "invalid label selector")]
+    return causes + workload.validate_replicated_template(spec, "spec", selector, "ReplicaSet", opts)
 
 
 def resource_type() -> ResourceType:

@@ -2,83 +2,25 @@
 
 Selectors that must match the pod template's labels, the pod template's
 defaults and validation (from :mod:`kapiserver.apis.core.podspec`), the
-int-or-percent rollout knobs, the scale subresource, the CONTAINERS / IMAGES
-/ SELECTOR columns of ``kubectl get -o wide``, and the Go ``%#v`` rendering
-upstream's messages use for label maps and selectors.
+replica counters of a status, the scale subresource, and the CONTAINERS /
+IMAGES / SELECTOR columns of ``kubectl get -o wide``.
 """
 from __future__ import annotations
 
-import json
-import re
 from typing import Any, Optional
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
-from kapiserver.machinery import errors, labels, validation
+from kapiserver.machinery import errors, gorepr, labels, validation
 from kapiserver.machinery.errors import Cause
 from kapiserver.registry.resource_type import ScaleSubresource, TableColumn
 
 SELECTOR_MISMATCH = "`selector` does not match template `labels`"
 # Scale of Deployments, ReplicaSets and StatefulSets: status.selector is built from spec.selector.
 SCALE = ScaleSubresource(".spec.replicas", ".status.replicas", ".spec.selector")
-PERCENT_RE = re.compile(r"[0-9]+%")
-PERCENT_MESSAGE = validation.regex_error("a valid percent string must be a numeric string followed by an ending '%'",
-                                         "[0-9]+%", "1%", "93%")
-NOT_MORE_THAN_100 = "must not be greater than 100%"
-
-
-# ------------------------------------------------------------------ Go value rendering
-
-def _go_quote(text: Any) -> str:
-    return json.dumps("" if text is None else str(text), ensure_ascii=False)
-
-
-def go_string_map(value: Any) -> str:
-    """A ``map[string]string`` as Go's ``%#v`` prints it (keys sorted)."""
-    if not isinstance(value, dict):
-        return "map[string]string(nil)"
-    body = ", ".join(f"{_go_quote(k)}:{_go_quote(v)}" for k, v in sorted(value.items()))
-    return f"map[string]string{{{body}}}"
-
-
-def go_label_selector(selector: Any) -> str:
-    """A ``metav1.LabelSelector`` as Go's ``%#v`` prints it (upstream's selector messages)."""
-    sel = selector if isinstance(selector, dict) else {}
-    exprs = sel.get("matchExpressions")
-    if isinstance(exprs, list):
-        items = []
-        for e in exprs:
-            e = e if isinstance(e, dict) else {}
-            values = e.get("values")
-            vals = ("[]string{" + ", ".join(_go_quote(v) for v in values) + "}") if isinstance(values, list) \
-                else "[]string(nil)"
-            items.append(f"v1.LabelSelectorRequirement{{Key:{_go_quote(e.get('key'))}, "
-                         f"Operator:{_go_quote(e.get('operator'))}, Values:{vals}}}")
-        expr_text = "[]v1.LabelSelectorRequirement{" + ", ".join(items) + "}"
-    else:
-        expr_text = "[]v1.LabelSelectorRequirement(nil)"
-    return f"v1.LabelSelector{{MatchLabels:{go_string_map(sel.get('matchLabels'))}, MatchExpressions:{expr_text}}}"
-
-
-
 
 
 # ------------------------------------------------------------------ selectors and templates
-
-
-
-
-def _selector_matches(selector: Optional[dict], template_labels: Any) -> Optional[bool]:
-    """Whether the selector matches the labels; None when the selector cannot be parsed."""
-    try:
-        sel = labels.selector_from_label_selector_dict(selector)
-    except errors.StatusError:
-        return None
-    if sel.empty:
-        return True
-    return sel.matches({str(k): "" if v is None else str(v)
-                        for k, v in (template_labels if isinstance(template_labels, dict) else {}).items()})
-
 
 def template_of(spec: dict) -> dict:
     template = spec.get("template")
@@ -86,45 +28,64 @@ def template_of(spec: dict) -> dict:
 
 
 def template_labels(template: dict) -> Any:
-    return (template.get("metadata") or {}).get("labels")
+    return (template.get("metadata") or {}).get("labels") if isinstance(template.get("metadata"), dict) else None
 
 
-def validate_selector(spec: dict, path: str, kind_word: str, required: bool = True) -> list[Cause]:
+def parse_selector(selector: Any) -> Optional[labels.LabelSelector]:
+    """upstream's LabelSelectorAsSelector; None when it does not parse (a nil selector selects nothing)."""
+    try:
+        return labels.selector_from_label_selector_dict(selector if isinstance(selector, dict) else None)
+    except errors.StatusError:
+        return None
+
+
+def selector_matches(selector: labels.LabelSelector, template: dict) -> bool:
+    found = template_labels(template)
+    return selector.matches({str(k): "" if v is None else str(v)
+                             for k, v in (found if isinstance(found, dict) else {}).items()})
+
+
+def validate_selector(spec: dict, path: str, kind_word: str, required: bool = True,
+                      allow_invalid_values: bool = False) -> list[Cause]:
     """spec.selector: required, a valid LabelSelector, not empty (upstream's per-kind messages)."""
     selector = spec.get("selector")
     if selector is None:
         return [errors.field_required(f"{path}.selector")] if required else []
-    if not isinstance(selector, dict):
-        return []
-    causes = field_checks.label_selector(selector, f"{path}.selector")
-    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
-        causes.append(field_checks.invalid_rendered(f"{path}.selector", go_label_selector(selector),
-                                       f"empty selector is invalid for {kind_word}"))
+    causes = validation.validate_label_selector(selector, f"{path}.selector", allow_invalid_values)
+    if isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        causes.append(errors.field_invalid(f"{path}.selector", gorepr.label_selector(selector),
+                                           f"empty selector is invalid for {kind_word}"))
     return causes
 
 
-def selector_matches_template(spec: dict, path: str) -> list[Cause]:
-    """The template's labels must be selected by spec.selector (a nil selector selects nothing)."""
-    template = template_of(spec)
-    found = template_labels(template)
-    if spec.get("selector") is None:
-        return [field_checks.invalid_rendered(f"{path}.template.metadata.labels", go_string_map(found), SELECTOR_MISMATCH)]
-    if _selector_matches(spec.get("selector"), found) is False:
-        return [field_checks.invalid_rendered(f"{path}.template.metadata.labels", go_string_map(found), SELECTOR_MISMATCH)]
-    return []
+def selector_mismatch(template: dict, path: str) -> Cause:
+    return errors.field_invalid(f"{path}.template.metadata.labels", gorepr.string_map(template_labels(template)),
+                                SELECTOR_MISMATCH)
 
 
-def validate_template(spec: dict, path: str, restart_policies: list[str]) -> list[Cause]:
-    """The pod template's own validation plus the restart policies this kind allows."""
+def validate_replicated_template(spec: dict, path: str, selector: labels.LabelSelector, kind_name: str,
+                                 opts: podspec.PodOptions) -> list[Cause]:
+    """upstream's ValidatePodTemplateSpecForReplicaSet / ForRC: labels match, a valid template, restartPolicy
+    Always, no activeDeadlineSeconds (``kind_name`` names the kind in that message)."""
     template = spec.get("template")
     if not isinstance(template, dict):
         return [errors.field_required(f"{path}.template")]
-    causes = podspec.validate_pod_template_spec(template, f"{path}.template")
-    policy = (template.get("spec") or {}).get("restartPolicy")
-    if policy not in restart_policies:
-        causes.append(errors.field_not_supported(f"{path}.template.spec.restartPolicy", policy or "",
-                                                 restart_policies))
+    causes: list[Cause] = []
+    if not selector.empty and not selector_matches(selector, template):
+        causes.append(selector_mismatch(template, path))
+    causes += podspec.validate_pod_template_spec(template, f"{path}.template", opts)
+    causes += restart_always(template, path)
+    if (template.get("spec") or {}).get("activeDeadlineSeconds") is not None:
+        causes.append(errors.field_forbidden(f"{path}.template.spec.activeDeadlineSeconds",
+                                             f"activeDeadlineSeconds in {kind_name} is not Supported"))
     return causes
+
+
+def restart_always(template: dict, path: str) -> list[Cause]:
+    policy = (template.get("spec") or {}).get("restartPolicy") or ""
+    if policy != "Always":
+        return [errors.field_not_supported(f"{path}.template.spec.restartPolicy", policy, ["Always"])]
+    return []
 
 
 def default_template(spec: Any) -> None:
@@ -133,40 +94,44 @@ def default_template(spec: Any) -> None:
         podspec.default_pod_template_spec(spec["template"])
 
 
-def non_negative(spec: dict, path: str, *names: str) -> list[Cause]:
-    causes: list[Cause] = []
-    for name in names:
-        causes += podspec.validate_non_negative(spec.get(name), f"{path}.{name}")
+def template_options(new: dict, old: Optional[dict] = None) -> podspec.PodOptions:
+    """The pod validation options of ``spec.template`` (an update keeps what the stored template had)."""
+    new_template = (new.get("spec") or {}).get("template") if isinstance(new.get("spec"), dict) else None
+    old_template = None if old is None else (old.get("spec") or {}).get("template")
+    return podspec.template_options(new_template, old_template if old is not None else None)
+
+
+def selector_immutable(new: dict, old: dict) -> list[Cause]:
+    """apps/v1 fixes spec.selector after create."""
+    return field_checks.immutable((new.get("spec") or {}).get("selector"), (old.get("spec") or {}).get("selector"),
+                                  "spec.selector", gorepr.label_selector)
+
+
+# ------------------------------------------------------------------ status
+
+def validate_replica_status(status: Any, path: str, counters: tuple[str, ...],
+                            bounded: tuple[str, ...], ready_message: str) -> list[Cause]:
+    """Non-negative counters, none above status.replicas, available not above ready (upstream's
+    Validate*Status for ReplicaSets, ReplicationControllers, Deployments and StatefulSets)."""
+    status = status if isinstance(status, dict) else {}
+    causes = field_checks.non_negative(status, path, *counters)
+    replicas = status.get("replicas") or 0
+    for name in bounded:
+        value = status.get(name) or 0
+        if validation.is_int(value) and validation.is_int(replicas) and value > replicas:
+            causes.append(errors.field_invalid(f"{path}.{name}", value, "cannot be greater than status.replicas"))
+    available, ready = status.get("availableReplicas") or 0, status.get("readyReplicas") or 0
+    if validation.is_int(available) and validation.is_int(ready) and available > ready:
+        causes.append(errors.field_invalid(f"{path}.availableReplicas", available, ready_message))
     return causes
 
 
-# ------------------------------------------------------------------ int-or-percent rollout knobs
-
-def int_or_percent_value(value: Any) -> Optional[int]:
-    """The number of an int-or-percent (``25%`` → 25), None when malformed."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and PERCENT_RE.fullmatch(value):
-        return int(value[:-1])
-    return None
-
-
-def positive_int_or_percent(value: Any, path: str) -> list[Cause]:
-    """Upstream's ValidatePositiveIntOrPercent."""
-    if isinstance(value, str):
-        return [] if PERCENT_RE.fullmatch(value) else [errors.field_invalid(path, value, PERCENT_MESSAGE)]
-    return podspec.validate_non_negative(value, path)
-
-
-def not_more_than_100_percent(value: Any, path: str) -> list[Cause]:
-    if isinstance(value, str) and PERCENT_RE.fullmatch(value) and int(value[:-1]) > 100:
-        return [errors.field_invalid(path, value, NOT_MORE_THAN_100)]
+def collision_count_decremented(new: dict, old: dict) -> list[Cause]:
+    value = (new.get("status") or {}).get("collisionCount")
+    old_value = (old.get("status") or {}).get("collisionCount")
+    if old_value is not None and (value is None or (validation.is_int(value) and value < old_value)):
+        return [errors.field_invalid("status.collisionCount", value or 0, "cannot be decremented")]
     return []
-
-
-
 
 
 # ------------------------------------------------------------------ columns

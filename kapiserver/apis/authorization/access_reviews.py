@@ -84,9 +84,14 @@ def _subject(spec: dict) -> UserInfo:
 
 
 def _status(decision) -> dict:
+    """SubjectAccessReviewStatus: allowed, denied (an explicit deny), reason, evaluationError."""
     status: dict = {"allowed": decision.allowed}
+    if decision.denied:
+        status["denied"] = True
     if decision.reason:
         status["reason"] = decision.reason
+    if decision.error:
+        status["evaluationError"] = decision.error
     return status
 
 
@@ -104,9 +109,15 @@ def _subject_answer(deps: RegistryDeps) -> Answer:
 
 def _rules_answer(deps: RegistryDeps) -> Answer:
     def answer(obj: dict, user: Any, namespace: str) -> dict:
-        rules = deps.authorizer.rules_for(user, (obj.get("spec") or {}).get("namespace") or "")
-        return {"resourceRules": rules.resource_rules, "nonResourceRules": rules.non_resource_rules,
-                "incomplete": rules.incomplete}
+        rules_namespace = (obj.get("spec") or {}).get("namespace") or ""
+        if not rules_namespace:
+            raise errors.bad_request("no namespace on request")
+        rules = deps.authorizer.rules_for(user, rules_namespace)
+        status = {"resourceRules": rules.resource_rules, "nonResourceRules": rules.non_resource_rules,
+                  "incomplete": rules.incomplete}
+        if rules.evaluation_error:
+            status["evaluationError"] = rules.evaluation_error
+        return status
     return answer
 
 

@@ -9,6 +9,7 @@ import copy
 from typing import Any
 
 from kapiserver.apis import columns, field_checks
+from kapiserver.apis.core import resources
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -51,42 +52,225 @@ class HorizontalPodAutoscalerStrategy(Strategy):
             behavior["scaleDown"] = _fill(behavior.get("scaleDown"), _SCALE_DOWN)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateHorizontalPodAutoscaler (HPAScaleToZero is off in 1.32)."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes = []
-        ref = spec.get("scaleTargetRef") if isinstance(spec.get("scaleTargetRef"), dict) else {}
-        for key in ("kind", "name"):
-            value = ref.get(key) or ""
-            if not value:
-                causes.append(errors.field_required(f"spec.scaleTargetRef.{key}"))
-            else:
-                causes.extend(errors.field_invalid(f"spec.scaleTargetRef.{key}", value, p)
-                              for p in validation.is_path_segment_name(value))
-        low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-        if isinstance(low, int) and low < 1:
-            causes.append(errors.field_invalid("spec.minReplicas", low, "must be greater than or equal to 1"))
-        if not isinstance(high, int) or high < 1:
-            causes.append(errors.field_invalid("spec.maxReplicas", high or 0, "must be greater than 0"))
-        elif isinstance(low, int) and high < low:
-            causes.append(errors.field_invalid("spec.maxReplicas", high,
-                                               "must be greater than or equal to `minReplicas`"))
-        for i, metric in enumerate(spec.get("metrics") or []):
-            metric = metric if isinstance(metric, dict) else {}
-            causes.extend(field_checks.one_of(metric.get("type"), f"spec.metrics[{i}].type", METRIC_TYPES,
-                                              required=True))
-        behavior = spec.get("behavior") if isinstance(spec.get("behavior"), dict) else {}
+        return field_checks.kube_object_meta(obj) + validate_spec(spec, 1)
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateHorizontalPodAutoscalerUpdate: an HPA already at minReplicas 0 may stay there."""
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        lower = 0 if (old.get("spec") or {}).get("minReplicas") == 0 else 1
+        return field_checks.kube_object_meta(new) + validate_spec(spec, lower)
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        return field_checks.non_negative(new.get("status"), "status", "currentReplicas", "desiredReplicas")
+
+
+MAX_PERIOD_SECONDS = 1800
+MAX_STABILIZATION_WINDOW_SECONDS = 3600
+TARGET_TYPES = ("Utilization", "Value", "AverageValue")
+
+
+def validate_spec(spec: dict, min_replicas_lower_bound: int) -> list[errors.Cause]:
+    """upstream's validateHorizontalPodAutoscalerSpec."""
+    causes = []
+    low, high = spec.get("minReplicas"), spec.get("maxReplicas") or 0
+    if validation.is_int(low) and low < min_replicas_lower_bound:
+        causes.append(errors.field_invalid("spec.minReplicas", low,
+                                           f"must be greater than or equal to {min_replicas_lower_bound}"))
+    if not validation.is_int(high) or high < 1:
+        causes.append(errors.field_invalid("spec.maxReplicas", high, "must be greater than 0"))
+    if validation.is_int(low) and validation.is_int(high) and high < low:
+        causes.append(errors.field_invalid("spec.maxReplicas", high, "must be greater than or equal to `minReplicas`"))
+    ref = spec.get("scaleTargetRef") if isinstance(spec.get("scaleTargetRef"), dict) else {}
+    causes += cross_version_reference(ref, "spec.scaleTargetRef")
+    causes += _validate_metrics(spec.get("metrics") or [], "spec.metrics", low)
+    behavior = spec.get("behavior")
+    if isinstance(behavior, dict):
         for direction in ("scaleUp", "scaleDown"):
-            rules = behavior.get(direction) if isinstance(behavior.get(direction), dict) else {}
-            at = f"spec.behavior.{direction}"
-            causes.extend(field_checks.one_of(rules.get("selectPolicy"), f"{at}.selectPolicy", SELECT_POLICIES))
-            for j, policy in enumerate(rules.get("policies") or []):
-                policy = policy if isinstance(policy, dict) else {}
-                causes.extend(field_checks.one_of(policy.get("type"), f"{at}.policies[{j}].type",
-                                                  SCALING_POLICY_TYPES, required=True))
-                for key in ("value", "periodSeconds"):
-                    if not isinstance(policy.get(key), int) or policy[key] <= 0:
-                        causes.append(errors.field_invalid(f"{at}.policies[{j}].{key}", policy.get(key) or 0,
-                                                           "must be greater than zero"))
-        return causes
+            if isinstance(behavior.get(direction), dict):
+                causes += _validate_scaling_rules(behavior[direction], f"spec.behavior.{direction}")
+    return causes
+
+
+def cross_version_reference(ref: dict, path: str) -> list[errors.Cause]:
+    causes = []
+    for key in ("kind", "name"):
+        value = ref.get(key) or ""
+        if not value:
+            causes.append(errors.field_required(f"{path}.{key}"))
+        else:
+            causes.extend(errors.field_invalid(f"{path}.{key}", value, p)
+                          for p in validation.is_path_segment_name(value))
+    return causes
+
+
+def _validate_scaling_rules(rules: dict, path: str) -> list[errors.Cause]:
+    causes = []
+    window = rules.get("stabilizationWindowSeconds")
+    if validation.is_int(window):
+        if window < 0:
+            causes.append(errors.field_invalid(f"{path}.stabilizationWindowSeconds", window,
+                                               "must be greater than or equal to zero"))
+        if window > MAX_STABILIZATION_WINDOW_SECONDS:
+            causes.append(errors.field_invalid(f"{path}.stabilizationWindowSeconds", window,
+                                               f"must be less than or equal to {MAX_STABILIZATION_WINDOW_SECONDS}"))
+    select = rules.get("selectPolicy")
+    if select is not None and select not in SELECT_POLICIES:
+        causes.append(errors.field_not_supported(f"{path}.selectPolicy", select, SELECT_POLICIES))
+    policies = rules.get("policies") or []
+    if not policies:
+        causes.append(errors.field_required(f"{path}.policies", "must specify at least one Policy"))
+    for j, policy in enumerate(policies):
+        policy = policy if isinstance(policy, dict) else {}
+        at = f"{path}.policies[{j}]"
+        kind = policy.get("type") or ""
+        if kind not in SCALING_POLICY_TYPES:
+            causes.append(errors.field_not_supported(f"{at}.type", kind, SCALING_POLICY_TYPES))
+        value, period = policy.get("value") or 0, policy.get("periodSeconds") or 0
+        if not validation.is_int(value) or value <= 0:
+            causes.append(errors.field_invalid(f"{at}.value", value, "must be greater than zero"))
+        if not validation.is_int(period) or period <= 0:
+            causes.append(errors.field_invalid(f"{at}.periodSeconds", period, "must be greater than zero"))
+        if validation.is_int(period) and period > MAX_PERIOD_SECONDS:
+            causes.append(errors.field_invalid(f"{at}.periodSeconds", period,
+                                               f"must be less than or equal to {MAX_PERIOD_SECONDS}"))
+    return causes
+
+
+_SOURCE_KEYS = (("object", "Object"), ("external", "External"), ("pods", "Pods"), ("resource", "Resource"),
+                ("containerResource", "ContainerResource"))
+
+
+def _validate_metrics(metrics: list, path: str, min_replicas: Any) -> list[errors.Cause]:
+    causes = []
+    kinds = set()
+    for i, metric in enumerate(metrics):
+        metric = metric if isinstance(metric, dict) else {}
+        causes += _validate_metric(metric, f"{path}[{i}]")
+        kinds.add(metric.get("type"))
+    if min_replicas == 0 and not kinds & {"Object", "External"}:
+        causes.append(errors.field_forbidden(path, "must specify at least one Object or External metric to support "
+                                                   "scaling to zero replicas"))
+    return causes
+
+
+def _validate_metric(metric: dict, path: str) -> list[errors.Cause]:
+    causes = []
+    kind = metric.get("type") or ""
+    if not kind:
+        causes.append(errors.field_required(f"{path}.type", "must specify a metric source type"))
+    if kind not in METRIC_TYPES:
+        causes.append(errors.field_not_supported(f"{path}.type", kind, METRIC_TYPES))
+    present = [key for key, _ in _SOURCE_KEYS if metric.get(key) is not None]
+    if present:
+        first = present[0]
+        source = metric[first] if isinstance(metric[first], dict) else {}
+        causes += _SOURCE_CHECKS[first](source, f"{path}.{first}")
+    expected = {name: key for key, name in _SOURCE_KEYS}.get(kind)
+    if expected is None:
+        causes.append(errors.field_not_supported(f"{path}.type", kind, METRIC_TYPES))
+    elif metric.get(expected) is None:
+        causes.append(errors.field_required(f"{path}.{expected}", "must populate information for the given metric "
+                                                                   "source"))
+    if len(present) != 1:
+        for key in sorted(set(present) - {expected}):
+            causes.append(errors.field_forbidden(f"{path}.{key}", "must populate the given metric source only"))
+    return causes
+
+
+def _metric_target(target: dict, path: str) -> list[errors.Cause]:
+    causes = []
+    kind = target.get("type") or ""
+    if not kind:
+        causes.append(errors.field_required(f"{path}.type", "must specify a metric target type"))
+    if kind not in TARGET_TYPES:
+        causes.append(errors.field_invalid(f"{path}.type", kind, "must be either Utilization, Value, or AverageValue"))
+    for key in ("value", "averageValue"):
+        if target.get(key) is not None:
+            q, problems = resources.quantity_or_cause(target[key], f"{path}.{key}")
+            causes += problems
+            if q is not None and q.sign() != 1:
+                causes.append(errors.field_invalid(f"{path}.{key}", resources.go_quantity(q), "must be positive"))
+    utilization = target.get("averageUtilization")
+    if validation.is_int(utilization) and utilization < 1:
+        causes.append(errors.field_invalid(f"{path}.averageUtilization", utilization, "must be greater than 0"))
+    return causes
+
+
+def _metric_identifier(metric: Any, path: str) -> list[errors.Cause]:
+    name = (metric or {}).get("name") or "" if isinstance(metric, dict) else ""
+    if not name:
+        return [errors.field_required(f"{path}.name", "must specify a metric name")]
+    return [errors.field_invalid(f"{path}.name", name, p) for p in validation.is_path_segment_name(name)]
+
+
+def _target(source: dict) -> dict:
+    return source.get("target") if isinstance(source.get("target"), dict) else {}
+
+
+def _object_source(source: dict, path: str) -> list[errors.Cause]:
+    described = source.get("describedObject") if isinstance(source.get("describedObject"), dict) else {}
+    causes = cross_version_reference(described, f"{path}.describedObject")
+    causes += _metric_identifier(source.get("metric"), f"{path}.metric") + _metric_target(_target(source),
+                                                                                          f"{path}.target")
+    if _target(source).get("value") is None and _target(source).get("averageValue") is None:
+        causes.append(errors.field_required(f"{path}.target.averageValue",
+                                            "must set either a target value or averageValue"))
+    return causes
+
+
+def _external_source(source: dict, path: str) -> list[errors.Cause]:
+    causes = _metric_identifier(source.get("metric"), f"{path}.metric") + _metric_target(_target(source),
+                                                                                         f"{path}.target")
+    target = _target(source)
+    if target.get("value") is None and target.get("averageValue") is None:
+        causes.append(errors.field_required(f"{path}.target.averageValue",
+                                            "must set either a target value for metric or a per-pod target"))
+    if target.get("value") is not None and target.get("averageValue") is not None:
+        causes.append(errors.field_forbidden(f"{path}.target.value",
+                                             "may not set both a target value for metric and a per-pod target"))
+    return causes
+
+
+def _pods_source(source: dict, path: str) -> list[errors.Cause]:
+    causes = _metric_identifier(source.get("metric"), f"{path}.metric") + _metric_target(_target(source),
+                                                                                         f"{path}.target")
+    if _target(source).get("averageValue") is None:
+        causes.append(errors.field_required(f"{path}.target.averageValue",
+                                            "must specify a positive target averageValue"))
+    return causes
+
+
+def _utilization_or_value(source: dict, path: str) -> list[errors.Cause]:
+    causes = _metric_target(_target(source), f"{path}.target")
+    target = _target(source)
+    if target.get("averageUtilization") is None and target.get("averageValue") is None:
+        causes.append(errors.field_required(f"{path}.target.averageUtilization",
+                                            "must set either a target raw value or a target utilization"))
+    if target.get("averageUtilization") is not None and target.get("averageValue") is not None:
+        causes.append(errors.field_forbidden(f"{path}.target.averageValue",
+                                             "may not set both a target raw value and a target utilization"))
+    return causes
+
+
+def _resource_source(source: dict, path: str) -> list[errors.Cause]:
+    causes = [] if source.get("name") else [errors.field_required(f"{path}.name", "must specify a resource name")]
+    return causes + _utilization_or_value(source, path)
+
+
+def _container_resource_source(source: dict, path: str) -> list[errors.Cause]:
+    name, container = source.get("name") or "", source.get("container") or ""
+    causes = ([errors.field_required(f"{path}.name", "must specify a resource name")] if not name else
+              resources.validate_container_resource_name(name, f"{path}.name"))
+    causes += ([errors.field_required(f"{path}.container", "must specify a container")] if not container else
+               [errors.field_invalid(f"{path}.container", container, m)
+                for m in validation.is_dns1123_label(container)])
+    return causes + _utilization_or_value(source, path)
+
+
+_SOURCE_CHECKS = {"object": _object_source, "external": _external_source, "pods": _pods_source,
+                  "resource": _resource_source, "containerResource": _container_resource_source}
 
 
 def _reference(obj: dict) -> str:

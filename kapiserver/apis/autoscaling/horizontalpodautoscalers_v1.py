@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.autoscaling import horizontalpodautoscalers as v2
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
@@ -77,17 +77,14 @@ class HorizontalPodAutoscalerV1Strategy(Strategy):
             spec["minReplicas"] = 1
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        # v2's checks on the stored form, except the metric it derives (reported here, at the v1 path)
-        causes = [c for c in v2.HorizontalPodAutoscalerStrategy().validate(rtype, v1_to_v2(obj))
-                  if not (c.field or "").startswith("spec.metrics")]
-        percent = (obj.get("spec") or {}).get("targetCPUUtilizationPercentage")
-        if isinstance(percent, int) and percent < 1:
-            causes.append(errors.field_invalid("spec.targetCPUUtilizationPercentage", percent,
-                                               "must be greater than or equal to 1"))
-        return causes
+        """upstream validates the internal (v2) form: a bad target reports the metric's v2 path."""
+        return v2.HorizontalPodAutoscalerStrategy().validate(rtype, v1_to_v2(obj))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        return self.validate(rtype, new)
+        return v2.HorizontalPodAutoscalerStrategy().validate_update(rtype, v1_to_v2(new), v1_to_v2(old))
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        return field_checks.non_negative(new.get("status"), "status", "currentReplicas", "desiredReplicas")
 
 
 def _targets(obj: dict) -> str:

@@ -3,17 +3,18 @@ from __future__ import annotations
 
 import re
 import zoneinfo
+from typing import Any, Optional
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.batch import cron, jobs
-from kapiserver.machinery import errors
+from kapiserver.apis.core import podspec
+from kapiserver.machinery import errors, gorepr
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.batch.v1.CronJob"
 CONCURRENCY_POLICIES = ["Allow", "Forbid", "Replace"]
-_TZ_CHARS = re.compile(r"[A-Za-z0-9_+\-/]+")
 TZ_IN_SCHEDULE = "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
 
 
@@ -31,60 +32,93 @@ def default_cronjob(obj: dict) -> None:
     workload.default_template(job_spec)
 
 
-def _validate_time_zone(zone: object) -> list[errors.Cause]:
+_TZ_PART = re.compile(r"[A-Za-z.\-_0-9+]{1,14}")
+
+
+def _validate_time_zone(zone: Any) -> list[errors.Cause]:
+    """upstream's validateTimeZone (the zone name must be one time.LoadLocation knows)."""
     path = "spec.timeZone"
     if not isinstance(zone, str):
         return []
     if not zone:
         return [errors.field_invalid(path, zone, "timeZone must be nil or non-empty string")]
+    for part in zone.split("/"):
+        if part in (".", "..") or part.startswith("-") or not _TZ_PART.fullmatch(part):
+            return [errors.field_invalid(path, zone, f"unknown time zone {zone}")]
+    causes = []
     if zone.lower() == "local":
-        return [errors.field_invalid(path, zone,
-                                     "timeZone must be an explicit time zone as defined in "
-                                     "https://www.iana.org/time-zones")]
-    try:
-        if not _TZ_CHARS.fullmatch(zone):
-            raise ValueError
-        zoneinfo.ZoneInfo(zone)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
-        return [errors.field_invalid(path, zone, f"unknown time zone {zone}")]
-    return []
+        causes.append(errors.field_invalid(path, zone, "timeZone must be an explicit time zone as defined in "
+                                                       "https://www.iana.org/time-zones"))
+    if zone != "Local" and zone != "UTC":
+        try:
+            zoneinfo.ZoneInfo(zone)
+        except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
+            causes.append(errors.field_invalid(path, zone, f"unknown time zone {zone}"))
+    return causes
+
+
+def validate_cronjob_spec(spec: dict, old_spec: Optional[dict], opts: podspec.PodOptions) -> list[errors.Cause]:
+    """upstream's validateCronJobSpec."""
+    causes: list[errors.Cause] = []
+    schedule = spec.get("schedule")
+    if not schedule:
+        causes.append(errors.field_required("spec.schedule"))
+    elif isinstance(schedule, str):
+        problem = cron.schedule_error(schedule)
+        if problem:
+            causes.append(errors.field_invalid("spec.schedule", schedule, problem))
+        allow_tz = old_spec is not None and "TZ" in str(old_spec.get("schedule") or "")
+        if allow_tz and "TZ" in schedule and spec.get("timeZone") is not None:
+            causes.append(errors.field_invalid("spec.schedule", schedule,
+                                               "cannot use both timeZone field and TZ or CRON_TZ in schedule"))
+        elif not allow_tz and "TZ" in schedule:
+            causes.append(errors.field_invalid("spec.schedule", schedule, TZ_IN_SCHEDULE))
+    causes += field_checks.non_negative(spec, "spec", "startingDeadlineSeconds")
+    if old_spec is None or old_spec.get("timeZone") != spec.get("timeZone"):
+        causes += _validate_time_zone(spec.get("timeZone"))
+    policy = spec.get("concurrencyPolicy") or ""
+    if not policy:
+        causes.append(errors.field_required("spec.concurrencyPolicy"))
+    elif policy not in CONCURRENCY_POLICIES:
+        causes.append(errors.field_not_supported("spec.concurrencyPolicy", policy, CONCURRENCY_POLICIES))
+    template = spec.get("jobTemplate") if isinstance(spec.get("jobTemplate"), dict) else {}
+    job_spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    causes += jobs.validate_job_spec(job_spec, "spec.jobTemplate.spec", opts)
+    if job_spec.get("selector") is not None:
+        causes.append(errors.field_invalid("spec.jobTemplate.spec.selector", gorepr.label_selector(
+            job_spec["selector"]), "`selector` will be auto-generated"))
+    if job_spec.get("manualSelector") is True:
+        causes.append(errors.field_not_supported("spec.jobTemplate.spec.manualSelector", True, ["nil", "false"]))
+    return causes + field_checks.non_negative(spec, "spec", "successfulJobsHistoryLimit", "failedJobsHistoryLimit")
+
+
+def _options(obj: dict, old: Optional[dict] = None) -> podspec.PodOptions:
+    def template(o: Optional[dict]) -> Any:
+        return (((o or {}).get("spec") or {}).get("jobTemplate") or {}).get("spec", {}).get("template")
+    return podspec.template_options(template(obj), template(old) if old is not None else None)
 
 
 class CronJobStrategy(Strategy):
     def default(self, rtype: ResourceType, obj: dict) -> None:
         default_cronjob(obj)
 
-    def _validate(self, obj: dict, allow_tz: bool) -> list[errors.Cause]:
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes: list[errors.Cause] = []
-        schedule = spec.get("schedule")
-        if not schedule:
-            causes.append(errors.field_required("spec.schedule"))
-        elif isinstance(schedule, str):
-            problem = cron.schedule_error(schedule)
-            if problem:
-                causes.append(errors.field_invalid("spec.schedule", schedule, problem))
-            if "TZ" in schedule and not allow_tz:
-                causes.append(errors.field_invalid("spec.schedule", schedule, TZ_IN_SCHEDULE))
-        causes += _validate_time_zone(spec.get("timeZone"))
-        policy = spec.get("concurrencyPolicy")
-        if policy not in CONCURRENCY_POLICIES:
-            causes.append(errors.field_not_supported("spec.concurrencyPolicy", policy or "", CONCURRENCY_POLICIES))
-        causes += workload.non_negative(spec, "spec", "startingDeadlineSeconds", "successfulJobsHistoryLimit",
-                                        "failedJobsHistoryLimit")
-        template = spec.get("jobTemplate")
-        job_spec = template.get("spec") if isinstance(template, dict) else None
-        if not isinstance(job_spec, dict):
-            job_spec = {}
-        return causes + jobs.validate_job_spec(job_spec, "spec.jobTemplate.spec")
-
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        return self._validate(obj, allow_tz=False)
+        """upstream's ValidateCronJobCreate."""
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        causes = field_checks.kube_object_meta(obj) + validate_cronjob_spec(spec, None, _options(obj))
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if len(name) > 52:
+            causes.append(errors.field_invalid("metadata.name", name, "must be no more than 52 characters"))
+        return causes
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        # an old object that already had TZ in its schedule keeps it (upstream's AllowTZInSchedule)
-        old_schedule = (old.get("spec") or {}).get("schedule") or ""
-        return self._validate(new, allow_tz="TZ" in old_schedule)
+        """upstream's ValidateCronJobUpdate (an old schedule with TZ keeps it)."""
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        return field_checks.kube_object_meta(new) + validate_cronjob_spec(spec, old_spec, _options(new, old))
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        return []
 
 
 def _suspend(obj: dict) -> str:

@@ -20,29 +20,32 @@ class LeaseStrategy(Strategy):
     allow_unconditional_update = False
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateLeaseSpec (Leases use the generic metadata checks only)."""
         spec = obj.get("spec") or {}
         causes = []
         duration = spec.get("leaseDurationSeconds")
-        if isinstance(duration, int) and duration <= 0:
+        if validation.is_int(duration) and duration <= 0:
             causes.append(errors.field_invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
         transitions = spec.get("leaseTransitions")
-        if isinstance(transitions, int) and transitions < 0:
-            causes.append(errors.field_invalid("spec.leaseTransitions", transitions,
-                                               validation.IS_NEGATIVE))
+        if validation.is_int(transitions) and transitions < 0:
+            causes.append(errors.field_invalid("spec.leaseTransitions", transitions, validation.IS_NEGATIVE))
         strategy = spec.get("strategy")
         if strategy is not None:
-            if not strategy:
-                causes.append(errors.field_required("spec.strategy"))
-            elif "/" not in strategy:
-                if strategy != OLDEST_EMULATION_VERSION:
-                    causes.append(errors.field_not_supported("spec.strategy", strategy, [OLDEST_EMULATION_VERSION]))
-            else:
-                causes.extend(errors.field_invalid("spec.strategy", strategy, p)
-                              for p in validation.is_qualified_name(strategy))
+            causes.extend(validate_strategy(str(strategy), "spec.strategy"))
         if spec.get("preferredHolder") and not strategy:
             causes.append(errors.field_forbidden("spec.preferredHolder",
                                                  "may only be specified if `strategy` is defined"))
         return causes
+
+
+def validate_strategy(strategy: str, path: str) -> list[errors.Cause]:
+    """upstream's ValidateCoordinatedLeaseStrategy (which reports at ``<path>.strategy``)."""
+    at = f"{path}.strategy"
+    if "/" not in strategy:
+        if strategy != OLDEST_EMULATION_VERSION:
+            return [errors.field_not_supported(at, strategy, [OLDEST_EMULATION_VERSION])]
+        return []
+    return [errors.field_invalid(at, strategy, p) for p in validation.is_qualified_name(strategy)]
 
 
 def resource_type() -> ResourceType:

@@ -22,16 +22,15 @@ SCHEMA = "io.k8s.api.core.v1.Binding"
 SUBRESOURCE = "binding"
 
 
-def _problems(binding: dict) -> list[str]:
-    """upstream's ValidatePodBinding, rendered as its aggregate error."""
+def _problems(binding: dict) -> list[errors.Cause]:
+    """upstream's ValidatePodBinding."""
     target = binding.get("target") if isinstance(binding.get("target"), dict) else {}
     problems = []
     kind = target.get("kind") or ""
     if kind and kind != "Node":
-        problems.append(f'target.kind: Unsupported value: {errors.render_value(kind)}: supported values: '
-                        f'"Node", "<empty>"')
+        problems.append(errors.field_not_supported("target.kind", kind, ["Node", "<empty>"]))
     if not target.get("name"):
-        problems.append("target.name: Required value")
+        problems.append(errors.field_required("target.name"))
     return problems
 
 
@@ -41,8 +40,8 @@ async def bind(pods: Store, namespace: str, name: str, binding: dict, ctx: Conte
     if name != (md.get("name") or ""):
         raise errors.bad_request("name in URL does not match name in Binding object")
     problems = _problems(binding)
-    if problems:  # upstream returns the plain aggregate: a 500 without a reason
-        raise errors.StatusError(500, "", problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]")
+    if problems:  # upstream answers a 500 without a reason here; a client error is a 422 (docs/compatibility.md)
+        raise errors.invalid("Binding", "", name, problems)
     node = binding["target"]["name"]
     annotations = md.get("annotations") if isinstance(md.get("annotations"), dict) else {}
 

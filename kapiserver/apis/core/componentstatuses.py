@@ -61,11 +61,11 @@ class ComponentStatusStore(Store):
 
     async def get(self, namespace: str, name: str, resource_version: str = "") -> dict:
         check = self._components().get(name)
-        if check is None:  # upstream's plain error: a 500 without a reason
-            raise errors.StatusError(500, "", f"Component not found: {name}")
+        if check is None:  # upstream answers a 500 without a reason; an unknown name is a 404 here
+            raise errors.not_found("componentstatuses", "", name)
         return {"kind": "ComponentStatus", "apiVersion": "v1", **await self._status(name, check)}
 
-    async def list(self, namespace: str, opts: ListOptions) -> dict:
+    async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
         matches = self.matcher(opts)
         items = [await self._status(name, check) for name, check in self._components().items()]
         return {"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {},

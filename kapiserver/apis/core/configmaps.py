@@ -2,9 +2,9 @@
 the 1 MiB total, and ``immutable``."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import data_keys
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -21,10 +21,10 @@ class ConfigMapStrategy(Strategy):
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         data = obj.get("data") or {}
         binary = obj.get("binaryData") or {}
-        causes = []
+        causes = field_checks.kube_object_meta(obj)
         size = 0
         for key, value in data.items():
-            for problem in data_keys.config_key_problems(key):
+            for problem in validation.is_config_map_key(key):
                 causes.append(errors.field_invalid(data_keys.key_path("data", key), key, problem))
             if key in binary:
                 causes.append(errors.field_invalid(data_keys.key_path("data", key), key,

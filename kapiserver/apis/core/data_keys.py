@@ -9,34 +9,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from typing import Optional
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, validation
 
 MAX_SIZE = 1024 * 1024  # upstream's MaxSecretSize, also the ConfigMap limit
-_KEY_MAX_LENGTH = 253
-_KEY_RE = re.compile(r"[-._a-zA-Z0-9]+")
 _B64_ALPHABET = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 IMMUTABLE_MESSAGE = "field is immutable when `immutable` is set"
-
-
-def config_key_problems(key: str) -> list[str]:
-    """Upstream's ``IsConfigMapKey`` messages for one key (empty when valid)."""
-    problems = []
-    if len(key) > _KEY_MAX_LENGTH:
-        problems.append(f"must be no more than {_KEY_MAX_LENGTH} characters")
-    if not _KEY_RE.fullmatch(key):
-        problems.append("a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
-                        "(e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
-                        "'[-._a-zA-Z0-9]+')")
-    if key == ".":
-        problems.append("must not be '.'")
-    elif key == "..":
-        problems.append("must not be '..'")
-    elif key.startswith(".."):
-        problems.append("must not start with '..'")
-    return problems
 
 
 def key_path(map_name: str, key: str) -> str:
@@ -45,9 +24,10 @@ def key_path(map_name: str, key: str) -> str:
 
 
 def validate_keys(values: dict, map_name: str) -> list[errors.Cause]:
+    """Every key a config key (upstream's IsConfigMapKey)."""
     causes = []
     for key in values:
-        for problem in config_key_problems(key):
+        for problem in validation.is_config_map_key(key):
             causes.append(errors.field_invalid(key_path(map_name, key), key, problem))
     return causes
 

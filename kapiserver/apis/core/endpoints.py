@@ -1,11 +1,11 @@
-"""Endpoints (core/v1): addresses and ports per subset; nothing fills them from Services here."""
+"""Endpoints (core/v1): addresses and ports per subset, validated as upstream's ValidateEndpoints;
+nothing fills them from Services here."""
 from __future__ import annotations
-
-import ipaddress
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
-from kapiserver.machinery import errors
+from kapiserver.apis.core.services import validate_non_special_ip
+from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -21,22 +21,55 @@ class EndpointsStrategy(Strategy):
                     port["protocol"] = "TCP"
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        causes = []
+        """upstream's ValidateEndpoints."""
+        causes = field_checks.kube_object_meta(obj)
         for i, subset in enumerate(obj.get("subsets") or ()):
+            subset = subset if isinstance(subset, dict) else {}
             path = f"subsets[{i}]"
-            for key in ("addresses", "notReadyAddresses"):
-                for j, addr in enumerate((subset or {}).get(key) or ()):
-                    ip = (addr or {}).get("ip")
-                    try:
-                        ipaddress.ip_address(ip or "")
-                    except ValueError:
-                        causes.append(errors.field_invalid(f"{path}.{key}[{j}].ip", ip or "",
-                                                           "must be a valid IP address"))
-            for j, port in enumerate((subset or {}).get("ports") or ()):
-                causes.extend(podspec.validate_port_number((port or {}).get("port"), f"{path}.ports[{j}].port"))
-                causes.extend(field_checks.one_of((port or {}).get("protocol"), f"{path}.ports[{j}].protocol",
-                                                    podspec.PROTOCOLS, required=True))
+            addresses, not_ready = subset.get("addresses") or [], subset.get("notReadyAddresses") or []
+            if not addresses and not not_ready:
+                causes.append(errors.field_required(path, "must specify `addresses` or `notReadyAddresses`"))
+            for key, items in (("addresses", addresses), ("notReadyAddresses", not_ready)):
+                for j, addr in enumerate(items):
+                    causes.extend(_validate_address(addr if isinstance(addr, dict) else {}, f"{path}.{key}[{j}]"))
+            ports = subset.get("ports") or []
+            for j, port in enumerate(ports):
+                causes.extend(_validate_port(port if isinstance(port, dict) else {}, len(ports) > 1,
+                                             f"{path}.ports[{j}]"))
         return causes
+
+
+def _validate_address(addr: dict, path: str) -> list[errors.Cause]:
+    causes = validation.is_valid_ip(f"{path}.ip", addr.get("ip") or "")
+    hostname = addr.get("hostname") or ""
+    if hostname:
+        causes.extend(errors.field_invalid(f"{path}.hostname", hostname, m)
+                      for m in validation.is_dns1123_label(hostname))
+    node = addr.get("nodeName")
+    if node is not None:
+        causes.extend(errors.field_invalid(f"{path}.nodeName", node, m)
+                      for m in validation.is_dns1123_subdomain(str(node)))
+    return causes + validate_non_special_ip(addr.get("ip") or "", f"{path}.ip")
+
+
+def _validate_port(port: dict, require_name: bool, path: str) -> list[errors.Cause]:
+    causes: list[errors.Cause] = []
+    name = port.get("name") or ""
+    if require_name and not name:
+        causes.append(errors.field_required(f"{path}.name"))
+    elif name:
+        causes.extend(errors.field_invalid(f"{path}.name", name, m) for m in validation.is_dns1123_label(name))
+    causes.extend(podspec.validate_port_number(port.get("port") or 0, f"{path}.port"))
+    protocol = port.get("protocol") or ""
+    if not protocol:
+        causes.append(errors.field_required(f"{path}.protocol"))
+    elif protocol not in podspec.PROTOCOLS:
+        causes.append(errors.field_not_supported(f"{path}.protocol", protocol, podspec.PROTOCOLS))
+    app_protocol = port.get("appProtocol")
+    if app_protocol is not None:
+        causes.extend(errors.field_invalid(f"{path}.appProtocol", app_protocol, m)
+                      for m in validation.is_qualified_name(str(app_protocol)))
+    return causes
 
 
 def format_endpoints(obj: dict) -> str:

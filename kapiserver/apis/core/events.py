@@ -68,7 +68,7 @@ def legacy_causes(event: dict, reporting_field: str) -> list[errors.Cause]:
             value = event.get(name) or ""
             if required and not value:
                 causes.append(errors.field_required(name))
-            if len(value) > limit:
+            if len(str(value).encode()) > limit:
                 causes.append(errors.field_invalid(name, "", f"can have at most {limit} characters"))
     for problem in validation.is_dns1123_subdomain(namespace):
         causes.append(errors.field_invalid("namespace", namespace, problem))
@@ -109,7 +109,8 @@ def strict_update_causes(new: dict, old: dict) -> list[errors.Cause]:
     causes = series_causes(new) if new.get("series") != old.get("series") else []
     for name in _IMMUTABLE_ON_UPDATE:
         if _empty_as_none(new.get(name)) != _empty_as_none(old.get(name)):
-            causes.append(errors.field_invalid(_MESSAGE_NAMES.get(name, name), new.get(name), validation.FIELD_IMMUTABLE))
+            causes.append(errors.field_invalid(_MESSAGE_NAMES.get(name, name), new.get(name),
+                                               validation.FIELD_IMMUTABLE))
     return causes
 
 

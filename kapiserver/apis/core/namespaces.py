@@ -4,7 +4,7 @@ delete that only marks the namespace Terminating while ``spec.finalizers``
 is not empty (the namespace controller empties it)."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import DNS1123_LABEL, Strategy
@@ -15,7 +15,16 @@ ACTIVE = "Active"
 TERMINATING = "Terminating"
 KUBERNETES_FINALIZER = "kubernetes"
 NAME_LABEL = "kubernetes.io/metadata.name"
-_STANDARD_FINALIZERS = {KUBERNETES_FINALIZER, "orphan", "foregroundDeletion"}
+
+
+def _finalizer_names(obj: dict, indexed: bool) -> list[errors.Cause]:
+    causes = []
+    for i, finalizer in enumerate((obj.get("spec") or {}).get("finalizers") or []):
+        path = f"spec.finalizers[{i}]" if indexed else "spec.finalizers"
+        finalizer = str(finalizer)
+        problems = validation.is_qualified_name(finalizer) + validation.kube_finalizer_problems(finalizer)
+        causes.extend(errors.field_invalid(path, finalizer, p) for p in problems)
+    return causes
 
 
 def _spec(obj: dict) -> dict:
@@ -65,17 +74,27 @@ class NamespaceStrategy(Strategy):
             labels[NAME_LABEL] = name
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateNamespace (spec.finalizers reported without an index, as upstream does)."""
         # upstream's Canonicalize: a name generated after defaulting gets its label too
         self.default(rtype, obj)
-        causes = []
-        for i, finalizer in enumerate((obj.get("spec") or {}).get("finalizers") or []):
-            path = f"spec.finalizers[{i}]"
-            for problem in validation.is_qualified_name(finalizer):
-                causes.append(errors.field_invalid(path, finalizer, problem))
-            if "/" not in finalizer and finalizer not in _STANDARD_FINALIZERS:
-                causes.append(errors.field_invalid(
-                    path, finalizer, "name is neither a standard finalizer name nor is it fully qualified"))
-        return causes
+        return field_checks.kube_object_meta(obj) + _finalizer_names(obj, indexed=False)
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        if new.get("spec") != old.get("spec"):  # only /finalize changes spec: it reports indexes
+            return field_checks.kube_object_meta(new) + _finalizer_names(new, indexed=True)
+        return self.validate(rtype, new)
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateNamespaceStatusUpdate: the phase follows the deletion timestamp."""
+        phase = (new.get("status") or {}).get("phase") or ""
+        if not (new.get("metadata") or {}).get("deletionTimestamp"):
+            if phase != ACTIVE:
+                return [errors.field_invalid("status.Phase", phase,
+                                             "may only be 'Active' if `deletionTimestamp` is empty")]
+        elif phase != TERMINATING:
+            return [errors.field_invalid("status.Phase", phase,
+                                         "may only be 'Terminating' if `deletionTimestamp` is not empty")]
+        return []
 
     def delete_pending(self, rtype: ResourceType, obj: dict) -> bool:
         """A namespace with spec.finalizers is only marked Terminating."""

@@ -1,9 +1,13 @@
-"""Nodes (core/v1, cluster-scoped): stored as kubelets (or tests) write them, with kubectl's columns."""
+"""Nodes (core/v1, cluster-scoped): stored as kubelets (or tests) write them, validated as upstream's
+ValidateNode / ValidateNodeUpdate, with kubectl's columns."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
-from kapiserver.apis.core import node_connections
-from kapiserver.machinery import errors
+import json
+from typing import Any
+
+from kapiserver.apis import columns, field_checks
+from kapiserver.apis.core import node_connections, resources, scheduling
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -13,14 +17,137 @@ ROLE_PREFIX = "node-role.kubernetes.io/"
 ROLE_LABEL = "kubernetes.io/role"
 
 
+TAINTS_ANNOTATION = "scheduler.alpha.kubernetes.io/taints"
+_PODCIDR_FORBIDDEN = "node updates may not change podCIDR except from \"\" to valid"
+
+
 class NodeStrategy(Strategy):
-    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        causes = []
-        old_cidr = (old.get("spec") or {}).get("podCIDR")
-        if old_cidr and (new.get("spec") or {}).get("podCIDR") != old_cidr:
-            causes.append(errors.field_forbidden("spec.podCIDRs", "node updates may not change podCIDR except "
-                                                 "from \"\" to valid"))
+    def default(self, rtype: ResourceType, obj: dict) -> None:
+        spec = obj.get("spec")
+        if isinstance(spec, dict):  # v1 carries podCIDR and podCIDRs in step (upstream's conversion)
+            if spec.get("podCIDR") and not spec.get("podCIDRs"):
+                spec["podCIDRs"] = [spec["podCIDR"]]
+            elif isinstance(spec.get("podCIDRs"), list) and spec["podCIDRs"] and not spec.get("podCIDR"):
+                spec["podCIDR"] = spec["podCIDRs"][0]
+        status = obj.get("status")
+        if isinstance(status, dict):
+            resources.canonicalize_resource_list(status.get("capacity"))
+            resources.canonicalize_resource_list(status.get("allocatable"))
+
+    def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateNode (taints are reported under metadata, as upstream does)."""
+        causes = field_checks.kube_object_meta(obj) + _annotation_checks(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        if spec.get("taints"):
+            causes += scheduling.validate_taints(spec["taints"], "metadata.taints")
+        causes += _node_resources(obj)
+        cidrs = spec.get("podCIDRs") if isinstance(spec.get("podCIDRs"), list) else []
+        for i, cidr in enumerate(cidrs):
+            causes += validation.is_valid_cidr(f"spec.podCIDRs[{i}]", cidr)
+        if len(cidrs) > 1:
+            families = {n.version for n in (validation.parse_cidr_sloppy(c) for c in cidrs) if n is not None}
+            if len(families) < 2 or len(cidrs) > 2:
+                causes.append(errors.field_invalid("spec.podCIDRs", gorepr.string_slice(cidrs),
+                                                   "may specify no more than one CIDR for each IP family"))
+            seen: set = set()
+            for i, cidr in enumerate(cidrs):
+                if cidr in seen:
+                    causes.append(errors.field_duplicate(f"spec.podCIDRs[{i}]", cidr))
+                seen.add(cidr)
         return causes
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateNodeUpdate on top of ValidateNode."""
+        causes = self.validate(rtype, new) + _node_update(new, old)
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        if spec.get("taints"):
+            causes += scheduling.validate_taints(spec["taints"], "metadata.taints")
+        return causes
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        causes = _annotation_checks(new) + _node_resources(new) + _node_update(new, old)
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        if spec.get("taints"):
+            causes += scheduling.validate_taints(spec["taints"], "metadata.taints")
+        return causes
+
+
+def _annotation_checks(node: dict) -> list[errors.Cause]:
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(TAINTS_ANNOTATION)
+    if not value:
+        return []
+    try:
+        taints = json.loads(value)
+        if not isinstance(taints, list):
+            raise ValueError("json: cannot unmarshal into Go value of type []v1.Taint")
+    except ValueError as e:
+        return [errors.field_invalid("metadata.annotations", TAINTS_ANNOTATION, str(e))]
+    return scheduling.validate_taints(taints, f"metadata.annotations.{TAINTS_ANNOTATION}")
+
+
+def _node_resources(node: dict) -> list[errors.Cause]:
+    """upstream's ValidateNodeResources (paths as upstream builds them: status.capacity.<name>)."""
+    status = node.get("status") if isinstance(node.get("status"), dict) else {}
+    causes: list[errors.Cause] = []
+    for kind in ("capacity", "allocatable"):
+        for name, _, q, problems in resources.quantities(status.get(kind), f"status.{kind}"):
+            causes += problems
+            if q is not None:
+                causes += resources.validate_resource_quantity_value(name, q, f"status.{kind}.{name}")
+    return causes
+
+
+def _node_update(new: dict, old: dict) -> list[errors.Cause]:
+    causes: list[errors.Cause] = []
+    addresses = (new.get("status") or {}).get("addresses") or []
+    seen: list = []
+    for i, address in enumerate(addresses):
+        address = address if isinstance(address, dict) else {}
+        key = (address.get("type"), address.get("address"))
+        if key in seen:
+            causes.append(errors.field_duplicate(f"status.addresses[{i}]", gorepr.struct(
+                "core.NodeAddress", (("Type", gorepr.quote(key[0])), ("Address", gorepr.quote(key[1]))))))
+        seen.append(key)
+    spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    old_cidrs, cidrs = old_spec.get("podCIDRs") or [], spec.get("podCIDRs") or []
+    if old_cidrs:
+        if len(old_cidrs) != len(cidrs):
+            causes.append(errors.field_forbidden("spec.podCIDRs", _PODCIDR_FORBIDDEN))
+        else:
+            causes.extend(errors.field_forbidden("spec.podCIDRs", _PODCIDR_FORBIDDEN)
+                          for value, new_value in zip(old_cidrs, cidrs) if value != new_value)
+    if old_spec.get("providerID") and old_spec.get("providerID") != spec.get("providerID"):
+        causes.append(errors.field_forbidden("spec.providerID",
+                                             "node updates may not change providerID except from \"\" to valid"))
+    source = spec.get("configSource")
+    if source is not None:
+        causes += _config_source(source, "spec.configSource")
+    if (spec.get("externalID") or "") != (old_spec.get("externalID") or ""):
+        causes.append(errors.field_forbidden("spec.externalID", "may not be updated"))
+    return causes
+
+
+def _config_source(source: Any, path: str) -> list[errors.Cause]:
+    source = source if isinstance(source, dict) else {}
+    causes: list[errors.Cause] = []
+    config_map = source.get("configMap")
+    if isinstance(config_map, dict):
+        at = f"{path}.configMap"
+        if config_map.get("uid"):
+            causes.append(errors.field_forbidden(f"{at}.uid", "uid must not be set in spec"))
+        if config_map.get("resourceVersion"):
+            causes.append(errors.field_forbidden(f"{at}.resourceVersion", "resourceVersion must not be set in spec"))
+        for key, check in (("namespace", validation.is_dns1123_label), ("name", validation.is_dns1123_subdomain),
+                           ("kubeletConfigKey", validation.is_config_map_key)):
+            value = config_map.get(key) or ""
+            if not value:
+                causes.append(errors.field_required(f"{at}.{key}", f"{key} must be set"))
+            else:
+                causes.extend(errors.field_invalid(f"{at}.{key}", value, m) for m in check(value))
+    else:
+        causes.append(errors.field_invalid(path, errors.OMIT, "exactly one reference subfield must be non-nil"))
+    return causes
 
 
 def _status(node: dict) -> str:

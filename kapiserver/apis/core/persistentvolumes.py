@@ -1,19 +1,22 @@
-"""PersistentVolumes (core/v1, cluster-scoped): capacity, access modes and exactly one volume source."""
+"""PersistentVolumes (core/v1, cluster-scoped): capacity, access modes and exactly one volume source,
+validated as upstream's ValidatePersistentVolume; the source is fixed after create."""
 from __future__ import annotations
 
+import copy
+
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec, volume_modes
-from kapiserver.machinery import errors, meta
+from kapiserver.apis.core import resources, volume_modes, volumes
+from kapiserver.machinery import errors, gorepr, meta, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.core.v1.PersistentVolume"
 SPEC = "io.k8s.api.core.v1.PersistentVolumeSpec"
 STATUS = "io.k8s.api.core.v1.PersistentVolumeStatus"
-RECLAIM_POLICIES = ["Delete", "Recycle", "Retain"]
-SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd", "iscsi", "cinder",
-           "cephfs", "fc", "flocker", "flexVolume", "azureFile", "vsphereVolume", "quobyte", "azureDisk",
-           "photonPersistentDisk", "portworxVolume", "scaleIO", "local", "storageos", "csi")
+MOUNT_OPTIONS_ANNOTATION = "volume.beta.kubernetes.io/mount-options"
+# sources that take mount options (pkg/volume/validation)
+_MOUNT_OPTION_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "glusterfs", "nfs", "rbd", "quobyte", "iscsi",
+                         "cinder", "cephfs", "azureFile", "vsphereVolume", "azureDisk", "photonPersistentDisk")
 
 
 class PersistentVolumeStrategy(Strategy):
@@ -44,28 +47,46 @@ class PersistentVolumeStrategy(Strategy):
                 spec["volumeMode"] = "Filesystem"
             if isinstance(spec.get("hostPath"), dict):
                 spec["hostPath"].setdefault("type", "")
+            resources.canonicalize_resource_list(spec.get("capacity"))
         if "status" not in obj:
             obj["status"] = {"phase": "Pending"}
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidatePersistentVolume and the mount-option check of pkg/volume/validation."""
+        name = (obj.get("metadata") or {}).get("name") or ""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes = volume_modes.validate_access_modes(spec.get("accessModes"), "spec.accessModes")
-        capacity = spec.get("capacity") or {}
-        if not capacity:
-            causes.append(errors.field_required("spec.capacity"))
-        elif "storage" not in capacity:
-            causes.append(errors.field_not_supported("spec.capacity", sorted(capacity), ["storage"]))
-        causes += podspec.validate_resource_list(capacity, "spec.capacity")
-        causes += field_checks.one_of(spec.get("persistentVolumeReclaimPolicy"),
-                                        "spec.persistentVolumeReclaimPolicy", RECLAIM_POLICIES, required=False)
-        causes += field_checks.one_of(spec.get("volumeMode"), "spec.volumeMode", volume_modes.VOLUME_MODES,
-                                        required=False)
-        sources = [k for k in SOURCES if spec.get(k) is not None]
-        if not sources:
-            causes.append(errors.field_required("spec", "must specify a volume type"))
-        for extra in sources[1:]:
-            causes.append(errors.field_forbidden(f"spec.{extra}", "may not specify more than 1 volume type"))
+        causes = field_checks.kube_object_meta(obj) + volumes.validate_persistent_volume_spec(spec, name, "spec")
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if MOUNT_OPTIONS_ANNOTATION in annotations and not any(spec.get(k) is not None for k in _MOUNT_OPTION_SOURCES):
+            causes.append(errors.field_forbidden(f"metadata.annotations.{MOUNT_OPTIONS_ANNOTATION}",
+                                                 "may not specify mount options for this volume type"))
         return causes
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidatePersistentVolumeUpdate: the volume source and mode are fixed."""
+        causes = self.validate(rtype, new)
+        spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        source = {k: copy.deepcopy(spec.get(k)) for k, _ in volumes.PV_SOURCES if spec.get(k) is not None}
+        old_source = {k: old_spec.get(k) for k, _ in volumes.PV_SOURCES if old_spec.get(k) is not None}
+        csi, old_csi = source.get("csi"), old_source.get("csi")
+        if isinstance(csi, dict) and isinstance(old_csi, dict) and old_csi.get("controllerExpandSecretRef") is None:
+            csi.pop("controllerExpandSecretRef", None)
+        if source != old_source:
+            causes.append(errors.field_forbidden("spec.persistentvolumesource",
+                                                 "spec.persistentvolumesource is immutable after creation\n"
+                                                 + field_checks.spec_diff(old_source, source,
+                                                                          "core.PersistentVolumeSource")))
+        causes += field_checks.immutable(spec.get("volumeMode"), old_spec.get("volumeMode"), "volumeMode")
+        if old_spec.get("nodeAffinity") is not None and spec.get("nodeAffinity") != old_spec.get("nodeAffinity"):
+            affinity = spec.get("nodeAffinity")
+            rendered = None if affinity is None else gorepr.struct("core.VolumeNodeAffinity", (
+                ("Required", gorepr.pointer((affinity or {}).get("required"), "core.NodeSelector")),))
+            causes.append(errors.field_invalid("nodeAffinity", rendered, validation.FIELD_IMMUTABLE
+                                               + ", except for updating from beta label to GA"))
+        return causes
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        return []
 
 
 def _claim(pv: dict) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kapiserver.apis import columns
-from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, podspec
-from kapiserver.machinery import errors, quantity
+from kapiserver.apis import columns, field_checks
+from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, podspec, scheduling
+from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -74,7 +74,21 @@ class PodStrategy(Strategy):
         status = new.get("status")
         old_qos = (old.get("status") or {}).get("qosClass")
         if isinstance(status, dict) and not status.get("qosClass") and old_qos:
-            status["qosClass"] = old_qos
+            status["qosClass"] = old_qos  # old kubelets drop it; upstream fills it back
+
+    def prepare_for_subresource_update(self, rtype: ResourceType, subresource: str, new: dict, old: dict) -> None:
+        if subresource == ephemeral_containers.SUBRESOURCE:
+            ephemeral_containers.keep_only_ephemeral_containers(new, old)
+        elif subresource != bindings.SUBRESOURCE:  # a binding's change is made by the binding itself
+            super().prepare_for_subresource_update(rtype, subresource, new, old)
+
+    def validate_subresource_update(self, rtype: ResourceType, subresource: str, new: dict,
+                                    old: dict) -> list[errors.Cause]:
+        if subresource == ephemeral_containers.SUBRESOURCE:
+            return validate_ephemeral_containers_update(new, old)
+        if subresource == bindings.SUBRESOURCE:
+            return []  # upstream's BindingREST writes the pod without pod validation
+        return super().validate_subresource_update(rtype, subresource, new, old)
 
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         super().prepare_for_create(rtype, obj)
@@ -105,67 +119,278 @@ class PodStrategy(Strategy):
             obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        causes = self._validate_spec(obj)
-        if (obj.get("spec") or {}).get("ephemeralContainers"):
+        """upstream's ValidatePodCreate."""
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        causes = _metadata_and_spec(obj, podspec.pod_options(spec, is_pod=True))
+        if spec.get("ephemeralContainers"):
             causes.append(errors.field_forbidden("spec.ephemeralContainers", "cannot be set on create"))
-        return causes
-
-    @staticmethod
-    def _validate_spec(obj: dict) -> list[errors.Cause]:
-        spec = obj.get("spec")
-        if not isinstance(spec, dict):
-            return [errors.field_required("spec.containers")]
-        return (podspec.validate_pod_spec(spec, "spec")
-                + ephemeral_containers.validate_ephemeral_containers(spec, "spec"))
-
-    def prepare_for_subresource_update(self, rtype: ResourceType, subresource: str, new: dict, old: dict) -> None:
-        if subresource == ephemeral_containers.SUBRESOURCE:
-            ephemeral_containers.keep_only_ephemeral_containers(new, old)
-        elif subresource != bindings.SUBRESOURCE:  # a binding's change is made by the binding itself
-            super().prepare_for_subresource_update(rtype, subresource, new, old)
-
-    def validate_subresource_update(self, rtype: ResourceType, subresource: str, new: dict,
-                                    old: dict) -> list[errors.Cause]:
-        if subresource == ephemeral_containers.SUBRESOURCE:
-            return ephemeral_containers.validate_update(new, old)
-        if subresource == bindings.SUBRESOURCE:
-            return []  # upstream's BindingREST writes the pod without pod validation
-        return super().validate_subresource_update(rtype, subresource, new, old)
+        if spec.get("nodeName") and spec.get("schedulingGates"):
+            causes.append(errors.field_forbidden("spec.nodeName",
+                                                 "cannot be set until all schedulingGates have been cleared"))
+        return causes + podspec.validate_profiles_match_annotations(obj.get("metadata"), spec, "spec")
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        causes = self._validate_spec(new)
-        new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
-        if not _only_mutable_changes(new_spec, old_spec):
-            causes.append(errors.field_forbidden("spec", UPDATE_FORBIDDEN))
+        """upstream's ValidatePodUpdate."""
+        new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        opts = podspec.pod_options(new_spec, old_spec, old.get("metadata"), is_pod=True)
+        causes = _metadata_and_spec(new, opts)
+        causes += _annotation_updates(new, old)
+        for key in ("containers", "initContainers"):
+            found, stop = _container_updates(new_spec.get(key), old_spec.get(key), f"spec.{key}")
+            causes += found
+            if stop:
+                return causes
         deadline, old_deadline = new_spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
-        if old_deadline is not None and (deadline is None or (isinstance(deadline, int) and deadline > old_deadline)):
-            causes.append(errors.field_invalid("spec.activeDeadlineSeconds", deadline,
-                                               "must be less than or equal to previous value"))
+        if deadline is not None:
+            if isinstance(deadline, int) and not 0 <= deadline <= validation.MAX_INT32:
+                return causes + [errors.field_invalid("spec.activeDeadlineSeconds", deadline,
+                                                      validation.inclusive_range_error(0, validation.MAX_INT32))]
+            if isinstance(old_deadline, int) and isinstance(deadline, int) and old_deadline < deadline:
+                return causes + [errors.field_invalid("spec.activeDeadlineSeconds", deadline,
+                                                      "must be less than or equal to previous value")]
+        elif old_deadline is not None:
+            causes.append(errors.field_invalid("spec.activeDeadlineSeconds", None,
+                                               "must not update from a positive integer to nil value"))
+        causes += _only_added_tolerations(new_spec.get("tolerations"), old_spec.get("tolerations"))
+        causes += _only_deleted_gates(new_spec.get("schedulingGates"), old_spec.get("schedulingGates"))
+        if new_spec != old_spec:
+            causes += _spec_mutations(new_spec, old_spec)
+        return causes
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidatePodStatusUpdate."""
+        new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        status, old_status = new.get("status") or {}, old.get("status") or {}
+        causes = _annotation_updates(new, old)
+        for i, condition in enumerate(status.get("conditions") or ()):
+            kind = (condition or {}).get("type") or "" if isinstance(condition, dict) else ""
+            if kind not in ("PodScheduled", "Ready", "Initialized"):
+                causes.extend(errors.field_invalid(f"metadata.conditions[{i}].Type", kind, m)
+                              for m in validation.is_qualified_name(kind))
+        if new_spec.get("nodeName") != old_spec.get("nodeName"):
+            causes.append(errors.field_forbidden("status.nodeName", "may not be changed directly"))
+        nominated = status.get("nominatedNodeName") or ""
+        if nominated and nominated != (old_status.get("nominatedNodeName") or ""):
+            causes.extend(errors.field_invalid("status.nominatedNodeName", nominated, m)
+                          for m in validation.is_dns1123_subdomain(nominated))
+        causes += field_checks.immutable(status.get("qosClass") or "", old_status.get("qosClass") or "",
+                                         "status.qosClass")
+        policy = old_spec.get("restartPolicy")
+        causes += _state_transitions(status.get("containerStatuses"), old_status.get("containerStatuses"),
+                                     "status.containerStatuses", policy)
+        causes += _state_transitions(status.get("initContainerStatuses"), old_status.get("initContainerStatuses"),
+                                     "status.initContainerStatuses", policy, old_spec.get("initContainers"))
+        causes += _state_transitions(status.get("ephemeralContainerStatuses"),
+                                     old_status.get("ephemeralContainerStatuses"),
+                                     "status.ephemeralContainerStatuses", "Never")
+        causes += _validate_ips(status.get("podIPs"), "status.podIPs")
+        host_ips = status.get("hostIPs") or []
+        if host_ips:
+            first = (host_ips[0] or {}).get("ip") if isinstance(host_ips[0], dict) else None
+            if (status.get("hostIP") or "") != (first or ""):
+                causes.append(errors.field_invalid("status.hostIPs[0].ip", first or "", "must be equal to `hostIP`"))
+            causes += _validate_ips(host_ips, "status.hostIPs")
         return causes
 
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         return new.get("spec") != old.get("spec")
 
 
-def _only_mutable_changes(new: dict, old: dict) -> bool:
-    """Whether ``new`` differs from ``old`` only where upstream's ValidatePodUpdate allows."""
-    a, b = copy.deepcopy(new), copy.deepcopy(old)
-    for spec in (a, b):
-        for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates"):
-            spec.pop(key, None)
-        for key in ("containers", "initContainers"):
-            for c in spec.get(key) or ():
-                if isinstance(c, dict):
+def validate_ephemeral_containers_update(new: dict, old: dict) -> list[errors.Cause]:
+    """upstream's ValidatePodEphemeralContainersUpdate (``pods/{name}/ephemeralcontainers``): the pod is
+    valid, and ephemeral containers are only added (static pods have none)."""
+    new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+    old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+    opts = podspec.pod_options(new_spec, old_spec, old.get("metadata"), is_pod=True)
+    causes = _metadata_and_spec(new, opts) + _annotation_updates(new, old)
+    if podspec.MIRROR_POD_ANNOTATION in ((old.get("metadata") or {}).get("annotations") or {}):
+        return [errors.field_forbidden("", "static pods do not support ephemeral containers")]
+    path = "spec.ephemeralContainers"
+    by_name = {c.get("name"): c for c in new_spec.get("ephemeralContainers") or () if isinstance(c, dict)}
+    for existing in old_spec.get("ephemeralContainers") or ():
+        name = (existing or {}).get("name")
+        if name not in by_name:
+            causes.append(errors.field_forbidden(path, f"existing ephemeral containers {gorepr.quote(name)} may not "
+                                                       f"be removed\n"))
+        elif by_name[name] != existing:
+            diff = field_checks.spec_diff(existing, by_name[name], "core.EphemeralContainer")
+            causes.append(errors.field_forbidden(path, f"existing ephemeral containers {gorepr.quote(name)} may not "
+                                                       f"be changed\n{diff}"))
+    return causes
+
+
+def _metadata_and_spec(pod: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
+    """upstream's validatePodMetadataAndSpec, less the generic metadata checks the Store runs."""
+    md = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    causes = field_checks.kube_object_meta(pod)
+    causes += podspec.validate_pod_specific_annotations(md.get("annotations"), spec, "metadata.annotations", opts)
+    causes += podspec.validate_pod_spec(spec, "spec", opts, pod_meta=md)
+    if not spec.get("serviceAccountName"):
+        for vi, volume in enumerate(spec.get("volumes") or ()):
+            for si, source in enumerate(((volume or {}).get("projected") or {}).get("sources") or ()):
+                if isinstance(source, dict) and source.get("serviceAccountToken") is not None:
+                    causes.append(errors.field_forbidden(
+                        f"spec.volumes[{vi}].projected.sources[{si}].serviceAccountToken",
+                        "must not be specified when serviceAccountName is not set"))
+    for key in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(key) or ()):
+            image = (c or {}).get("image") if isinstance(c, dict) else None
+            if isinstance(image, str) and image != image.strip():
+                causes.append(errors.field_invalid(f"spec.{key}[{i}].image", image,
+                                                   "must not have leading or trailing whitespace"))
+    return causes
+
+
+def _annotation_updates(new: dict, old: dict) -> list[errors.Cause]:
+    """upstream's ValidatePodSpecificAnnotationUpdates (AppArmor and mirror annotations are fixed)."""
+    annotations = (new.get("metadata") or {}).get("annotations") or {}
+    old_annotations = (old.get("metadata") or {}).get("annotations") or {}
+    causes = []
+    for key, value in old_annotations.items():
+        if key in annotations and annotations[key] == value:
+            continue
+        if key.startswith(podspec.APPARMOR_CONTAINER_PREFIX):
+            causes.append(errors.field_forbidden(f"metadata.annotations[{key}]",
+                                                 "may not remove or update AppArmor annotations"))
+        if key == podspec.MIRROR_POD_ANNOTATION:
+            causes.append(errors.field_forbidden(f"metadata.annotations[{key}]",
+                                                 "may not remove or update mirror pod annotation"))
+    for key in annotations:
+        if key in old_annotations:
+            continue
+        if key.startswith(podspec.APPARMOR_CONTAINER_PREFIX):
+            causes.append(errors.field_forbidden(f"metadata.annotations[{key}]", "may not add AppArmor annotations"))
+        if key == podspec.MIRROR_POD_ANNOTATION:
+            causes.append(errors.field_forbidden(f"metadata.annotations[{key}]", "may not add mirror pod annotation"))
+    return causes
+
+
+def _container_updates(new: Any, old: Any, path: str) -> tuple[list[errors.Cause], bool]:
+    new, old = new or [], old or []
+    if len(new) != len(old):
+        return [errors.field_forbidden(path, "pod updates may not add or remove containers")], True
+    causes = []
+    for i, c in enumerate(new):
+        image = (c or {}).get("image") if isinstance(c, dict) else None
+        if not image:
+            causes.append(errors.field_required(f"{path}[{i}].image"))
+        elif isinstance(image, str) and image.strip() != image:
+            causes.append(errors.field_invalid(f"{path}[{i}].image", image,
+                                               "must not have leading or trailing whitespace"))
+    return causes, False
+
+
+def _only_added_tolerations(new: Any, old: Any) -> list[errors.Cause]:
+    new, old = new or [], old or []
+    for toleration in old:
+        base = {k: v for k, v in (toleration or {}).items() if k != "tolerationSeconds"}
+        if not any(isinstance(t, dict) and {k: v for k, v in t.items() if k != "tolerationSeconds"} == base
+                   for t in new):
+            return [errors.field_forbidden("spec.tolerations",
+                                           "existing toleration can not be modified except its tolerationSeconds")]
+    return scheduling.validate_tolerations(new, "spec.tolerations")
+
+
+def _only_deleted_gates(new: Any, old: Any) -> list[errors.Cause]:
+    old_names = {(g or {}).get("name") for g in old or () if isinstance(g, dict)}
+    return [errors.field_forbidden(f"spec.schedulingGates[{i}].name",
+                                   f"only deletion is allowed, but found new scheduling gate '{g.get('name')}'")
+            for i, g in enumerate(new or ()) if isinstance(g, dict) and g.get("name") not in old_names]
+
+
+def _spec_mutations(new: dict, old: dict) -> list[errors.Cause]:
+    """The pod spec equals the old one once the fields an update may change are put back."""
+    munged = copy.deepcopy(new)
+    for key in ("containers", "initContainers"):
+        for c, old_c in zip(munged.get(key) or (), old.get(key) or ()):
+            if isinstance(c, dict) and isinstance(old_c, dict):
+                if "image" in old_c:
+                    c["image"] = old_c["image"]
+                else:
                     c.pop("image", None)
-    if len(a.get("containers") or ()) != len(b.get("containers") or ()):
-        return False
-    old_tolerations = old.get("tolerations") or []
-    new_tolerations = new.get("tolerations") or []
-    if any(t not in new_tolerations for t in old_tolerations):
-        return False
-    if old.get("terminationGracePeriodSeconds", 0) < 0 and new.get("terminationGracePeriodSeconds") == 1:
-        a["terminationGracePeriodSeconds"] = b.get("terminationGracePeriodSeconds")
-    return a == b
+    for key in ("activeDeadlineSeconds", "schedulingGates", "tolerations"):
+        if key in old:
+            munged[key] = copy.deepcopy(old[key])
+        else:
+            munged.pop(key, None)
+    old_grace = old.get("terminationGracePeriodSeconds")
+    if isinstance(old_grace, int) and old_grace < 0 and munged.get("terminationGracePeriodSeconds") == 1:
+        munged["terminationGracePeriodSeconds"] = old_grace
+    causes = []
+    if old.get("schedulingGates"):
+        causes += _gated_pod_mutations(munged, old)
+    if munged != old:
+        diff = field_checks.spec_diff(old, munged, "core.PodSpec")
+        causes.append(errors.field_forbidden("spec", UPDATE_FORBIDDEN + "\n" + diff))
+    return causes
+
+
+def _gated_pod_mutations(munged: dict, old: dict) -> list[errors.Cause]:
+    """A pod still gated may gain node selector entries and narrower node affinity (upstream's rules)."""
+    causes = []
+    selector, old_selector = munged.get("nodeSelector") or {}, old.get("nodeSelector") or {}
+    if selector != old_selector:
+        for key, value in old_selector.items():
+            if selector.get(key) != value:
+                causes.append(errors.field_invalid("spec.nodeSelector", gorepr.string_map(selector),
+                                                   "only additions to spec.nodeSelector are allowed (no mutations "
+                                                   "or deletions)"))
+                break
+        if "nodeSelector" in old:
+            munged["nodeSelector"] = copy.deepcopy(old["nodeSelector"])
+        else:
+            munged.pop("nodeSelector", None)
+    return causes
+
+
+def _state_transitions(new: Any, old: Any, path: str, restart_policy: Any,
+                       init_containers: Any = None) -> list[errors.Cause]:
+    if restart_policy == "Always":
+        return []
+    restartable = {(c or {}).get("name") for c in init_containers or ()
+                   if isinstance(c, dict) and c.get("restartPolicy") == "Always"}
+    causes = []
+    for i, status in enumerate(old or ()):
+        status = status if isinstance(status, dict) else {}
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated is None:
+            continue
+        if (terminated or {}).get("exitCode", 0) != 0 and restart_policy == "OnFailure":
+            continue
+        if status.get("name") in restartable:
+            continue
+        for new_status in new or ():
+            if isinstance(new_status, dict) and new_status.get("name") == status.get("name") and \
+                    (new_status.get("state") or {}).get("terminated") is None:
+                causes.append(errors.field_forbidden(f"{path}[{i}].state",
+                                                     "may not be transitioned to non-terminated state"))
+    return causes
+
+
+def _go_ip(entry: Any, type_name: str) -> gorepr.GoRepr:
+    return gorepr.struct(type_name, (("IP", gorepr.quote((entry or {}).get("ip"))),))
+
+
+def _validate_ips(entries: Any, path: str) -> list[errors.Cause]:
+    """status.podIPs / status.hostIPs: valid, at most one per family, no duplicates."""
+    entries = [e if isinstance(e, dict) else {} for e in entries or ()]
+    causes = []
+    for i, entry in enumerate(entries):
+        causes += validation.is_valid_ip(f"{path}[{i}]", entry.get("ip") or "")
+    if len(entries) > 1:
+        ips = [e.get("ip") or "" for e in entries]
+        type_name = "core.PodIP" if path.endswith("podIPs") else "core.HostIP"
+        if not validation.is_dual_stack(ips) or len(ips) > 2:
+            rendered = gorepr.GoRepr(f"[]{type_name}{{" + ", ".join(_go_ip(e, type_name) for e in entries) + "}")
+            causes.append(errors.field_invalid(path, rendered, "may specify no more than one IP for each IP family"))
+        seen: set = set()
+        for i, entry in enumerate(entries):
+            if entry.get("ip") in seen:
+                causes.append(errors.field_duplicate(f"{path}[{i}]", _go_ip(entry, type_name)))
+            seen.add(entry.get("ip"))
+    return causes
 
 
 # ------------------------------------------------------------------ printer

@@ -1,7 +1,7 @@
 """PodTemplates (core/v1): a stored pod template, defaulted and validated like any other."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, labels
 from kapiserver.registry.resource_type import ResourceType
@@ -15,7 +15,13 @@ class PodTemplateStrategy(Strategy):
         podspec.default_pod_template_spec(obj.get("template"))
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        return podspec.validate_pod_template_spec(obj.get("template") or {}, "template")
+        """upstream's ValidatePodTemplate."""
+        return field_checks.kube_object_meta(obj) + podspec.validate_pod_template_spec(
+            obj.get("template") or {}, "template", podspec.template_options(obj.get("template")))
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        return field_checks.kube_object_meta(new) + podspec.validate_pod_template_spec(
+            new.get("template") or {}, "template", podspec.template_options(new.get("template"), old.get("template")))
 
 
 def _containers(obj: dict, key: str) -> str:

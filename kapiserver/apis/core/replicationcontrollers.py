@@ -4,9 +4,10 @@ No controller creates the pods (the envtest contract); status stays as clients w
 """
 from __future__ import annotations
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
+from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
-from kapiserver.machinery import errors, labels
+from kapiserver.machinery import errors, gorepr, labels
 from kapiserver.registry.resource_type import ResourceType, ScaleSubresource
 from kapiserver.registry.strategy import Strategy
 
@@ -31,24 +32,47 @@ class ReplicationControllerStrategy(Strategy):
         podspec.default_pod_template_spec(template)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateReplicationController."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes = podspec.validate_non_negative(spec.get("replicas"), "spec.replicas")
-        causes += podspec.validate_non_negative(spec.get("minReadySeconds"), "spec.minReadySeconds")
-        selector = spec.get("selector") or {}
-        if not selector:
-            causes.append(errors.field_required("spec.selector"))
-        template = spec.get("template")
-        if template is None:
-            causes.append(errors.field_required("spec.template"))
-            return causes
-        labels = ((template or {}).get("metadata") or {}).get("labels") or {}
-        if selector and any(labels.get(k) != v for k, v in selector.items()):
-            causes.append(errors.field_invalid("spec.template.metadata.labels", labels, SELECTOR_MISMATCH))
-        causes += podspec.validate_pod_template_spec(template, "spec.template")
-        policy = ((template or {}).get("spec") or {}).get("restartPolicy")
-        if policy and policy != "Always" and policy in podspec.RESTART_POLICIES:
-            causes.append(errors.field_not_supported("spec.template.spec.restartPolicy", policy, ["Always"]))
-        return causes
+        return field_checks.kube_object_meta(obj) + validate_spec(spec, podspec.template_options(spec.get("template")))
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        old_template = (old.get("spec") or {}).get("template")
+        return field_checks.kube_object_meta(new) + validate_spec(
+            spec, podspec.template_options(spec.get("template"), old_template))
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateReplicationControllerStatus."""
+        return workload.validate_replica_status(
+            new.get("status"), "status",
+            ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas", "observedGeneration"),
+            ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"), "cannot be greater than readyReplicas")
+
+
+def validate_spec(spec: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
+    """upstream's ValidateReplicationControllerSpec."""
+    causes = field_checks.non_negative(spec, "spec", "minReadySeconds")
+    selector = spec.get("selector") if isinstance(spec.get("selector"), dict) else {}
+    if not selector:
+        causes.append(errors.field_required("spec.selector"))
+    causes += field_checks.non_negative(spec, "spec", "replicas")
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        return causes + [errors.field_required("spec.template")]
+    labels = (template.get("metadata") or {}).get("labels")
+    if selector and any((labels or {}).get(k) != v for k, v in selector.items()):
+        causes.append(errors.field_invalid("spec.template.metadata.labels", gorepr.string_map(labels),
+                                           SELECTOR_MISMATCH))
+    causes += podspec.validate_pod_template_spec(template, "spec.template", opts)
+    template_spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    policy = template_spec.get("restartPolicy") or ""
+    if policy != "Always":
+        causes.append(errors.field_not_supported("spec.template.spec.restartPolicy", policy, ["Always"]))
+    if template_spec.get("activeDeadlineSeconds") is not None:
+        causes.append(errors.field_forbidden("spec.template.spec.activeDeadlineSeconds",
+                                             "activeDeadlineSeconds in ReplicationController is not Supported"))
+    return causes
 
 
 def _images(template_spec: dict, key: str) -> str:

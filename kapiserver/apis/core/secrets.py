@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 
-from kapiserver.apis import columns
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import data_keys
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
@@ -74,7 +74,7 @@ class SecretStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         data = obj.get("data") or {}
-        causes = data_keys.validate_keys(data, "data")
+        causes = field_checks.kube_object_meta(obj) + data_keys.validate_keys(data, "data")
         decoded = {k: data_keys.decode_value(v) or b"" for k, v in data.items()}
         if sum(len(v) for v in decoded.values()) > data_keys.MAX_SIZE:
             causes.append(errors.field_too_long("data", data_keys.MAX_SIZE))

@@ -30,7 +30,7 @@ from twisted.logger import Logger
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
 from kapiserver.apis.core.range_allocation import StoredRange
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR, IPRange, PortRange
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.errors import Cause
 from kapiserver.storage.interface import Storage
 
@@ -43,11 +43,6 @@ ALREADY_ALLOCATED_PORT = "provided port is already allocated"
 
 Finish = Callable[[bool], Awaitable[None]]
 Change = Callable[[AllocationBitmap], tuple[Any, list[int]]]
-
-
-def _go_strings(values: list[str]) -> str:
-    """A ``[]string`` the way Go's %#v prints it in upstream's messages."""
-    return "[]string{" + ", ".join(errors.render_value(v) for v in values) + "}"
 
 
 def _kind(spec: dict) -> str:
@@ -137,6 +132,7 @@ class ServiceAllocator:
         if not isinstance(spec, dict):
             return None
         name = (svc.get("metadata") or {}).get("name") or ""
+        self._check_families(name, spec, None)
         txn = _Transaction(self, dry_run)
         try:
             await self._cluster_ip(name, spec, txn)
@@ -151,6 +147,7 @@ class ServiceAllocator:
         if not isinstance(spec, dict):
             return None
         name = (new.get("metadata") or {}).get("name") or ""
+        self._check_families(name, spec, old_spec)
         txn = _Transaction(self, dry_run)
         try:
             if _kind(spec) == "ExternalName":
@@ -207,29 +204,91 @@ class ServiceAllocator:
         if not spec.get("ipFamilies"):
             spec["ipFamilies"] = [self.family]
 
-    def _family_causes(self, spec: dict) -> list[Cause]:
-        causes = []
-        if spec.get("ipFamilyPolicy") == "RequireDualStack":
-            causes.append(errors.field_invalid("spec.ipFamilyPolicy", "RequireDualStack",
+    def _check_families(self, name: str, spec: dict, old_spec: Optional[dict]) -> None:
+        """Fill and check the IP family fields before anything is allocated (422 when they cannot be served)."""
+        if _kind(spec) != "ExternalName":
+            if causes := self._init_ip_families(spec, old_spec):
+                raise errors.invalid("Service", "", name, causes)
+
+    def _init_ip_families(self, spec: dict, old_spec: Optional[dict]) -> list[Cause]:
+        """upstream's initIPFamilyFields on a single-family cluster."""
+        from kapiserver.apis.core import services  # the checks live with the kind
+
+        if spec.get("ipFamilyPolicy") is None:
+            if old_spec is not None and old_spec.get("ipFamilyPolicy") is not None:
+                spec["ipFamilyPolicy"] = old_spec["ipFamilyPolicy"]
+            elif spec.get("clusterIP") == "None" and not spec.get("selector"):
+                spec["ipFamilyPolicy"] = "RequireDualStack"
+            else:
+                spec["ipFamilyPolicy"] = "SingleStack"
+        causes = services.validate_cluster_ips_related_fields(spec)
+        if causes:
+            return causes
+        policy = spec["ipFamilyPolicy"]
+        ips = list(spec.get("clusterIPs") or [])
+        families = spec.get("ipFamilies") if isinstance(spec.get("ipFamilies"), list) else []
+        if old_spec is not None:
+            if policy == "SingleStack":
+                if ips == list(old_spec.get("clusterIPs") or []) and len(ips) > 1:
+                    spec["clusterIPs"] = ips = ips[:1]
+                if families == list(old_spec.get("ipFamilies") or []) and len(families) > 1:
+                    spec["ipFamilies"] = families = families[:1]
+            else:
+                if len(ips) < len(old_spec.get("clusterIPs") or []):
+                    causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy,
+                                                       "must be 'SingleStack' to release the secondary cluster IP"))
+                if len(families) < len(old_spec.get("ipFamilies") or []):
+                    causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy,
+                                                       "must be 'SingleStack' to release the secondary IP family"))
+        if policy == "SingleStack":
+            if len(ips) == 2:
+                causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy, "must be 'RequireDualStack' or "
+                                                   "'PreferDualStack' when multiple cluster IPs are specified"))
+            if len(families) == 2:
+                causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy, "must be 'RequireDualStack' or "
+                                                   "'PreferDualStack' when multiple IP families are specified"))
+        for i, ip in enumerate(ips):
+            if ip == "None":
+                break
+            family = "IPv6" if ":" in ip else "IPv4"
+            if i >= len(families):
+                if family != self.family:
+                    causes.append(Cause(errors.INVALID, f"Invalid value: {gorepr.string_slice(ips)}: {family} is not "
+                                        "configured on this cluster", f"spec.clusterIPs[{i}]"))
+                else:
+                    families = families + [family]
+                    spec["ipFamilies"] = families
+        if causes:
+            return causes
+        if spec.get("clusterIP") == "None" and not spec.get("selector"):
+            if not families:
+                spec["ipFamilies"] = families = [self.family]
+            if len(families) < 2 and policy != "SingleStack":
+                spec["ipFamilies"] = families + ["IPv6" if families[0] == "IPv4" else "IPv4"]
+            return []
+        if policy == "RequireDualStack":
+            causes.append(errors.field_invalid("spec.ipFamilyPolicy", policy,
                                                "this cluster is not configured for dual-stack services"))
-        for i, family in enumerate(spec.get("ipFamilies") or ()):
+        for i, family in enumerate(families):
             if family != self.family:
                 causes.append(errors.field_invalid(f"spec.ipFamilies[{i}]", family, "not configured on this cluster"))
-        return causes
+        if causes:
+            return causes
+        if not families:
+            spec["ipFamilies"] = [self.family]
+        return []
 
     async def _cluster_ip(self, name: str, spec: dict, txn: _Transaction) -> None:
         if _kind(spec) == "ExternalName":
             self._drop_ip_fields(spec)
             return
         requested = spec.get("clusterIP") or (spec.get("clusterIPs") or [None])[0]
-        if requested != "None" and (causes := self._family_causes(spec)):
-            raise errors.invalid("Service", "", name, causes)
         if requested == "None":
             self._set_ip_fields(spec, requested)
             return
         if requested:
             offset = self.ip_range.offset_of(requested)
-            shown = _go_strings(spec.get("clusterIPs") or [requested])
+            shown = gorepr.string_slice(spec.get("clusterIPs") or [requested])
 
             def invalid(why: str) -> errors.StatusError:
                 return errors.invalid("Service", "", name, [Cause(

@@ -8,6 +8,7 @@ applies the strict checks events.k8s.io adds on top of the core ones.
 """
 from __future__ import annotations
 
+from kapiserver.apis import field_checks
 from kapiserver.apis.core import events as core_events
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
@@ -60,7 +61,8 @@ class EventsV1Strategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         core = events_v1_to_core(obj)
-        return core_events.legacy_causes(core, "reportingController") + core_events.strict_create_causes(core)
+        return (core_events.legacy_causes(core, "reportingController") + field_checks.kube_object_meta(obj)
+                + core_events.strict_create_causes(core))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         core_new, core_old = events_v1_to_core(new), events_v1_to_core(old)

@@ -3,6 +3,7 @@ immutable ``spec.controller``; parameters default to cluster scope."""
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
+from kapiserver.apis.networking import ingresses
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -13,17 +14,32 @@ MAX_CONTROLLER_LENGTH = 250
 SCOPES = ["Cluster", "Namespace"]
 
 
-def _controller(value: str) -> list[errors.Cause]:
-    """Upstream's IsDomainPrefixedPath on spec.controller."""
-    path = "spec.controller"
-    if not value:
-        return [errors.field_required(path)]
-    if len(value) > MAX_CONTROLLER_LENGTH:
-        return [errors.field_too_long(path, MAX_CONTROLLER_LENGTH)]
-    domain, _, rest = value.partition("/")
-    if not rest:
-        return [errors.field_invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
-    return [errors.field_invalid(path, domain, p) for p in validation.is_dns1123_subdomain(domain)]
+def validate_spec(spec: dict) -> list[errors.Cause]:
+    """upstream's validateIngressClassSpec."""
+    controller = str(spec.get("controller") or "")
+    causes = []
+    if len(controller) > MAX_CONTROLLER_LENGTH:
+        causes.append(errors.field_too_long("spec.controller", MAX_CONTROLLER_LENGTH))
+    causes += validation.is_domain_prefixed_path("spec.controller", controller)
+    params = spec.get("parameters")
+    if isinstance(params, dict):
+        causes += ingresses.typed_local_object_reference(params, "spec.parameters")
+        if params.get("scope") is None:
+            return causes + [errors.field_required("spec.parameters.scope")]
+        scope = params.get("scope")
+        if scope not in SCOPES:
+            causes.append(errors.field_not_supported("spec.parameters.scope", scope, SCOPES))
+        elif scope == "Namespace":
+            namespace = params.get("namespace")
+            if namespace is None:
+                causes.append(errors.field_required("spec.parameters.namespace",
+                                                    "`parameters.scope` is set to 'Namespace'"))
+            else:
+                causes.extend(errors.field_invalid("spec.parameters.namespace", namespace, m)
+                              for m in validation.is_dns1123_label(str(namespace)))
+        elif params.get("namespace") is not None:
+            causes.append(errors.field_forbidden("spec.parameters.namespace", "`parameters.scope` is set to 'Cluster'"))
+    return causes
 
 
 class IngressClassStrategy(Strategy):
@@ -33,27 +49,15 @@ class IngressClassStrategy(Strategy):
             params["scope"] = "Cluster"
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateIngressClass."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes = _controller(spec.get("controller") or "")
-        params = spec.get("parameters")
-        if isinstance(params, dict):
-            for key in ("kind", "name"):
-                if not params.get(key):
-                    causes.append(errors.field_required(f"spec.parameters.{key}"))
-            scope = params.get("scope")
-            causes.extend(field_checks.one_of(scope, "spec.parameters.scope", SCOPES, required=True))
-            if scope == "Namespace" and not params.get("namespace"):
-                causes.append(errors.field_required("spec.parameters.namespace",
-                                                    "`parameters.scope` is set to 'Namespace'"))
-            if scope == "Cluster" and params.get("namespace"):
-                causes.append(errors.field_forbidden("spec.parameters.namespace",
-                                                     "`parameters.scope` is set to 'Cluster'"))
-        return causes
+        return field_checks.kube_object_meta(obj) + validate_spec(spec)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        return self.validate(rtype, new) + field_checks.immutable(
+        """upstream's ValidateIngressClassUpdate: the controller is fixed."""
+        return field_checks.immutable(
             columns.get_path(new, "spec", "controller"), columns.get_path(old, "spec", "controller"),
-            "spec.controller")
+            "spec.controller") + self.validate(rtype, new)
 
 
 def _parameters(obj: dict) -> str:

@@ -2,131 +2,201 @@
 ValidateIngressSpec; status behind its subresource (no ingress controller fills it)."""
 from __future__ import annotations
 
-import ipaddress
-import re
 from typing import Any
 
-from kapiserver.apis import columns
-from kapiserver.machinery import errors, validation
+from kapiserver.apis import columns, field_checks
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.networking.v1.Ingress"
 SPEC = "io.k8s.api.networking.v1.IngressSpec"
 PATH_TYPES = ["Exact", "ImplementationSpecific", "Prefix"]
-_PORT_NAME_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
-_HAS_LETTER_RE = re.compile(r"[a-z]")
+INVALID_PATH_SEQUENCES = ("//", "/./", "/../", "%2f", "%2F")
+INVALID_PATH_SUFFIXES = ("/..", "/.")
+INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 
 
-def port_name_problems(name: str) -> list[str]:
-    """Upstream's IsValidPortName (an IANA_SVC_NAME)."""
-    problems = []
-    if len(name) > 15:
-        problems.append(validation.max_len_error(15))
-    if not _PORT_NAME_RE.fullmatch(name):
-        problems.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
-    if not _HAS_LETTER_RE.search(name):
-        problems.append("must contain at least one letter (a-z)")
-    if "--" in name:
-        problems.append("must not contain consecutive hyphens")
-    return problems
-
-
-def port_number_problems(number: Any) -> list[str]:
-    if isinstance(number, int) and 1 <= number <= 65535:
-        return []
-    return ["must be between 1 and 65535, inclusive"]
+def typed_local_object_reference(ref: dict, path: str) -> list[errors.Cause]:
+    """upstream's validateIngressTypedLocalObjectReference (resource backends, IngressClass parameters)."""
+    causes: list[errors.Cause] = []
+    group = ref.get("apiGroup")
+    if group is not None:
+        causes.extend(errors.field_invalid(f"{path}.apiGroup", group, m)
+                      for m in validation.is_dns1123_subdomain(str(group)))
+    for key in ("kind", "name"):
+        value = ref.get(key) or ""
+        if not value:
+            causes.append(errors.field_required(f"{path}.{key}", f"{key} is required"))
+        else:
+            causes.extend(errors.field_invalid(f"{path}.{key}", value, m)
+                          for m in validation.is_path_segment_name(value))
+    return causes
 
 
 def backend(b: Any, path: str) -> list[errors.Cause]:
-    """An IngressBackend: exactly one of service (name + port name or number) and resource."""
+    """upstream's validateIngressBackend: exactly one of service (name + port name or number) and resource."""
     b = b if isinstance(b, dict) else {}
     service, resource = b.get("service"), b.get("resource")
     if service is not None and resource is not None:
         return [errors.field_invalid(path, "", "cannot set both resource and service backends")]
     if resource is not None:
-        causes = []
-        for key in ("kind", "name"):
-            if not (resource or {}).get(key):
-                causes.append(errors.field_required(f"{path}.resource.{key}"))
-        return causes
+        return typed_local_object_reference(resource if isinstance(resource, dict) else {}, f"{path}.resource")
     if service is None:
         return [errors.field_invalid(path, "", "resource or service backend is required")]
+    service = service if isinstance(service, dict) else {}
     causes = []
     name = service.get("name") or ""
     if not name:
         causes.append(errors.field_required(f"{path}.service.name"))
     else:
         causes.extend(errors.field_invalid(f"{path}.service.name", name, p) for p in validation.is_dns1035_label(name))
-    port = service.get("port") or {}
+    port = service.get("port") if isinstance(service.get("port"), dict) else {}
     port_name, port_number = port.get("name") or "", port.get("number") or 0
     if port_name and port_number:
         causes.append(errors.field_invalid(path, "", "cannot set both port name & port number"))
     elif port_name:
         causes.extend(errors.field_invalid(f"{path}.service.port.name", port_name, p)
-                      for p in port_name_problems(port_name))
+                      for p in validation.is_valid_port_name(port_name))
     elif port_number:
         causes.extend(errors.field_invalid(f"{path}.service.port.number", port_number, p)
-                      for p in port_number_problems(port_number))
+                      for p in validation.is_valid_port_num(port_number))
     else:
         causes.append(errors.field_required(path, "port name or number is required"))
     return causes
 
 
-def _host(host: str, path: str) -> list[errors.Cause]:
-    try:
-        ipaddress.ip_address(host)
-        return [errors.field_invalid(path, host, "must be a DNS name, not an IP address")]
-    except ValueError:
-        pass
-    check = host[2:] if host.startswith("*.") else host
-    return [errors.field_invalid(path, host, p) for p in validation.is_dns1123_subdomain(check)]
-
-
 def _http_path(p: Any, path: str) -> list[errors.Cause]:
     p = p if isinstance(p, dict) else {}
-    causes = []
     path_type, value = p.get("pathType"), p.get("path") or ""
     if path_type is None:
-        causes.append(errors.field_required(f"{path}.pathType", "pathType must be specified"))
-    elif path_type not in PATH_TYPES:
+        return [errors.field_required(f"{path}.pathType", "pathType must be specified")]
+    causes = []
+    if path_type in ("Exact", "Prefix"):
+        if not value.startswith("/"):
+            causes.append(errors.field_invalid(f"{path}.path", value, "must be an absolute path"))
+        if value:
+            causes.extend(errors.field_invalid(f"{path}.path", value, f"must not contain '{seq}'")
+                          for seq in INVALID_PATH_SEQUENCES if seq in value)
+            causes.extend(errors.field_invalid(f"{path}.path", value, f"cannot end with '{suffix}'")
+                          for suffix in INVALID_PATH_SUFFIXES if value.endswith(suffix))
+    elif path_type == "ImplementationSpecific":
+        if value and not value.startswith("/"):
+            causes.append(errors.field_invalid(f"{path}.path", value, "must be an absolute path"))
+    else:
         causes.append(errors.field_not_supported(f"{path}.pathType", path_type, PATH_TYPES))
-    elif (path_type != "ImplementationSpecific" or value) and not value.startswith("/"):
-        causes.append(errors.field_invalid(f"{path}.path", value, "must be an absolute path"))
-    causes.extend(backend(p.get("backend"), f"{path}.backend"))
+    return causes + backend(p.get("backend"), f"{path}.backend")
+
+
+def _rule_value_problems(rule: dict, path: str) -> list[errors.Cause]:
+    http = rule.get("http")
+    if not isinstance(http, dict):
+        return []
+    paths = http.get("paths") or []
+    causes = [] if paths else [errors.field_required(f"{path}.http.paths")]
+    for j, p in enumerate(paths):
+        causes.extend(_http_path(p, f"{path}.http.paths[{j}]"))
     return causes
 
 
-def validate_spec(spec: dict) -> list[errors.Cause]:
+def _validate_rules(rules: list, allow_invalid_wildcard: bool) -> list[errors.Cause]:
     causes = []
-    rules = spec.get("rules") or []
-    if not rules and spec.get("defaultBackend") is None:
-        causes.append(errors.field_invalid("spec", spec.get("rules") or [],
-                                           "either `defaultBackend` or `rules` must be specified"))
-    if spec.get("defaultBackend") is not None:
-        causes.extend(backend(spec["defaultBackend"], "spec.defaultBackend"))
     for i, rule in enumerate(rules):
         rule = rule if isinstance(rule, dict) else {}
         at = f"spec.rules[{i}]"
-        if rule.get("host"):
-            causes.extend(_host(rule["host"], f"{at}.host"))
-        http = rule.get("http")
-        if isinstance(http, dict):
-            paths = http.get("paths") or []
-            if not paths:
-                causes.append(errors.field_required(f"{at}.http.paths"))
-            for j, p in enumerate(paths):
-                causes.extend(_http_path(p, f"{at}.http.paths[{j}]"))
+        host = rule.get("host") or ""
+        wildcard = False
+        if host:
+            if validation.parse_ip_sloppy(host) is not None:
+                causes.append(errors.field_invalid(f"{at}.host", host, "must be a DNS name, not an IP address"))
+            if "*" in host:
+                causes.extend(errors.field_invalid(f"{at}.host", host, m)
+                              for m in validation.is_wildcard_dns1123_subdomain(host))
+                wildcard = True
+            else:
+                causes.extend(errors.field_invalid(f"{at}.host", host, m)
+                              for m in validation.is_dns1123_subdomain(host))
+        if not wildcard or not allow_invalid_wildcard:
+            causes.extend(_rule_value_problems(rule, at))
+    return causes
+
+
+def _validate_tls(tls: list, allow_invalid_secret: bool) -> list[errors.Cause]:
+    causes = []
+    for i, item in enumerate(tls):
+        item = item if isinstance(item, dict) else {}
+        for j, host in enumerate(item.get("hosts") or ()):
+            host = str(host)
+            check = validation.is_wildcard_dns1123_subdomain if "*" in host else validation.is_dns1123_subdomain
+            causes.extend(errors.field_invalid(f"spec.tls[{i}].hosts[{j}]", host, m) for m in check(host))
+        secret = item.get("secretName") or ""
+        if secret and not allow_invalid_secret:
+            causes.extend(errors.field_invalid(f"spec.tls[{i}].secretName", secret, m)
+                          for m in validation.is_dns1123_subdomain(secret))
+    return causes
+
+
+def validate_spec(spec: dict, allow_invalid_secret: bool = False,
+                  allow_invalid_wildcard: bool = False) -> list[errors.Cause]:
+    """upstream's ValidateIngressSpec."""
+    causes = []
+    rules = spec.get("rules") or []
+    if not rules and spec.get("defaultBackend") is None:
+        rendered = "[]networking.IngressRule{}" if isinstance(spec.get("rules"), list) else \
+            "[]networking.IngressRule(nil)"
+        causes.append(errors.field_invalid("spec", gorepr.GoRepr(rendered),
+                                           "either `defaultBackend` or `rules` must be specified"))
+    if spec.get("defaultBackend") is not None:
+        causes.extend(backend(spec["defaultBackend"], "spec.defaultBackend"))
+    if rules:
+        causes.extend(_validate_rules(rules, allow_invalid_wildcard))
+    if spec.get("tls"):
+        causes.extend(_validate_tls(spec["tls"], allow_invalid_secret))
     class_name = spec.get("ingressClassName")
-    if class_name:
+    if class_name is not None:
         causes.extend(errors.field_invalid("spec.ingressClassName", class_name, p)
-                      for p in validation.is_dns1123_subdomain(class_name))
+                      for p in validation.is_dns1123_subdomain(str(class_name)))
     return causes
 
 
 class IngressStrategy(Strategy):
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        return validate_spec(obj.get("spec") if isinstance(obj.get("spec"), dict) else {})
+        """upstream's ValidateIngressCreate."""
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        causes = field_checks.kube_object_meta(obj) + validate_spec(spec)
+        annotation = ((obj.get("metadata") or {}).get("annotations") or {}).get(INGRESS_CLASS_ANNOTATION)
+        if annotation is not None and spec.get("ingressClassName") is not None \
+                and annotation != spec.get("ingressClassName"):
+            causes.append(errors.field_invalid(f"annotations.{INGRESS_CLASS_ANNOTATION}", annotation,
+                                               "must match `ingressClassName` when both are specified"))
+        return causes
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateIngressUpdate: what the stored object had stays allowed."""
+        old_spec = old.get("spec") or {}
+        invalid_secret = any(validation.is_dns1123_subdomain(str((t or {}).get("secretName")))
+                             for t in old_spec.get("tls") or () if isinstance(t, dict) and t.get("secretName"))
+        invalid_wildcard = any("*" in str((r or {}).get("host") or "") and _rule_value_problems(r, "x")
+                               for r in old_spec.get("rules") or () if isinstance(r, dict))
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        return field_checks.kube_object_meta(new) + validate_spec(spec, invalid_secret, invalid_wildcard)
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateIngressStatusUpdate."""
+        causes = []
+        ingress = ((new.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+        for i, entry in enumerate(ingress):
+            entry = entry if isinstance(entry, dict) else {}
+            at = f"status.loadBalancer.ingress[{i}]"
+            if entry.get("ip"):
+                causes.extend(validation.is_valid_ip(f"{at}.ip", entry["ip"]))
+            host = entry.get("hostname") or ""
+            if host:
+                causes.extend(errors.field_invalid(f"{at}.hostname", host, m)
+                              for m in validation.is_dns1123_subdomain(host))
+                if validation.parse_ip_sloppy(host) is not None:
+                    causes.append(errors.field_invalid(f"{at}.hostname", host, "must be a DNS name, not an IP address"))
+        return causes
 
 
 def _hosts(obj: dict) -> str:

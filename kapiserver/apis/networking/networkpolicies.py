@@ -6,55 +6,106 @@ from __future__ import annotations
 from typing import Any
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.networking.ingresses import port_name_problems, port_number_problems
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.networking.v1.NetworkPolicy"
 SPEC = "io.k8s.api.networking.v1.NetworkPolicySpec"
 POLICY_TYPES = ["Ingress", "Egress"]
-PROTOCOLS = ["SCTP", "TCP", "UDP"]
+PROTOCOLS = ["TCP", "UDP", "SCTP"]
 
 
 def _ports(port_list: Any, path: str) -> list[errors.Cause]:
+    """upstream's ValidateNetworkPolicyPort for each port."""
     causes = []
     for i, port in enumerate(port_list or []):
         port = port if isinstance(port, dict) else {}
         at = f"{path}[{i}]"
-        causes.extend(field_checks.one_of(port.get("protocol"), f"{at}.protocol", PROTOCOLS))
-        value = port.get("port")
-        if isinstance(value, int):
-            causes.extend(errors.field_invalid(f"{at}.port", value, p) for p in port_number_problems(value))
-        elif isinstance(value, str):
-            causes.extend(errors.field_invalid(f"{at}.port", value, p) for p in port_name_problems(value))
-        end = port.get("endPort")
-        if end is not None:
-            if value is None:
-                causes.append(errors.field_required(f"{at}.port", "must be specified when endPort is specified"))
-            elif isinstance(value, str):
-                causes.append(errors.field_forbidden(f"{at}.endPort", "may not be specified when port is non-numeric"))
-            elif isinstance(end, int) and end < value:
-                causes.append(errors.field_invalid(f"{at}.endPort", end,
-                                                   "must be greater than or equal to `port`"))
+        protocol = port.get("protocol")
+        if protocol is not None and protocol not in PROTOCOLS:
+            causes.append(errors.field_not_supported(f"{at}.protocol", protocol, PROTOCOLS))
+        value, end = port.get("port"), port.get("endPort")
+        if value is not None:
+            if not isinstance(value, str):
+                causes.extend(errors.field_invalid(f"{at}.port", value, p) for p in validation.is_valid_port_num(value))
+                if end is not None:
+                    if validation.is_int(end) and validation.is_int(value) and end < value:
+                        causes.append(errors.field_invalid(f"{at}.endPort", value,
+                                                           "must be greater than or equal to `port`"))
+                    causes.extend(errors.field_invalid(f"{at}.endPort", end, p)
+                                  for p in validation.is_valid_port_num(end))
+            else:
+                if end is not None:
+                    causes.append(errors.field_invalid(f"{at}.endPort", end,
+                                                       "may not be specified when `port` is non-numeric"))
+                causes.extend(errors.field_invalid(f"{at}.port", value, p)
+                              for p in validation.is_valid_port_name(value))
+        elif end is not None:
+            causes.append(errors.field_invalid(f"{at}.endPort", end,
+                                               "may not be specified when `port` is not specified"))
     return causes
 
 
-def _peers(peers: Any, path: str) -> list[errors.Cause]:
+def _ip_block(block: dict, path: str) -> list[errors.Cause]:
+    cidr = block.get("cidr") or ""
+    if not cidr:
+        return [errors.field_required(f"{path}.cidr")]
+    causes = validation.is_valid_cidr(f"{path}.cidr", cidr)
+    network = validation.parse_cidr_sloppy(cidr)
+    if network is None:
+        return causes
+    for i, except_cidr in enumerate(block.get("except") or ()):
+        at = f"{path}.except[{i}]"
+        causes += validation.is_valid_cidr(at, except_cidr)
+        excepted = validation.parse_cidr_sloppy(except_cidr)
+        if excepted is None:
+            continue
+        contained = excepted.version == network.version and excepted.network_address in network
+        if not contained or network.prefixlen >= excepted.prefixlen:
+            causes.append(errors.field_invalid(at, except_cidr, "must be a strict subset of `cidr`"))
+    return causes
+
+
+def _peers(peers: Any, path: str, allow_invalid: bool) -> list[errors.Cause]:
     causes = []
     for i, peer in enumerate(peers or []):
         peer = peer if isinstance(peer, dict) else {}
         at = f"{path}[{i}]"
-        selectors = [k for k in ("podSelector", "namespaceSelector") if peer.get(k) is not None]
+        count = 0
+        for key in ("podSelector", "namespaceSelector"):
+            if peer.get(key) is not None:
+                count += 1
+                causes.extend(validation.validate_label_selector(peer[key], f"{at}.{key}", allow_invalid))
         if peer.get("ipBlock") is not None:
-            if selectors:
-                causes.append(errors.field_forbidden(at, "may not specify both ipBlock and another peer"))
-            if not peer["ipBlock"].get("cidr"):
-                causes.append(errors.field_required(f"{at}.ipBlock.cidr"))
-        elif not selectors:
+            count += 1
+            causes.extend(_ip_block(peer["ipBlock"] if isinstance(peer["ipBlock"], dict) else {}, f"{at}.ipBlock"))
+        if count == 0:
             causes.append(errors.field_required(at, "must specify a peer"))
-        for key in selectors:
-            causes.extend(field_checks.label_selector(peer[key], f"{at}.{key}"))
+        elif count > 1 and peer.get("ipBlock") is not None:
+            causes.append(errors.field_forbidden(at, "may not specify both ipBlock and another peer"))
+    return causes
+
+
+def validate_spec(spec: dict, allow_invalid: bool = False) -> list[errors.Cause]:
+    """upstream's ValidateNetworkPolicySpec."""
+    causes = validation.validate_label_selector(spec.get("podSelector"), "spec.podSelector", allow_invalid)
+    for i, rule in enumerate(spec.get("ingress") or []):
+        rule = rule if isinstance(rule, dict) else {}
+        causes.extend(_ports(rule.get("ports"), f"spec.ingress[{i}].ports"))
+        causes.extend(_peers(rule.get("from"), f"spec.ingress[{i}].from", allow_invalid))
+    for i, rule in enumerate(spec.get("egress") or []):
+        rule = rule if isinstance(rule, dict) else {}
+        causes.extend(_ports(rule.get("ports"), f"spec.egress[{i}].ports"))
+        causes.extend(_peers(rule.get("to"), f"spec.egress[{i}].to", allow_invalid))
+    types = spec.get("policyTypes") or []
+    if len(types) > len(POLICY_TYPES):
+        return causes + [errors.field_invalid("spec.policyTypes",
+                                              gorepr.string_slice(types, "networking.PolicyType"),
+                                              "may not specify more than two policyTypes")]
+    for i, kind in enumerate(types):
+        if kind not in POLICY_TYPES:
+            causes.append(errors.field_not_supported(f"spec.policyTypes[{i}]", kind, POLICY_TYPES))
     return causes
 
 
@@ -72,20 +123,14 @@ class NetworkPolicyStrategy(Strategy):
             spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateNetworkPolicy."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes = field_checks.label_selector(spec.get("podSelector"), "spec.podSelector")
-        for i, rule in enumerate(spec.get("ingress") or []):
-            causes.extend(_ports((rule or {}).get("ports"), f"spec.ingress[{i}].ports"))
-            causes.extend(_peers((rule or {}).get("from"), f"spec.ingress[{i}].from"))
-        for i, rule in enumerate(spec.get("egress") or []):
-            causes.extend(_ports((rule or {}).get("ports"), f"spec.egress[{i}].ports"))
-            causes.extend(_peers((rule or {}).get("to"), f"spec.egress[{i}].to"))
-        types = spec.get("policyTypes") or []
-        for i, t in enumerate(types):
-            causes.extend(field_checks.one_of(t, f"spec.policyTypes[{i}]", POLICY_TYPES, required=True))
-        if len(types) > len(POLICY_TYPES):
-            causes.append(errors.field_invalid("spec.policyTypes", types, "may not have more than 2 policyTypes"))
-        return causes
+        return field_checks.kube_object_meta(obj) + validate_spec(spec)
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        allow = bool(validation.validate_label_selector((old.get("spec") or {}).get("podSelector"), "x"))
+        return field_checks.kube_object_meta(new) + validate_spec(spec, allow)
 
 
 def resource_type() -> ResourceType:

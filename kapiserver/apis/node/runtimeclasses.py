@@ -5,37 +5,52 @@ runs pods here, so the class only describes; the RuntimeClass admission plugin
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec
-from kapiserver.machinery import errors, validation
+from kapiserver.apis.core import resources, scheduling
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.node.v1.RuntimeClass"
 
 
+def _go_toleration(t: dict) -> gorepr.GoRepr:
+    return gorepr.struct("core.Toleration", (
+        ("Key", gorepr.quote(t.get("key") or "")), ("Operator", gorepr.quote(t.get("operator") or "")),
+        ("Value", gorepr.quote(t.get("value") or "")), ("Effect", gorepr.quote(t.get("effect") or "")),
+        ("TolerationSeconds", gorepr.pointer(t.get("tolerationSeconds"), "int64"))))
+
+
+def validate_runtime_class(obj: dict) -> list[errors.Cause]:
+    """upstream's ValidateRuntimeClass (the name, a DNS subdomain, is the Store's check)."""
+    handler = obj.get("handler") if isinstance(obj.get("handler"), str) else ""
+    causes = field_checks.kube_object_meta(obj)
+    causes += [errors.field_invalid("handler", handler, m) for m in validation.name_is_dns_label(handler)]
+    overhead = obj.get("overhead")
+    if isinstance(overhead, dict):
+        # upstream reuses the container resource checks on {limits: podFixed}: paths say overhead.limits
+        causes += resources.validate_resource_requirements({"limits": overhead.get("podFixed")}, "overhead")
+    rules = obj.get("scheduling")
+    if isinstance(rules, dict):
+        if rules.get("nodeSelector") is not None:
+            causes += validation.validate_labels(rules["nodeSelector"], "scheduling.nodeSelector")
+        tolerations = [t for t in rules.get("tolerations") or () if isinstance(t, dict)]
+        # sic: upstream appends "tolerations" twice to the path of these checks
+        causes += scheduling.validate_tolerations(tolerations, "scheduling.tolerations.tolerations")
+        seen = set()
+        for i, t in enumerate(tolerations):
+            key = tuple(t.get(k) or "" for k in ("key", "operator", "value", "effect"))
+            if key in seen:
+                causes.append(errors.field_duplicate(f"scheduling.tolerations[{i}]", _go_toleration(t)))
+            seen.add(key)
+    return causes
+
+
 class RuntimeClassStrategy(Strategy):
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        handler = obj.get("handler") if isinstance(obj.get("handler"), str) else ""
-        causes = [errors.field_invalid("handler", handler, p) for p in validation.name_is_dns_label(handler)]
-        overhead = obj.get("overhead")
-        if isinstance(overhead, dict):
-            causes += podspec.validate_resource_list(overhead.get("podFixed"), "overhead.podFixed")
-        scheduling = obj.get("scheduling")
-        if isinstance(scheduling, dict):
-            if scheduling.get("nodeSelector") is not None:
-                causes += validation.validate_labels(scheduling["nodeSelector"], "scheduling.nodeSelector")
-            seen = set()
-            for i, t in enumerate(scheduling.get("tolerations") or []):
-                if not isinstance(t, dict):
-                    continue
-                key = (t.get("key", ""), t.get("operator", ""), t.get("value", ""), t.get("effect", ""))
-                if key in seen:
-                    causes.append(errors.field_duplicate(f"scheduling.tolerations[{i}]", t))
-                seen.add(key)
-        return causes
+        return validate_runtime_class(obj)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        return self.validate(rtype, new) + field_checks.immutable(new.get("handler"), old.get("handler"), "handler")
+        return validate_runtime_class(new) + field_checks.immutable(new.get("handler"), old.get("handler"), "handler")
 
 
 def resource_type() -> ResourceType:

@@ -4,9 +4,9 @@ non-negative int or percentage; status behind its subresource, filled by nobody
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
 
 SCHEMA = "io.k8s.api.policy.v1.PodDisruptionBudget"
 SPEC = "io.k8s.api.policy.v1.PodDisruptionBudgetSpec"
@@ -14,19 +14,50 @@ STATUS = "io.k8s.api.policy.v1.PodDisruptionBudgetStatus"
 EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
 
 
+def validate_spec(spec: dict, allow_invalid_values: bool = False) -> list[errors.Cause]:
+    """upstream's ValidatePodDisruptionBudgetSpec."""
+    causes = []
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        causes.append(errors.field_invalid("spec", _go_spec(spec),
+                                           "minAvailable and maxUnavailable cannot be both set"))
+    for key in ("minAvailable", "maxUnavailable"):
+        if spec.get(key) is not None:
+            causes.extend(field_checks.positive_int_or_percent(spec[key], f"spec.{key}"))
+            causes.extend(field_checks.not_more_than_100_percent(spec[key], f"spec.{key}"))
+    causes.extend(validation.validate_label_selector(spec.get("selector"), "spec.selector", allow_invalid_values))
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in EVICTION_POLICIES:
+        causes.append(errors.field_not_supported("spec.unhealthyPodEvictionPolicy", policy, EVICTION_POLICIES))
+    return causes
+
+
+def _go_spec(spec: dict) -> gorepr.GoRepr:
+    return gorepr.struct("policy.PodDisruptionBudgetSpec", (
+        ("MinAvailable", gorepr.pointer(spec.get("minAvailable"), "intstr.IntOrString")),
+        ("Selector", gorepr.pointer(spec.get("selector"), "v1.LabelSelector")),
+        ("MaxUnavailable", gorepr.pointer(spec.get("maxUnavailable"), "intstr.IntOrString")),
+        ("UnhealthyPodEvictionPolicy", gorepr.pointer(spec.get("unhealthyPodEvictionPolicy"),
+                                                      "policy.UnhealthyPodEvictionPolicyType"))))
+
+
 class PodDisruptionBudgetStrategy(Strategy):
+    """Upstream validates only the spec here: the name gets the generic path-segment check."""
+
+    name_validation = PATH_SEGMENT
+
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes = []
-        if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
-            causes.append(errors.field_invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set"))
-        for key in ("minAvailable", "maxUnavailable"):
-            if spec.get(key) is not None:
-                causes.extend(field_checks.int_or_percent(spec[key], f"spec.{key}"))
-        causes.extend(field_checks.label_selector(spec.get("selector"), "spec.selector"))
-        causes.extend(field_checks.one_of(spec.get("unhealthyPodEvictionPolicy"), "spec.unhealthyPodEvictionPolicy",
-                                          EVICTION_POLICIES))
-        return causes
+        return validate_spec(obj.get("spec") if isinstance(obj.get("spec"), dict) else {})
+
+    def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        allow = bool(validation.validate_label_selector((old.get("spec") or {}).get("selector"), "x"))
+        return validate_spec(new.get("spec") if isinstance(new.get("spec"), dict) else {}, allow)
+
+    def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidatePodDisruptionBudgetStatusUpdate (policy/v1)."""
+        status = new.get("status") if isinstance(new.get("status"), dict) else {}
+        causes = validation.validate_conditions(status.get("conditions"), "status.conditions")
+        return causes + field_checks.non_negative(status, "status", "disruptionsAllowed", "currentHealthy",
+                                                  "desiredHealthy", "expectedPods")
 
 
 def _int_or_na(key: str):

@@ -2,15 +2,16 @@
 policy-rule and subject validation, roleRef defaults and immutability,
 and their printer columns (upstream's pkg/apis/rbac/validation).
 
-Stored and shown only: kapiserver authorizes everything, so no escalation
-checks (they belong to enforcement) and no aggregation controller.
+Enforcement lives in kapiserver.auth.rbac (the authorizer, bootstrap policy,
+escalation checks) and the aggregation controller in
+kapiserver.controllers.clusterrole_aggregation.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.machinery import errors, validation
+from kapiserver.machinery import errors, gorepr, labels, validation
 from kapiserver.registry.resource_type import TableColumn
 from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
 
@@ -31,10 +32,10 @@ def policy_rule(rule: Any, namespaced: bool, path: str) -> list[errors.Cause]:
     urls = rule.get("nonResourceURLs") or []
     if urls:
         if namespaced:
-            causes.append(errors.field_invalid(f"{path}.nonResourceURLs", urls,
+            causes.append(errors.field_invalid(f"{path}.nonResourceURLs", gorepr.string_slice(urls),
                                                "namespaced rules cannot apply to non-resource URLs"))
         if rule.get("apiGroups") or rule.get("resources") or rule.get("resourceNames"):
-            causes.append(errors.field_invalid(f"{path}.nonResourceURLs", urls,
+            causes.append(errors.field_invalid(f"{path}.nonResourceURLs", gorepr.string_slice(urls),
                                                "rules cannot apply to both regular resources and non-resource URLs"))
         return causes
     if not rule.get("apiGroups"):
@@ -67,19 +68,31 @@ def subject(sub: Any, namespaced: bool, path: str) -> list[errors.Cause]:
     return causes
 
 
-def _go_role_ref(ref: dict) -> str:
+def _go_role_ref(ref: dict) -> gorepr.GoRepr:
     """A RoleRef as Go's %#v prints it (upstream's "cannot change roleRef" message)."""
-    return (f'rbac.RoleRef{{APIGroup:"{ref.get("apiGroup") or ""}", Kind:"{ref.get("kind") or ""}", '
-            f'Name:"{ref.get("name") or ""}"}}')
+    return gorepr.struct("rbac.RoleRef", (("APIGroup", gorepr.quote(ref.get("apiGroup"))),
+                                          ("Kind", gorepr.quote(ref.get("kind"))),
+                                          ("Name", gorepr.quote(ref.get("name")))))
 
 
 class RoleStrategy(Strategy):
     """Roles and ClusterRoles: every rule checked; ClusterRoles may aggregate."""
 
     name_validation = PATH_SEGMENT
+    allow_create_on_update = True
 
     def validate(self, rtype, obj: dict) -> list[errors.Cause]:
-        causes = []
+        """upstream's ValidateRole / ValidateClusterRole."""
+        return self._validate(rtype, obj, allow_invalid_values=False)
+
+    def validate_update(self, rtype, new: dict, old: dict) -> list[errors.Cause]:
+        allow = any(validation.validate_label_selector(sel, "x")
+                    for sel in ((old.get("aggregationRule") or {}).get("clusterRoleSelectors") or ()))
+        return self._validate(rtype, new, allow_invalid_values=allow)
+
+    @staticmethod
+    def _validate(rtype, obj: dict, allow_invalid_values: bool) -> list[errors.Cause]:
+        causes = field_checks.kube_object_meta(obj)
         for i, rule in enumerate(obj.get("rules") or []):
             causes.extend(policy_rule(rule, rtype.namespaced, f"rules[{i}]"))
         aggregation = obj.get("aggregationRule")
@@ -90,7 +103,12 @@ class RoleStrategy(Strategy):
                                                     "at least one clusterRoleSelector required if aggregationRule "
                                                     "is non-nil"))
             for i, sel in enumerate(selectors):
-                causes.extend(field_checks.label_selector(sel, f"aggregationRule.clusterRoleSelectors[{i}]"))
+                path = f"aggregationRule.clusterRoleSelectors[{i}]"
+                causes.extend(validation.validate_label_selector(sel, path, allow_invalid_values))
+                try:
+                    labels.selector_from_label_selector_dict(sel if isinstance(sel, dict) else {})
+                except errors.StatusError:
+                    causes.append(errors.field_invalid(path, None, "invalid label selector."))
         return causes
 
 
@@ -98,6 +116,7 @@ class BindingStrategy(Strategy):
     """RoleBindings and ClusterRoleBindings: roleRef is set once and never changes."""
 
     name_validation = PATH_SEGMENT
+    allow_create_on_update = True
 
     def default(self, rtype, obj: dict) -> None:
         ref = obj.get("roleRef")
@@ -108,7 +127,8 @@ class BindingStrategy(Strategy):
                 sub["apiGroup"] = GROUP
 
     def validate(self, rtype, obj: dict) -> list[errors.Cause]:
-        causes = []
+        """upstream's ValidateRoleBinding / ValidateClusterRoleBinding."""
+        causes = field_checks.kube_object_meta(obj)
         ref = obj.get("roleRef") if isinstance(obj.get("roleRef"), dict) else {}
         if ref.get("apiGroup") != GROUP:
             causes.append(errors.field_not_supported("roleRef.apiGroup", ref.get("apiGroup") or "", [GROUP]))
@@ -128,8 +148,7 @@ class BindingStrategy(Strategy):
         causes = self.validate(rtype, new)
         if (new.get("roleRef") or {}) != (old.get("roleRef") or {}):
             ref = new.get("roleRef") if isinstance(new.get("roleRef"), dict) else {}
-            causes.append(errors.Cause(errors.INVALID, f"Invalid value: {_go_role_ref(ref)}: cannot change roleRef",
-                                       "roleRef"))
+            causes.append(errors.field_invalid("roleRef", _go_role_ref(ref), "cannot change roleRef"))
         return causes
 
 

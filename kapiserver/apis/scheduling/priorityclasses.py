@@ -13,7 +13,7 @@ SYSTEM_PREFIX = "system-"
 HIGHEST_USER_PRIORITY = 1000000000
 # upstream's built-in classes: the only names allowed to carry the prefix
 SYSTEM_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
-PREEMPTION_POLICIES = ["Never", "PreemptLowerPriority"]
+PREEMPTION_POLICIES = ["PreemptLowerPriority", "Never"]
 
 
 class PriorityClassStrategy(Strategy):
@@ -24,16 +24,17 @@ class PriorityClassStrategy(Strategy):
             obj["value"] = 0  # an int32 without omitempty, as upstream serializes it
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidatePriorityClass."""
         name = columns.get_path(obj, "metadata", "name", default="")
         value = obj.get("value")
-        causes = []
+        causes = field_checks.kube_object_meta(obj)
         if name.startswith(SYSTEM_PREFIX):
             if name not in SYSTEM_CLASSES:
                 why = f"{name} is not a known system priority class"
             elif value != SYSTEM_CLASSES[name]:
                 why = f"value of {name} PriorityClass must be {SYSTEM_CLASSES[name]}"
             elif obj.get("globalDefault"):
-                why = f"globalDefault must be false for {name} PriorityClass"
+                why = f"globalDefault of {name} PriorityClass must be false"
             else:
                 why = ""
             if why:
@@ -43,12 +44,14 @@ class PriorityClassStrategy(Strategy):
         elif isinstance(value, int) and value > HIGHEST_USER_PRIORITY:
             causes.append(errors.field_forbidden(
                 "value", f"maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}"))
-        causes.extend(field_checks.one_of(obj.get("preemptionPolicy"), "preemptionPolicy", PREEMPTION_POLICIES,
-                                          required=True))
+        if obj.get("preemptionPolicy") is not None:
+            causes.extend(field_checks.one_of(obj.get("preemptionPolicy"), "preemptionPolicy", PREEMPTION_POLICIES,
+                                              required=True))
         return causes
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        causes = self.validate(rtype, new)
+        """upstream's ValidatePriorityClassUpdate: value and preemptionPolicy are fixed."""
+        causes = field_checks.kube_object_meta(new)
         if new.get("value") != old.get("value"):
             causes.append(errors.field_forbidden("value", "may not be changed in an update."))
         causes.extend(field_checks.immutable(new.get("preemptionPolicy"), old.get("preemptionPolicy"),

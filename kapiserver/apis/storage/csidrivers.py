@@ -1,20 +1,52 @@
-"""CSIDrivers (storage.k8s.io/v1, cluster-scoped): upstream's spec defaults;
-attachRequired, podInfoOnMount, volumeLifecycleModes and fsGroupPolicy are fixed
-after create; the name is a CSI driver name."""
+"""CSIDrivers (storage.k8s.io/v1, cluster-scoped): upstream's spec defaults and
+ValidateCSIDriver; attachRequired and volumeLifecycleModes are fixed after create."""
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.machinery import errors, validation
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.storage.v1.CSIDriver"
 SPEC = "io.k8s.api.storage.v1.CSIDriverSpec"
 FS_GROUP_POLICIES = ["File", "None", "ReadWriteOnceWithFSType"]
-LIFECYCLE_MODES = ["Ephemeral", "Persistent"]
+LIFECYCLE_MODES = ["Persistent", "Ephemeral"]
 _DEFAULTS = (("attachRequired", True), ("podInfoOnMount", False), ("storageCapacity", False),
              ("fsGroupPolicy", "ReadWriteOnceWithFSType"), ("requiresRepublish", False), ("seLinuxMount", False))
-_IMMUTABLE = ("attachRequired", "podInfoOnMount", "volumeLifecycleModes", "fsGroupPolicy")
+
+
+def validate_spec(spec: dict) -> list[errors.Cause]:
+    """upstream's validateCSIDriverSpec (SELinuxMountReadWriteOncePod is on in 1.32)."""
+    causes = []
+    for key, path in (("attachRequired", "spec.attachedRequired"), ("podInfoOnMount", "spec.podInfoOnMount"),
+                      ("storageCapacity", "spec.storageCapacity")):
+        if spec.get(key) is None:
+            causes.append(errors.field_required(path))
+    policy = spec.get("fsGroupPolicy")
+    if policy is not None and policy not in FS_GROUP_POLICIES:
+        causes.append(errors.field_not_supported("spec.fsGroupPolicy", policy, FS_GROUP_POLICIES))
+    audiences: set = set()
+    for i, request in enumerate(spec.get("tokenRequests") or ()):
+        request = request if isinstance(request, dict) else {}
+        audience = request.get("audience") or ""
+        if audience in audiences:
+            causes.append(errors.field_duplicate(f"spec.tokenRequests[{i}].audience", audience))
+            continue
+        audiences.add(audience)
+        seconds = request.get("expirationSeconds")
+        if validation.is_int(seconds):
+            if seconds < 600:
+                causes.append(errors.field_invalid(f"spec.tokenRequests[{i}].expirationSeconds", seconds,
+                                                   "may not specify a duration less than 10 minutes"))
+            if seconds > 1 << 32:
+                causes.append(errors.field_invalid(f"spec.tokenRequests[{i}].expirationSeconds", seconds,
+                                                   "may not specify a duration larger than 2^32 seconds"))
+    for mode in spec.get("volumeLifecycleModes") or ():
+        if mode not in LIFECYCLE_MODES:
+            causes.append(errors.field_not_supported("spec.volumeLifecycleModes", mode, LIFECYCLE_MODES))
+    if spec.get("seLinuxMount") is None:
+        causes.append(errors.field_required("spec.seLinuxMount"))
+    return causes
 
 
 class CSIDriverStrategy(Strategy):
@@ -29,20 +61,20 @@ class CSIDriverStrategy(Strategy):
             spec["volumeLifecycleModes"] = ["Persistent"]
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        name = columns.get_path(obj, "metadata", "name", default="")
-        causes = [errors.field_invalid("metadata.name", name, p) for p in validation.is_qualified_name(name.lower())]
+        """upstream's ValidateCSIDriver (the name is a DNS subdomain)."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        causes.extend(field_checks.one_of(spec.get("fsGroupPolicy"), "spec.fsGroupPolicy", FS_GROUP_POLICIES))
-        for i, mode in enumerate(spec.get("volumeLifecycleModes") or []):
-            causes.extend(field_checks.one_of(mode, f"spec.volumeLifecycleModes[{i}]", LIFECYCLE_MODES,
-                                              required=True))
-        return causes
+        return field_checks.kube_object_meta(obj) + validate_spec(spec)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        causes = self.validate(rtype, new)
-        for key in _IMMUTABLE:
-            causes.extend(field_checks.immutable(columns.get_path(new, "spec", key), columns.get_path(old, "spec", key),
-                                                 f"spec.{key}"))
+        """upstream's ValidateCSIDriverUpdate: attachRequired and volumeLifecycleModes are fixed."""
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        causes = field_checks.kube_object_meta(new) + validate_spec(spec)
+        causes += field_checks.immutable(columns.get_path(new, "spec", "attachRequired"),
+                                         columns.get_path(old, "spec", "attachRequired"), "spec.attachedRequired")
+        causes += field_checks.immutable(columns.get_path(new, "spec", "volumeLifecycleModes"),
+                                         columns.get_path(old, "spec", "volumeLifecycleModes"),
+                                         "spec.volumeLifecycleModes", lambda v: gorepr.string_slice(
+                                             v, "storage.VolumeLifecycleMode"))
         return causes
 
 

@@ -3,8 +3,9 @@ drivers a kubelet registered, each with its node ID and topology keys; a
 driver's entry may not change once there (drivers come and go whole)."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
-from kapiserver.machinery import errors, validation
+from kapiserver.apis import columns, field_checks
+from kapiserver.apis.core.volumes import validate_csi_driver_name
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -12,20 +13,9 @@ SCHEMA = "io.k8s.api.storage.v1.CSINode"
 NODE_ID_MAX = 256  # upstream allows the longer node IDs on the apiserver side
 
 
-def csi_driver_name(name: str, path: str) -> list[errors.Cause]:
-    """Upstream's ValidateCSIDriverName."""
-    causes = []
-    if not name:
-        causes.append(errors.field_required(path))
-    if len(name) > 63:
-        causes.append(errors.field_too_long(path, 63))
-    causes += [errors.field_invalid(path, name, p) for p in validation.is_dns1123_subdomain(name.lower())]
-    return causes
-
-
 def _validate_driver(driver: dict, path: str, seen: set) -> list[errors.Cause]:
     name = driver.get("name") if isinstance(driver.get("name"), str) else ""
-    causes = csi_driver_name(name, f"{path}.name")
+    causes = validate_csi_driver_name(name, f"{path}.name")
     node_id = driver.get("nodeID") if isinstance(driver.get("nodeID"), str) else ""
     if not node_id:
         causes.append(errors.field_required(f"{path}.nodeID"))
@@ -48,9 +38,21 @@ def _validate_driver(driver: dict, path: str, seen: set) -> list[errors.Cause]:
     return causes
 
 
+def _go_driver(driver: dict) -> gorepr.GoRepr:
+    """A storage.CSINodeDriver as %#v prints it."""
+    count = columns.get_path(driver, "allocatable", "count")
+    allocatable = driver.get("allocatable")
+    return gorepr.struct("storage.CSINodeDriver", (
+        ("Name", gorepr.quote(driver.get("name") or "")), ("NodeID", gorepr.quote(driver.get("nodeID") or "")),
+        ("TopologyKeys", gorepr.string_slice(driver.get("topologyKeys"))),
+        ("Allocatable", gorepr.pointer(allocatable, "storage.VolumeNodeResources")
+         if allocatable is None or count is None else "(*storage.VolumeNodeResources)(0xc000000000)")))
+
+
 class CSINodeStrategy(Strategy):
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        causes: list[errors.Cause] = []
+        """upstream's ValidateCSINode (long node IDs allowed, as its strategy does)."""
+        causes: list[errors.Cause] = field_checks.kube_object_meta(obj)
         seen: set = set()
         for i, driver in enumerate(columns.get_path(obj, "spec", "drivers", default=[])):
             if isinstance(driver, dict):
@@ -63,7 +65,7 @@ class CSINodeStrategy(Strategy):
                        if isinstance(d, dict)}
         for driver in columns.get_path(new, "spec", "drivers", default=[]):
             if isinstance(driver, dict) and driver.get("name") in old_drivers and driver != old_drivers[driver["name"]]:
-                causes.append(errors.field_invalid("CSINodeDriver", driver, validation.FIELD_IMMUTABLE))
+                causes.append(errors.field_invalid("CSINodeDriver", _go_driver(driver), validation.FIELD_IMMUTABLE))
         return causes
 
 

@@ -4,30 +4,42 @@ class are fixed after create."""
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec
-from kapiserver.machinery import errors, validation
+from kapiserver.apis.core import resources
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.storage.v1.CSIStorageCapacity"
 
 
+def validate_capacity(obj: dict, allow_invalid_label_values: bool = False) -> list[errors.Cause]:
+    """upstream's ValidateCSIStorageCapacity."""
+    causes = field_checks.kube_object_meta(obj)
+    causes += validation.validate_label_selector(obj.get("nodeTopology"), "nodeTopology", allow_invalid_label_values)
+    name = obj.get("storageClassName") if isinstance(obj.get("storageClassName"), str) else ""
+    causes += [errors.field_invalid("storageClassName", name, m) for m in validation.name_is_dns_subdomain(name)]
+    if obj.get("capacity") is not None:
+        q, problems = resources.quantity_or_cause(obj["capacity"], "capacity")
+        causes += problems
+        if q is not None:
+            causes += resources.validate_nonnegative_quantity(q, "capacity")
+    return causes
+
+
 class CSIStorageCapacityStrategy(Strategy):
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        causes = field_checks.label_selector(obj.get("nodeTopology"), "nodeTopology")
-        name = obj.get("storageClassName") if isinstance(obj.get("storageClassName"), str) else ""
-        causes += [errors.field_invalid("storageClassName", name, p) for p in validation.name_is_dns_subdomain(name)]
-        for key in ("capacity", "maximumVolumeSize"):
-            if obj.get(key) is not None:
-                causes += [errors.Cause(c.type, c.message, key)
-                           for c in podspec.validate_resource_list({key: obj[key]}, key)]
-        return causes
+        return validate_capacity(obj)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        causes = self.validate(rtype, new)
+        """upstream's ValidateCSIStorageCapacityUpdate: what the driver was asked about is fixed."""
+        causes = validate_capacity(new, validation.label_selector_has_invalid_value(old.get("nodeTopology")))
         if new.get("nodeTopology") != old.get("nodeTopology"):
-            causes.append(errors.field_invalid("nodeTopology", new.get("nodeTopology"), validation.FIELD_IMMUTABLE))
-        causes += field_checks.immutable(new.get("storageClassName"), old.get("storageClassName"), "storageClassName")
+            causes.append(errors.field_invalid("nodeTopology", gorepr.label_selector(new.get("nodeTopology"))
+                                               if new.get("nodeTopology") is not None else None,
+                                               validation.FIELD_IMMUTABLE))
+        if (new.get("storageClassName") or "") != (old.get("storageClassName") or ""):
+            causes.append(errors.field_invalid("storageClassName", new.get("storageClassName") or "",
+                                               validation.FIELD_IMMUTABLE))
         return causes
 
 

@@ -4,8 +4,10 @@ volumeBindingMode fixed after create, as upstream."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from kapiserver.apis import columns, field_checks
+from kapiserver.apis.core import scheduling
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -17,10 +19,35 @@ DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                              "storageclass.beta.kubernetes.io/is-default-class")
 
 
-def _forbidden_change(new: dict, old: dict, key: str) -> list[errors.Cause]:
-    if (new.get(key) or None) == (old.get(key) or None):
-        return []
-    return [errors.field_forbidden(key, f"updates to {key} are forbidden.")]
+MAX_PARAMETERS = 512
+MAX_PARAMETERS_SIZE = 256 * 1024
+
+
+def _validate_parameters(params: Any) -> list[errors.Cause]:
+    params = params if isinstance(params, dict) else {}
+    if len(params) > MAX_PARAMETERS:
+        return [errors.field_too_long("parameters", MAX_PARAMETERS)]
+    causes = []
+    size = 0
+    for key, value in params.items():
+        if not key:
+            causes.append(errors.field_invalid("parameters", key, "field can not be empty."))
+        size += len(str(key).encode()) + len(str(value if value is not None else "").encode())
+    if size > MAX_PARAMETERS_SIZE:
+        causes.append(errors.field_too_long("parameters", MAX_PARAMETERS_SIZE))
+    return causes
+
+
+def _validate_allowed_topologies(terms: Any) -> list[errors.Cause]:
+    causes: list[errors.Cause] = []
+    seen: list = []
+    for i, term in enumerate(terms if isinstance(terms, list) else ()):
+        found, term_causes = scheduling.validate_topology_selector_term(term, f"allowedTopologies[{i}]")
+        causes.extend(term_causes)
+        if found in seen:
+            causes.append(errors.field_duplicate(f"allowedTopologies[{i}].matchLabelExpressions", ""))
+        seen.append(found)
+    return causes
 
 
 class StorageClassStrategy(Strategy):
@@ -31,25 +58,34 @@ class StorageClassStrategy(Strategy):
             obj["reclaimPolicy"] = "Delete"
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        causes = []
-        provisioner = obj.get("provisioner") or ""
+        """upstream's ValidateStorageClass."""
+        causes = field_checks.kube_object_meta(obj)
+        provisioner = str(obj.get("provisioner") or "")
         if not provisioner:
             causes.append(errors.field_required("provisioner"))
         else:
-            causes.extend(errors.field_invalid("provisioner", provisioner, p)
+            causes.extend(errors.field_invalid("provisioner", provisioner.lower(), p)
                           for p in validation.is_qualified_name(provisioner.lower()))
-        for key, value in (obj.get("parameters") or {}).items():
-            if not key:
-                causes.append(errors.field_invalid("parameters", key, "field can not be empty."))
-        causes.extend(field_checks.one_of(obj.get("reclaimPolicy"), "reclaimPolicy", RECLAIM_POLICIES))
-        causes.extend(field_checks.one_of(obj.get("volumeBindingMode"), "volumeBindingMode", BINDING_MODES,
-                                          required=True))
-        return causes
+        causes.extend(_validate_parameters(obj.get("parameters")))
+        policy = obj.get("reclaimPolicy")
+        if policy and policy not in RECLAIM_POLICIES:
+            causes.append(errors.field_not_supported("reclaimPolicy", policy, RECLAIM_POLICIES))
+        mode = obj.get("volumeBindingMode")
+        if mode is None:
+            causes.append(errors.field_required("volumeBindingMode"))
+        elif mode not in BINDING_MODES:
+            causes.append(errors.field_not_supported("volumeBindingMode", mode, BINDING_MODES))
+        return causes + _validate_allowed_topologies(obj.get("allowedTopologies"))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        """upstream's ValidateStorageClassUpdate on top of ValidateStorageClass."""
         causes = self.validate(rtype, new)
-        for key in ("parameters", "provisioner", "reclaimPolicy"):
-            causes.extend(_forbidden_change(new, old, key))
+        if (new.get("parameters") or None) != (old.get("parameters") or None):
+            causes.append(errors.field_forbidden("parameters", "updates to parameters are forbidden."))
+        if new.get("provisioner") != old.get("provisioner"):
+            causes.append(errors.field_forbidden("provisioner", "updates to provisioner are forbidden."))
+        if new.get("reclaimPolicy") != old.get("reclaimPolicy"):
+            causes.append(errors.field_forbidden("reclaimPolicy", "updates to reclaimPolicy are forbidden."))
         causes.extend(field_checks.immutable(new.get("volumeBindingMode"), old.get("volumeBindingMode"),
                                              "volumeBindingMode"))
         return causes

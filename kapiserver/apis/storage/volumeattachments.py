@@ -4,9 +4,9 @@ volume to a node, made by a controller and fulfilled by a CSI attacher through
 status (upstream resets the metadata too)."""
 from __future__ import annotations
 
-from kapiserver.apis import columns
-from kapiserver.apis.storage.csinodes import csi_driver_name
-from kapiserver.machinery import errors, validation
+from kapiserver.apis import columns, field_checks
+from kapiserver.apis.core.volumes import validate_csi_driver_name, validate_persistent_volume_spec
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import RESET_OBJECT_META_FOR_STATUS, Strategy
 
@@ -29,9 +29,19 @@ def _validate_source(source: dict, path: str) -> list[errors.Cause]:
         if not pv:
             return [errors.field_required(f"{path}.persistentVolumeName",
                                           "must specify non empty persistentVolumeName")]
-        return [errors.field_invalid(f"{path}.persistentVolumeName", pv, p)
-                for p in validation.name_is_dns_subdomain(pv)]
-    return []
+        return []
+    return validate_persistent_volume_spec(inline, "", f"{path}.inlineVolumeSpec", inline=True)
+
+
+def _go_spec(spec: dict) -> gorepr.GoRepr:
+    """A storage.VolumeAttachmentSpec as %#v prints it."""
+    source = spec.get("source") if isinstance(spec.get("source"), dict) else {}
+    return gorepr.struct("storage.VolumeAttachmentSpec", (
+        ("Attacher", gorepr.quote(spec.get("attacher") or "")),
+        ("Source", gorepr.struct("storage.VolumeAttachmentSource", (
+            ("PersistentVolumeName", gorepr.pointer(source.get("persistentVolumeName"), "string")),
+            ("InlineVolumeSpec", gorepr.pointer(source.get("inlineVolumeSpec"), "core.PersistentVolumeSpec"))))),
+        ("NodeName", gorepr.quote(spec.get("nodeName") or ""))))
 
 
 def _validate_status(status: dict) -> list[errors.Cause]:
@@ -50,25 +60,41 @@ class VolumeAttachmentStrategy(Strategy):
     status_fixed_metadata = RESET_OBJECT_META_FOR_STATUS
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        """upstream's ValidateVolumeAttachment and the tighter ValidateVolumeAttachmentV1 of new objects."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        causes = _validate(obj)
         attacher = spec.get("attacher") if isinstance(spec.get("attacher"), str) else ""
-        causes = [] if attacher else [errors.field_required("spec.attacher")]
-        source = spec.get("source") if isinstance(spec.get("source"), dict) else {}
-        causes += _validate_source(source, "spec.source")
-        node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else ""
-        causes += [errors.field_invalid("spec.nodeName", node, p) for p in validation.name_is_dns_subdomain(node)]
-        status = obj.get("status")
-        if isinstance(status, dict):
-            causes += _validate_status(status)
-        if attacher:  # upstream's extra v1 check of the attacher as a CSI driver name
-            causes += csi_driver_name(attacher, "spec.attacher")
+        causes += validate_csi_driver_name(attacher, "spec.attacher")
+        pv = (spec.get("source") or {}).get("persistentVolumeName") if isinstance(spec.get("source"), dict) else None
+        if isinstance(pv, str):
+            causes += [errors.field_invalid("spec.source.persistentVolumeName", pv, m)
+                       for m in validation.name_is_dns_subdomain(pv)]
         return causes
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        causes = self.validate(rtype, new)
+        """upstream's ValidateVolumeAttachmentUpdate: the spec is fixed."""
+        causes = _validate(new)
         if new.get("spec") != old.get("spec"):
-            causes.append(errors.field_invalid("spec", new.get("spec"), validation.FIELD_IMMUTABLE))
+            spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+            causes.append(errors.field_invalid("spec", _go_spec(spec), validation.FIELD_IMMUTABLE))
         return causes
+
+
+def _validate(obj: dict) -> list[errors.Cause]:
+    """upstream's ValidateVolumeAttachment."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    attacher = spec.get("attacher") if isinstance(spec.get("attacher"), str) else ""
+    causes = field_checks.kube_object_meta(obj)
+    if not attacher:
+        causes.append(errors.field_required("spec.attacher"))
+    source = spec.get("source") if isinstance(spec.get("source"), dict) else {}
+    causes += _validate_source(source, "spec.source")
+    node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else ""
+    causes += [errors.field_invalid("spec.nodeName", node, m) for m in validation.name_is_dns_subdomain(node)]
+    status = obj.get("status")
+    if isinstance(status, dict):
+        causes += _validate_status(status)
+    return causes
 
 
 def resource_type() -> ResourceType:

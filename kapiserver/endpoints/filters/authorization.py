@@ -15,10 +15,16 @@ from kapiserver.auth.authorizer import Attributes, Authorizer, Decision, forbidd
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
 from kapiserver.endpoints.request_info import RequestInfo
+from kapiserver.machinery import errors
 
 
 def attributes_for(info: RequestInfo) -> Attributes:
-    return Attributes(verb=info.verb, resource_request=info.is_resource_request, namespace=info.namespace,
+    namespace = info.namespace
+    if info.is_resource_request and info.resource == "namespaces" and info.name:
+        # upstream's request info puts /namespaces/<name>[/status|/finalize] in namespace <name>, so a
+        # RoleBinding there (view: "read access to namespaces at the namespace scope") covers it
+        namespace = info.name
+    return Attributes(verb=info.verb, resource_request=info.is_resource_request, namespace=namespace,
                       api_group=info.group, api_version=info.version, resource=info.resource,
                       subresource=info.subresource, name=info.name, path=info.path)
 
@@ -38,5 +44,12 @@ class WithAuthorization(Filter):
 
     @staticmethod
     def _enforce(decision: Decision, ctx: RequestContext, attributes: Attributes) -> None:
-        if not decision.allowed:
-            raise forbidden(ctx.user, attributes, decision.reason)
+        if ctx.audit is not None:  # upstream's annotations of every audited request
+            ctx.audit.add_annotation("authorization.k8s.io/decision", "allow" if decision.allowed else "forbid")
+            ctx.audit.add_annotation("authorization.k8s.io/reason", decision.reason)
+        if decision.allowed:
+            return
+        if decision.error:  # nothing allowed it and an authorizer could not decide: 500, as upstream
+            raise errors.StatusError(500, "InternalError",
+                                     f'Internal Server Error: "{attributes.path}": {decision.error}')
+        raise forbidden(ctx.user, attributes, decision.reason)

@@ -46,3 +46,23 @@ class APISite(server.Site):
         super().__init__(handler_chain, **kwargs)
         self.noisy = False
         self.max_body_bytes = max_body_bytes
+
+    def buildProtocol(self, addr):
+        proto = super().buildProtocol(addr)
+        channel = getattr(proto, "_channel", None)
+        if channel is not None:
+            # Go's net/http (kube-apiserver) reads up to 1 MiB of request line and headers (long
+            # selectors in a URL work) and answers 431 beyond; Twisted would drop the connection at 16 KiB
+            channel.MAX_LENGTH = channel.totalHeadersSize = MAX_HEADER_BYTES
+            channel.lineLengthExceeded = lambda line: _headers_too_large(channel)
+            channel._respondToBadRequestAndDisconnect = lambda: _headers_too_large(channel)
+        return proto
+
+
+MAX_HEADER_BYTES = 1 << 20
+
+
+def _headers_too_large(channel) -> None:
+    channel.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; "
+                            b"charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large")
+    channel.loseConnection()

@@ -5,8 +5,8 @@ from kapiserver.endpoints.scope import RequestScope, Response
 
 
 async def create(scope: RequestScope) -> Response:
+    scope.check_write_options("CreateOptions")
     manager = scope.field_manager("CreateOptions")
-    obj = scope.decode_body()
-    scope.check_fields(obj)
+    obj = scope.decode_object()
     created = await scope.store.create(scope.info.namespace, obj, scope.context(manager))
     return Response(201, created)

@@ -15,8 +15,9 @@ def success_status(rtype, obj: dict) -> dict:
 
 async def delete(scope: RequestScope) -> Response:
     info = scope.info
-    body = scope.decode_body(allow_empty=True)
-    opts = DeleteOptions.from_request(scope.args, body if isinstance(body, dict) else None)
+    body = scope.decode_delete_options()
+    scope.check_write_options("DeleteOptions", body.get("dryRun"))
+    opts = DeleteOptions.from_request(scope.args, body)
     obj, deleted_now = await scope.store.delete(info.namespace, info.name, opts, scope.context())
     if not deleted_now:
         return Response(200, obj)  # marked for deletion; finalizers still hold it

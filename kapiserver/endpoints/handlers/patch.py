@@ -12,8 +12,10 @@ from typing import Any, Callable, Optional
 
 import orjson
 
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope, Response
-from kapiserver.machinery import codec, errors
+from kapiserver.endpoints import request_decoder
+from kapiserver.machinery import errors, limits, yamljson
 from kapiserver.machinery.jsonpatch import apply_json_patch
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, validate_field_manager
 from kapiserver.machinery.mergepatch import apply_merge_patch
@@ -73,9 +75,18 @@ def patcher(scope: RequestScope) -> Callable[[Optional[dict]], dict]:
     """A function applying the request's (non-apply) patch to a current object."""
     media = check_media_type(scope)
     body = scope.body_bytes()
-    patch: Any = codec.decode_json(body) if body.strip() else None
+    if not body.strip():
+        raise errors.bad_request("the body of the request was empty")
+    try:
+        patch: Any = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise errors.bad_request(f"error decoding patch: {request_decoder.go_json_error(body, e)}") from None
+    limits.check_body_depth(patch, "patch")
     if patch is None:
         raise errors.bad_request("the body of the request was empty")
+    audit = context_of(scope.request).audit
+    if audit is not None:
+        audit.log_request_patch(body)
     if media == JSON_PATCH:
         if not isinstance(patch, list):
             raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
@@ -96,13 +107,17 @@ def decode_apply_configuration(scope: RequestScope) -> Any:
     stripped = body.strip()
     if stripped.startswith(b"{"):
         try:
-            return orjson.loads(stripped)
+            parsed = orjson.loads(stripped)
+            limits.check_body_depth(parsed, "patch")
+            return parsed
         except orjson.JSONDecodeError:
             pass
-    try:
-        config = codec.decode_yaml(body) if stripped else {}
-    except errors.StatusError as e:
-        raise errors.bad_request(f"error decoding YAML: {e.message}") from None
+    try:  # YAML as sigs.k8s.io/yaml reads it, bounded (machinery/yamljson.py)
+        config = yamljson.yaml_to_json(body) if stripped else {}
+    except yamljson.YAMLError as e:
+        raise errors.bad_request(f"error decoding YAML: {e}") from None
+    except limits.TooDeep as e:
+        raise errors.bad_request(f"error decoding YAML: {e}") from None
     if config is None:
         config = {}
     if not isinstance(config, dict):
@@ -161,8 +176,15 @@ async def apply(scope: RequestScope) -> Response:
     config = decode_apply_configuration(scope)
     fm = scope.store.field_manager(info.subresource)
 
+    checked: list[bool] = []
+
     def mutate(current: Optional[dict]) -> dict:
-        return applied(scope, fm, current, config, manager, force)[0]
+        warnings = len(scope.warnings)
+        result = scope.decode_patched(applied(scope, fm, current, config, manager, force)[0])
+        if checked:  # report unknown fields once, not per conflict retry
+            del scope.warnings[warnings:]
+        checked.append(True)
+        return result
     result, created = await scope.store.guaranteed_update(
         info.namespace, info.name, mutate, info.subresource, scope.context(manager, managed_fields_set=True),
         create_if_missing=True, force_allow_create=True)
@@ -171,6 +193,7 @@ async def apply(scope: RequestScope) -> Response:
 
 async def patch(scope: RequestScope) -> Response:
     info = scope.info
+    scope.check_write_options("PatchOptions")
     if check_media_type(scope) == APPLY_PATCH:
         return await apply(scope)
     manager, _ = patch_options(scope, apply=False)
@@ -181,10 +204,26 @@ async def patch(scope: RequestScope) -> Response:
         result = patch_fn(current)
         if not isinstance(result, dict):
             raise errors.bad_request("the patch did not produce an object")
-        if not checked:  # report unknown fields once, not per conflict retry
-            checked.append(True)
-            scope.check_fields(result)
+        warnings = len(scope.warnings)
+        result = scope.decode_patched(result)
+        if checked:  # report unknown fields once, not per conflict retry
+            del scope.warnings[warnings:]
+        checked.append(True)
+        check_name(result, info.name, info.namespace)
         return result
     result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource,
                                                     scope.context(manager))
     return Response(200, result)
+
+
+def check_name(obj: dict, name: str, namespace: str) -> None:
+    """Upstream's checkName: a patch or update cannot move an object to another name or namespace."""
+    found = obj.get("metadata")
+    md: dict = found if isinstance(found, dict) else {}
+    body_name = md.get("name") or ""
+    if body_name != name:
+        raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
+    body_namespace = md.get("namespace") or ""
+    if namespace and body_namespace and body_namespace != namespace:
+        raise errors.bad_request(f"the namespace of the object ({body_namespace}) does not match the namespace on "
+                                 f"the request ({namespace})")

@@ -27,6 +27,7 @@ from kapiserver.machinery.managedfields import scale as scale_fields
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_API_VERSION = "autoscaling/v1"
+SCALE_DEFINITION = "io.k8s.api.autoscaling.v1.Scale"
 
 
 def _value(obj: dict, path: str) -> Any:
@@ -42,6 +43,7 @@ def _value(obj: dict, path: str) -> Any:
 def to_scale(rtype: ResourceType, obj: dict) -> dict:
     """The Scale of a custom resource."""
     paths = rtype.scale
+    assert paths is not None  # only kinds with a scale subresource get here
     md = obj.get("metadata") or {}
     scale_md = {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in md}
     spec_replicas = _value(obj, paths.spec_replicas_path)
@@ -74,6 +76,7 @@ def _apply_scale(scope: RequestScope, scale: Any, current: dict) -> dict:
     if causes:
         raise errors.invalid("Scale", "autoscaling", name, causes)
     new = copy.deepcopy(current)
+    assert scope.rtype.scale is not None
     jsonpath.set_path(new, scope.rtype.scale.spec_replicas_path, replicas or 0)
     rv = (scale.get("metadata") or {}).get("resourceVersion")
     if rv:
@@ -133,14 +136,16 @@ async def get_scale(scope: RequestScope) -> Response:
 
 
 async def update_scale(scope: RequestScope) -> Response:
+    scope.check_write_options("UpdateOptions")
     manager = scope.field_manager("UpdateOptions")
-    body = scope.decode_body()
+    body = scope.decode_object(SCALE_DEFINITION, "Scale", SCALE_API_VERSION)
     fm = scope.store.field_manager("scale")
     return await _update(scope, manager, lambda old: (body, fm.update(old, body, _requested(body), manager)
                                                       if isinstance(body, dict) else None))
 
 
 async def patch_scale(scope: RequestScope) -> Response:
+    scope.check_write_options("PatchOptions")
     fm = scope.store.field_manager("scale")
     if patch_handler.check_media_type(scope) == patch_handler.APPLY_PATCH:
         manager, force = patch_handler.patch_options(scope, apply=True)

@@ -51,9 +51,9 @@ def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any
         create = sub.create
 
         async def create_handler(scope: RequestScope) -> Response:
-            body = scope.decode_body()
-            if not isinstance(body, dict):
-                raise errors.bad_request("the body of the request must be a JSON or YAML object")
+            api_version = f"{sub.group}/{sub.version}" if sub.group else (sub.version or scope.rtype.api_version)
+            body = scope.decode_object(definition=sub.body_schema, kind=sub.kind or scope.rtype.kind,
+                                       api_version=api_version)
             kind = subresource_kind(scope.rtype, sub.name)
             assert kind is not None
             info = scope.info

@@ -6,9 +6,9 @@ from kapiserver.endpoints.scope import RequestScope, Response
 
 async def update(scope: RequestScope) -> Response:
     info = scope.info
+    scope.check_write_options("UpdateOptions")
     manager = scope.field_manager("UpdateOptions")
-    obj = scope.decode_body()
-    scope.check_fields(obj)
+    obj = scope.decode_object()
     result, created = await scope.store.update(info.namespace, info.name, obj, info.subresource,
                                                scope.context(manager))
     return Response(201 if created else 200, result)

@@ -102,7 +102,7 @@ class WatchStream:
         self.backlog: deque[bytes] = deque()
         self.backlog_bytes = 0
         self.closed = False
-        self.done = defer.Deferred()
+        self.done: defer.Deferred[None] = defer.Deferred()
         self.watch: ResourceWatch | None = None
         self.sent_any = False
         self.pending: list[bytes] = []  # events of this reactor turn, written together
@@ -268,7 +268,11 @@ async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callabl
     scope.store.matcher(opts)  # reject bad selectors before the stream starts
     request = scope.request
     unregister: list[Callable[[], None]] = []
-    stream = WatchStream(scope, lambda: [f() for f in unregister])
+
+    def forget() -> None:
+        for f in unregister:
+            f()
+    stream = WatchStream(scope, forget)
     rw = ResourceWatch(scope.store, scope.info.namespace, opts, stream, scope.reactor, scope.bookmark_interval)
     stream.watch = rw
     request.setResponseCode(200)

@@ -182,7 +182,8 @@ class FieldManager:
         try:
             managed = entries.decode(((live.get("metadata") or {}) if live else {}).get("managedFields"))
         except entries.ManagedFieldsError as e:
-            raise errors.StatusError(500, "", f"failed to decode managed fields: {e}") from None
+            # upstream: a 500 without a reason; it is the client's data, so a 400 here
+            raise errors.bad_request(f"failed to decode managed fields: {e}") from None
         try:
             with typed.memo():
                 obj, managed = self._apply_settling_conflicts(live, config, managed, manager, force)
@@ -218,8 +219,8 @@ class FieldManager:
         try:
             typed.validate(config, self.root)
         except typed.ValidationErrors as e:
-            raise errors.StatusError(500, "", f"failed to create typed patch object ({_object_gvknn(config)}): {e}"
-                                     ) from None
+            # upstream answers a 500 without a reason; it is the client's configuration: a 400 here
+            raise errors.bad_request(f"failed to create typed patch object ({_object_gvknn(config)}): {e}") from None
         key = manager_key(manager, APPLY, self.api_version, self.subresource)
         new, fields = self.updater.apply(live_view, config, self.api_version, managed.fields, key, force)
         fields = _strip(fields, key)

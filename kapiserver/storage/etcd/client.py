@@ -58,6 +58,9 @@ def prefix_end(prefix: bytes) -> bytes:
     return b"\0"  # all keys
 
 
+_JSON_HEADERS: dict[bytes | str, list[bytes | str]] = {b"Content-Type": [b"application/json"]}
+
+
 # ---------------------------------------------------------------- typed data
 
 
@@ -341,7 +344,7 @@ class EtcdClient:
             await self._slots.acquire()
             try:
                 response = await self._http.post(endpoint + path, data=data,
-                                                 headers={b"Content-Type": [b"application/json"]})
+                                                 headers=_JSON_HEADERS)
                 content = await response.content()
             except _NOT_SENT as e:
                 last = e
@@ -374,7 +377,7 @@ class EtcdClient:
         last: Optional[BaseException] = None
         for endpoint in self._order(avoid):
             d = self._stream_http.post(endpoint + path, data=data, unbuffered=True,
-                                       headers={b"Content-Type": [b"application/json"]})
+                                       headers=_JSON_HEADERS)
             d.addTimeout(limit, self.reactor)
             try:
                 response = await d

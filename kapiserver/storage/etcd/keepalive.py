@@ -55,7 +55,8 @@ class _KeepAliveTCPEndpoint:
 
     @staticmethod
     def _configure(protocol: IProtocol) -> IProtocol:
-        handle = protocol.transport.getHandle() if protocol.transport is not None else None
+        transport = getattr(protocol, "transport", None)
+        handle = transport.getHandle() if transport is not None else None
         if isinstance(handle, socket.socket):
             try:
                 set_keepalive(handle)

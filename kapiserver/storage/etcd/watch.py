@@ -98,14 +98,14 @@ class _LineStream(Protocol):
         self._stop_watchdog()
         transport, self.transport = self.transport, None
         if transport is not None:
-            transport.stopProducing()
+            transport.stopProducing()  # type: ignore[attr-defined]  # a TCP/TLS transport is a producer
 
     def _stop_watchdog(self) -> None:
         watchdog, self._watchdog = self._watchdog, None
         if watchdog is not None and watchdog.active():
             watchdog.cancel()
 
-    def connectionLost(self, reason: Failure = None) -> None:
+    def connectionLost(self, reason: Optional[Failure] = None) -> None:
         self.transport = None
         self._stop_watchdog()
         self.reason = reason
@@ -238,7 +238,8 @@ class EtcdWatch:
         if "error" in doc:
             # The gateway reports a broken gRPC stream in-band; reconnect.
             log.debug("etcd watch stream error: {err}", err=doc["error"])
-            self._stream.abort()
+            if self._stream is not None:
+                self._stream.abort()
             return
         r = doc.get("result", {})
         compacted = int(r.get("compact_revision", 0))

@@ -1,0 +1,1 @@
+"""apiregistration.k8s.io: APIServices, served by the aggregator link of the delegation chain."""

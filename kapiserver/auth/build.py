@@ -1,0 +1,215 @@
+"""The authenticators the configuration asks for, composed as kube-apiserver composes them.
+
+Upstream's order (pkg/kubeapiserver/authenticator): the front proxy's request
+headers, then client certificates, then bearer tokens (static tokens, legacy
+and bound ServiceAccount tokens); a recognised user is added to
+``system:authenticated``; anonymous last, only for requests without any
+credential.  :func:`build_authentication` reads the files the completed
+configuration names (blocking: call it at start) and returns everything the
+server needs from authentication: the handler chain's authenticator, the token
+authenticators TokenReview asks, the CAs the TLS handshake trusts, what the
+``extension-apiserver-authentication`` ConfigMap publishes, and the
+service-account token signer.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from twisted.logger import Logger
+
+from kapiserver.auth import jose
+from kapiserver.auth.authenticator import Authenticator, ClientCertificateAuthenticator, TokenAuthenticator, \
+    UnionAuthenticator
+from kapiserver.auth.authentication_configuration import (AuthenticationConfigurationError,
+                                                         load_authentication_configuration)
+from kapiserver.auth.bearertoken import AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion
+from kapiserver.auth.oidc import JWTAuthenticator
+from kapiserver.auth.requestheader import RequestHeaderAuthenticator
+from kapiserver.auth.serviceaccount import (LEGACY_ISSUER, BoundTokenValidator, JWTTokenAuthenticator,
+                                            LegacyTokenValidator, ServiceAccountTokens, StoreObjectGetter,
+                                            TokenSigner, verification_keys)
+from kapiserver.auth.tokenfile import TokenFileError, load_token_file
+from kapiserver.auth.x509 import CABundle
+from kapiserver.server.certs import CredentialFiles, credential_files
+
+if TYPE_CHECKING:
+    from kapiserver.registry.store import Store
+    from kapiserver.server.config import Config
+
+log = Logger()
+
+
+class CredentialsError(Exception):
+    """A credential file named by the configuration is missing or unreadable; ``str()`` is one line."""
+
+
+@dataclass(frozen=True)
+class RequestHeaderTrust:
+    """What front-proxy authentication trusts, as the ConfigMap publishes it."""
+
+    ca_pem: bytes
+    allowed_names: tuple[str, ...]
+    username_headers: tuple[str, ...]
+    group_headers: tuple[str, ...]
+    extra_headers_prefix: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Authentication:
+    # the handler chain's authenticator
+    request: UnionAuthenticator
+    # every bearer-token authenticator (TokenReview); None when none is configured
+    tokens: Optional[TokenAuthenticator]
+    api_audiences: tuple[str, ...]
+    # PEM of every CA a client certificate may chain to (the TLS handshake); b"" = none configured
+    handshake_client_cas: bytes
+    # the client CA bundle (published as client-ca-file)
+    client_ca_pem: bytes
+    requestheader: Optional[RequestHeaderTrust]
+    # signing side of ServiceAccount tokens; None without a signing key
+    service_accounts: Optional[ServiceAccountTokens]
+    # JWT authenticators of the authentication configuration file (fetch their issuers' keys)
+    jwt: tuple[JWTAuthenticator, ...] = ()
+
+    def start(self) -> None:
+        """Begin what runs in the background: OIDC discovery."""
+        for authenticator in self.jwt:
+            authenticator.start()
+
+    def stop(self) -> None:
+        for authenticator in self.jwt:
+            authenticator.stop()
+
+
+def _read(path: str, default: bool, what: str) -> Optional[bytes]:
+    """The file's bytes; None if a default-located file is absent (that feature is off)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        if default:
+            log.info("No {what} at {path}: that kind of authentication is off", what=what, path=path)
+            return None
+        raise CredentialsError(f"{path}: {what} not found") from None
+    except OSError as e:
+        raise CredentialsError(f"{path}: cannot read {what}: {e.strerror}") from None
+
+
+def _ca_bundle(pem: bytes, path: str) -> CABundle:
+    try:
+        bundle = CABundle(pem, path)
+    except ValueError as e:
+        raise CredentialsError(f"{path}: not a PEM certificate bundle: {e}") from None
+    if not bundle.certificates:
+        raise CredentialsError(f"{path}: no certificate found")
+    return bundle
+
+
+def _signing_key(pem: bytes, path: str) -> Any:
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError):
+        raise CredentialsError(f"{path}: not an unencrypted PEM private key") from None
+    if not isinstance(key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)):
+        raise CredentialsError(f"{path}: the service-account signing key must be RSA or ECDSA")
+    try:
+        jose.algorithm_for(key.public_key())
+    except jose.JOSEError as e:
+        raise CredentialsError(f"{path}: {e}") from None
+    return key
+
+
+def _service_accounts(config: "Config", files: CredentialFiles, api_audiences: tuple[str, ...],
+                      clock: Callable[[], float]) -> tuple[Optional[ServiceAccountTokens], list]:
+    """The signer (if there is a signing key) and every public key that verifies tokens."""
+    sa = config.authentication.service_account
+    path = files.service_account_signing_key
+    pem = _read(path, "service_account_signing_key" in files.defaults, "service-account signing key")
+    private_key = _signing_key(pem, path) if pem is not None else None
+    public_keys = [private_key.public_key()] if private_key is not None else []
+    for key_file in sa.key_files:
+        data = _read(key_file, False, "service-account key file")
+        assert data is not None
+        try:
+            public_keys.extend(jose.load_keys(data, key_file))
+        except jose.JOSEError as e:
+            raise CredentialsError(str(e) if str(e).startswith(key_file) else f"{key_file}: {e}") from None
+    keys = verification_keys(public_keys)
+    if private_key is None:
+        return None, keys
+    tokens = ServiceAccountTokens(
+        signer=TokenSigner(sa.issuers[0], private_key), legacy_signer=TokenSigner(LEGACY_ISSUER, private_key),
+        keys=tuple(keys), api_audiences=api_audiences, max_expiration_seconds=sa.max_token_expiration_seconds,
+        extend_expiration=sa.extend_token_expiration, jwks_uri=sa.jwks_uri, clock=clock)
+    return tokens, keys
+
+
+def build_authentication(config: "Config", store: Callable[[str, str, str], "Store"],
+                         clock: Callable[[], float] = time.time, reactor: Any = None) -> Authentication:
+    """The authenticators of the completed ``config``; ``store(group, version, plural)``
+    looks objects up (ServiceAccount tokens).  Raises :class:`CredentialsError`."""
+    authn = config.authentication
+    files = credential_files(config)
+    sa_config = authn.service_account
+    api_audiences = tuple(authn.api_audiences or sa_config.issuers)
+    request_authenticators: list[Authenticator] = []
+
+    requestheader = None
+    rh = authn.requestheader
+    if rh.username_headers:
+        path = files.requestheader_client_ca
+        pem = _read(path, "requestheader_client_ca" in files.defaults, "front-proxy (request-header) CA")
+        if pem is not None:
+            request_authenticators.append(RequestHeaderAuthenticator(
+                _ca_bundle(pem, path), rh.allowed_names, rh.username_headers, rh.group_headers,
+                rh.extra_headers_prefix))
+            requestheader = RequestHeaderTrust(pem, tuple(rh.allowed_names), tuple(rh.username_headers),
+                                               tuple(rh.group_headers), tuple(rh.extra_headers_prefix))
+
+    client_ca_pem = _read(files.client_ca, "client_ca" in files.defaults, "client CA") or b""
+    if client_ca_pem:
+        request_authenticators.append(ClientCertificateAuthenticator(_ca_bundle(client_ca_pem, files.client_ca)))
+
+    token_authenticators: list[TokenAuthenticator] = []
+    if authn.token_auth_file:
+        try:
+            static = load_token_file(authn.token_auth_file)
+        except TokenFileError as e:
+            raise CredentialsError(str(e)) from None
+        token_authenticators.append(AudienceAgnosticToken(api_audiences, static))
+    service_accounts, keys = _service_accounts(config, files, api_audiences, clock)
+    if keys:
+        getter = StoreObjectGetter(store)
+        token_authenticators.append(JWTTokenAuthenticator(
+            [LEGACY_ISSUER], keys, api_audiences, LegacyTokenValidator(getter, sa_config.lookup, clock)))
+        token_authenticators.append(JWTTokenAuthenticator(
+            list(sa_config.issuers), keys, api_audiences, BoundTokenValidator(getter, clock)))
+    jwt: tuple[JWTAuthenticator, ...] = ()
+    if authn.config_file:
+        try:
+            structured = load_authentication_configuration(authn.config_file, tuple(sa_config.issuers))
+        except AuthenticationConfigurationError as e:
+            raise CredentialsError(str(e)) from None
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        jwt = tuple(JWTAuthenticator(c, reactor, clock) for c in structured.jwt)
+        if jwt:  # after the ServiceAccount tokens, as upstream
+            token_authenticators.append(AudienceAgnosticToken(api_audiences, TokenUnion(jwt)))
+    tokens = TokenUnion(token_authenticators) if token_authenticators else None
+    if tokens is not None:
+        request_authenticators.append(BearerTokenAuthenticator(tokens, api_audiences))
+
+    handshake = b"".join(_with_newline(p) for p in (client_ca_pem, requestheader.ca_pem if requestheader else b""))
+    return Authentication(
+        request=UnionAuthenticator(request_authenticators, anonymous=authn.anonymous), tokens=tokens,
+        api_audiences=api_audiences, handshake_client_cas=handshake, client_ca_pem=client_ca_pem,
+        requestheader=requestheader, service_accounts=service_accounts, jwt=jwt)
+
+
+def _with_newline(pem: bytes) -> bytes:
+    return pem if not pem or pem.endswith(b"\n") else pem + b"\n"

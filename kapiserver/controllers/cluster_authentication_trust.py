@@ -1,0 +1,144 @@
+"""The ``extension-apiserver-authentication`` ConfigMap in ``kube-system``, as upstream publishes it.
+
+Extension API servers (and the aggregator's backends) read it to learn whom
+to trust: ``client-ca-file`` (the client CA bundle) and, when front-proxy
+authentication is on, ``requestheader-client-ca-file``,
+``requestheader-allowed-names``, ``requestheader-username-headers``,
+``requestheader-group-headers`` and ``requestheader-extra-headers-prefix``
+(the lists as JSON arrays).  As upstream's cluster-authentication-trust
+controller, what is there is combined with this server's settings (CAs
+concatenated without duplicates or expired certificates, lists merged), so
+several servers sharing one storage each add theirs; it is rewritten when
+someone changes or deletes it.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Hashable, Optional
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from twisted.logger import Logger
+
+from kapiserver.auth.build import RequestHeaderTrust
+from kapiserver.controllers.informer import Informer
+from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.machinery import errors
+from kapiserver.registry.store import Store
+
+log = Logger()
+NAMESPACE = "kube-system"
+NAME = "extension-apiserver-authentication"
+_LISTS = ("requestheader-username-headers", "requestheader-group-headers", "requestheader-extra-headers-prefix",
+          "requestheader-allowed-names")
+
+
+def _certificates(pem: str) -> list[x509.Certificate]:
+    try:
+        return x509.load_pem_x509_certificates(pem.encode()) if pem.strip() else []
+    except ValueError:
+        return []
+
+
+def combine_ca_bundles(*bundles: str) -> str:
+    """The certificates of every bundle, in order, once each, expired ones dropped."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    seen: list[bytes] = []
+    for bundle in bundles:
+        for cert in _certificates(bundle):
+            der = cert.public_bytes(serialization.Encoding.DER)
+            if cert.not_valid_after_utc < now or der in seen:
+                continue
+            seen.append(der)
+    return "".join(x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM).decode()
+                   for der in seen)
+
+
+def _json_list(value: Optional[str]) -> list[str]:
+    if not value:
+        return []
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return []
+    return [v for v in parsed if isinstance(v, str)] if isinstance(parsed, list) else []
+
+
+def _merged(existing: list[str], ours: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for value in [*existing, *ours]:
+        if value not in out:
+            out.append(value)
+    return out
+
+
+def desired_data(existing: dict, client_ca_pem: bytes, requestheader: Optional[RequestHeaderTrust]) -> dict:
+    """The ConfigMap's data: what is there combined with this server's trust."""
+    data: dict[str, str] = {}
+    client_ca = combine_ca_bundles(existing.get("client-ca-file") or "", client_ca_pem.decode())
+    if client_ca:
+        data["client-ca-file"] = client_ca
+    existing_rh_ca = existing.get("requestheader-client-ca-file") or ""
+    rh_ca = combine_ca_bundles(existing_rh_ca, requestheader.ca_pem.decode() if requestheader else "")
+    if not rh_ca:
+        return data
+    ours = {"requestheader-username-headers": requestheader.username_headers if requestheader else (),
+            "requestheader-group-headers": requestheader.group_headers if requestheader else (),
+            "requestheader-extra-headers-prefix": requestheader.extra_headers_prefix if requestheader else (),
+            "requestheader-allowed-names": requestheader.allowed_names if requestheader else ()}
+    for key in _LISTS:
+        data[key] = json.dumps(_merged(_json_list(existing.get(key)), ours[key]), separators=(",", ":"))
+    data["requestheader-client-ca-file"] = rh_ca
+    return data
+
+
+class ClusterAuthenticationTrustController:
+    def __init__(self, configmaps: Store, client_ca_pem: bytes, requestheader: Optional[RequestHeaderTrust],
+                 reactor) -> None:
+        self.configmaps = configmaps
+        self.client_ca_pem = client_ca_pem
+        self.requestheader = requestheader
+        self.queue = ReconcileQueue("cluster-authentication-trust", self.reconcile, reactor)
+        self.informer = Informer(configmaps, self._on_event, reactor,
+                                 field_selector=f"metadata.namespace={NAMESPACE},metadata.name={NAME}")
+
+    def start(self) -> None:
+        self.informer.start()
+        self.queue.add(NAME)
+
+    def stop(self) -> None:
+        self.informer.stop()
+        self.queue.stop()
+
+    def _on_event(self, event_type: str, obj: dict) -> None:
+        self.queue.add(NAME)
+
+    async def reconcile(self, key: Hashable) -> None:
+        try:
+            current: Optional[dict] = await self.configmaps.get(NAMESPACE, NAME)
+        except errors.StatusError as e:
+            if e.code != 404:
+                raise
+            current = None
+        existing = (current or {}).get("data") or {}
+        data = desired_data(existing, self.client_ca_pem, self.requestheader)
+        if current is not None and existing == data:
+            return
+        if current is None:
+            try:
+                await self.configmaps.create(NAMESPACE, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                         "metadata": {"name": NAME, "namespace": NAMESPACE},
+                                                         "data": data})
+            except errors.StatusError as e:
+                if e.reason != "AlreadyExists":
+                    raise
+                self.queue.add(NAME)
+            return
+
+        def write(obj: Optional[dict]) -> dict:
+            assert obj is not None
+            obj["data"] = desired_data(obj.get("data") or {}, self.client_ca_pem, self.requestheader)
+            obj.pop("binaryData", None)
+            return obj
+        await self.configmaps.guaranteed_update(NAMESPACE, NAME, write)

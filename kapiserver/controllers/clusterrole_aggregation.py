@@ -1,0 +1,82 @@
+"""ClusterRole aggregation (upstream's clusterrole-aggregation-controller).
+
+A ClusterRole with an ``aggregationRule`` gets as its rules the union of the
+rules of every other ClusterRole its selectors pick (in name order, each rule
+once).  ``admin``, ``edit`` and ``view`` are built this way from the
+``rbac.authorization.k8s.io/aggregate-to-*`` labels, so labelling a
+ClusterRole ``aggregate-to-view: "true"`` extends view, edit and admin.
+
+Any ClusterRole change re-queues every aggregated ClusterRole, as upstream
+does: the set of ClusterRoles is small and the selectors may chain.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.logger import Logger
+
+from kapiserver.controllers.informer import Informer
+from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.machinery import errors
+from kapiserver.machinery.labels import selector_from_label_selector_dict
+from kapiserver.registry.store import Store
+
+log = Logger()
+
+
+def aggregated_rules(role: dict, cluster_roles: list[dict]) -> list[dict]:
+    """The rules ``role``'s aggregationRule gathers from ``cluster_roles``."""
+    rules: list[dict] = []
+    name = (role.get("metadata") or {}).get("name")
+    ordered = sorted(cluster_roles, key=lambda r: (r.get("metadata") or {}).get("name") or "")
+    for selector in ((role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []):
+        try:
+            matches = selector_from_label_selector_dict(selector)
+        except Exception:  # an invalid selector gathers nothing (validation rejects them anyway)
+            continue
+        for other in ordered:
+            md = other.get("metadata") or {}
+            if md.get("name") == name or not matches.matches(md.get("labels") or {}):
+                continue
+            for rule in other.get("rules") or []:
+                if rule not in rules:
+                    rules.append(rule)
+    return rules
+
+
+class ClusterRoleAggregationController:
+    def __init__(self, cluster_roles: Store, reactor: Any) -> None:
+        self.store = cluster_roles
+        self.queue = ReconcileQueue("clusterrole-aggregation", self.reconcile, reactor)
+        self.informer = Informer(cluster_roles, self._on_event, reactor)
+
+    def start(self) -> None:
+        self.informer.start()
+
+    def stop(self) -> None:
+        self.informer.stop()
+        self.queue.stop()
+
+    def _on_event(self, event_type: str, obj: dict) -> None:
+        for (_, name), role in self.informer.objects.items():
+            if role.get("aggregationRule") is not None:
+                self.queue.add(name)
+
+    async def reconcile(self, name: Any) -> None:
+        role = self.informer.objects.get(("", name))
+        if role is None or role.get("aggregationRule") is None:
+            return
+        rules = aggregated_rules(role, list(self.informer.objects.values()))
+        if rules == (role.get("rules") or []):
+            return
+
+        def set_rules(current: Any) -> dict:
+            if current is None or current.get("aggregationRule") is None:
+                raise errors.not_found("clusterroles", "rbac.authorization.k8s.io", name)
+            current["rules"] = rules
+            return current
+        try:
+            await self.store.guaranteed_update("", name, set_rules)
+        except errors.StatusError as e:
+            if e.code != 404:  # deleted or no longer aggregated meanwhile: nothing to do
+                raise

@@ -1,0 +1,51 @@
+"""Regular expressions with RE2 semantics and linear cost (Go's ``regexp``), via ``google-re2``.
+
+Upstream compiles CRD schema ``pattern``s and CEL ``matches``/``find``
+arguments with Go's regexp package, which is RE2: no backreferences or
+lookaround, and matching time linear in the input.  Python's ``re``
+backtracks (``^(a+)+$`` against 30 ``a``\\s and a ``b`` takes seconds and
+stalls the reactor), so every client-supplied pattern goes through here.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional
+
+import re2
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a bad pattern is the client's error: answer it, do not log it
+
+
+class RegexError(ValueError):
+    """A pattern RE2 does not accept; ``str()`` is RE2's reason."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(pattern: str) -> Any:
+    try:
+        return re2.compile(pattern, options=_OPTIONS)
+    except re2.error as e:
+        reason = e.args[0] if e.args else str(e)
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        return RegexError(reason)
+
+
+def compile(pattern: str) -> Any:  # noqa: A001 - the module is used as regex.compile
+    """The compiled pattern (cached); raises :class:`RegexError` when RE2 refuses it."""
+    found = _compile(pattern)
+    if isinstance(found, RegexError):
+        raise found
+    return found
+
+
+def problem(pattern: str) -> Optional[str]:
+    """Why RE2 refuses ``pattern`` (None when it compiles)."""
+    found = _compile(pattern)
+    return str(found) if isinstance(found, RegexError) else None
+
+
+def search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches anywhere in ``text`` (Go's ``MatchString``)."""
+    return compile(pattern).search(text) is not None

@@ -1,0 +1,77 @@
+"""A network namespace joined to this one by a veth pair, for tests of servers reached by address.
+
+Some addresses may not point at loopback (EndpointSlices refuse it, as
+upstream's validation does), so a test that needs a server "elsewhere" runs
+it in a namespace of its own: ``ip netns add``, a veth pair (a /30 of 10.201.0.0/16) with
+``host_address`` on this side and ``peer_address`` inside, and
+``exec_prefix`` to start a process in it.  Traffic stays on this machine, on
+the pair the test created.  Needs the right to create namespaces (root, or
+CAP_NET_ADMIN); :func:`unavailable_reason` says why not.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+from typing import Optional
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=10)
+
+
+def pair_addresses(seed: int) -> tuple[str, str]:
+    """A /30 of 10.201.0.0/16 chosen by ``seed`` (the process id): two test runs at once get
+    different pairs.  (host side, namespace side)"""
+    base = int(ipaddress.IPv4Address("10.201.0.0")) + (seed % 16384) * 4
+    return str(ipaddress.IPv4Address(base + 1)), str(ipaddress.IPv4Address(base + 2))
+
+
+class NetworkNamespace:
+    def __init__(self, name: str, host_address: str = "", peer_address: str = "", prefix_length: int = 30) -> None:
+        self.name = name
+        default_host, default_peer = pair_addresses(os.getpid())
+        self.host_address = host_address or default_host
+        self.peer_address = peer_address or default_peer
+        self.prefix_length = prefix_length
+        # interface names are at most 15 bytes
+        self.host_link = f"vh{os.getpid() % 100000}"
+        self.peer_link = f"vp{os.getpid() % 100000}"
+
+    @property
+    def exec_prefix(self) -> tuple[str, ...]:
+        return ("ip", "netns", "exec", self.name)
+
+    def create(self) -> "NetworkNamespace":
+        self.delete()
+        _ip("netns", "add", self.name)
+        try:
+            _ip("link", "add", self.host_link, "type", "veth", "peer", "name", self.peer_link)
+            _ip("link", "set", self.peer_link, "netns", self.name)
+            _ip("addr", "add", f"{self.host_address}/{self.prefix_length}", "dev", self.host_link)
+            _ip("link", "set", self.host_link, "up")
+            _ip("netns", "exec", self.name, "ip", "addr", "add", f"{self.peer_address}/{self.prefix_length}",
+                "dev", self.peer_link)
+            _ip("netns", "exec", self.name, "ip", "link", "set", self.peer_link, "up")
+            _ip("netns", "exec", self.name, "ip", "link", "set", "lo", "up")
+        except subprocess.CalledProcessError:
+            self.delete()
+            raise
+        return self
+
+    def delete(self) -> None:
+        _ip("link", "del", self.host_link, check=False)
+        _ip("netns", "del", self.name, check=False)
+
+
+def unavailable_reason() -> Optional[str]:
+    """None when network namespaces can be created here, else why not."""
+    probe = f"kapiserver-probe-{os.getpid()}"
+    try:
+        result = _ip("netns", "add", probe, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"`ip netns` cannot run: {e}"
+    if result.returncode != 0:
+        return f"`ip netns add` is not permitted here: {result.stderr.strip()}"
+    _ip("netns", "del", probe, check=False)
+    return None

@@ -1,0 +1,59 @@
+"""The authenticator chain: bearer tokens, anonymous, system:authenticated (upstream's union and adders)."""
+from __future__ import annotations
+
+from twisted.trial import unittest
+from twisted.web.http_headers import Headers
+
+from kapiserver.auth.authenticator import AuthenticationError, UnionAuthenticator
+from kapiserver.auth.bearertoken import AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion
+from kapiserver.auth.tokenfile import StaticTokenAuthenticator
+from kapiserver.auth.user import UserInfo
+
+API = ("https://kubernetes.default.svc.cluster.local",)
+
+
+class Request:
+    def __init__(self, **headers: str) -> None:
+        self.requestHeaders = Headers({k.replace("_", "-"): [v] for k, v in headers.items()})
+
+
+class Failing:
+    """A token authenticator that recognises ``bad-*`` tokens as invalid."""
+
+    def authenticate_token(self, token, audiences):
+        if token.startswith("bad-"):
+            raise AuthenticationError(f"{token} has expired")
+        return None
+
+
+def union(anonymous: bool) -> UnionAuthenticator:
+    static = StaticTokenAuthenticator({"alice-token": UserInfo("alice", ("dev",), "1")})
+    tokens = TokenUnion([AudienceAgnosticToken(API, static), Failing()])
+    return UnionAuthenticator([BearerTokenAuthenticator(tokens, API)], anonymous=anonymous)
+
+
+class UnionTests(unittest.TestCase):
+    def test_token_user_is_in_system_authenticated(self) -> None:
+        result = union(False).authenticate(Request(authorization="Bearer alice-token"))
+        self.assertEqual((result.user.name, result.user.groups), ("alice", ("dev", "system:authenticated")))
+        self.assertEqual(result.audiences, API)
+
+    def test_anonymous_only_without_any_credential(self) -> None:
+        result = union(True).authenticate(Request())
+        self.assertEqual((result.user.name, result.user.groups), ("system:anonymous", ("system:unauthenticated",)))
+        self.assertIsNone(union(False).authenticate(Request()))
+        # another scheme is no bearer token: anonymous, as upstream
+        self.assertEqual(union(True).authenticate(Request(authorization="Basic YTpi")).user.name, "system:anonymous")
+
+    def test_invalid_token_is_refused_even_with_anonymous(self) -> None:
+        with self.assertRaises(AuthenticationError) as cm:
+            union(True).authenticate(Request(authorization="Bearer nobody-knows-me"))
+        self.assertEqual(str(cm.exception), "invalid bearer token")
+        with self.assertRaises(AuthenticationError) as cm:
+            union(True).authenticate(Request(authorization="Bearer bad-token"))
+        self.assertEqual(str(cm.exception), "bad-token has expired")
+
+    def test_static_tokens_are_valid_only_for_the_api_audiences(self) -> None:
+        static = AudienceAgnosticToken(API, StaticTokenAuthenticator({"t": UserInfo("alice")}))
+        self.assertIsNone(static.authenticate_token("t", ("vault",)))
+        self.assertEqual(static.authenticate_token("t", ("vault", API[0])).audiences, API)
