@@ -26,14 +26,14 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
     def setUp(self):
         self.server = shared_server("admission-policies", extra_config=E2E_CONFIG)
         self.kubectl = self.server.kubectl
-        self.id = uuid.uuid4().hex[:6]
-        self.ns = f"vap-{self.id}"
+        self.tag = uuid.uuid4().hex[:6]
+        self.ns = f"vap-{self.tag}"
         self.kubectl("create", "ns", self.ns)
-        self.kubectl("label", "ns", self.ns, f"policy-test={self.id}")
+        self.kubectl("label", "ns", self.ns, f"policy-test={self.tag}")
         self.addCleanup(lambda: self.kubectl("delete", "ns", self.ns, "--wait=false", check=False))
 
     def apply(self, text: str) -> None:
-        text = textwrap.dedent(text).replace("ID", self.id).replace("NAMESPACE", self.ns)
+        text = textwrap.dedent(text).replace("ID", self.tag).replace("NAMESPACE", self.ns)
         self.kubectl("apply", "-f", "-", input=text)
         for doc in yaml.safe_load_all(text):
             if doc["kind"].startswith("ValidatingAdmissionPolicy"):
@@ -43,14 +43,14 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
     def policy(self, actions: list, validations: list, **spec: object) -> None:
         """A policy on Deployments and its binding, limited to this test's namespace."""
         policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-                  "metadata": {"name": f"policy-{self.id}"},
+                  "metadata": {"name": f"policy-{self.tag}"},
                   "spec": {"failurePolicy": "Fail", "validations": validations, **spec, "matchConstraints": {
                       "resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
                                          "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]}}}
         binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-                   "metadata": {"name": f"binding-{self.id}"},
-                   "spec": {"policyName": f"policy-{self.id}", "validationActions": actions,
-                            "matchResources": {"namespaceSelector": {"matchLabels": {"policy-test": self.id}}}}}
+                   "metadata": {"name": f"binding-{self.tag}"},
+                   "spec": {"policyName": f"policy-{self.tag}", "validationActions": actions,
+                            "matchResources": {"namespaceSelector": {"matchLabels": {"policy-test": self.tag}}}}}
         self.apply(yaml.safe_dump_all([policy, binding]))
 
     def until_denied(self, replicas: int = 100):
@@ -90,12 +90,12 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
               validationActions: [Deny]
               paramRef: {name: limits, parameterNotFoundAction: Deny}
               matchResources:
-                namespaceSelector: {matchLabels: {policy-test: ID}}
+                namespaceSelector: {matchLabels: {policy-test: "ID"}}
             """)
         denied = self.until_denied(5)
         self.assertIn(f'The deployments "', denied.stderr)
-        self.assertIn(f"is invalid: : ValidatingAdmissionPolicy 'replica-limit-{self.id}' with binding "
-                      f"'replica-limit-{self.id}' denied request: replicas must be at most 3, got 5", denied.stderr)
+        self.assertIn(f"is invalid: : ValidatingAdmissionPolicy 'replica-limit-{self.tag}' with binding "
+                      f"'replica-limit-{self.tag}' denied request: replicas must be at most 3, got 5", denied.stderr)
         self.kubectl("apply", "-f", "-", input=deployment("web", self.ns, 3))
         # the limit follows the parameter object
         self.kubectl("patch", "configmap", "limits", "-n", self.ns, "-p", '{"data":{"maxReplicas":"10"}}')
@@ -115,8 +115,8 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
             result = self.kubectl("apply", "-f", "-", input=deployment(f"w{uuid.uuid4().hex[:4]}", self.ns, 1))
             return result if "Warning:" in result.stderr else None
         result = wait_for(warned, timeout=15)
-        self.assertIn(f"Warning: Validation failed for ValidatingAdmissionPolicy 'policy-{self.id}' with binding "
-                      f"'binding-{self.id}': every Deployment needs an owner label", result.stderr)
+        self.assertIn(f"Warning: Validation failed for ValidatingAdmissionPolicy 'policy-{self.tag}' with binding "
+                      f"'binding-{self.tag}': every Deployment needs an owner label", result.stderr)
         self.assertIn("created", result.stdout)  # Warn does not refuse
         ok = self.kubectl("apply", "-f", "-", input=deployment("owned", self.ns, 1, {"owner": "me"}))
         self.assertNotIn("Warning", ok.stderr)
@@ -129,7 +129,7 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
                                       input=deployment(f"bad-{uuid.uuid4().hex[:4]}", self.ns, 1)).returncode, 15)
         denied = self.kubectl("apply", "-f", "-", input=deployment("bad-name", self.ns, 1), check=False)
         self.assertIn('Error from server (Forbidden): error when creating "STDIN": deployments.apps "bad-name" is '
-                      f"forbidden: ValidatingAdmissionPolicy 'policy-{self.id}' with binding 'binding-{self.id}' "
+                      f"forbidden: ValidatingAdmissionPolicy 'policy-{self.tag}' with binding 'binding-{self.tag}' "
                       "denied request: names must not start with bad", denied.stderr)
 
     def test_type_checking_warns_about_fields_the_schema_lacks(self):
@@ -138,7 +138,7 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
                                  "messageExpression": "'bad ' + object.metadata.nam"}])
 
         def checked():
-            got = json.loads(self.kubectl("get", "validatingadmissionpolicy", f"policy-{self.id}", "-o",
+            got = json.loads(self.kubectl("get", "validatingadmissionpolicy", f"policy-{self.tag}", "-o",
                                           "json").stdout)
             return got if (got.get("status") or {}).get("observedGeneration") else None
         status = wait_for(checked, timeout=15)["status"]
@@ -154,7 +154,7 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
         result = self.kubectl("apply", "-f", "-", check=False, input=textwrap.dedent(f"""
             apiVersion: admissionregistration.k8s.io/v1
             kind: ValidatingAdmissionPolicy
-            metadata: {{name: broken-{self.id}}}
+            metadata: {{name: broken-{self.tag}}}
             spec:
               matchConstraints:
                 resourceRules:

@@ -8,8 +8,7 @@ from typing import Any, Iterable, Optional
 from urllib.parse import urlsplit
 
 from kapiserver.admission.cel.compiler import Declarations, compile_expression
-from kapiserver.apis import field_checks
-from kapiserver.machinery import errors, validation
+from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.errors import Cause
 
 FAILURE_POLICIES = ["Fail", "Ignore"]
@@ -33,7 +32,12 @@ _CEL_RESERVED = frozenset(("true", "false", "null", "in", "as", "break", "const"
 
 def go_strings(values: Iterable[Any], type_name: str = "string") -> str:
     """A []string as Go's %#v prints it (field errors of list values)."""
-    return f"[]{type_name}{{" + ", ".join(errors.render_value(v) for v in values) + "}"
+    return gorepr.string_slice(list(values), type_name)
+
+
+def _invalid_go(path: str, rendered: str, detail: str) -> Cause:
+    """A FieldValueInvalid whose value is already in Go syntax."""
+    return errors.field_invalid(path, gorepr.GoRepr(rendered), detail)
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Options:
     require_no_side_effects: bool = True
     require_recognized_review_version: bool = True
     require_unique_webhook_names: bool = True
+    allow_invalid_label_values: bool = False
 
 
 # ------------------------------------------------------------------ rules
@@ -83,10 +88,10 @@ def validate_resources(resources: list, path: str) -> list[Cause]:
         if res == "*":
             sub_with_wildcard_res.add(sub)
     if len(resources) > 1 and double_wildcard:
-        causes.append(field_checks.invalid_rendered(path, go_strings(resources),
+        causes.append(_invalid_go(path, go_strings(resources),
                                                     "if '*/*' is present, must not specify other resources"))
     if single_wildcard and without_sub:
-        causes.append(field_checks.invalid_rendered(
+        causes.append(_invalid_go(
             path, go_strings(resources), "if '*' is present, must not specify other resources without subresources"))
     return causes
 
@@ -98,12 +103,12 @@ def validate_rule(rule: dict, path: str) -> list[Cause]:
     if not groups:
         causes.append(errors.field_required(f"{path}.apiGroups"))
     if len(groups) > 1 and _has_wildcard(groups):
-        causes.append(field_checks.invalid_rendered(f"{path}.apiGroups", go_strings(groups),
+        causes.append(_invalid_go(f"{path}.apiGroups", go_strings(groups),
                                                     "if '*' is present, must not specify other API groups"))
     if not versions:
         causes.append(errors.field_required(f"{path}.apiVersions"))
     if len(versions) > 1 and _has_wildcard(versions):
-        causes.append(field_checks.invalid_rendered(f"{path}.apiVersions", go_strings(versions),
+        causes.append(_invalid_go(f"{path}.apiVersions", go_strings(versions),
                                                     "if '*' is present, must not specify other API versions"))
     for i, version in enumerate(versions):
         if version == "":
@@ -121,7 +126,7 @@ def validate_rule_with_operations(rule: dict, path: str) -> list[Cause]:
     if not operations:
         causes.append(errors.field_required(f"{path}.operations"))
     if len(operations) > 1 and "*" in operations:
-        causes.append(field_checks.invalid_rendered(f"{path}.operations",
+        causes.append(_invalid_go(f"{path}.operations",
                                                     go_strings(operations, "admissionregistration.OperationType"),
                                                     "if '*' is present, must not specify other operations"))
     for i, op in enumerate(operations):
@@ -209,7 +214,7 @@ def validate_review_versions(versions: list, required_recognized: bool, path: st
         causes.extend(errors.field_invalid(f"{path}[{i}]", version, p) for p in validation.is_dns1035_label(version))
         recognized = recognized or version in ACCEPTED_REVIEW_VERSIONS
     if required_recognized and not recognized:
-        causes.append(field_checks.invalid_rendered(
+        causes.append(_invalid_go(
             path, go_strings(versions), f"must include at least one of {', '.join(ACCEPTED_REVIEW_VERSIONS)}"))
     return causes
 
@@ -237,7 +242,8 @@ def validate_webhook(hook: dict, mutating: bool, opts: Options, path: str) -> li
                                            "the timeout value must be between 1 and 30 seconds"))
     for key in ("namespaceSelector", "objectSelector"):
         if hook.get(key) is not None:
-            causes.extend(field_checks.label_selector(hook[key], f"{path}.{key}"))
+            causes.extend(validation.validate_label_selector(hook[key], f"{path}.{key}",
+                                                             opts.allow_invalid_label_values))
     if mutating:
         reinvocation = hook.get("reinvocationPolicy")
         if reinvocation is not None and reinvocation not in REINVOCATION_POLICIES:
@@ -287,7 +293,9 @@ def webhook_update_options(new: dict, old: dict) -> Options:
         require_recognized_review_version=all(
             not h.get("admissionReviewVersions") or any(v in ACCEPTED_REVIEW_VERSIONS
                                                         for v in h["admissionReviewVersions"]) for h in old_hooks),
-        require_unique_webhook_names=len(names) == len(set(names)))
+        require_unique_webhook_names=len(names) == len(set(names)),
+        allow_invalid_label_values=any(validation.label_selector_has_invalid_value(h.get(key))
+                                       for h in old_hooks for key in ("namespaceSelector", "objectSelector")))
 
 
 # ------------------------------------------------------------------ CEL
@@ -374,7 +382,7 @@ def validate_match_resources(match: Optional[dict], path: str) -> list[Cause]:
         if match.get(key) is None:
             causes.append(errors.field_required(f"{path}.{key}"))
         else:
-            causes.extend(field_checks.label_selector(match[key], f"{path}.{key}"))
+            causes.extend(validation.validate_label_selector(match[key], f"{path}.{key}"))
     for key in ("resourceRules", "excludeResourceRules"):
         for i, rule in enumerate(match.get(key) or []):
             causes.extend(_named_rule(rule if isinstance(rule, dict) else {}, f"{path}.{key}[{i}]"))
@@ -512,7 +520,7 @@ def validate_validation_actions(actions: list, path: str) -> list[Cause]:
             causes.append(errors.field_duplicate(f"{path}[{i}]", action))
         seen.add(action)
     if "Deny" in seen and "Warn" in seen:
-        causes.append(field_checks.invalid_rendered(
+        causes.append(_invalid_go(
             path, go_strings(actions, "admissionregistration.ValidationAction"),
             "must not contain both Deny and Warn (repeating the same validation failure information in the API "
             "response and headers serves no purpose)"))
@@ -531,7 +539,7 @@ def validate_param_ref(ref: Optional[dict], path: str) -> list[Cause]:
         if selector is not None:
             causes.append(errors.field_forbidden(f"{path}.name", "name and selector are mutually exclusive"))
     if selector is not None:
-        causes.extend(field_checks.label_selector(selector, f"{path}.selector"))
+        causes.extend(validation.validate_label_selector(selector, f"{path}.selector"))
         if name:
             causes.append(errors.field_forbidden(f"{path}.selector", "name and selector are mutually exclusive"))
     if not name and selector is None:
