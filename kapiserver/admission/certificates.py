@@ -13,7 +13,9 @@ Upstream's ``plugin/pkg/admission/certificates``:
   ``kubernetes.io/kube-apiserver-client`` signer may not ask for the
   ``system:masters`` group (that would be a cluster-admin certificate).
 
-All three ask the server's one authorizer, as every request does.
+All three ask the server's one authorizer, as every request does.  They are
+registered in ``admission/plugins.py`` and run in the server's one chain, in
+upstream's order.
 """
 from __future__ import annotations
 
@@ -67,6 +69,10 @@ async def authorized_for_signer(authorizer: authz.Authorizer, user: Any, verb: s
 
 
 class CertificateApproval(AdmissionPlugin):
+    name = "CertificateApproval"
+    validating = True
+    operations = (UPDATE,)
+
     def __init__(self, authorizer: authz.Authorizer) -> None:
         self.authorizer = authorizer
 
@@ -79,6 +85,10 @@ class CertificateApproval(AdmissionPlugin):
 
 
 class CertificateSigning(AdmissionPlugin):
+    name = "CertificateSigning"
+    validating = True
+    operations = (UPDATE,)
+
     def __init__(self, authorizer: authz.Authorizer) -> None:
         self.authorizer = authorizer
 
@@ -96,6 +106,10 @@ class CertificateSigning(AdmissionPlugin):
 
 
 class CertificateSubjectRestriction(AdmissionPlugin):
+    name = "CertificateSubjectRestriction"
+    validating = True
+    operations = (CREATE,)
+
     async def validate(self, attrs: Attributes) -> None:
         if attrs.operation != CREATE or attrs.subresource or not _is_csr(attrs):
             return
@@ -109,7 +123,3 @@ class CertificateSubjectRestriction(AdmissionPlugin):
         if MASTERS_GROUP in groups:
             raise _forbidden(attrs, f"use of {KUBE_APISERVER_CLIENT} signer with {MASTERS_GROUP} group is not "
                                     f"allowed")
-
-
-def certificate_plugins(authorizer: authz.Authorizer) -> list[AdmissionPlugin]:
-    return [CertificateApproval(authorizer), CertificateSigning(authorizer), CertificateSubjectRestriction()]

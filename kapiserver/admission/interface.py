@@ -1,12 +1,20 @@
 """Admission: plugins that see (and may change or refuse) every write.
 
-As upstream, mutating plugins run first (``admit``), then the strategy's
-defaulting and validation, then validating plugins (``validate``).
+As upstream, the chain runs in two phases around the object's validation:
+mutating plugins (``admit``) first, in order, then the strategy's validation
+of the object, then validating plugins (``validate``), in order.  A mutating
+phase that changed the object after a plugin which asked to be called again
+(mutating webhooks with ``reinvocationPolicy: IfNeeded``) runs once more
+(upstream's reinvocation handler).
+
+Plugins see create, update, delete and connect operations on every resource
+type, built-in or custom, with the request's user, dry-run flag, options and
+(for updates and deletes) the old object.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.registry.resource_type import ResourceType
@@ -14,10 +22,79 @@ if TYPE_CHECKING:  # pragma: no cover
 CREATE = "CREATE"
 UPDATE = "UPDATE"
 DELETE = "DELETE"
+CONNECT = "CONNECT"
+OPERATIONS = (CREATE, UPDATE, DELETE, CONNECT)
+
+
+@dataclass(frozen=True)
+class GroupVersionKind:
+    group: str
+    version: str
+    kind: str
+
+    def __str__(self) -> str:
+        """Upstream's GroupVersionKind.String(): ``apps/v1, Kind=Deployment``."""
+        gv = f"{self.group}/{self.version}" if self.group else self.version
+        return f"{gv}, Kind={self.kind}"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "version": self.version, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class GroupVersionResource:
+    group: str
+    version: str
+    resource: str
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "version": self.version, "resource": self.resource}
+
+
+@dataclass(frozen=True)
+class SubresourceView:
+    """How admission sees a write made through a subresource with a kind of its own
+    (``deployments/scale`` takes a Scale): the parent object as that kind, and the parent
+    with the changes mutating admission made to the view."""
+
+    subresource: str
+    kind: GroupVersionKind
+    to_view: Callable[[dict], dict]
+    # (the view after mutating admission, the parent) -> the parent, changed in place
+    from_view: Callable[[dict, dict], None]
+
+
+class ReinvocationContext:
+    """Upstream's admission.ReinvocationContext: whether the mutating phase runs again,
+    and what each plugin remembers between the two runs."""
+
+    def __init__(self) -> None:
+        self.is_reinvoke = False
+        self.should_reinvoke = False
+        self._values: dict[str, Any] = {}
+
+    def value(self, key: str) -> Any:
+        return self._values.get(key)
+
+    def set_value(self, key: str, value: Any) -> None:
+        self._values[key] = value
 
 
 @dataclass
 class Attributes:
+    """What admission sees of one request (upstream's admission.Attributes).
+
+    ``obj`` is the object being written (None for deletes), ``old_obj`` the
+    stored one (updates, deletes).  Mutating plugins change ``obj`` in place,
+    so the caller's reference stays valid.  ``kind`` is the kind of ``obj``
+    when it is not the resource's own (subresources: ``autoscaling/v1 Scale``
+    for ``deployments/scale``, ``policy/v1 Eviction``, ``v1 PodExecOptions``).
+    """
+
     operation: str
     rtype: "ResourceType"
     namespace: str
@@ -27,11 +104,44 @@ class Attributes:
     subresource: str = ""
     user: Any = None
     dry_run: bool = False
+    # CreateOptions / UpdateOptions / DeleteOptions (kind and apiVersion set), or the
+    # connect options; None when the operation has none
+    options: Optional[dict] = None
+    kind: Optional[GroupVersionKind] = None
+    # Warning headers for the response (shared with the request: appended in place)
     warnings: list[str] = field(default_factory=list)
+    # audit annotations admission adds to the request's audit event (key -> value)
+    audit_annotations: dict[str, str] = field(default_factory=dict)
+    reinvocation: ReinvocationContext = field(default_factory=ReinvocationContext)
+
+    @property
+    def resource(self) -> GroupVersionResource:
+        return GroupVersionResource(self.rtype.group, self.rtype.version, self.rtype.plural)
+
+    @property
+    def gvk(self) -> GroupVersionKind:
+        if self.kind is not None:
+            return self.kind
+        return GroupVersionKind(self.rtype.group, self.rtype.version, self.rtype.kind)
+
+    def add_annotation(self, key: str, value: str) -> None:
+        """An audit annotation; a key keeps its first value, as upstream refuses to overwrite one."""
+        self.audit_annotations.setdefault(key, value)
 
 
 class AdmissionPlugin:
-    """Override either hook; both may raise a StatusError to refuse."""
+    """One plugin of the chain.  Override ``admit`` (mutating) and/or ``validate``;
+    both may raise a StatusError to refuse the request."""
+
+    name: str = ""
+    # which phases the plugin takes part in
+    mutating: bool = False
+    validating: bool = False
+    # the operations it cares about (upstream's admission.Handler)
+    operations: tuple[str, ...] = OPERATIONS
+
+    def handles(self, operation: str) -> bool:
+        return operation in self.operations
 
     async def admit(self, attrs: Attributes) -> None:
         """Mutating admission."""
@@ -39,15 +149,49 @@ class AdmissionPlugin:
     async def validate(self, attrs: Attributes) -> None:
         """Validating admission."""
 
+    async def start(self) -> None:
+        """Begin whatever runs in the background (informers), once the server's stores exist."""
+
+    def stop(self) -> None:
+        """Stop what ``start`` began."""
+
 
 class AdmissionChain:
+    """The enabled plugins in upstream's order (``admission/plugins.py`` builds it)."""
+
     def __init__(self, plugins: Sequence[AdmissionPlugin] = ()) -> None:
         self.plugins = list(plugins)
+        self._mutating = [p for p in self.plugins if p.mutating]
+        self._validating = [p for p in self.plugins if p.validating]
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.plugins]
+
+    def plugin(self, name: str) -> Optional[AdmissionPlugin]:
+        return next((p for p in self.plugins if p.name == name), None)
 
     async def admit(self, attrs: Attributes) -> None:
-        for plugin in self.plugins:
-            await plugin.admit(attrs)
+        """The mutating phase; run a second time when a plugin asked for it (reinvocation)."""
+        await self._admit_once(attrs)
+        if attrs.reinvocation.should_reinvoke:
+            attrs.reinvocation.is_reinvoke = True
+            await self._admit_once(attrs)
+
+    async def _admit_once(self, attrs: Attributes) -> None:
+        for plugin in self._mutating:
+            if plugin.handles(attrs.operation):
+                await plugin.admit(attrs)
 
     async def validate(self, attrs: Attributes) -> None:
+        for plugin in self._validating:
+            if plugin.handles(attrs.operation):
+                await plugin.validate(attrs)
+
+    async def start(self) -> None:
         for plugin in self.plugins:
-            await plugin.validate(attrs)
+            await plugin.start()
+
+    def stop(self) -> None:
+        for plugin in self.plugins:
+            plugin.stop()

@@ -1,6 +1,8 @@
 """The built-in kinds this server serves, as resource type descriptions."""
 from __future__ import annotations
 
+from kapiserver.apis.admissionregistration import (validatingadmissionpolicies, validatingadmissionpolicybindings,
+                                                   webhookconfigurations)
 from kapiserver.apis.apps import controllerrevisions, daemonsets, deployments, replicasets, statefulsets
 from kapiserver.apis.authentication import self_subject_reviews, token_reviews
 from kapiserver.apis.authorization import access_reviews
@@ -72,6 +74,10 @@ def builtin_resource_types() -> list[ResourceType]:
         jobs.resource_type(),
         cronjobs.resource_type(),
         certificatesigningrequests.resource_type(),
+        webhookconfigurations.mutating_resource_type(),
+        webhookconfigurations.validating_resource_type(),
+        validatingadmissionpolicies.resource_type(),
+        validatingadmissionpolicybindings.resource_type(),
         *access_reviews.resource_types(),
         self_subject_reviews.resource_type(),
         token_reviews.resource_type(),

@@ -23,11 +23,12 @@ kube-controller-manager's controllers; all of them on every server when
 * the tokens controller filling legacy ServiceAccount token Secrets (with a signing key);
 * ClusterRole aggregation (``clusterrole_aggregation.py``);
 * the CSR signers for ``kubernetes.io/kube-apiserver-client(-kubelet)``, with
-  the cluster CA of ``cert_dir`` (when its key is there).
+  the cluster CA of ``cert_dir`` (when its key is there);
+* whatever the server adds (the ValidatingAdmissionPolicy status controller).
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Hashable, Iterable, Optional
+from typing import Awaitable, Callable, Hashable, Iterable, Optional, Sequence
 
 from twisted.logger import Logger
 
@@ -62,7 +63,8 @@ class ServerControllers:
     def __init__(self, deps: RegistryDeps, health: HealthChecks, all_stores: Callable[[], Iterable[Store]],
                  served_types_generation: Callable[[], Hashable],
                  crd_status_controller: Callable[[Callable[[], Awaitable[int]]], Controller],
-                 secure_port: Callable[[], Optional[int]]) -> None:
+                 secure_port: Callable[[], Optional[int]],
+                 extra_leader_controllers: Sequence[Callable[[], Controller]] = ()) -> None:
         config, reactor = deps.config, deps.reactor
         services = deps.store("", "v1", "services")
         allocator: ServiceAllocator = services.strategy.bound_allocator()
@@ -92,6 +94,7 @@ class ServerControllers:
             *self._csr_signers(deps),
             lambda: ClusterRoleAggregationController(deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
                                                      reactor),
+            *extra_leader_controllers,
         ]
         tokens = authn.service_accounts if authn else None
         if tokens is not None:

@@ -40,6 +40,8 @@ class RequestContext:
     # the audit event being recorded for this request, if the policy asked for one
     # (kapiserver.audit.event.AuditEvent; handlers log what they decoded and answered)
     audit: Any = None
+    # audit annotations admission added (webhooks, policies), for the audit event
+    audit_annotations: dict[str, str] = field(default_factory=dict)
     # set by the connection when the body exceeded the limit while it arrived
     body_too_large: bool = False
     # the timeout filter answered 504: nothing else may write

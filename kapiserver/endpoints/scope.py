@@ -87,7 +87,27 @@ class RequestScope:
 
     def context(self, field_manager: str = "", managed_fields_set: bool = False) -> Context:
         return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings, field_manager=field_manager,
-                       managed_fields_set=managed_fields_set)
+                       managed_fields_set=managed_fields_set, options=self.admission_options(),
+                       audit_annotations=self.audit_annotations())
+
+    def audit_annotations(self) -> dict:
+        """Where admission's audit annotations go: the audit event's, when the request has one,
+        else the request context's."""
+        rc = context_of(self.request)
+        event_annotations = getattr(rc.audit, "annotations", None)
+        return event_annotations if isinstance(event_annotations, dict) else rc.audit_annotations
+
+    def admission_options(self) -> dict:
+        """The request's write options as admission shows them (without kind and apiVersion)."""
+        out: dict[str, Any] = {}
+        dry_run = [v.decode("utf-8", "replace") for v in self.args.get(b"dryRun") or []]
+        if dry_run:
+            out["dryRun"] = dry_run
+        for name in ("fieldManager", "fieldValidation"):
+            value = self.arg(name)
+            if value:
+                out[name] = value
+        return out
 
     def field_manager(self, options_kind: str, required: bool = False) -> str:
         """The manager this write is recorded under: ``?fieldManager=`` (validated as upstream,

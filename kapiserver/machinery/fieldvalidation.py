@@ -156,6 +156,43 @@ def _walk_object(obj: dict, eff: _Effective, resolve: Resolver, path: str, is_ro
             found.append(where)
 
 
+def drop_unknown_fields(obj: Any, schema: dict, resolve_ref: Resolver) -> None:
+    """Remove, in place, the fields ``unknown_fields`` would report: what decoding into the
+    kind's Go type drops (objects a mutating webhook patched)."""
+    _drop(obj, schema, resolve_ref, True, True)
+
+
+def _drop(value: Any, schema: Any, resolve: Resolver, structural: bool, is_root: bool) -> None:
+    eff = _effective(schema, resolve, structural)
+    if not eff.known:
+        return
+    if isinstance(value, list):
+        items = eff.items if isinstance(eff.items, dict) else ({} if eff.structural and not eff.preserve else None)
+        if items is not None:
+            for item in value:
+                _drop(item, items, resolve, eff.structural, False)
+        return
+    if not isinstance(value, dict):
+        return
+    props, additional = eff.properties, eff.additional
+    keeps_meta = is_root or eff.embedded
+    if not eff.structural and not props and not isinstance(additional, dict):
+        return
+    for key in list(value):
+        if keeps_meta and key == "metadata":
+            _drop(value[key], {"$ref": OBJECT_META_REF}, resolve, False, False)
+            continue
+        sub = props.get(key)
+        if sub is None and keeps_meta and key in ("apiVersion", "kind"):
+            continue
+        if sub is None and isinstance(additional, dict):
+            sub = additional
+        if sub is not None:
+            _drop(value[key], sub, resolve, eff.structural, False)
+        elif not (eff.preserve or additional is True):
+            del value[key]
+
+
 # ------------------------------------------------------------------ reporting
 
 def unknown_field_message(path: str) -> str:

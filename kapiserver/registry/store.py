@@ -20,7 +20,8 @@ import orjson
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionChain, Attributes
+from kapiserver.admission.interface import (CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes,
+                                           GroupVersionKind, SubresourceView)
 from kapiserver.machinery import codec, errors, meta, validation, zero_values
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
 from kapiserver.registry import fieldmanagers
@@ -56,6 +57,13 @@ class Context:
     # the request computed the object's managedFields itself (server-side apply, scale):
     # the Store keeps them instead of recording an update
     managed_fields_set: bool = False
+    # the request's options as admission shows them (``fieldManager``, ``fieldValidation``,
+    # ``dryRun`` as given in the query); the Store adds kind and apiVersion per operation
+    options: dict = field(default_factory=dict)
+    # audit annotations admission added (kept for the request's audit event)
+    audit_annotations: dict = field(default_factory=dict)
+    # admission sees this update through a subresource's own kind (a Scale for ``/scale``)
+    admission_view: Optional[SubresourceView] = None
 
 
 class CorruptObjectError(errors.StatusError):
@@ -125,6 +133,19 @@ def _only_times_differ(new: dict, old: dict) -> bool:
     return without_managed_fields(new) == without_managed_fields(old)
 
 
+def _delete_options(opts: DeleteOptions, ctx: Context) -> dict:
+    """The DeleteOptions admission shows: the body's, with what the query set."""
+    out: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+    out.update({k: v for k, v in opts.raw.items() if k not in ("kind", "apiVersion")})
+    if opts.grace_period_seconds is not None:
+        out.setdefault("gracePeriodSeconds", opts.grace_period_seconds)
+    if opts.propagation_policy:
+        out.setdefault("propagationPolicy", opts.propagation_policy)
+    if ctx.options.get("dryRun"):
+        out.setdefault("dryRun", ctx.options["dryRun"])
+    return out
+
+
 def too_old(requested: int, compacted: int) -> errors.StatusError:
     return errors.expired(f"too old resource version: {requested} ({compacted})")
 
@@ -191,6 +212,25 @@ class Store:
             md["managedFields"] = entries
         else:
             md.pop("managedFields", None)
+
+    def _attributes(self, operation: str, namespace: str, name: str, obj: Optional[dict], old: Optional[dict],
+                    subresource: str, ctx: Context, options_kind: str = "") -> Attributes:
+        """What admission sees of this request; warnings and audit annotations go to the request's."""
+        options = {"kind": options_kind, "apiVersion": "meta.k8s.io/v1", **ctx.options} if options_kind else None
+        return Attributes(operation, self.rtype, namespace, name, obj, old, subresource, ctx.user, ctx.dry_run,
+                          options, warnings=ctx.warnings, audit_annotations=ctx.audit_annotations)
+
+    async def admit_subresource(self, operation: str, namespace: str, name: str, subresource: str, obj: dict,
+                                kind: GroupVersionKind, ctx: Context, options_kind: str = "") -> dict:
+        """Admission of a create or connect subresource (``pods/eviction``, ``pods/exec``): both
+        phases, on the subresource's own object (changed in place by mutating admission)."""
+        attrs = self._attributes(operation, namespace, name, obj, None, subresource, ctx, options_kind)
+        if operation == CONNECT:
+            attrs.options = None
+        attrs.kind = kind
+        await self.admission.admit(attrs)
+        await self.admission.validate(attrs)
+        return obj
 
     def _stamp_type(self, obj: dict) -> dict:
         obj["apiVersion"] = self.rtype.api_version
@@ -435,10 +475,15 @@ class Store:
             md.pop(transient, None)
         md["generation"] = 1
         snapshot = self._snapshot(obj, ctx)
-        self.strategy.prepare_for_create(self.rtype, obj)
-        attrs = Attributes(CREATE, self.rtype, namespace, md.get("name", ""), obj, user=ctx.user,
-                           dry_run=ctx.dry_run)
+        # upstream's order: the decoded (defaulted) object goes through mutating admission,
+        # then the strategy prepares and validates it
+        self.strategy.default(self.rtype, obj)
+        attrs = self._attributes(CREATE, namespace, md.get("name", ""), obj, None, "", ctx, "CreateOptions")
         await self.admission.admit(attrs)
+        md = meta.metadata(obj)
+        self._check_namespace(obj, namespace)
+        self._stamp_type(obj)
+        self.strategy.prepare_for_create(self.rtype, obj)
         self.strategy.default(self.rtype, obj)
         self._track_fields(None, obj, snapshot, requested_managed_fields, "", ctx)
         generated = not md.get("name") and bool(md.get("generateName"))
@@ -474,7 +519,6 @@ class Store:
         md = obj["metadata"]
         attrs.name = md["name"]
         await self.admission.validate(attrs)
-        ctx.warnings.extend(attrs.warnings)
         self._fill_zero_status(obj)
         md["uid"] = md.get("uid") or meta.new_uid()  # a strategy may need it first (Job selectors)
         md["creationTimestamp"] = meta.now_rfc3339()
@@ -553,8 +597,9 @@ class Store:
             dmd = meta.metadata(desired)
             rv = precondition_rv or dmd.get("resourceVersion") or ""
             if not rv and not self.strategy.allow_unconditional_update:
-                raise self._invalid(name, [errors.Cause(errors.INVALID, "must be specified for an update",
-                                                        "metadata.resourceVersion")])
+                # upstream names the resource where the kind goes, and prints the uint64 zero as Go's %#v
+                raise errors.invalid(self.rtype.plural, self.rtype.group, name, [errors.Cause(
+                    errors.INVALID, "Invalid value: 0x0: must be specified for an update", "metadata.resourceVersion")])
             if rv and rv != current["metadata"]["resourceVersion"]:
                 raise self._conflict(name)
             body_uid = dmd.get("uid")
@@ -630,6 +675,25 @@ class Store:
                 md.pop(fixed, None)
         md.pop("managedFields", None)
         snapshot = self._snapshot(new, ctx)
+        # upstream's order: the decoded (defaulted) object goes through mutating admission,
+        # then the strategy prepares and validates it
+        self.strategy.default(self.rtype, new)
+        attrs = self._update_attributes(namespace, name, new, old, subresource, ctx)
+        await self.admission.admit(attrs)
+        if ctx.admission_view is not None:
+            assert attrs.obj is not None
+            ctx.admission_view.from_view(attrs.obj, new)
+        self._stamp_type(new)
+        md = meta.metadata(new)
+        md["name"] = name
+        if self.rtype.namespaced:
+            md["namespace"] = namespace
+        for fixed in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                      "generation", "selfLink"):
+            if fixed in old_md:
+                md[fixed] = old_md[fixed]
+            else:
+                md.pop(fixed, None)
         if subresource == "status":
             self.strategy.prepare_for_status_update(self.rtype, new, old)
             md = new["metadata"]
@@ -639,8 +703,6 @@ class Store:
         else:
             self.strategy.prepare_for_update(self.rtype, new, old)
         md.pop("managedFields", None)  # a status update starts from the old object
-        attrs = Attributes(UPDATE, self.rtype, namespace, name, new, old, subresource, ctx.user, ctx.dry_run)
-        await self.admission.admit(attrs)
         self.strategy.default(self.rtype, new)
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 1) + 1
@@ -655,8 +717,11 @@ class Store:
         causes += await self.strategy.validate_async(self.rtype, new, old)
         if causes:
             raise self._invalid(name, causes)
+        if ctx.admission_view is not None:
+            attrs.obj = ctx.admission_view.to_view(new)
+        else:
+            attrs.obj = new
         await self.admission.validate(attrs)
-        ctx.warnings.extend(attrs.warnings)
         self._fill_zero_status(new)
         md["resourceVersion"] = old_md["resourceVersion"]
         if new != old and _only_times_differ(new, old):
@@ -665,10 +730,20 @@ class Store:
             return None
         return new
 
+    def _update_attributes(self, namespace: str, name: str, new: dict, old: dict, subresource: str,
+                           ctx: Context) -> Attributes:
+        view = ctx.admission_view
+        if view is None:
+            return self._attributes(UPDATE, namespace, name, new, old, subresource, ctx, "UpdateOptions")
+        attrs = self._attributes(UPDATE, namespace, name, view.to_view(new), view.to_view(old), view.subresource,
+                                 ctx, "UpdateOptions")
+        attrs.kind = view.kind
+        return attrs
+
     # ------------------------------------------------------------ delete
 
     async def delete(self, namespace: str, name: str, opts: DeleteOptions,
-                     ctx: Optional[Context] = None) -> tuple[dict, bool]:
+                     ctx: Optional[Context] = None, admission_name: Optional[str] = None) -> tuple[dict, bool]:
         """Returns (object, deleted_now).  An object with finalizers is only
         marked (deletionTimestamp) and stays readable until they are gone."""
         ctx = ctx or Context()
@@ -704,8 +779,11 @@ class Store:
                 raise self._conflict(name, "Precondition failed: ResourceVersion in precondition: "
                                            f"{opts.precondition_resource_version}, ResourceVersion in object meta: "
                                            f"{cmd['resourceVersion']}")
-            attrs = Attributes(DELETE, self.rtype, namespace, name, None, current, user=ctx.user,
-                               dry_run=ctx.dry_run or opts.dry_run)
+            attrs = self._attributes(DELETE, namespace, admission_name if admission_name is not None else name, None,
+                                     codec.copy_json(current), "", ctx)
+            attrs.dry_run = ctx.dry_run or opts.dry_run
+            attrs.options = _delete_options(opts, ctx)
+            await self.admission.admit(attrs)
             await self.admission.validate(attrs)
             marked = copy.deepcopy(current)
             pending = self.strategy.delete_pending(self.rtype, marked)
@@ -759,7 +837,8 @@ class Store:
         for obj in listed["items"]:
             md = obj["metadata"]
             try:
-                result, _ = await self.delete(md.get("namespace", ""), md["name"], opts, ctx)
+                # admission sees each item without a name, as upstream's collection delete shows it
+                result, _ = await self.delete(md.get("namespace", ""), md["name"], opts, ctx, admission_name="")
             except errors.StatusError as e:
                 if e.code == 404:
                     continue

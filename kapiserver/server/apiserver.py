@@ -16,8 +16,9 @@ from twisted.internet import defer, task
 from twisted.logger import Logger
 from twisted.web import resource
 
-from kapiserver.admission.interface import AdmissionChain
-from kapiserver.admission.namespace_lifecycle import NamespaceLifecycle
+from kapiserver.admission.config import read_admission_configuration
+from kapiserver.admission.initializer import AdmissionDeps
+from kapiserver.admission.plugins import enabled_plugin_names, new_chain
 from kapiserver.aggregator.resource import AggregatorResource
 from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
@@ -112,7 +113,13 @@ class APIServer:
         self.crd_groups = APIGroupSet()
         self.aggregator_groups = APIGroupSet()  # apiregistration.k8s.io, served by the aggregator link
         self.leases = LeaseReuser(storage)
-        self.admission = AdmissionChain([NamespaceLifecycle(lambda: self.store("", "v1", "namespaces"))])
+        self.admission = new_chain(
+            enabled_plugin_names(config.admission.enable_plugins, config.admission.disable_plugins),
+            read_admission_configuration(config.admission.config_file),
+            AdmissionDeps(reactor=reactor, authorizer=self.authorizer, store=self.store,
+                          served_types=self.all_types,
+                          served_types_generation=lambda: (self.kube_groups.generation, self.crd_groups.generation),
+                          schema_resolver=self.resolve_schema_ref))
         self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
                                      store=self.store, health=health, authentication=self.authentication,
@@ -286,6 +293,9 @@ class APIServer:
     async def start(self) -> None:
         if self.auditing is not None:
             self.auditing.start()
+        # admission's informers (webhook configurations, policies): every write, the server's
+        # own bootstrap ones too, goes through the chain
+        await self.admission.start()
         namespaces = self.store("", "v1", "namespaces")
         for name in BOOTSTRAP_NAMESPACES:
             try:
@@ -309,7 +319,8 @@ class APIServer:
         self.controllers = ServerControllers(
             self.registry, self.health, self.all_stores,
             lambda: (self.kube_groups.generation, self.crd_groups.generation),
-            self.apiextensions.status_controller, lambda: self.secure_port)
+            self.apiextensions.status_controller, lambda: self.secure_port,
+            extra_leader_controllers=[self._policy_status_controller])
         await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
@@ -318,11 +329,20 @@ class APIServer:
         self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=True).addErrback(
             lambda f: log.failure("counting stored objects failed", f))
 
+    def _policy_status_controller(self) -> Any:
+        from kapiserver.admission.policy.typecheck import TypeChecker
+        from kapiserver.admission.resources import ResourceMapper
+        from kapiserver.controllers.validating_admission_policy_status import PolicyStatusController
+        mapper = ResourceMapper(self.all_types, lambda: (self.kube_groups.generation, self.crd_groups.generation))
+        return PolicyStatusController(self.store("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
+                                      TypeChecker(mapper, self.resolve_schema_ref), self.reactor)
+
     async def stop(self) -> None:
         if getattr(self, "_counter", None) is not None and self._counter.running:
             self._counter.stop()
         if self.controllers is not None:
             await self.controllers.stop()
+        self.admission.stop()
         if self.rbac_informers is not None:
             self.rbac_informers.stop()
         await self.aggregator.stop()

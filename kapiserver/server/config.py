@@ -210,6 +210,16 @@ class AuditConfig:
 
 
 @dataclass
+class AdmissionConfig:
+    # upstream's --enable-admission-plugins / --disable-admission-plugins: added to / removed
+    # from the default set; the chain runs them in upstream's order whatever order is given
+    enable_plugins: list[str] = field(default_factory=list)
+    disable_plugins: list[str] = field(default_factory=list)
+    # upstream's --admission-control-config-file: an AdmissionConfiguration with per-plugin settings
+    config_file: str = ""
+
+
+@dataclass
 class Config:
     secure_port: int = 6443
     bind_address: str = "127.0.0.1"
@@ -235,6 +245,7 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
     # apiserver.config.k8s.io/v1 EncryptionConfiguration (--encryption-provider-config); "" = no encryption
     encryption_provider_config: str = ""
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     log_level: str = "info"
     # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range,
     # whose default this is).
@@ -250,7 +261,8 @@ _PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig", "proxy_client_cert_fil
               "authentication.service_account.signing_key_file", "authentication.service_account.key_files",
               "authentication.requestheader.client_ca_file",
               "authorization.webhook.config_file",
-              "audit.policy_file", "audit.webhook_config_file", "encryption_provider_config")
+              "audit.policy_file", "audit.webhook_config_file", "encryption_provider_config",
+              "admission.config_file")
 # Integer keys that must be > 0 (the rest of the integers must be >= 0).
 _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_inflight",
                   "limits.request_timeout_seconds", "limits.max_request_body_bytes",
@@ -409,6 +421,10 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"{src}: key 'audit.{name}': can't be a negative number, got {getattr(audit, name)}")
     if audit.webhook_initial_backoff_seconds < 0:
         raise ConfigError(f"{src}: key 'audit.webhook_initial_backoff_seconds': must not be negative")
+    from kapiserver.admission.plugins import validate_names
+    problems = validate_names(config.admission.enable_plugins, config.admission.disable_plugins)
+    if problems:
+        raise ConfigError(f"{src}: keys 'admission.enable_plugins' / 'admission.disable_plugins': {problems[0]}")
     for san in config.tls.extra_sans:
         if not san or any(c.isspace() for c in san):
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")

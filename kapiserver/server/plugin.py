@@ -101,6 +101,9 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "audit-webhook-batch-max-wait": ("audit.webhook_batch_max_wait_seconds", _duration),
     "audit-webhook-batch-throttle-qps": ("audit.webhook_batch_throttle_qps", float),
     "audit-webhook-batch-throttle-burst": ("audit.webhook_batch_throttle_burst", int),
+    "enable-admission-plugins": ("admission.enable_plugins", _list),
+    "disable-admission-plugins": ("admission.disable_plugins", _list),
+    "admission-control-config-file": ("admission.config_file", str),
 }
 
 
@@ -199,6 +202,12 @@ class Options(usage.Options):
                                                          "audit.webhook_batch_throttle_qps."],
         ["audit-webhook-batch-throttle-burst", None, None, "Batches sent at once after a quiet spell. Overrides "
                                                            "audit.webhook_batch_throttle_burst."],
+        ["enable-admission-plugins", None, None, "Comma-separated admission plugins to enable besides the default "
+                                                 "ones. Overrides admission.enable_plugins."],
+        ["disable-admission-plugins", None, None, "Comma-separated default admission plugins to disable. Overrides "
+                                                  "admission.disable_plugins."],
+        ["admission-control-config-file", None, None, "AdmissionConfiguration file with plugin settings. Overrides "
+                                                      "admission.config_file."],
     ]
 
     def overrides(self) -> dict[str, Any]:

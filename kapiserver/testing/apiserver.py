@@ -46,6 +46,9 @@ _SETTINGS = {
     "audit_policy_file": "audit.policy_file",
     "audit_log_path": "audit.log_path",
     "cluster_signing_duration_seconds": "controllers.cluster_signing_duration_seconds",
+    "enable_admission_plugins": "admission.enable_plugins",
+    "disable_admission_plugins": "admission.disable_plugins",
+    "admission_config_file": "admission.config_file",
 }
 
 

@@ -1,10 +1,11 @@
 """The Kubernetes CEL function library on top of the ``cel`` (cel-rust) package.
 
 Registers cel-python's extended standard library (strings, lists, math,
-sets, base64) and the Kubernetes additions CRD rules use: list helpers
+sets, base64) and the Kubernetes additions CRD rules and admission
+expressions use: list helpers
 (``isSorted``, ``indexOf`` on lists...), regex ``find``/``findAll``,
 ``url()`` and its getters, ``quantity()``/``isQuantity()`` and their
-comparisons, ``'...'.format([...])`` and ``format.<name>().validate(s)``.
+comparisons, ``ip()``/``cidr()`` (network.py), ``'...'.format([...])`` and ``format.<name>().validate(s)``.
 
 Quantities, URLs and formats are carried through CEL as small marker maps
 because the engine cannot hold opaque Python values.
@@ -20,6 +21,7 @@ import cel
 from cel import stdlib
 
 from kapiserver.apiextensions import names
+from kapiserver.apiextensions.cel import network
 from kapiserver.apiextensions.schema.validation import compile_pattern
 from kapiserver.machinery import quantity, regex
 
@@ -289,6 +291,7 @@ _K8S_FUNCTIONS: dict[str, Callable] = {
     "validate": _format_validate,
     "matches": _matches,
 }
+_K8S_FUNCTIONS.update(network.FUNCTIONS)
 _K8S_FUNCTIONS["format.named"] = lambda name: cel.OptionalValue.of({_FMT: name}) if name in _FORMATS \
     else cel.OptionalValue.none()
 
@@ -300,7 +303,7 @@ NATIVE_FUNCTIONS = frozenset((
     "value", "orValue", "or", "of", "none", "optMap", "optFlatMap", "max", "min",
 ))
 # Identifiers that are namespaces or type names, not variables.
-NAMESPACES = frozenset(("optional", "format", "math", "strings", "sets", "base64", "lists",
+NAMESPACES = frozenset(("optional", "format", "ip", "math", "strings", "sets", "base64", "lists",
                         "int", "uint", "double", "string", "bool", "bytes", "list", "map", "null_type",
                         "type", "timestamp", "duration", "dyn"))
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
-from kapiserver.admission.certificates import certificate_plugins
-from kapiserver.admission.interface import AdmissionChain, Attributes
 from kapiserver.apis import columns
 from kapiserver.apis.certificates.pem import certificate_problem, check_base64, decoded, parse_csr
 from kapiserver.machinery import errors, meta, validation
@@ -339,25 +337,8 @@ class CertificateSigningRequestStore(Store):
         return await super().create(namespace, obj, ctx)
 
 
-class _ServerThenCertificates(AdmissionChain):
-    """The server's admission chain, then the certificate plugins (upstream runs them in its one chain)."""
-
-    def __init__(self, server: AdmissionChain, plugins: list) -> None:
-        super().__init__(plugins)
-        self.server = server
-
-    async def admit(self, attrs: Attributes) -> None:
-        await self.server.admit(attrs)
-        await super().admit(attrs)
-
-    async def validate(self, attrs: Attributes) -> None:
-        await self.server.validate(attrs)
-        await super().validate(attrs)
-
-
 def make_store(rtype: ResourceType, deps: Any) -> Store:
-    admission = _ServerThenCertificates(deps.admission, certificate_plugins(deps.authorizer))
-    return CertificateSigningRequestStore(rtype, deps.storage, admission, deps.leases)
+    return CertificateSigningRequestStore(rtype, deps.storage, deps.admission, deps.leases)
 
 
 def condition_summary(obj: dict) -> str:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Optional
 
+from kapiserver.admission.interface import SubresourceView
+from kapiserver.admission.resources import SCALE_KIND
 from kapiserver.endpoints.handlers import patch as patch_handler
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors, jsonpath, labels
@@ -82,6 +84,14 @@ def _apply_scale(scope: RequestScope, scale: Any, current: dict) -> dict:
     return new
 
 
+def _replicas_into(rtype: ResourceType, scale: dict, obj: dict) -> None:
+    """The replicas of a Scale mutating admission returned, into the parent object."""
+    assert rtype.scale is not None
+    replicas = (scale.get("spec") or {}).get("replicas")
+    if isinstance(replicas, int) and not isinstance(replicas, bool):
+        jsonpath.set_path(obj, rtype.scale.spec_replicas_path, replicas)
+
+
 # A change of the Scale: the old Scale (with its managedFields) -> (new Scale, its managedFields).
 ScaleChange = Callable[[dict], tuple[Any, Optional[list]]]
 
@@ -107,8 +117,10 @@ async def _update(scope: RequestScope, manager: str, change: ScaleChange) -> Res
         else:
             new["metadata"].pop("managedFields", None)
         return new
-    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, "",
-                                                    scope.context(manager, managed_fields_set=True))
+    ctx = scope.context(manager, managed_fields_set=True)
+    ctx.admission_view = SubresourceView("scale", SCALE_KIND, lambda obj: to_scale(rtype, obj),
+                                         lambda scale, obj: _replicas_into(rtype, scale, obj))
+    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, "", ctx)
     return Response(200, to_scale(scope.rtype, result), convertible=False)
 
 

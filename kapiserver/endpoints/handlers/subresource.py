@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Coroutine
 
+from kapiserver.admission.interface import CONNECT, CREATE
+from kapiserver.admission.resources import subresource_kind
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors
 from kapiserver.registry.subresources import Subresource, SubresourceRequest
@@ -27,6 +29,23 @@ def _request(scope: RequestScope, body=None) -> SubresourceRequest:
                               stores=scope.stores, body=body, options=options, verb=info.verb, path=tail)
 
 
+def _connect_options(scope: RequestScope, sub: Subresource) -> dict:
+    """A connect request's options object (``PodExecOptions``...), what admission sees of it."""
+    kind = subresource_kind(scope.rtype, sub.name)
+    assert kind is not None
+    obj: dict[str, Any] = {"kind": kind.kind, "apiVersion": kind.api_version}
+    for key, values in scope.args.items():
+        name = key.decode("utf-8", "replace")
+        decoded = [v.decode("utf-8", "replace") for v in values]
+        obj[name] = decoded if name == "command" else decoded[0]
+    marker = f"/{scope.info.name}/{sub.name}"
+    if marker in scope.info.path:
+        path = scope.info.path.split(marker, 1)[1]
+        if path:
+            obj["path"] = path
+    return obj
+
+
 def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any, Response]]:
     if sub.create is not None:
         create = sub.create
@@ -35,6 +54,11 @@ def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any
             api_version = f"{sub.group}/{sub.version}" if sub.group else (sub.version or scope.rtype.api_version)
             body = scope.decode_object(definition=sub.body_schema, kind=sub.kind or scope.rtype.kind,
                                        api_version=api_version)
+            kind = subresource_kind(scope.rtype, sub.name)
+            assert kind is not None
+            info = scope.info
+            await scope.store.admit_subresource(CREATE, info.namespace, info.name, sub.name, body, kind,
+                                                scope.context(), "CreateOptions")
             code, answer = await create(_request(scope, body))
             return Response(code, answer, convertible=False)
         return create_handler
@@ -42,6 +66,12 @@ def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any
     assert connect is not None
 
     async def connect_handler(scope: RequestScope) -> Response:
+        if sub.name != "log":  # a log is read, not connected to: upstream admits no log request
+            kind = subresource_kind(scope.rtype, sub.name)
+            assert kind is not None
+            info = scope.info
+            await scope.store.admit_subresource(CONNECT, info.namespace, info.name, sub.name,
+                                                _connect_options(scope, sub), kind, scope.context())
         connected = await connect(_request(scope))
         return Response(connected.code, None, raw=connected.body, content_type=connected.content_type)
     return connect_handler
