@@ -19,6 +19,8 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
+from kapiserver.controllers.names import check_selection
+
 
 class ConfigError(Exception):
     """An invalid configuration; ``str()`` is the one line to show the operator."""
@@ -130,6 +132,11 @@ class ShutdownConfig:
 
 @dataclass
 class ControllersConfig:
+    # false: none of kube-controller-manager's controllers run in process (a real one does their work);
+    # the API server's own (the kubernetes Service, CRD status, identity lease...) always run
+    enabled: bool = True
+    # which of them, as kube-controller-manager's --controllers: "*", "name", "-name"
+    names: list[str] = field(default_factory=lambda: ["*"])
     # kube-controller-manager's --leader-elect* flags and defaults
     leader_elect: bool = True
     leader_elect_lease_duration_seconds: float = 15
@@ -310,6 +317,9 @@ def _validate(config: Config) -> None:
     if not ctl.leader_elect_resource_name or not ctl.leader_elect_resource_namespace:
         raise ConfigError(f"{src}: keys 'controllers.leader_elect_resource_name' and "
                           f"'controllers.leader_elect_resource_namespace' must not be empty")
+    unknown = check_selection(ctl.names)
+    if unknown:
+        raise ConfigError(f"{src}: key 'controllers.names': {unknown}")
     for san in config.tls.extra_sans:
         if not san or any(c.isspace() for c in san):
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")

@@ -72,6 +72,7 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "requestheader-extra-headers-prefix": ("authentication.requestheader.extra_headers_prefix", _list),
     "proxy-client-cert-file": ("proxy_client_cert_file", str),
     "proxy-client-key-file": ("proxy_client_key_file", str),
+    "controllers": ("controllers.names", _list),
 }
 
 _LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
@@ -135,6 +136,9 @@ class Options(usage.Options):
         ["proxy-client-cert-file", None, None, "Client certificate presented to extension API servers. "
                                                "Overrides proxy_client_cert_file."],
         ["proxy-client-key-file", None, None, "Its key. Overrides proxy_client_key_file."],
+        ["controllers", None, None, "Which of kube-controller-manager's controllers run in process, as its "
+                                    "--controllers ('*', 'name', '-name'; '' = none, when a real "
+                                    "kube-controller-manager runs). Overrides controllers.names."],
     ]
 
     def overrides(self) -> dict[str, Any]:
