@@ -86,7 +86,8 @@ class AuthenticationConfig:
 @dataclass
 class SQLiteConfig:
     compaction_interval_seconds: int = 300
-    compaction_retain_revisions: int = 1000
+    # revisions always kept besides those of the last interval (upstream keeps none)
+    compaction_retain_revisions: int = 0
 
 
 @dataclass
