@@ -35,6 +35,11 @@ class NamespaceLifecycle(AdmissionPlugin):
                 raise
             ns = await namespaces.get("", attrs.namespace)
         if ns["metadata"].get("deletionTimestamp") or (ns.get("status") or {}).get("phase") == "Terminating":
-            raise errors.forbidden(rtype.plural, rtype.group, attrs.name,
+            err = errors.forbidden(rtype.plural, rtype.group, attrs.name,
                                    f"unable to create new content in namespace {attrs.namespace} because it is "
                                    "being terminated")
+            # controllers (kube-controller-manager's root CA publisher...) stop retrying on this cause
+            err.details = dict(err.details or {}, causes=[{
+                "reason": "NamespaceTerminating", "message": f"namespace {attrs.namespace} is being terminated",
+                "field": "metadata.namespace"}])
+            raise err
