@@ -11,6 +11,7 @@ where the anchor kit was not built (CI).
 from __future__ import annotations
 
 import atexit
+import base64
 import json
 import os
 import time
@@ -93,6 +94,51 @@ class KubeControllerManagerTests(unittest.TestCase):
         self.apps.delete_namespaced_deployment("web", self.ns)  # background: the garbage collector's work
         wait_for(lambda: not self.apps.list_namespaced_replica_set(self.ns).items
                  and not self.core.list_namespaced_pod(self.ns).items)
+
+    def test_job_gets_its_pods(self):
+        from kubernetes import client
+        batch = client.BatchV1Api(self.api)
+        batch.create_namespaced_job(self.ns, {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"},
+            "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
+        pods = wait_for(self._pods)
+        self.assertEqual({p.metadata.labels["job-name"] for p in pods}, {"once"})
+        wait_for(lambda: batch.read_namespaced_job("once", self.ns).status.active == 2)
+
+    def test_service_gets_endpoints_and_endpoint_slice(self):
+        from kubernetes import client
+        self.core.create_namespaced_service(self.ns, {
+            "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+        endpoints = wait_for(lambda: self._get(self.core.read_namespaced_endpoints, "web"))
+        self.assertIsNone(endpoints.subsets)  # no pod is ready
+        slices = wait_for(lambda: client.DiscoveryV1Api(self.api).list_namespaced_endpoint_slice(
+            self.ns, label_selector="kubernetes.io/service-name=web").items)
+        self.assertEqual(slices[0].metadata.labels["endpointslice.kubernetes.io/managed-by"],
+                         "endpointslice-controller.k8s.io")
+
+    def test_legacy_token_secret_is_filled_with_a_token_the_server_accepts(self):
+        from kubernetes import client
+        wait_for(lambda: self._get(self.core.read_namespaced_service_account, "default"))
+        self.core.create_namespaced_secret(self.ns, {
+            "metadata": {"name": "tok", "annotations": {"kubernetes.io/service-account.name": "default"}},
+            "type": "kubernetes.io/service-account-token"})
+        secret = wait_for(lambda: (lambda s: s if (s.data or {}).get("token") else None)(
+            self.core.read_namespaced_secret("tok", self.ns)))
+        token = base64.b64decode(secret.data["token"]).decode()
+        review = client.AuthenticationV1Api(self.api).create_token_review({"spec": {"token": token}})
+        self.assertTrue(review.status.authenticated, review.status.error)
+        self.assertEqual(review.status.user.username, f"system:serviceaccount:{self.ns}:default")
+
+    def test_resource_quota_usage_is_computed(self):
+        self.core.create_namespaced_config_map(self.ns, {"metadata": {"name": "one"}})
+        self.core.create_namespaced_resource_quota(self.ns, {
+            "metadata": {"name": "q"}, "spec": {"hard": {"count/configmaps": "10", "pods": "5"}}})
+        quota = wait_for(lambda: (lambda q: q if q.status and q.status.used else None)(
+            self.core.read_namespaced_resource_quota("q", self.ns)))
+        self.assertEqual(quota.status.hard, {"count/configmaps": "10", "pods": "5"})
+        self.assertEqual(quota.status.used["pods"], "0")
+        self.assertGreaterEqual(int(quota.status.used["count/configmaps"]), 1)
 
     def test_zz_no_error_loops_in_its_log(self):
         # after the other tests' work (trial runs tests in name order), and a few resyncs
