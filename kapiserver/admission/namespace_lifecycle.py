@@ -50,8 +50,8 @@ class NamespaceLifecycle(AdmissionPlugin):
             err = errors.forbidden(rtype.plural, rtype.group, attrs.name,
                                    f"unable to create new content in namespace {attrs.namespace} because it is "
                                    "being terminated")
-            assert err.details is not None
-            err.details["causes"] = [{"reason": "NamespaceTerminating",
-                                      "message": f"namespace {attrs.namespace} is being terminated",
-                                      "field": "metadata.namespace"}]
+            # controllers (kube-controller-manager's root CA publisher...) stop retrying on this cause
+            err.details = dict(err.details or {}, causes=[{
+                "reason": "NamespaceTerminating", "message": f"namespace {attrs.namespace} is being terminated",
+                "field": "metadata.namespace"}])
             raise err

@@ -50,8 +50,8 @@ class APIExtensionsServer:
         self.rtype = customresourcedefinitions.resource_type()
         self.store = Store(self.rtype, api.storage, api.admission, api.leases)
         api.crd_groups.add(self.rtype, self.store)
-        # crd name -> (group, plural, serving signature) of what is installed
-        self.installed: dict[str, tuple[str, str, str]] = {}
+        # crd name -> (group, plural, serving signature, resource types) of what is installed
+        self.installed: dict[str, tuple[str, str, str, list[ResourceType]]] = {}
         self.states: dict[str, CRDState] = {}
         self.latest: dict[str, dict] = {}  # newest CRD objects seen (informer or own writes)
         self.informer: Optional[Informer] = None
@@ -121,7 +121,9 @@ class APIExtensionsServer:
         plural = types[0].plural if types else crd["spec"]["names"]["plural"]
         for rtype in types:
             self.api.crd_groups.add(rtype, self.make_store(rtype))
-        self.installed[name] = (group, plural, signature)
+        self.installed[name] = (group, plural, signature, types)
+        if previous is not None:
+            self.api.watches.stop_serving(previous[3])
         log.info("serving {name} ({versions})", name=name, versions=", ".join(t.version for t in types))
 
     def _uninstall(self, name: str) -> None:
@@ -129,6 +131,7 @@ class APIExtensionsServer:
         self.states.pop(name, None)
         if previous is not None:
             self.api.crd_groups.remove_group_resource(previous[0], previous[1])
+            self.api.watches.stop_serving(previous[3])
             log.info("stopped serving {name}", name=name)
 
     # ------------------------------------------------------------ what is stored

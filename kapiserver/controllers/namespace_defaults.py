@@ -1,7 +1,8 @@
 """What every active namespace gets, as upstream's controllers give it:
-a ``default`` ServiceAccount and the ``kube-root-ca.crt`` ConfigMap holding
-the cluster CA.  Both are recreated when deleted (and the ConfigMap repaired
-when changed)."""
+a ``default`` ServiceAccount (the serviceaccount controller) and the
+``kube-root-ca.crt`` ConfigMap holding the cluster CA (the root CA publisher).
+Both are recreated when deleted (and the ConfigMap repaired when changed).
+Either can be left out, for a kube-controller-manager that runs it."""
 from __future__ import annotations
 
 from twisted.logger import Logger
@@ -17,18 +18,22 @@ DEFAULT_SERVICE_ACCOUNT = "default"
 
 
 class NamespaceDefaultsController:
-    def __init__(self, namespaces: Store, serviceaccounts: Store, configmaps: Store, ca_pem: str, reactor) -> None:
+    def __init__(self, namespaces: Store, serviceaccounts: Store, configmaps: Store, ca_pem: str, reactor, *,
+                 service_account: bool = True, root_ca: bool = True) -> None:
         self.namespaces = namespaces
         self.serviceaccounts = serviceaccounts
         self.configmaps = configmaps
         self.ca_pem = ca_pem
+        self.service_account = service_account
+        self.root_ca = root_ca
         self.queue = ReconcileQueue("namespace-defaults", self.reconcile, reactor)
-        self.informers = [
-            Informer(namespaces, self._on_namespace, reactor),
-            Informer(serviceaccounts, self._on_object, reactor,
-                     field_selector=f"metadata.name={DEFAULT_SERVICE_ACCOUNT}"),
-            Informer(configmaps, self._on_object, reactor, field_selector=f"metadata.name={ROOT_CA_CONFIGMAP}"),
-        ]
+        self.informers = [Informer(namespaces, self._on_namespace, reactor)]
+        if service_account:
+            self.informers.append(Informer(serviceaccounts, self._on_object, reactor,
+                                           field_selector=f"metadata.name={DEFAULT_SERVICE_ACCOUNT}"))
+        if root_ca:
+            self.informers.append(Informer(configmaps, self._on_object, reactor,
+                                           field_selector=f"metadata.name={ROOT_CA_CONFIGMAP}"))
 
     def start(self) -> None:
         for informer in self.informers:
@@ -56,9 +61,12 @@ class NamespaceDefaultsController:
             raise
         if ns["metadata"].get("deletionTimestamp"):
             return
-        await self._ensure(self.serviceaccounts, namespace, {
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": namespace}})
+        if self.service_account:
+            await self._ensure(self.serviceaccounts, namespace, {
+                "apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": namespace}})
+        if not self.root_ca:
+            return
         desired_data = {"ca.crt": self.ca_pem}
         cm = await self._ensure(self.configmaps, namespace, {
             "apiVersion": "v1", "kind": "ConfigMap",

@@ -11,20 +11,25 @@ Every server (as every kube-apiserver does):
 * the aggregator's controllers: APIService registration, autoregistration, CRD
   registration, availability and OpenAPI aggregation (``aggregator/server.py``, started by
   the API server, as kube-apiserver runs them in every instance).
+* the built-in PriorityClasses (``system_priority_classes.py``), the legacy token
+  tracking ConfigMap (``legacy_token_tracking.py``) and this server's identity Lease
+  (``apiserver_identity.py``).
 
-Only the leader of the ``controllers.leader_elect_resource_*`` Lease (as
-kube-controller-manager's controllers; all of them on every server when
-``controllers.leader_elect`` is false):
+Only the leader of the ``controllers.leader_elect_resource_*`` Lease (all of
+them on every server when ``controllers.leader_elect`` is false): the CRD status
+and finalizing controller (the apiextensions server's), and those of
+kube-controller-manager's controllers that ``controllers.enabled`` /
+``controllers.names`` select (``names.py``; none when a real
+kube-controller-manager runs against this server):
 
 * the namespace controller and the namespace defaults (ServiceAccount ``default``,
   ``kube-root-ca.crt``);
-* the CRD status and finalizing controller;
 * the garbage collector;
 * the tokens controller filling legacy ServiceAccount token Secrets (with a signing key);
 * ClusterRole aggregation (``clusterrole_aggregation.py``);
 * the CSR signers for ``kubernetes.io/kube-apiserver-client(-kubelet)``, with
   the cluster CA of ``cert_dir`` (when its key is there);
-* whatever the server adds (the ValidatingAdmissionPolicy status controller).
+* the ValidatingAdmissionPolicy status controller (given by the API server, which owns the policies).
 """
 from __future__ import annotations
 
@@ -35,17 +40,24 @@ from twisted.logger import Logger
 from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.controllers.certificate_authority import CertificateAuthority
 from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
+from kapiserver.controllers.apiserver_identity import APIServerIdentityController
 from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
 from kapiserver.controllers.csr_signing import CSRSigningController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
+from kapiserver.controllers.legacy_token_tracking import LegacyTokenTrackingController
 from kapiserver.controllers.leader_election import LeaderElector, default_identity
 from kapiserver.controllers.manager import Controller, ControllerManager
 from kapiserver.controllers.master_leases import EndpointsReconciler, MasterLeases
+from kapiserver.controllers.names import (CLUSTERROLE_AGGREGATION, CSR_SIGNING, GARBAGE_COLLECTOR, NAMESPACE,
+                                          ROOT_CA_PUBLISHER, SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN,
+                                          VALIDATING_ADMISSION_POLICY_STATUS, ControllerSelection)
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
 from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
 from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensController
+from kapiserver.controllers.system_priority_classes import READY_CHECK as PRIORITY_CLASSES_CHECK
+from kapiserver.controllers.system_priority_classes import SystemPriorityClasses
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.store import Store
 from kapiserver.server.advertise import advertise_address
@@ -64,7 +76,7 @@ class ServerControllers:
                  served_types_generation: Callable[[], Hashable],
                  crd_status_controller: Callable[[Callable[[], Awaitable[int]]], Controller],
                  secure_port: Callable[[], Optional[int]],
-                 extra_leader_controllers: Sequence[Callable[[], Controller]] = ()) -> None:
+                 policy_status_controllers: Sequence[Callable[[], Controller]] = ()) -> None:
         config, reactor = deps.config, deps.reactor
         services = deps.store("", "v1", "services")
         allocator: ServiceAllocator = services.strategy.bound_allocator()
@@ -81,29 +93,45 @@ class ServerControllers:
             services, reconciler, allocator.first_ip, self.advertise_address,
             lambda: secure_port() or config.secure_port or None, reactor)
         authn = deps.authentication
+        election = config.controllers
         self.trust = ClusterAuthenticationTrustController(
             deps.store("", "v1", "configmaps"), authn.client_ca_pem if authn else b"",
             authn.requestheader if authn else None, reactor)
+        self.legacy_token_tracking = LegacyTokenTrackingController(deps.store("", "v1", "configmaps"), reactor)
+        self.identity = APIServerIdentityController(deps.store("coordination.k8s.io", "v1", "leases"), reactor)
+        self.priority_classes = SystemPriorityClasses(deps.store("scheduling.k8s.io", "v1", "priorityclasses"),
+                                                      reactor)
+        try:
+            health.add(PRIORITY_CLASSES_CHECK, self.priority_classes.check, kinds=("readyz",))
+        except ValueError:
+            pass
         namespaces = deps.store("", "v1", "namespaces")
-        factories: list[Callable[[], Controller]] = [
-            lambda: NamespaceController(namespaces, all_stores, reactor),
-            lambda: NamespaceDefaultsController(namespaces, deps.store("", "v1", "serviceaccounts"),
-                                                deps.store("", "v1", "configmaps"), deps.ca_pem, reactor),
-            lambda: crd_status_controller(leases.count),
-            lambda: GarbageCollector(all_stores, served_types_generation, reactor),
-            *self._csr_signers(deps),
-            lambda: ClusterRoleAggregationController(deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"),
-                                                     reactor),
-            *extra_leader_controllers,
-        ]
+        selection = ControllerSelection(election.enabled, election.names)
+        ns_defaults = (SERVICE_ACCOUNT in selection, ROOT_CA_PUBLISHER in selection)
+        # the apiextensions server's own controllers, then kube-controller-manager's that are selected
+        factories: list[Callable[[], Controller]] = [lambda: crd_status_controller(leases.count)]
+        if NAMESPACE in selection:
+            factories.append(lambda: NamespaceController(namespaces, all_stores, reactor))
+        if any(ns_defaults):
+            factories.append(lambda: NamespaceDefaultsController(
+                namespaces, deps.store("", "v1", "serviceaccounts"), deps.store("", "v1", "configmaps"),
+                deps.ca_pem, reactor, service_account=ns_defaults[0], root_ca=ns_defaults[1]))
+        if GARBAGE_COLLECTOR in selection:
+            factories.append(lambda: GarbageCollector(all_stores, served_types_generation, reactor))
+        if CSR_SIGNING in selection:
+            factories.extend(self._csr_signers(deps))
+        if CLUSTERROLE_AGGREGATION in selection:
+            factories.append(lambda: ClusterRoleAggregationController(
+                deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"), reactor))
+        if VALIDATING_ADMISSION_POLICY_STATUS in selection:
+            factories.extend(policy_status_controllers)
         tokens = authn.service_accounts if authn else None
-        if tokens is not None:
+        if tokens is not None and SERVICE_ACCOUNT_TOKEN in selection:
             factories.append(lambda: ServiceAccountTokensController(
                 deps.store("", "v1", "serviceaccounts"), deps.store("", "v1", "secrets"), tokens.legacy_signer,
                 deps.ca_pem, reactor))
         self.manager = ControllerManager(factories)
         self.elector: Optional[LeaderElector] = None
-        election = config.controllers
         if election.leader_elect:
             self.elector = LeaderElector(
                 deps.store("coordination.k8s.io", "v1", "leases"), election.leader_elect_resource_namespace,
@@ -133,7 +161,10 @@ class ServerControllers:
         """Per-server work first (each first run is awaited), then the leader-only controllers."""
         await self.repair.start()
         await self.kubernetes_service.start()
+        await self.priority_classes.start()
         self.trust.start()
+        self.legacy_token_tracking.start()
+        self.identity.start()
         if self.elector is not None:
             await self.elector.start()
         else:
@@ -144,5 +175,8 @@ class ServerControllers:
             await self.elector.stop()
         self.manager.stop()
         self.trust.stop()
+        self.legacy_token_tracking.stop()
+        self.identity.stop()
+        self.priority_classes.stop()
         self.repair.stop()
         await self.kubernetes_service.stop()

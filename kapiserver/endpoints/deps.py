@@ -38,6 +38,13 @@ class WatchRegistry:
         for watch in list(self.watches):
             watch.stop()
 
+    def stop_serving(self, rtypes: list[ResourceType]) -> None:
+        """End the watches of resource types no longer served as they were (a CRD deleted or
+        changed), as upstream tears down a custom resource's storage: clients watch again."""
+        gone = {id(rtype) for rtype in rtypes}
+        for watch in [w for w in self.watches if id(w.rtype) in gone]:
+            watch.stop()
+
 
 @dataclass(frozen=True)
 class EndpointDeps:

@@ -12,7 +12,6 @@ parameter on the kind's PATCH operation.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 from typing import Any, Iterable, Optional
 
@@ -20,6 +19,8 @@ import orjson
 from twisted.internet import defer, threads
 from twisted.python import failure
 
+from kapiserver.apiextensions.openapi import TypeMetaDocs
+from kapiserver.apiextensions.openapi import kind_schema as crd_kind_schema
 from kapiserver.apis.definitions import (DELETE_OPTIONS, INT_OR_STRING, LIST_META, OBJECT_META, PATCH, QUANTITY,
                                          SCALE, STATUS, WATCH_EVENT, Definitions, iter_refs, ref_name, to_v3)
 from kapiserver.machinery import openapi_v2_protobuf
@@ -143,6 +144,7 @@ class _Schemas:
         self.kind_name: dict[int, str] = {}
         self.list_name: dict[int, str] = {}
         self.extra: dict[str, dict] = {}  # v2-style refs
+        self.extra_v3: dict[str, dict] = {}  # where the v3 schema differs (still v2-style refs)
         for rtype in types:
             self._add(rtype)
 
@@ -155,9 +157,12 @@ class _Schemas:
         else:
             name = rtype.schema_name or crd_schema_name(rtype.group, rtype.version, rtype.kind)
             list_name = name.rsplit(".", 1)[0] + "." + rtype.list_kind
-            self.extra[name] = self._custom_kind_schema(rtype, gvk)
+            self.extra[name] = self._custom_kind_schema(rtype, gvk, v2=True)
+            self.extra_v3[name] = self._custom_kind_schema(rtype, gvk, v2=False)
         if list_name not in self.defs:
             self.extra[list_name] = self._list_schema(rtype, name, lgvk)
+            if rtype.is_crd:
+                self.extra[list_name]["x-kubernetes-selectable-fields"] = _selectable_fields(rtype)
         self.kind_name[id(rtype)] = name
         self.list_name[id(rtype)] = list_name
 
@@ -167,15 +172,13 @@ class _Schemas:
         except KeyError:
             return ""
 
-    def _custom_kind_schema(self, rtype: ResourceType, gvk: list) -> dict:
-        schema = _to_v2(copy.deepcopy(rtype.schema)) if isinstance(rtype.schema, dict) else {}
-        schema.setdefault("type", "object")
-        props = schema.setdefault("properties", {})
-        props["apiVersion"] = {"description": self._description(STATUS, "apiVersion"), "type": "string"}
-        props["kind"] = {"description": self._description(STATUS, "kind"), "type": "string"}
-        props["metadata"] = {"$ref": "#/definitions/" + OBJECT_META,
-                             "description": self._description("io.k8s.api.core.v1.ConfigMap", "metadata")}
+    def _custom_kind_schema(self, rtype: ResourceType, gvk: list, v2: bool) -> dict:
+        """A custom resource's kind as upstream's CRD OpenAPI builder publishes it."""
+        docs = TypeMetaDocs(self._description(STATUS, "apiVersion"), self._description(STATUS, "kind"),
+                            self._description("io.k8s.api.core.v1.ConfigMap", "metadata"))
+        schema = crd_kind_schema(rtype.schema, docs, v2=v2)
         schema["x-kubernetes-group-version-kind"] = gvk
+        schema["x-kubernetes-selectable-fields"] = _selectable_fields(rtype)
         return schema
 
     def _list_schema(self, rtype: ResourceType, item: str, gvk: list) -> dict:
@@ -214,7 +217,7 @@ class _Schemas:
 
     def v3(self, name: str) -> dict:
         if name in self.extra:
-            return to_v3(self.extra[name])
+            return to_v3(self.extra_v3.get(name, self.extra[name]))
         if name == INT_OR_STRING:
             base = self.defs.get(name)
             return {"description": base.get("description", ""), "format": "int-or-string",
@@ -225,32 +228,9 @@ class _Schemas:
         return self.defs.v3_schema(name)
 
 
-def _to_v2(node: Any) -> Any:
-    """A CRD (v3) schema in swagger 2.0 form: v2 refs, no ``nullable``/``oneOf``/``anyOf``/``not``."""
-    if isinstance(node, list):
-        return [_to_v2(x) for x in node]
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in ("nullable", "oneOf", "anyOf", "not", "x-kubernetes-validations"):
-            continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {k: _to_v2(v) for k, v in value.items()}
-        elif key == "$ref" and isinstance(value, str):
-            try:
-                out[key] = "#/definitions/" + ref_name(value)
-            except KeyError:
-                out[key] = value
-        elif key == "allOf" and isinstance(value, list) and len(value) == 1 and "$ref" in value[0]:
-            out["$ref"] = _to_v2(value[0])["$ref"]
-        elif key == "allOf":
-            continue
-        else:
-            out[key] = _to_v2(value)
-    if out.get("x-kubernetes-int-or-string") and "type" not in out:
-        out["type"], out["format"] = "string", "int-or-string"
-    return out
+def _selectable_fields(rtype: ResourceType) -> list[dict]:
+    """``x-kubernetes-selectable-fields`` of a custom resource (upstream adds it, if empty, to every CRD kind)."""
+    return [{"fieldPath": path.lstrip(".")} for path in rtype.selectable_fields]
 
 
 # ------------------------------------------------------------------ operations

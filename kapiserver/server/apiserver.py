@@ -320,7 +320,7 @@ class APIServer:
             self.registry, self.health, self.all_stores,
             lambda: (self.kube_groups.generation, self.crd_groups.generation),
             self.apiextensions.status_controller, lambda: self.secure_port,
-            extra_leader_controllers=[self._policy_status_controller])
+            policy_status_controllers=[self._policy_status_controller])
         await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)

@@ -19,6 +19,8 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
+from kapiserver.controllers.names import check_selection
+
 
 class ConfigError(Exception):
     """An invalid configuration; ``str()`` is the one line to show the operator."""
@@ -108,7 +110,8 @@ class AuthorizationConfig:
 @dataclass
 class SQLiteConfig:
     compaction_interval_seconds: int = 300
-    compaction_retain_revisions: int = 1000
+    # revisions always kept besides those of the last interval (upstream keeps none)
+    compaction_retain_revisions: int = 0
 
 
 @dataclass
@@ -180,6 +183,11 @@ class ConnectionsConfig:
 
 @dataclass
 class ControllersConfig:
+    # false: none of kube-controller-manager's controllers run in process (a real one does their work);
+    # the API server's own (the kubernetes Service, CRD status, identity lease...) always run
+    enabled: bool = True
+    # which of them, as kube-controller-manager's --controllers: "*", "name", "-name"
+    names: list[str] = field(default_factory=lambda: ["*"])
     # kube-controller-manager's --leader-elect* flags and defaults
     leader_elect: bool = True
     leader_elect_lease_duration_seconds: float = 15
@@ -425,6 +433,9 @@ def _validate(config: Config) -> None:
     problems = validate_names(config.admission.enable_plugins, config.admission.disable_plugins)
     if problems:
         raise ConfigError(f"{src}: keys 'admission.enable_plugins' / 'admission.disable_plugins': {problems[0]}")
+    unknown = check_selection(ctl.names)
+    if unknown:
+        raise ConfigError(f"{src}: key 'controllers.names': {unknown}")
     for san in config.tls.extra_sans:
         if not san or any(c.isspace() for c in san):
             raise ConfigError(f"{src}: key 'tls.extra_sans': {san!r} is not a DNS name or IP address")

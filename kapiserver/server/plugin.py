@@ -104,6 +104,7 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "enable-admission-plugins": ("admission.enable_plugins", _list),
     "disable-admission-plugins": ("admission.disable_plugins", _list),
     "admission-control-config-file": ("admission.config_file", str),
+    "controllers": ("controllers.names", _list),
 }
 
 
@@ -208,6 +209,9 @@ class Options(usage.Options):
                                                   "admission.disable_plugins."],
         ["admission-control-config-file", None, None, "AdmissionConfiguration file with plugin settings. Overrides "
                                                       "admission.config_file."],
+        ["controllers", None, None, "Which of kube-controller-manager's controllers run in process, as its "
+                                    "--controllers ('*', 'name', '-name'; '' = none, when a real "
+                                    "kube-controller-manager runs). Overrides controllers.names."],
     ]
 
     def overrides(self) -> dict[str, Any]:

@@ -105,7 +105,7 @@ def _connect(path: str) -> sqlite3.Connection:
 class SQLiteStorage:
     """:class:`kapiserver.storage.interface.Storage` on an embedded SQLite file."""
 
-    def __init__(self, path: str, compaction_interval: float = 300.0, compaction_retain: int = 1000,
+    def __init__(self, path: str, compaction_interval: float = 300.0, compaction_retain: int = 0,
                  lease_sweep_interval: float = 1.0, reactor=None, read_threads: int = READ_THREADS) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
@@ -129,6 +129,7 @@ class SQLiteStorage:
         self._batch: Optional[defer.Deferred] = None
         self._revision = 0
         self._compacted = 0
+        self._seen_revision = 0  # the revision at the previous periodic compaction
         self._leases: dict[int, float] = {}  # lease id -> expiry (wall clock)
         self._sweeping = False
         self._compactions: set[defer.Deferred] = set()
@@ -606,7 +607,12 @@ class SQLiteStorage:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _periodic_compact(self) -> Optional[defer.Deferred]:
-        target = self._revision - self.compaction_retain
+        """kube-apiserver's compaction schedule: every interval, compact to the revision seen one
+        interval earlier (keeping at least ``compaction_retain`` revisions), so every reader of an
+        old revision (a watch catching up, a continue token) has one to two intervals before it
+        is compacted away, whether or not anything was written since."""
+        seen, self._seen_revision = self._seen_revision, self._revision
+        target = min(seen, self._revision - self.compaction_retain)
         if target <= self._compacted or not self._running:
             return None
         d = self.compact(target)

@@ -37,6 +37,7 @@ _SETTINGS = {
     "event_ttl_seconds": "storage.event_ttl_seconds",
     "advertise_address": "advertise_address",
     "leader_elect": "controllers.leader_elect",
+    "controllers_enabled": "controllers.enabled",
     # authentication: a cert_dir holding ensure_certificates' files turns on ServiceAccount tokens
     "cert_dir": "cert_dir",
     "token_auth_file": "authentication.token_auth_file",

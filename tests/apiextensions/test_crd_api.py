@@ -368,6 +368,31 @@ class CustomResourceTests(CRDTestCase):
         self.assertEqual(events[0]["object"]["spec"]["keySize"], 2048)
 
 
+    @run
+    async def test_watches_end_when_the_crd_stops_being_served_as_it_was(self):
+        # as upstream tears a custom resource's storage down: clients see the stream end and
+        # watch again (or learn the resource is gone)
+        started = time.monotonic()
+        watch = treq.get(self.server.url + ISSUERS + "?watch=true&timeoutSeconds=30", unbuffered=True,
+                         persistent=False)
+        await sleep(0.2)
+        crd = (await self.client.get(ISSUER_CRD)).body
+        crd["spec"]["versions"][-1]["additionalPrinterColumns"].append(
+            {"name": "Size", "type": "integer", "jsonPath": ".spec.keySize"})
+        self.assertEqual((await self.client.put(ISSUER_CRD, crd)).code, 200)
+        await treq.content(await watch)
+        self.assertLess(time.monotonic() - started, 10)
+
+        started = time.monotonic()
+        watch = treq.get(self.server.url + ISSUERS + "?watch=true&timeoutSeconds=30", unbuffered=True,
+                         persistent=False)
+        await sleep(0.2)
+        await self.client.delete(ISSUER_CRD)
+        await treq.content(await watch)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertEqual((await self.client.get(ISSUERS)).code, 404)
+
+
 class VersionsAndScopeTests(CRDTestCase):
     @run
     async def test_cluster_scoped_crd(self):

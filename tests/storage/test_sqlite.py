@@ -57,6 +57,29 @@ class SQLiteBackendTests(unittest.TestCase):
         await task.deferLater(reactor, 0.05, lambda: None)
         self.assertEqual(len(errors), 1)
 
+    async def test_periodic_compaction_follows_kube_apiservers_schedule(self):
+        # each run compacts to the revision the previous run saw, written to since or not, so an
+        # old revision (a continue token's) expires after one to two intervals, as upstream's
+        from kapiserver.storage.interface import CompactedError
+        store = await self.open(self.path(), compaction_interval=0)  # runs driven by the test
+
+        async def interval_ends() -> None:
+            d = store._periodic_compact()
+            if d is not None:
+                await d
+        for i in range(3):
+            await store.create(f"/c/{i}", b"x")
+        page = await store.list("/c/", limit=1)
+        await interval_ends()  # the first run only notes the revision
+        self.assertEqual(await store.compacted_revision(), 0)
+        self.assertEqual((await store.list("/c/", revision=page.revision)).count, 3)
+        await interval_ends()  # nothing written since: compacted to what the first run saw
+        self.assertEqual(await store.compacted_revision(), 3)
+        await store.create("/c/3", b"x")
+        with self.assertRaises(CompactedError):
+            await store.list("/c/", revision=2)
+        self.assertEqual((await store.list("/c/")).count, 4)
+
     async def test_churn_with_periodic_compaction_keeps_the_file_small(self):
         # 50 keys rewritten 100 times each with 1 KiB values: 5,000 revisions,
         # about 5 MiB of history if nothing were ever removed.  With the last

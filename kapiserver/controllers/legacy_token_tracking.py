@@ -1,0 +1,104 @@
+"""``kube-system/kube-apiserver-legacy-service-account-token-tracking``: since when this
+cluster's API servers record the use of legacy (Secret-based) ServiceAccount tokens.
+
+Every kube-apiserver runs upstream's legacy token tracking controller: the
+ConfigMap is created with ``since`` = today's UTC date (``2006-01-02``) when it
+is missing, and ``since`` rewritten when it is not a date. kube-controller-manager's
+legacy-serviceaccount-token-cleaner reads it (and logs an error every sync
+while it is missing). As upstream, creations are at most one per 30 minutes,
+so servers that disagree about the ConfigMap's existence cannot fight.
+"""
+from __future__ import annotations
+
+import datetime
+from typing import Any, Callable, Hashable, Optional
+
+from twisted.logger import Logger
+
+from kapiserver.controllers.informer import Informer
+from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.machinery import errors
+from kapiserver.registry.store import Store
+
+log = Logger()
+NAMESPACE = "kube-system"
+NAME = "kube-apiserver-legacy-service-account-token-tracking"
+DATA_KEY = "since"
+CREATION_INTERVAL_SECONDS = 30 * 60
+
+
+def today(now: datetime.datetime) -> str:
+    return now.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d")
+
+
+def is_date(value: Any) -> bool:
+    """Go's time.Parse("2006-01-02", value): exactly a four-digit year, month and day."""
+    if not isinstance(value, str) or len(value) != 10:
+        return False
+    try:
+        datetime.datetime.strptime(value, "%Y-%m-%d")
+    except ValueError:
+        return False
+    return value[4] == "-" and value[7] == "-"
+
+
+class LegacyTokenTrackingController:
+    def __init__(self, configmaps: Store, reactor: Any,
+                 clock: Optional[Callable[[], datetime.datetime]] = None) -> None:
+        self.configmaps = configmaps
+        self.reactor = reactor
+        self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))
+        self.queue = ReconcileQueue("legacy_token_tracking_controller", self.reconcile, reactor)
+        self.informer = Informer(configmaps, lambda _type, _obj: self.queue.add(NAME), reactor,
+                                 field_selector=f"metadata.namespace={NAMESPACE},metadata.name={NAME}")
+        self._last_creation: Optional[float] = None
+
+    def start(self) -> None:
+        self.informer.start()
+        self.queue.add(NAME)
+
+    def stop(self) -> None:
+        self.informer.stop()
+        self.queue.stop()
+
+    async def reconcile(self, key: Hashable) -> None:
+        try:
+            current: Optional[dict] = await self.configmaps.get(NAMESPACE, NAME)
+        except errors.StatusError as e:
+            if e.code != 404:
+                raise
+            current = None
+        if current is None:
+            await self._create()
+            return
+        if is_date((current.get("data") or {}).get(DATA_KEY)):
+            return
+
+        def fix(obj: dict) -> dict:
+            obj.setdefault("data", {})
+            if obj["data"] is None:
+                obj["data"] = {}
+            obj["data"][DATA_KEY] = today(self.clock())
+            return obj
+        try:
+            await self.configmaps.guaranteed_update(NAMESPACE, NAME, fix)
+        except errors.StatusError as e:
+            if e.code not in (404, 409):
+                raise
+
+    async def _create(self) -> None:
+        now = self.reactor.seconds()
+        if self._last_creation is not None and now - self._last_creation < CREATION_INTERVAL_SECONDS:
+            self.queue.add(NAME, delay=CREATION_INTERVAL_SECONDS - (now - self._last_creation))
+            return
+        self._last_creation = now
+        try:
+            await self.configmaps.create(NAMESPACE, {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": NAME, "namespace": NAMESPACE},
+                "data": {DATA_KEY: today(self.clock())}})
+        except errors.StatusError as e:
+            if e.code == 409:
+                return
+            self._last_creation = None  # a failed attempt does not use up the interval
+            raise
