@@ -146,6 +146,7 @@ class KubeControllerManagerTests(unittest.TestCase):
         served = self._served_resources()
         loops = {line: n for line, n in self.kcm.repeated_errors().items()
                  if not self._about_unserved_resource(line, served)}
+        self.maxDiff = None
         self.assertEqual(loops, {}, "kube-controller-manager keeps logging errors")
 
     # ------------------------------------------------------------ helpers

@@ -440,6 +440,9 @@ def controller_roles() -> list[dict]:
             _rule(('list', 'watch'), '', 'nodes'),
             _rule('patch', '', 'nodes/status'),
             _rule(('create', 'patch', 'update'), ('', 'events.k8s.io'), 'events')]),
+        _cluster_role('system:controller:service-ca-cert-publisher', [
+            _rule(('create', 'update'), '', 'configmaps'),
+            _rule(('create', 'patch', 'update'), ('', 'events.k8s.io'), 'events')]),
         _cluster_role('system:controller:service-account-controller', [
             _rule('create', '', 'serviceaccounts'),
             _rule(('create', 'patch', 'update'), ('', 'events.k8s.io'), 'events')]),
