@@ -20,22 +20,20 @@ answer it without a reason (upstream's plain error), writes as InternalError.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import orjson
 import treq
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from treq.client import HTTPClient
-from twisted.internet import defer, error as net_error, ssl
+from twisted.internet import defer
 from twisted.logger import Logger
-from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool, ResponseNeverReceived
+from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
 
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.duration import format_go_duration
+from kapiserver.machinery.go_http_client import CLIENT_TIMEOUT, describe_post_failure, trust_root_from_ca_bundle
 
 log = Logger()
 
@@ -50,42 +48,12 @@ class ConversionFailed(Exception):
     """Why one webhook call failed, worded like upstream's Go errors."""
 
 
-def _go_duration(seconds: float) -> str:
-    return f"{int(seconds)}s" if seconds == int(seconds) else f"{int(seconds * 1000)}ms"
-
-
 def _trust_root(ca_bundle: str) -> Any:
     """The trust root a caBundle names (base64 of one or more PEM certificates)."""
     try:
-        pem = base64.b64decode(ca_bundle, validate=True)
-        certs = x509.load_pem_x509_certificates(pem)
-    except (binascii.Error, ValueError) as e:
+        return trust_root_from_ca_bundle(ca_bundle)
+    except ValueError as e:
         raise ConversionFailed(f"invalid caBundle: {e}") from None
-    return ssl.trustRootFromCertificates(
-        [ssl.Certificate.loadPEM(c.public_bytes(serialization.Encoding.PEM)) for c in certs])
-
-
-def _describe(failure: BaseException, url: str, timeout: float) -> str:
-    """A transport failure as Go's net/http client words it (``Post "<url>": ...``)."""
-    if isinstance(failure, ResponseNeverReceived) and failure.reasons:
-        failure = failure.reasons[0].value
-    host = urlsplit(url)
-    where = f"{host.hostname}:{host.port or 443}"
-    if isinstance(failure, net_error.ConnectionRefusedError):
-        why = f"dial tcp {where}: connect: connection refused"
-    elif isinstance(failure, (defer.TimeoutError, defer.CancelledError, net_error.TimeoutError)):
-        why = "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
-    elif isinstance(failure, net_error.DNSLookupError):
-        why = f"dial tcp: lookup {host.hostname}: no such host"
-    else:
-        text = str(failure)
-        if "certificate verify failed" in text or "VerificationError" in type(failure).__name__:
-            why = "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-        elif "hostname" in text.lower() or "VerificationError" in text:
-            why = f"tls: failed to verify certificate: x509: certificate is not valid for {host.hostname}"
-        else:
-            why = text or type(failure).__name__
-    return f'Post "{url}": {why}'
 
 
 class WebhookConverter:
@@ -166,7 +134,7 @@ class WebhookConverter:
         parts = urlsplit(self.url)
         if parts.scheme != "https":
             raise ConversionFailed(f'failed: webhook url must use the https scheme: "{self.url}"')
-        query = (parts.query + "&" if parts.query else "") + f"timeout={_go_duration(timeout)}"
+        query = (parts.query + "&" if parts.query else "") + f"timeout={format_go_duration(timeout)}"
         return parts._replace(query=query).geturl()
 
     async def _call(self, objs: list[dict], desired_api_version: str) -> list:
@@ -197,7 +165,7 @@ class WebhookConverter:
         try:
             code, ctype, content = await d
         except Exception as e:  # transport failures, TLS, timeout
-            raise ConversionFailed(f"failed: {_describe(e, url, timeout)}") from None
+            raise ConversionFailed(f"failed: {describe_post_failure(e, url, CLIENT_TIMEOUT)}") from None
         return self._review_objects(uid, code, ctype, content)
 
     def _review_objects(self, uid: str, code: int, ctype: str, content: bytes) -> list:

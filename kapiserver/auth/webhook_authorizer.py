@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import collections
 from typing import Any, Optional, Union
-from urllib.parse import urlsplit
 
 import orjson
 import treq
-from twisted.internet import defer, error as net_error, task
+from twisted.internet import defer, task
 from twisted.logger import Logger
-from twisted.web.client import ResponseNeverReceived
 
 from kapiserver.auth.authorizer import Attributes, Decision, Rules
 from kapiserver.auth.user import UserInfo
 from kapiserver.auth.webhook_kubeconfig import WebhookTarget
+from kapiserver.machinery.go_http_client import CLIENT_TIMEOUT, describe_post_failure
 
 log = Logger()
 
@@ -79,22 +78,6 @@ def decision_from(status: dict) -> Decision:
                         error="webhook subject access review returned both allow and deny response")
     return Decision(allowed, reason, denied=denied)
 
-
-def _describe(failure: BaseException, url: str) -> str:
-    """A transport failure as Go's client words it (``Post "<url>": ...``)."""
-    if isinstance(failure, ResponseNeverReceived) and failure.reasons:
-        failure = failure.reasons[0].value
-    parts = urlsplit(url)
-    where = f"{parts.hostname}:{parts.port or 443}"
-    if isinstance(failure, net_error.ConnectionRefusedError):
-        why = f"dial tcp {where}: connect: connection refused"
-    elif isinstance(failure, (defer.TimeoutError, defer.CancelledError, net_error.TimeoutError)):
-        why = "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
-    elif isinstance(failure, net_error.DNSLookupError):
-        why = f"dial tcp: lookup {parts.hostname}: no such host"
-    else:
-        why = str(failure) or type(failure).__name__
-    return f'Post "{url}": {why}'
 
 
 class WebhookAuthorizer:
@@ -170,7 +153,7 @@ class WebhookAuthorizer:
         try:
             code, content = await d
         except Exception as e:
-            raise _CallFailed(_describe(e, url), retry=True) from None
+            raise _CallFailed(describe_post_failure(e, url, CLIENT_TIMEOUT), retry=True) from None
         if not 200 <= code <= 299:
             detail = content[:256].decode("utf-8", "replace").strip()
             raise _CallFailed(f'an error on the server ("{detail}") has prevented the request from succeeding '

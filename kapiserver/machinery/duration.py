@@ -31,3 +31,8 @@ def parse_go_duration(text: str) -> Optional[float]:
     if number:
         return None
     return total
+
+
+def format_go_duration(seconds: float) -> str:
+    """``seconds`` as the short Go duration webhook clients put in ``?timeout=`` (``30s``, ``1500ms``)."""
+    return f"{int(seconds)}s" if seconds == int(seconds) else f"{int(seconds * 1000)}ms"

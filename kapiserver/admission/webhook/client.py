@@ -10,25 +10,23 @@ failures are worded as Go's HTTP client words them (``Post "<url>": ...``).
 """
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import orjson
 import treq
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from treq.client import HTTPClient
-from twisted.internet import defer, error as net_error, ssl
+from twisted.internet import defer, ssl
 from twisted.web._newclient import HTTP11ClientProtocol  # noqa: F401 (the pool's protocol)
-from twisted.web.client import Agent, HTTPConnectionPool, ResponseNeverReceived, _HTTP11ClientFactory
+from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
 from kapiserver.admission.webhook.authentication import AuthenticationInfoResolver, Credentials
 from kapiserver.admission.webhook.service_resolver import ServiceResolver
 from kapiserver.machinery import errors
+from kapiserver.machinery.duration import format_go_duration
+from kapiserver.machinery.go_http_client import describe_post_failure, trust_root_from_ca_bundle
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _CACHE_SIZE = 200  # upstream's client cache size
@@ -41,9 +39,6 @@ class _QuietFactory(_HTTP11ClientFactory):
 class CallFailed(Exception):
     """The call did not produce an answer (transport, TLS, timeout, non-2xx status)."""
 
-
-def go_duration(seconds: float) -> str:
-    return f"{int(seconds)}s" if seconds == int(seconds) else f"{int(seconds * 1000)}ms"
 
 
 @implementer(IPolicyForHTTPS)
@@ -65,13 +60,10 @@ def _trust_root(ca_bundle: str) -> Any:
     if not ca_bundle:
         return None  # the platform's roots
     try:
-        pem = base64.b64decode(ca_bundle, validate=True)
-        certs = x509.load_pem_x509_certificates(pem)
-    except (binascii.Error, ValueError):
+        return trust_root_from_ca_bundle(ca_bundle)
+    except ValueError:
         raise CallFailed("could not get REST client: unable to load root certificates: unable to parse bytes as "
                          "PEM block") from None
-    return ssl.trustRootFromCertificates(
-        [ssl.Certificate.loadPEM(c.public_bytes(serialization.Encoding.PEM)) for c in certs])
 
 
 def _client_certificate(creds: Credentials) -> Any:
@@ -79,30 +71,6 @@ def _client_certificate(creds: Credentials) -> Any:
         return None
     return ssl.PrivateCertificate.loadPEM(creds.key_pem + b"\n" + creds.cert_pem)
 
-
-def describe(failure: BaseException, url: str) -> str:
-    """A transport failure as Go's net/http client words it."""
-    if isinstance(failure, ResponseNeverReceived) and failure.reasons:
-        failure = failure.reasons[0].value
-    parts = urlsplit(url)
-    where = f"{parts.hostname}:{parts.port or 443}"
-    if isinstance(failure, net_error.ConnectionRefusedError):
-        why = f"dial tcp {where}: connect: connection refused"
-    elif isinstance(failure, (defer.TimeoutError, defer.CancelledError, net_error.TimeoutError)):
-        why = "context deadline exceeded"
-    elif isinstance(failure, net_error.DNSLookupError):
-        why = f"dial tcp: lookup {parts.hostname}: no such host"
-    elif isinstance(failure, net_error.NoRouteError):
-        why = f"dial tcp {where}: connect: no route to host"
-    else:
-        text = str(failure)
-        if "certificate verify failed" in text:
-            why = "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-        elif "VerificationError" in type(failure).__name__ or "VerificationError" in text or "hostname" in text:
-            why = f"tls: failed to verify certificate: x509: certificate is not valid for {parts.hostname}"
-        else:
-            why = text or type(failure).__name__
-    return f'Post "{url}": {why}'
 
 
 _GENERIC = {400: "the server rejected our request for an unknown reason",
@@ -167,7 +135,7 @@ class WebhookClient:
 
     async def post(self, client_config: dict, body: bytes, timeout: float) -> tuple[int, bytes]:
         """POST ``body``; ``(status code, response body)``.  Raises CallFailed."""
-        query = f"timeout={go_duration(timeout)}"
+        query = f"timeout={format_go_duration(timeout)}"
         ca_bundle = client_config.get("caBundle") or ""
         service = client_config.get("service")
         headers = {"Content-Type": ["application/json"], "Accept": ["application/json, */*"],
@@ -210,7 +178,7 @@ class WebhookClient:
         try:
             code, content = await d
         except Exception as e:  # transport failures, TLS, timeout
-            raise CallFailed(describe(e, shown)) from None
+            raise CallFailed(describe_post_failure(e, shown)) from None
         finally:
             self._in_flight.discard(d)
         if len(content) > MAX_RESPONSE_BYTES:
