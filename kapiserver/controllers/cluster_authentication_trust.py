@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Hashable, Optional
+from typing import Optional
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from twisted.logger import Logger
 
 from kapiserver.auth.build import RequestHeaderTrust
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.controllers.named_object import NamedObjectController
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Store
 
@@ -93,41 +92,23 @@ def desired_data(existing: dict, client_ca_pem: bytes, requestheader: Optional[R
     return data
 
 
-class ClusterAuthenticationTrustController:
+class ClusterAuthenticationTrustController(NamedObjectController):
+    namespace, name, queue_name = NAMESPACE, NAME, "cluster-authentication-trust"
+
     def __init__(self, configmaps: Store, client_ca_pem: bytes, requestheader: Optional[RequestHeaderTrust],
                  reactor) -> None:
-        self.configmaps = configmaps
+        super().__init__(configmaps, reactor)
         self.client_ca_pem = client_ca_pem
         self.requestheader = requestheader
-        self.queue = ReconcileQueue("cluster-authentication-trust", self.reconcile, reactor)
-        self.informer = Informer(configmaps, self._on_event, reactor,
-                                 field_selector=f"metadata.namespace={NAMESPACE},metadata.name={NAME}")
 
-    def start(self) -> None:
-        self.informer.start()
-        self.queue.add(NAME)
-
-    def stop(self) -> None:
-        self.informer.stop()
-        self.queue.stop()
-
-    def _on_event(self, event_type: str, obj: dict) -> None:
-        self.queue.add(NAME)
-
-    async def reconcile(self, key: Hashable) -> None:
-        try:
-            current: Optional[dict] = await self.configmaps.get(NAMESPACE, NAME)
-        except errors.StatusError as e:
-            if e.code != 404:
-                raise
-            current = None
+    async def sync(self, current: Optional[dict]) -> None:
         existing = (current or {}).get("data") or {}
         data = desired_data(existing, self.client_ca_pem, self.requestheader)
         if current is not None and existing == data:
             return
         if current is None:
             try:
-                await self.configmaps.create(NAMESPACE, {"apiVersion": "v1", "kind": "ConfigMap",
+                await self.store.create(NAMESPACE, {"apiVersion": "v1", "kind": "ConfigMap",
                                                          "metadata": {"name": NAME, "namespace": NAMESPACE},
                                                          "data": data})
             except errors.StatusError as e:
@@ -141,4 +122,4 @@ class ClusterAuthenticationTrustController:
             obj["data"] = desired_data(obj.get("data") or {}, self.client_ca_pem, self.requestheader)
             obj.pop("binaryData", None)
             return obj
-        await self.configmaps.guaranteed_update(NAMESPACE, NAME, write)
+        await self.store.guaranteed_update(NAMESPACE, NAME, write)

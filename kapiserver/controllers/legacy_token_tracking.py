@@ -11,12 +11,11 @@ so servers that disagree about the ConfigMap's existence cannot fight.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable, Hashable, Optional
+from typing import Any, Callable, Optional
 
 from twisted.logger import Logger
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.controllers.named_object import NamedObjectController
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Store
 
@@ -42,32 +41,16 @@ def is_date(value: Any) -> bool:
     return value[4] == "-" and value[7] == "-"
 
 
-class LegacyTokenTrackingController:
+class LegacyTokenTrackingController(NamedObjectController):
+    namespace, name, queue_name = NAMESPACE, NAME, "legacy_token_tracking_controller"
+
     def __init__(self, configmaps: Store, reactor: Any,
                  clock: Optional[Callable[[], datetime.datetime]] = None) -> None:
-        self.configmaps = configmaps
-        self.reactor = reactor
+        super().__init__(configmaps, reactor)
         self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))
-        self.queue = ReconcileQueue("legacy_token_tracking_controller", self.reconcile, reactor)
-        self.informer = Informer(configmaps, lambda _type, _obj: self.queue.add(NAME), reactor,
-                                 field_selector=f"metadata.namespace={NAMESPACE},metadata.name={NAME}")
         self._last_creation: Optional[float] = None
 
-    def start(self) -> None:
-        self.informer.start()
-        self.queue.add(NAME)
-
-    def stop(self) -> None:
-        self.informer.stop()
-        self.queue.stop()
-
-    async def reconcile(self, key: Hashable) -> None:
-        try:
-            current: Optional[dict] = await self.configmaps.get(NAMESPACE, NAME)
-        except errors.StatusError as e:
-            if e.code != 404:
-                raise
-            current = None
+    async def sync(self, current: Optional[dict]) -> None:
         if current is None:
             await self._create()
             return
@@ -81,7 +64,7 @@ class LegacyTokenTrackingController:
             obj["data"][DATA_KEY] = today(self.clock())
             return obj
         try:
-            await self.configmaps.guaranteed_update(NAMESPACE, NAME, fix)
+            await self.store.guaranteed_update(NAMESPACE, NAME, fix)
         except errors.StatusError as e:
             if e.code not in (404, 409):
                 raise
@@ -93,7 +76,7 @@ class LegacyTokenTrackingController:
             return
         self._last_creation = now
         try:
-            await self.configmaps.create(NAMESPACE, {
+            await self.store.create(NAMESPACE, {
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": NAME, "namespace": NAMESPACE},
                 "data": {DATA_KEY: today(self.clock())}})
