@@ -17,10 +17,12 @@ What is served from where:
   backend (exactness matters for paginated lists).
 * ``list_cached(prefix)``: the ``resourceVersion=0`` fast path ("any recent
   state"): memory, at once, no round trip to the backend.
-* ``get(key)``: the backend.  A single-key read is cheap on both backends, is
-  exact, and read-modify-write loops want the freshest value; a consistent read
-  from memory would cost the same revision round trip plus a wait.
-  ``get_cached(key)`` is the ``resourceVersion=0`` fast path.
+* ``get(key)``: memory, when the backend knows its latest revision without a
+  round trip (``local_revision``: the embedded store) and the cache has reached
+  it, which it has unless a watch is replaying history: the same answer
+  the backend would give, without the thread hop. Otherwise the backend: on
+  etcd a consistent read from memory would cost the same revision round trip
+  plus a wait. ``get_cached(key)`` is the ``resourceVersion=0`` fast path.
 * writes, ``count``, revisions, compaction and leases: the backend.  The cache
   learns of writes from its watch; any later consistent read waits for them.
 * ``watch(prefix, after)``: from the event window when it covers ``after``
@@ -131,6 +133,15 @@ class CachedStorage:
         return self.backend.compacted_revision()
 
     def get(self, key: str, revision: int = 0) -> defer.Deferred:
+        if revision == 0:
+            # a consistent read from memory when the backend can say at once that the cache
+            # has every committed write (the embedded store); otherwise the backend answers
+            local_revision: Optional[Callable[[], Optional[int]]] = getattr(self.backend, "local_revision", None)
+            cache = self.cache_for(key)
+            if local_revision is not None and cache is not None and cache.ready:
+                latest = local_revision()
+                if latest is not None and cache.revision >= latest:
+                    return defer.succeed(cache.get(key))
         return self.backend.get(key, revision)
 
     def count(self, prefix: str) -> defer.Deferred:

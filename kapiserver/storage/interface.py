@@ -180,6 +180,11 @@ class Storage(Protocol):
     def compacted_revision(self) -> Deferred:
         """Fire with the revision of the last compaction (0 if never)."""
 
+    # Optional, not part of the Protocol: ``local_revision() -> Optional[int]``, the
+    # latest committed revision when the backend knows it without a round trip (the
+    # embedded store, whose process commits every write). The watch cache then serves
+    # consistent single-key reads from memory; backends without it are asked.
+
     def get(self, key: str, revision: int = 0) -> Deferred:
         """Fire with the :class:`KeyValue` at ``revision`` (0 = latest), or ``None``."""
 

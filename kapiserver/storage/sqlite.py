@@ -286,6 +286,10 @@ class SQLiteStorage:
     def current_revision(self) -> defer.Deferred:
         return defer.succeed(self._revision)
 
+    def local_revision(self) -> Optional[int]:
+        """The latest committed revision: this process commits every write (see the Storage contract)."""
+        return self._revision
+
     def compacted_revision(self) -> defer.Deferred:
         return defer.succeed(self._compacted)
 

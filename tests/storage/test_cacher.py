@@ -137,6 +137,38 @@ class CacherTests(unittest.TestCase):
         self.assertIsNone(await store.get_cached("/configmaps/ns2/nope"))
         self.assertEqual(backend.calls, before, "list_cached/get_cached must not touch the backend")
 
+    async def test_consistent_get_on_the_embedded_store_is_served_from_memory(self):
+        store, backend = await self.open()
+        kv = await store.create("/configmaps/ns1/a", b"0")
+        await store.list("/configmaps/")  # builds the cache
+        gets = backend.calls.get("get", 0)
+        for i in range(1, 20):
+            kv = await store.update("/configmaps/ns1/a", str(i).encode(), kv.mod_revision)
+            got = await store.get("/configmaps/ns1/a")  # right after the write is acknowledged
+            self.assertEqual((got.value, got.mod_revision), (str(i).encode(), kv.mod_revision))
+        await store.delete("/configmaps/ns1/a")
+        self.assertIsNone(await store.get("/configmaps/ns1/a"))
+        self.assertEqual(backend.calls.get("get", 0), gets, "consistent gets must not need the backend")
+        # an older revision is the backend's
+        await store.get("/configmaps/ns1/a", revision=kv.mod_revision)
+        self.assertEqual(backend.calls["get"], gets + 1)
+
+    async def test_consistent_get_asks_a_backend_that_must_be_asked_its_revision(self):
+        class Remote(Recording):  # as etcd: no local_revision
+            def __getattr__(self, name):
+                if name == "local_revision":
+                    raise AttributeError(name)
+                return super().__getattr__(name)
+        backend = Remote(SQLiteStorage(sqlite_path(self)))
+        store = CachedStorage(backend)
+        await store.start()
+        self.addCleanup(store.stop)
+        await store.create("/configmaps/ns1/a", b"0")
+        await store.list("/configmaps/")
+        gets = backend.calls.get("get", 0)
+        self.assertEqual((await store.get("/configmaps/ns1/a")).value, b"0")
+        self.assertEqual(backend.calls["get"], gets + 1)
+
     async def test_many_watchers_share_one_backend_watch(self):
         store, backend = await self.open()
         await store.create("/configmaps/ns/seed", b"x")
