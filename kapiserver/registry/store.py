@@ -19,7 +19,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionChain, Attributes
-from kapiserver.machinery import codec, errors, meta, validation, zero_values
+from kapiserver.machinery import codec, cooperate, errors, meta, validation, zero_values
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
 from kapiserver.registry import fieldmanagers
 from kapiserver.registry.leases import LeaseReuser
@@ -33,6 +33,8 @@ log = Logger()
 GENERATE_NAME_ATTEMPTS = 8
 # Items read from storage per round trip while filling a selector-filtered page.
 _LIST_BATCH = 500
+# Selector lists decode every stored object: give the reactor a turn this often.
+_YIELD_EVERY = 500
 
 
 # The managers recorded in managedFields for writes the server makes itself: its own, and
@@ -88,6 +90,27 @@ def too_old(requested: int, compacted: int) -> errors.StatusError:
     return errors.expired(f"too old resource version: {requested} ({compacted})")
 
 
+@dataclass
+class StoredList:
+    """A list as read from storage: its ListMeta and its items, each a stored
+    ``KeyValue`` (decoded by :meth:`external` when needed) or, for kinds converted
+    asynchronously, the converted object itself."""
+
+    kind: str
+    api_version: str
+    metadata: dict
+    items: list
+    store: "Store"
+
+    def external(self, item: Any) -> dict:
+        """One item as clients see it (a fresh dict for a stored value)."""
+        return item if isinstance(item, dict) else self.store.to_external(decode(item))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "apiVersion": self.api_version, "metadata": self.metadata,
+                "items": [self.external(item) for item in self.items]}
+
+
 class Store:
     def __init__(self, rtype: ResourceType, storage: st.Storage, admission: Optional[AdmissionChain] = None,
                  leases: Optional[LeaseReuser] = None) -> None:
@@ -96,6 +119,9 @@ class Store:
         self.admission = admission or AdmissionChain()
         self.leases = leases or LeaseReuser(storage)
         self._field_managers: dict[str, FieldManager] = {}
+        # names this Store's way of turning stored values into objects in the encodings
+        # memoized on them (KeyValue.encodings): a CRD served anew gets a new Store
+        self.encoding_token = object()
 
     # ------------------------------------------------------------ helpers
 
@@ -266,6 +292,12 @@ class Store:
         return matches
 
     async def list(self, namespace: str, opts: ListOptions) -> dict:
+        """The list as one object, every item decoded (controllers, deletecollection)."""
+        return (await self.list_stored(namespace, opts)).to_dict()
+
+    async def list_stored(self, namespace: str, opts: ListOptions) -> "StoredList":
+        """The list with its items as stored: the REST list handler encodes them one by one
+        (``StoredList``), so a big list never exists as decoded objects all at once."""
         prefix = self.rtype.storage_prefix(namespace)
         matches = self.matcher(opts)
         rev = 0
@@ -288,7 +320,7 @@ class Store:
                                                  "retryAfterSeconds": 1})
         # resourceVersion=0 without a continue token: any recent state (served from memory)
         any_state = opts.resource_version == "0" and not opts.continue_token
-        items: list[dict] = []
+        items: list[Any] = []
         start_key = prefix + start if start else ""
         more = False
         next_key = ""
@@ -320,13 +352,24 @@ class Store:
             # one conversion call per storage page when conversion is asynchronous
             converted = (await self.externals([decode(kv) for kv in page.items])
                          if self.rtype.convert_from_storage_async is not None else None)
-            for kv in page.items:
-                obj = converted[consumed] if converted is not None else self._from_kv(kv)
-                consumed += 1
-                if matches is None or matches(obj):
-                    items.append(obj)
-                    if opts.limit and len(items) >= opts.limit:
-                        break
+            if converted is None and matches is None:
+                # nothing to look at: the values themselves are the items, decoded only when
+                # (and if) an encoding of them is not already memoized
+                take = page.items if not opts.limit else page.items[:opts.limit - len(items)]
+                items.extend(take)
+                consumed = len(take)
+            else:
+                for kv in page.items:
+                    obj = converted[consumed] if converted is not None else self._from_kv(kv)
+                    consumed += 1
+                    if matches is None or matches(obj):
+                        # a converted object is kept; a decoded one is dropped (memory: the
+                        # value is kept instead and decoded again when it is encoded)
+                        items.append(obj if converted is not None else kv)
+                        if opts.limit and len(items) >= opts.limit:
+                            break
+                    if consumed % _YIELD_EVERY == 0:
+                        await cooperate.yield_to_reactor()
             if opts.limit and len(items) >= opts.limit:
                 last_key = page.items[consumed - 1].key
                 more = consumed < len(page.items) or page.more
@@ -342,8 +385,7 @@ class Store:
             list_meta["continue"] = encode_continue(read_rev, next_key)
             if remaining is not None and remaining > 0:
                 list_meta["remainingItemCount"] = remaining
-        return {"kind": self.rtype.list_kind, "apiVersion": self.rtype.api_version,
-                "metadata": list_meta, "items": items}
+        return StoredList(self.rtype.list_kind, self.rtype.api_version, list_meta, items, self)
 
     # ------------------------------------------------------------ create
 
