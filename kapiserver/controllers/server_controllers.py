@@ -7,7 +7,10 @@ Every server (as every kube-apiserver does):
   record (``kubernetes_service.py``);
 * serving the stored CRDs (``apiextensions/server.py``, started by the API server);
 * the ``extension-apiserver-authentication`` ConfigMap, each server adding its trust
-  (``cluster_authentication_trust.py``).
+  (``cluster_authentication_trust.py``);
+* the API Priority and Fairness bootstrap FlowSchemas and PriorityLevelConfigurations
+  (``apf_bootstrap.py``; their consumer, the priority-and-fairness filter's
+  configuration, is started by the API server).
 
 Only the leader of the ``controllers.leader_elect_resource_*`` Lease (as
 kube-controller-manager's controllers; all of them on every server when
@@ -26,6 +29,7 @@ from typing import Awaitable, Callable, Hashable, Iterable, Optional
 from twisted.logger import Logger
 
 from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.controllers.apf_bootstrap import READY_CHECK as APF_BOOTSTRAP_CHECK, APFBootstrapEnsurer
 from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
@@ -35,6 +39,7 @@ from kapiserver.controllers.master_leases import EndpointsReconciler, MasterLeas
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
 from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
+from kapiserver.flowcontrol import bootstrap
 from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensController
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.store import Store
@@ -72,6 +77,13 @@ class ServerControllers:
         self.trust = ClusterAuthenticationTrustController(
             deps.store("", "v1", "configmaps"), authn.client_ca_pem if authn else b"",
             authn.requestheader if authn else None, reactor)
+        self.apf_bootstrap = APFBootstrapEnsurer(
+            deps.store(bootstrap.GROUP, bootstrap.VERSION, "flowschemas"),
+            deps.store(bootstrap.GROUP, bootstrap.VERSION, "prioritylevelconfigurations"), reactor)
+        try:
+            health.add(APF_BOOTSTRAP_CHECK, self.apf_bootstrap.check, kinds=("healthz", "readyz"))
+        except ValueError:
+            pass  # a second server on the same health registry (tests)
         namespaces = deps.store("", "v1", "namespaces")
         factories: list[Callable[[], Controller]] = [
             lambda: NamespaceController(namespaces, all_stores, reactor),
@@ -102,6 +114,7 @@ class ServerControllers:
         await self.repair.start()
         await self.kubernetes_service.start()
         self.trust.start()
+        await self.apf_bootstrap.start()
         if self.elector is not None:
             await self.elector.start()
         else:
@@ -112,5 +125,6 @@ class ServerControllers:
             await self.elector.stop()
         self.manager.stop()
         self.trust.stop()
+        self.apf_bootstrap.stop()
         self.repair.stop()
         await self.kubernetes_service.stop()

@@ -222,8 +222,12 @@ def list_body(listed: StoredList, target: MediaTarget, pretty: bool,
     meta_version = f"{target.group}/{target.version}"
     if target.as_kind == "Table":
         include = include_object()
-        cols = table.table_columns(listed.store.rtype)
-        envelope = table.to_table(listed.store.rtype, [], include, listed.metadata, meta_version)
+        rtype = listed.store.rtype
+        cols = table.table_columns(rtype)
+        if rtype.table_row_order is not None:  # a printer that sorts: the rows need every object first
+            ordered = sorted((listed.external(item) for item in listed.items), key=rtype.table_row_order)
+            listed = StoredList(listed.kind, listed.api_version, listed.metadata, ordered, listed.store)
+        envelope = table.to_table(rtype, [], include, listed.metadata, meta_version)
         return _TextList(listed, target, envelope, "rows",
                          lambda obj: table.row(cols, obj, include, meta_version), None, pretty)
     if target.as_kind == "PartialObjectMetadataList":

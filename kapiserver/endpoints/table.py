@@ -64,6 +64,8 @@ def to_table(rtype: ResourceType, objects: list[dict], include_object: str = INC
     """A Table of ``objects``; ``list_meta`` (resourceVersion, continue, remainingItemCount)
     when they come from a list, else the single object's resourceVersion is used."""
     cols = table_columns(rtype)
+    if list_meta is not None and rtype.table_row_order is not None:
+        objects = sorted(objects, key=rtype.table_row_order)
     rows = [row(cols, obj, include_object, api_version) for obj in objects]
     if list_meta is not None:
         metadata = {k: list_meta[k] for k in ("resourceVersion", "continue", "remainingItemCount")

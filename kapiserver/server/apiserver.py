@@ -33,6 +33,9 @@ from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
 from kapiserver.endpoints.static import DocumentEndpoint
+from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol.controller import APFController
+from kapiserver.flowcontrol.debug import APFDebugResource
 from kapiserver.machinery import errors
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.leases import LeaseReuser
@@ -51,6 +54,9 @@ log = Logger()
 
 BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 OBJECT_COUNT_INTERVAL_SECONDS = 60.0
+# upstream's post-start hooks of API Priority and Fairness, as /readyz lists them
+APF_CONSUMER_CHECK = "poststarthook/priority-and-fairness-config-consumer"
+APF_FILTER_CHECK = "poststarthook/priority-and-fairness-filter"
 
 
 def _publish_inflight(readonly: int, mutating: int) -> None:
@@ -112,6 +118,18 @@ class APIServer:
                 rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
+        limits = config.limits
+        # API Priority and Fairness: the server's concurrency shared among priority levels
+        self.flow_control: APFController | None = None
+        if limits.enable_priority_and_fairness:
+            self.flow_control = APFController(
+                limits.max_requests_inflight + limits.max_mutating_requests_inflight, reactor)
+            for name, check in ((APF_CONSUMER_CHECK, self._apf_synced_check), (APF_FILTER_CHECK, lambda: None)):
+                try:
+                    health.add(name, check, kinds=("healthz", "readyz"))
+                except ValueError:
+                    pass  # a second server on the same health registry (tests)
+
         self.watches = WatchRegistry(_count_watch)
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
                                  schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store)
@@ -119,7 +137,6 @@ class APIServer:
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
         self.root = AggregatorResource(AggregatorDeps(self.all_types), kube)
 
-        limits = config.limits
         self.inflight = InflightLimiter(limits.max_requests_inflight, limits.max_mutating_requests_inflight,
                                         on_change=_publish_inflight)
         self.wait_group = RequestWaitGroup()
@@ -127,7 +144,8 @@ class APIServer:
             reactor=reactor, authenticator=self.authenticator, authorizer=self.authorizer,
             inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record_request,
             request_timeout_seconds=float(limits.request_timeout_seconds),
-            max_body_bytes=limits.max_request_body_bytes))
+            max_body_bytes=limits.max_request_body_bytes,
+            flow_control=self.flow_control, object_count=self.object_count))
         self.site = APISite(self.handler, limits.max_request_body_bytes)
         self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
         self.controllers: ServerControllers | None = None
@@ -149,6 +167,7 @@ class APIServer:
             "version": DocumentEndpoint(lambda request, target: version.version_info()),
             "metrics": metrics.metrics_resource(),
             "openapi": OpenAPIEndpoint(self.openapi),
+            **({"debug": APFDebugResource(self.flow_control)} if self.flow_control is not None else {}),
         }
 
     def _jwks_uri(self) -> str:
@@ -223,6 +242,23 @@ class APIServer:
                 return
         self._object_counts = counts
 
+    def object_count(self, group: str, resource: str) -> int | None:
+        """How many objects of a resource are stored (the seats a LIST takes): the watch
+        cache's count when it holds the resource, else the last periodic count."""
+        for rtype in self.all_types():
+            if rtype.group == group and rtype.plural == resource and rtype.stored:
+                cached = getattr(self.storage, "cached_count", None)
+                count = cached(rtype.storage_prefix()) if cached is not None else None
+                if count is not None:
+                    return count
+                break
+        counts = getattr(self, "_object_counts", {})
+        return counts.get(f"{resource}.{group}" if group else resource)
+
+    def _apf_synced_check(self) -> None:
+        if self.flow_control is None or not self.flow_control.synced.called:
+            raise RuntimeError("the API Priority and Fairness configuration is not read yet")
+
     def requests_in_flight(self) -> int:
         """Requests being answered now, watches excepted (what a graceful shutdown waits for)."""
         return self.wait_group.count
@@ -238,7 +274,12 @@ class APIServer:
                 if e.reason != "AlreadyExists":
                     raise
         self.authentication.start()
+        if self.flow_control is not None:
+            self.flow_control.start(self.store(bootstrap.GROUP, bootstrap.VERSION, "flowschemas"),
+                                    self.store(bootstrap.GROUP, bootstrap.VERSION, "prioritylevelconfigurations"))
         await self.apiextensions.start()
+        if self.flow_control is not None:  # classify with the stored configuration from the first request on
+            await self.flow_control.synced
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
             self.registry, self.health, self.all_stores,
@@ -257,6 +298,8 @@ class APIServer:
             self._counter.stop()
         if self.controllers is not None:
             await self.controllers.stop()
+        if self.flow_control is not None:
+            self.flow_control.stop()
         self.apiextensions.stop()
         self.authentication.stop()
         self.watches.stop_all()

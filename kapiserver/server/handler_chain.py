@@ -9,11 +9,13 @@ request passes, outermost first:
 
 Max-in-flight comes after authentication and impersonation, as upstream: the
 ``system:masters`` group is exempt from it, and priority-and-fairness (its
-successor) classifies requests by user.
+successor, which takes its place unless ``limits.enable_priority_and_fairness``
+is false) classifies requests by user.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.resource import IResource
@@ -26,9 +28,12 @@ from kapiserver.endpoints.filters.impersonation import WithImpersonation
 from kapiserver.endpoints.filters.inflight import InflightLimiter, WithMaxInFlightLimit
 from kapiserver.endpoints.filters.metrics import Recorder, WithRequestMetrics
 from kapiserver.endpoints.filters.panic_recovery import PanicRecovery
+from kapiserver.endpoints.filters.priority_and_fairness import WithPriorityAndFairness
 from kapiserver.endpoints.filters.request_info import WithRequestInfo
 from kapiserver.endpoints.filters.timeout import WithTimeout
 from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup, WithWaitGroup
+from kapiserver.flowcontrol.controller import APFController
+from kapiserver.flowcontrol.work_estimate import ObjectCounter
 
 
 @dataclass(frozen=True)
@@ -41,12 +46,20 @@ class HandlerChainDeps:
     record_metrics: Recorder
     request_timeout_seconds: float
     max_body_bytes: int
+    # API Priority and Fairness, in max-in-flight's place when set
+    flow_control: Optional[APFController] = None
+    # (API group, resource) -> objects stored: the seats a LIST takes
+    object_count: ObjectCounter = lambda group, resource: None
 
 
 def build_handler_chain(api_handler: IResource, deps: HandlerChainDeps) -> IResource:
     """Wrap ``api_handler`` (the delegation chain) in the filters, innermost first."""
     handler: IResource = WithAuthorization(api_handler, deps.authorizer)
-    handler = WithMaxInFlightLimit(handler, deps.inflight)
+    if deps.flow_control is not None:
+        handler = WithPriorityAndFairness(handler, deps.flow_control, deps.object_count, deps.reactor,
+                                          deps.request_timeout_seconds)
+    else:
+        handler = WithMaxInFlightLimit(handler, deps.inflight)
     handler = WithImpersonation(handler, deps.authorizer)
     handler = WithAuthentication(handler, deps.authenticator)
     handler = WithTimeout(handler, deps.reactor, deps.request_timeout_seconds)

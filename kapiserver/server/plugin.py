@@ -72,6 +72,9 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "requestheader-extra-headers-prefix": ("authentication.requestheader.extra_headers_prefix", _list),
     "proxy-client-cert-file": ("proxy_client_cert_file", str),
     "proxy-client-key-file": ("proxy_client_key_file", str),
+    "enable-priority-and-fairness": ("limits.enable_priority_and_fairness", _bool),
+    "max-requests-inflight": ("limits.max_requests_inflight", int),
+    "max-mutating-requests-inflight": ("limits.max_mutating_requests_inflight", int),
 }
 
 _LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
@@ -135,6 +138,13 @@ class Options(usage.Options):
         ["proxy-client-cert-file", None, None, "Client certificate presented to extension API servers. "
                                                "Overrides proxy_client_cert_file."],
         ["proxy-client-key-file", None, None, "Its key. Overrides proxy_client_key_file."],
+        ["enable-priority-and-fairness", None, None, "true/false: API Priority and Fairness (false: max-in-flight). "
+                                                     "Overrides limits.enable_priority_and_fairness."],
+        ["max-requests-inflight", None, None, "Read-only requests at once (with APF: part of the server's "
+                                              "concurrency). Overrides limits.max_requests_inflight."],
+        ["max-mutating-requests-inflight", None, None, "Mutating requests at once (with APF: part of the server's "
+                                                       "concurrency). Overrides "
+                                                       "limits.max_mutating_requests_inflight."],
     ]
 
     def overrides(self) -> dict[str, Any]:

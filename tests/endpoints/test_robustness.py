@@ -58,7 +58,7 @@ class SlowWatcherTests(ServerTestCase):
 
 
 class LimitTests(ServerTestCase):
-    settings = {"max_requests_inflight": 1, "request_timeout_seconds": 1}
+    settings = {"max_requests_inflight": 1, "request_timeout_seconds": 1, "enable_priority_and_fairness": False}
 
     def hang_lists(self) -> defer.Deferred:
         """Make configmap lists wait until the returned Deferred fires."""

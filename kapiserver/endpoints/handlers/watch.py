@@ -25,6 +25,7 @@ from twisted.logger import Logger
 
 from kapiserver.endpoints import partial_metadata
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope
 from kapiserver.endpoints.transform import transform_watch_object
 from kapiserver.machinery import codec, protobuf
@@ -282,6 +283,9 @@ async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callabl
         stream.abandon()  # the error is answered as a Status instead of a stream
         raise
     unregister.append(register(rw))
+    initialized = context_of(request).watch_initialized
+    if initialized is not None:  # the initial events are out: priority and fairness gives the seats back
+        initialized()
     # send headers now so clients see the watch established even when idle
     request.write(b"")
     await stream.done
