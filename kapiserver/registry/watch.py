@@ -87,13 +87,18 @@ class ResourceWatch:
                 raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
                                          f"current: {page.revision}")
             self.revision = page.revision
-            if self._async:
-                initial_objs = await self.store.externals([decode(kv) for kv in page.items])
+            feed = getattr(self.sink, "feed_initial", None)
+            if feed is not None and not self._async:
+                # the sink sends them itself, a slice at a time while its client reads
+                feed(page.items, lambda kv: self.store.to_external(decode(kv)), self.matches)
             else:
-                initial_objs = (self.store.to_external(decode(kv)) for kv in page.items)
-            for obj in initial_objs:
-                if self.matches is None or self.matches(obj):
-                    self.sink.send(ADDED, obj)
+                if self._async:
+                    initial_objs = await self.store.externals([decode(kv) for kv in page.items])
+                else:
+                    initial_objs = [self.store.to_external(decode(kv)) for kv in page.items]
+                for obj in initial_objs:
+                    if self.matches is None or self.matches(obj):
+                        self.sink.send(ADDED, obj)
             if opts.send_initial_events:
                 self._bookmark({INITIAL_EVENTS_END: "true"})
         else:

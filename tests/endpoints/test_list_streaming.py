@@ -3,6 +3,7 @@ in every encoding and shape, and a client that stops reading holds a bounded buf
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 
@@ -216,3 +217,58 @@ class StalledListReaderTests(ServerTestCase):
         self.assertLess(len(received), 60 * len(blob))
         # and the server goes on serving
         self.assertEqual((await self.client.get(CM + "/big-000")).code, 200)
+
+
+class SlowWatchListReaderTests(ServerTestCase):
+    @run
+    async def test_initial_events_of_a_watch_list_wait_for_the_reader(self):
+        """A watch-list of 40 MB to a client that reads nothing is neither buffered nor closed:
+        its initial events are encoded as the client reads them, then the end bookmark follows."""
+        blob = "x" * (400 * 1024)
+        for i in range(100):
+            self.assertEqual((await self.client.post(CM, configmap(f"big-{i:03}", blob=blob))).code, 201)
+        port = int(self.server.url.rsplit(":", 1)[1])
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.connect(("127.0.0.1", port))
+        self.addCleanup(sock.close)
+        sock.sendall(b"GET " + CM.encode() + b"?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                     b"&allowWatchBookmarks=true HTTP/1.1\r\nHost: x\r\n\r\n")
+        watches = self.server.api.watches
+        for _ in range(100):
+            await task.deferLater(reactor, 0.05, lambda: None)
+            if watches.watches:
+                break
+        for _ in range(10):
+            await task.deferLater(reactor, 0.05, lambda: None)
+        stream = next(iter(watches.watches)).sink
+        self.assertTrue(stream.feeding)
+        self.assertTrue(stream.paused)
+        self.assertLess(stream._initial_index, 40)  # the rest is not even encoded yet
+        self.assertEqual(len(stream.backlog), 1)  # the initial-events-end bookmark, waiting its turn
+        # an event meanwhile waits behind the initial ones
+        self.assertEqual((await self.client.post(CM, configmap("late"))).code, 201)
+        sock.setblocking(False)
+        received = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and b'"name":"late"' not in received:
+            try:
+                chunk = sock.recv(1 << 20)
+            except BlockingIOError:
+                await task.deferLater(reactor, 0.01, lambda: None)
+                continue
+            if not chunk:
+                break
+            received += chunk
+        names = []  # (event type, object name) in the order received
+        for event in received.split(b'{"type":"')[1:]:
+            kind = event.split(b'"', 1)[0]
+            found = re.search(rb'"name":"([^"]*)"', event)
+            names.append((kind, found.group(1) if found and kind != b"BOOKMARK" else None))
+        kinds = [kind for kind, _ in names]
+        self.assertEqual(kinds.count(b"BOOKMARK"), 1)
+        bookmark_at = kinds.index(b"BOOKMARK")
+        initial = [name for kind, name in names[:bookmark_at]]
+        self.assertEqual(sum(1 for n in initial if n.startswith(b"big-")), 100)
+        self.assertEqual(names[-1], (b"ADDED", b"late"))
+        self.assertFalse(stream.feeding)

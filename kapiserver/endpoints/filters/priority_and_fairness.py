@@ -128,7 +128,7 @@ class WithPriorityAndFairness(Filter):
         self.controller.dropped.record(level.name)
         if request.finished or getattr(request, "_disconnected", False):
             return
-        request.setResponseCode(429)
+        request.setResponseCode(429, b"Too Many Requests")
         request.setHeader(b"retry-after", str(self.controller.dropped.retry_after(level.name)).encode())
         request.setHeader(b"content-type", b"text/plain; charset=utf-8")
         request.setHeader(b"x-content-type-options", b"nosniff")
