@@ -19,6 +19,7 @@ everything at once.  Everything here runs on the reactor thread: no locks.
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -134,6 +135,9 @@ class QueueSet:
         self.rejected_total = 0
         self.timedout_total = 0  # upstream counts queue timeouts as cancelled (this stays 0, as there)
         self.cancelled_total = 0
+        # for the metrics: by flow schema, and by (flow schema, reason) for rejections
+        self.dispatched_by_schema: Counter[str] = Counter()
+        self.rejected_by_schema: Counter[tuple[str, str]] = Counter()
         # called when the set becomes idle (a level being removed can then go)
         self.on_idle: Optional[Callable[[], None]] = None
 
@@ -186,6 +190,7 @@ class QueueSet:
         if self.desired_queues < 1:
             if not self._can_accommodate(estimate.max_seats):
                 self.rejected_total += 1
+                self.rejected_by_schema[(fs_name, "concurrency-limit")] += 1
                 request.state = REJECTED
                 return None
             self._start_executing(request, None)
@@ -196,6 +201,7 @@ class QueueSet:
         request.queue = queue
         if self.seats_in_use >= self.concurrency_limit and len(queue.waiting) >= self.queue_length_limit:
             self.rejected_total += 1
+            self.rejected_by_schema[(fs_name, "queue-full")] += 1
             request.state = REJECTED
             return None
         if not queue.busy():
@@ -236,6 +242,7 @@ class QueueSet:
             self.seats_waiting -= request.estimate.max_seats
             self.rejected_total += 1
             self.cancelled_total += 1
+            self.rejected_by_schema[(request.fs_name, "time-out")] += 1
             self._bound_next_dispatch(queue)
             self._remove_idle_surplus_queues()
         self._note_idle()
@@ -293,6 +300,7 @@ class QueueSet:
         request.started_at = self.clock()
         self.executing += 1
         self.dispatched_total += 1
+        self.dispatched_by_schema[request.fs_name] += 1
         seats = request.estimate.max_seats
         self.seats_in_use += seats
         if queue is not None:

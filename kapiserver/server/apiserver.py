@@ -288,6 +288,7 @@ class APIServer:
         await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
+        metrics.METRICS.set_flow_control_source(lambda: self.flow_control)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
         self._counter.clock = self.reactor
         self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=True).addErrback(

@@ -164,6 +164,12 @@ class QueuingTests(APFTestCase):
         queues = [row for row in await self.dump("dump_queues") if row[0] == "tiny"]
         self.assertEqual([row[1:6] for row in queues], [["0", "1", "3", "3", queues[0][5]]])
         self.assertTrue(queues[0][5].endswith("ss"))
+        metrics = (await self.client.get("/metrics")).raw.decode()
+        self.assertIn('apiserver_flowcontrol_rejected_requests_total{flow_schema="tiny",priority_level="tiny",'
+                      'reason="queue-full"} 1.0', metrics)
+        self.assertIn('apiserver_flowcontrol_current_inqueue_requests{flow_schema="tiny",priority_level="tiny"} 1.0',
+                      metrics)
+        self.assertIn('apiserver_flowcontrol_nominal_limit_seats{priority_level="tiny"} 3.0', metrics)
         gate.callback(None)
         self.assertEqual([r.code for r in await defer.gatherResults(lists)], [200] * 4)
 
