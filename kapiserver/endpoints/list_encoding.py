@@ -11,8 +11,13 @@ PartialObjectMetadataList).
 The encoding of an item that is a stored value is memoized on its
 ``KeyValue`` (``KeyValue.encodings``), keyed by the Store that decoded it and
 the form asked for: the watch cache keeps one ``KeyValue`` per unchanged
-object, so the next LIST of it in the same form costs a lookup.  Table rows
-hold the object's age and are never memoized.
+object, so the next LIST of it in the same form costs a lookup, and the
+initial events of a watch-list reuse the same bytes (``item_json``,
+``item_protobuf``).  Only the forms programs ask for are kept (compact JSON,
+protobuf, each as the object or as PartialObjectMetadata), so the memory
+this takes stays a small multiple of the stored objects; indented JSON and
+YAML (people) are encoded anew, and Table rows (they hold the object's age)
+always are.
 
 Protobuf frames the items inside a length-prefixed envelope: every item's
 size must be known before the first byte is written, so :meth:`ListBody.prepare`
@@ -94,8 +99,7 @@ class _TextList(ListBody):
         self.yaml = target.media_type == codec.YAML
         self.pretty = pretty and not self.yaml
         self.shape = shape
-        self.memo_key = None if memo_key is None else (
-            memo_key, "yaml" if self.yaml else ("json-indented" if self.pretty else "json"))
+        self.memo_key = None if memo_key is None or self.yaml or self.pretty else (memo_key, "json")
         whole = codec.encode({**envelope, items_key: _MARKER}, target.media_type, self.pretty)
         if self.yaml:
             placeholder = f"{items_key}: {_MARKER}\n".encode()
@@ -205,6 +209,17 @@ class _ProtobufList(ListBody):
         protobuf.write_bytes_field(out, 3, b"")  # contentEncoding, contentType: empty, as Go writes them
         protobuf.write_bytes_field(out, 4, b"")
         return bytes(out)
+
+
+def item_json(item: Any, store: Any, external: Callable[[Any], dict]) -> bytes:
+    """The compact JSON of one stored object as its list carries it (the memoized bytes)."""
+    return memoized(item, ((store.encoding_token, ""), "json"), lambda: _json_value(external(item)))
+
+
+def item_protobuf(item: Any, store: Any, external: Callable[[Any], dict], message: str) -> bytes:
+    """The protobuf message of one stored object, without envelope (the memoized bytes)."""
+    return memoized(item, ((store.encoding_token, ""), "protobuf"),
+                    lambda: protobuf.encode_message(message, external(item)))
 
 
 def _list_message(api_version: str, kind: str) -> Optional[str]:

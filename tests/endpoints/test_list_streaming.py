@@ -57,6 +57,25 @@ class ListBytesTests(ServerTestCase):
         self.assertEqual(r.raw, codec.encode_json(await self.expected("resourceVersion=0", r.raw)))
 
     @run
+    async def test_only_what_programs_ask_for_is_memoized_on_the_cached_values(self):
+        await self.fill()
+        cache = self.server.storage.cache_for("/configmaps/")
+        for accept in ("application/yaml", "application/json"):
+            self.assertEqual((await self.client.get(CM + "?resourceVersion=0", headers={"Accept": accept})).code, 200)
+        self.assertEqual((await self.client.get(CM + "?resourceVersion=0&pretty=true")).code, 200)
+        r = await self.client.get(CM + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                                  "&allowWatchBookmarks=true&timeoutSeconds=1")
+        self.assertEqual(r.code, 200)
+        values = [cache.get(key) for key in cache._keys if key.startswith("/configmaps/default/cm-")]
+        self.assertEqual(len(values), 7)
+        # one encoding each (compact JSON), shared by the LIST and the watch-list's initial events
+        self.assertEqual({len(kv.encodings or {}) for kv in values}, {1})
+        first = values[0]
+        self.assertIn(b'{"type":"ADDED","object":' + next(iter(first.encodings.values())) + b"}\n", r.raw)
+        r = await self.client.get(CM + "?resourceVersion=0", headers={"Accept": PB})
+        self.assertEqual({len(kv.encodings or {}) for kv in values}, {2})
+
+    @run
     async def test_empty_lists(self):
         for query in ("", "?pretty=true"):
             r = await self.client.get(NS + "/podtemplates" + query)

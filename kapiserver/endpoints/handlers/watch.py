@@ -29,7 +29,7 @@ from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope
 from kapiserver.endpoints.transform import transform_watch_object
-from kapiserver.machinery import codec, protobuf
+from kapiserver.machinery import codec, protobuf, protobuf_types
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.watch import ADDED, BOOKMARK, ERROR, INITIAL_EVENTS_END, ResourceWatch
 
@@ -274,9 +274,27 @@ class WatchStream:
         self._initial_index = 0
         self._external = external
         self._matches = matches
-        if self.encoding_key is not None:
-            self._memo_key = (self.scope.store.encoding_token, self.encoding_key, ADDED)
+        self._memo_key = None
+        target, rtype = self.scope.target, self.scope.rtype
+        if not target.as_kind:  # the object itself: the bytes its LISTs memoize
+            if self.protobuf:
+                self._memo_key = protobuf_types.message_for(rtype.group, rtype.version, rtype.kind)
+            elif target.media_type == codec.JSON:
+                self._memo_key = "json"
         self._schedule_feed()
+
+    def _initial_event(self, item: Any) -> bytes:
+        """An ADDED event of the initial state; of the plain object, from the memoized item bytes."""
+        external = self._external
+        assert external is not None
+        store = self.scope.store
+        if self._memo_key == "json":
+            return b'{"type":"ADDED","object":' + list_encoding.item_json(item, store, external) + b"}\n"
+        if self._memo_key is not None:
+            raw = list_encoding.item_protobuf(item, store, external, self._memo_key)
+            rtype = self.scope.rtype
+            return protobuf.encode_watch_frame(ADDED, protobuf.wrap(rtype.api_version, rtype.kind, raw))
+        return self.encode(ADDED, external(item))
 
     def _schedule_feed(self) -> None:
         if self._feed_call is None and self.feeding and not self.closed:
@@ -296,10 +314,7 @@ class WatchStream:
             self._initial_index += 1
             if self._matches is not None and not self._matches(external(item)):
                 continue
-            if self._memo_key is not None:
-                line = list_encoding.memoized(item, self._memo_key, lambda: self.encode(ADDED, external(item)))
-            else:
-                line = self.encode(ADDED, external(item))
+            line = self._initial_event(item)
             self.sent_any = True
             pieces.append(line)
             size += len(line)
