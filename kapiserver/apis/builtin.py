@@ -16,6 +16,7 @@ from kapiserver.apis.core import (bindings, componentstatuses, endpoints, limitr
                                   services)
 from kapiserver.apis.discovery import endpointslices
 from kapiserver.apis.events import events as events_v1
+from kapiserver.apis.flowcontrol import flowschemas, prioritylevelconfigurations
 from kapiserver.apis.networking import ingressclasses, ingresses, networkpolicies
 from kapiserver.apis.policy import poddisruptionbudgets
 from kapiserver.apis.rbac import clusterrolebindings, clusterroles, rolebindings, roles
@@ -78,6 +79,8 @@ def builtin_resource_types() -> list[ResourceType]:
         webhookconfigurations.validating_resource_type(),
         validatingadmissionpolicies.resource_type(),
         validatingadmissionpolicybindings.resource_type(),
+        flowschemas.resource_type(),
+        prioritylevelconfigurations.resource_type(),
         *access_reviews.resource_types(),
         self_subject_reviews.resource_type(),
         token_reviews.resource_type(),

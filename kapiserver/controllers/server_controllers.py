@@ -14,6 +14,9 @@ Every server (as every kube-apiserver does):
 * the built-in PriorityClasses (``system_priority_classes.py``), the legacy token
   tracking ConfigMap (``legacy_token_tracking.py``) and this server's identity Lease
   (``apiserver_identity.py``).
+* the API Priority and Fairness bootstrap FlowSchemas and PriorityLevelConfigurations
+  (``apf_bootstrap.py``; their consumer, the priority-and-fairness filter's
+  configuration, is started by the API server).
 
 Only the leader of the ``controllers.leader_elect_resource_*`` Lease (all of
 them on every server when ``controllers.leader_elect`` is false): the CRD status
@@ -41,6 +44,7 @@ from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.controllers.certificate_authority import CertificateAuthority
 from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from kapiserver.controllers.apiserver_identity import APIServerIdentityController
+from kapiserver.controllers.apf_bootstrap import READY_CHECK as APF_BOOTSTRAP_CHECK, APFBootstrapEnsurer
 from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
 from kapiserver.controllers.csr_signing import CSRSigningController
 from kapiserver.controllers.garbage_collector import GarbageCollector
@@ -55,6 +59,7 @@ from kapiserver.controllers.names import (CLUSTERROLE_AGGREGATION, CSR_SIGNING, 
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
 from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
+from kapiserver.flowcontrol import bootstrap
 from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensController
 from kapiserver.controllers.system_priority_classes import READY_CHECK as PRIORITY_CLASSES_CHECK
 from kapiserver.controllers.system_priority_classes import SystemPriorityClasses
@@ -105,6 +110,13 @@ class ServerControllers:
             health.add(PRIORITY_CLASSES_CHECK, self.priority_classes.check, kinds=("readyz",))
         except ValueError:
             pass
+        self.apf_bootstrap = APFBootstrapEnsurer(
+            deps.store(bootstrap.GROUP, bootstrap.VERSION, "flowschemas"),
+            deps.store(bootstrap.GROUP, bootstrap.VERSION, "prioritylevelconfigurations"), reactor)
+        try:
+            health.add(APF_BOOTSTRAP_CHECK, self.apf_bootstrap.check, kinds=("healthz", "readyz"))
+        except ValueError:
+            pass  # a second server on the same health registry (tests)
         namespaces = deps.store("", "v1", "namespaces")
         selection = ControllerSelection(election.enabled, election.names)
         ns_defaults = (SERVICE_ACCOUNT in selection, ROOT_CA_PUBLISHER in selection)
@@ -165,6 +177,7 @@ class ServerControllers:
         self.trust.start()
         self.legacy_token_tracking.start()
         self.identity.start()
+        await self.apf_bootstrap.start()
         if self.elector is not None:
             await self.elector.start()
         else:
@@ -178,5 +191,6 @@ class ServerControllers:
         self.legacy_token_tracking.stop()
         self.identity.stop()
         self.priority_classes.stop()
+        self.apf_bootstrap.stop()
         self.repair.stop()
         await self.kubernetes_service.stop()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kapiserver.auth.decision import AuthenticationDecision
 from kapiserver.auth.user import UserInfo
@@ -46,6 +46,9 @@ class RequestContext:
     body_too_large: bool = False
     # the timeout filter answered 504: nothing else may write
     timed_out: bool = False
+    # priority and fairness: what a watch calls once initialized (its initial events
+    # encoded), to give back its seats (upstream's WatchInitialized)
+    watch_initialized: Optional[Callable[[], Any]] = None
 
     def require_info(self) -> RequestInfo:
         if self.info is None:

@@ -7,6 +7,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
+from kapiserver.endpoints.list_encoding import ListBody
+from kapiserver.endpoints.list_stream import ListStream
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget, negotiate
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import codec, errors, protobuf
@@ -14,7 +16,7 @@ from kapiserver.machinery import codec, errors, protobuf
 log = Logger()
 
 
-def _pretty(request: Request) -> bool:
+def wants_pretty(request: Request) -> bool:
     values = (request.args or {}).get(b"pretty")
     if values:
         return values[0].lower() in (b"true", b"1")
@@ -43,7 +45,7 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
     body = _protobuf_body(target, obj)
     content_type = protobuf.MEDIA_TYPE if body is not None else target.content_type
     if body is None:
-        body = codec.encode(obj, target.media_type, _pretty(request) if pretty is None else pretty)
+        body = codec.encode(obj, target.media_type, wants_pretty(request) if pretty is None else pretty)
     request.setResponseCode(code)
     request.setHeader(b"content-type", content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
@@ -52,6 +54,21 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
     if request.method != b"HEAD":
         request.write(body)
     request.finish()
+
+
+async def stream_list(request: Request, body: ListBody, reactor: Any, warnings: Iterable[str] = ()) -> None:
+    """A list answer written piece by piece with flow control (``endpoints/list_stream.py``)."""
+    await body.prepare()  # protobuf: every item's size, before the first byte
+    if not _writable(request):
+        return
+    request.setResponseCode(200)
+    request.setHeader(b"content-type", body.content_type.encode())
+    request.setHeader(b"cache-control", b"no-cache, private")
+    _warn(request, warnings)
+    if request.method == b"HEAD":
+        request.finish()
+        return
+    await ListStream(request, body, reactor).start()
 
 
 def write_raw(request: Request, code: int, content_type: str, body: bytes, warnings: Iterable[str] = ()) -> None:

@@ -5,6 +5,8 @@ model for every resource type.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet import defer
 from twisted.web import resource, server
 
@@ -17,8 +19,10 @@ from kapiserver.endpoints.negotiation import negotiate
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
-from kapiserver.endpoints.transform import allowed_shapes, transform_object
+from kapiserver.endpoints.list_encoding import list_body
+from kapiserver.endpoints.transform import allowed_shapes, include_object, transform_object
 from kapiserver.machinery import errors
+from kapiserver.registry.store import StoredList
 
 HANDLERS = {
     "get": get.get,
@@ -95,6 +99,14 @@ class RESTEndpoint(resource.Resource):
         answering.addErrback(respond.failure_writer(request, target))
         return server.NOT_DONE_YET
 
+    def _answer(self, response: Response, scope: RequestScope) -> Any:
+        if isinstance(response.obj, StoredList):  # a list: written piece by piece
+            body = list_body(response.obj, scope.target, respond.wants_pretty(scope.request),
+                             lambda: include_object(scope))
+            return defer.Deferred.fromCoroutine(
+                respond.stream_list(scope.request, body, self.deps.reactor, scope.warnings))
+        return self._answer_object(response, scope)
+
     @staticmethod
     def _check_scope(info: RequestInfo, rtype) -> None:
         if rtype.namespaced:
@@ -104,7 +116,7 @@ class RESTEndpoint(resource.Resource):
             raise errors.resource_not_found()
 
     @staticmethod
-    def _answer(response: Response, scope: RequestScope) -> None:
+    def _answer_object(response: Response, scope: RequestScope) -> None:
         if response.raw is not None:
             respond.write_raw(scope.request, response.code, response.content_type, response.raw, scope.warnings)
             return

@@ -53,13 +53,20 @@ def _row_object(obj: dict, include_object: str, api_version: str) -> Optional[di
     return to_partial_object_metadata(obj, api_version)
 
 
+def row(cols: tuple[TableColumn, ...], obj: dict, include_object: str = INCLUDE_METADATA,
+        api_version: str = META_V1) -> dict:
+    """One object's row: its cells, and the object as ``includeObject`` asks."""
+    return {"cells": [_cell(c, obj) for c in cols], "object": _row_object(obj, include_object, api_version)}
+
+
 def to_table(rtype: ResourceType, objects: list[dict], include_object: str = INCLUDE_METADATA,
              list_meta: Optional[dict] = None, api_version: str = META_V1, headers: bool = True) -> dict:
     """A Table of ``objects``; ``list_meta`` (resourceVersion, continue, remainingItemCount)
     when they come from a list, else the single object's resourceVersion is used."""
     cols = table_columns(rtype)
-    rows = [{"cells": [_cell(c, obj) for c in cols], "object": _row_object(obj, include_object, api_version)}
-            for obj in objects]
+    if list_meta is not None and rtype.table_row_order is not None:
+        objects = sorted(objects, key=rtype.table_row_order)
+    rows = [row(cols, obj, include_object, api_version) for obj in objects]
     if list_meta is not None:
         metadata = {k: list_meta[k] for k in ("resourceVersion", "continue", "remainingItemCount")
                     if list_meta.get(k) not in (None, "")}

@@ -22,7 +22,7 @@ def allowed_shapes(verb: str, table: bool = True) -> tuple:
     return tables + tuple(s for s in PARTIAL_SHAPES if not s[0].endswith("List"))
 
 
-def _include_object(scope) -> str:
+def include_object(scope) -> str:
     value = scope.arg("includeObject") or "Metadata"
     if value not in ("None", "Metadata", "Object"):
         raise errors.bad_request(f'includeObject must be one of "None", "Metadata", "Object", got {value!r}')
@@ -37,7 +37,7 @@ def transform_object(scope, obj: dict) -> dict:
     is_list = "items" in obj and obj.get("kind", "").endswith("List")
     if target.as_kind == "Table":
         items = obj["items"] if is_list else [obj]
-        return table.to_table(scope.rtype, items, _include_object(scope),
+        return table.to_table(scope.rtype, items, include_object(scope),
                               obj.get("metadata") if is_list else None, api_version)
     if target.as_kind == "PartialObjectMetadataList":
         return partial_metadata.to_partial_object_metadata_list(obj["items"], api_version, obj.get("metadata"))
@@ -49,6 +49,6 @@ def transform_watch_object(scope, obj: dict, first: bool) -> dict:
     definitions only in the first event, as upstream)."""
     target = scope.target
     if target.as_kind == "Table":
-        return table.to_table_for_watch_event(scope.rtype, obj, _include_object(scope), first,
+        return table.to_table_for_watch_event(scope.rtype, obj, include_object(scope), first,
                                               f"{target.group}/{target.version}")
     return transform_object(scope, obj)

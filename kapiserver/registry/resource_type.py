@@ -112,6 +112,9 @@ class ResourceType:
     # Whether objects print as a Table (upstream: the REST storage is a TableConvertor).
     # Create-only reviews are not: ``as=Table`` is 406 NotAcceptable for them.
     table_convertor: bool = True
+    # The order of a list's Table rows when the printer sorts them (FlowSchemas: in
+    # matching order): a sort key of the object; None keeps the list's order.
+    table_row_order: Optional[Callable[[dict], Any]] = None
 
     def __post_init__(self) -> None:
         if not self.list_kind:

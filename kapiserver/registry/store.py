@@ -22,7 +22,7 @@ from twisted.logger import Logger
 
 from kapiserver.admission.interface import (CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes,
                                            GroupVersionKind, SubresourceView)
-from kapiserver.machinery import codec, errors, meta, validation, zero_values
+from kapiserver.machinery import codec, cooperate, errors, meta, validation, zero_values
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
 from kapiserver.registry import fieldmanagers
 from kapiserver.registry.leases import LeaseReuser
@@ -36,6 +36,8 @@ log = Logger()
 GENERATE_NAME_ATTEMPTS = 8
 # Items read from storage per round trip while filling a selector-filtered page.
 _LIST_BATCH = 500
+# Selector lists decode every stored object: give the reactor a turn this often.
+_YIELD_EVERY = 500
 
 
 # The managers recorded in managedFields for writes the server makes itself: its own, and
@@ -93,22 +95,20 @@ def decode(kv: st.KeyValue) -> dict:
     return obj
 
 
-def decode_readable(kvs: list, warnings: Optional[list[str]] = None) -> list[dict]:
-    """The objects of ``kvs`` that decode; a corrupt one is logged (and warned about), never fatal to the rest."""
-    return [obj for _, obj in _readable_pairs(kvs, warnings)]
+def readable(kv: st.KeyValue, warnings: Optional[list[str]] = None) -> Optional[dict]:
+    """The object ``kv`` holds, or None when it is corrupt (logged, and named in ``warnings``)."""
+    try:
+        return decode(kv)
+    except CorruptObjectError as e:
+        log.error("skipping corrupt object at {key}: {why}", key=e.key, why=e.why)
+        if warnings is not None:
+            warnings.append(f"skipped the corrupt object stored at {e.key} ({e.why}); delete it with "
+                            f"ignoreStoreReadErrorWithClusterBreakingPotential=true")
+        return None
 
 
 def _readable_pairs(kvs: list, warnings: Optional[list[str]] = None) -> list[tuple[st.KeyValue, dict]]:
-    out = []
-    for kv in kvs:
-        try:
-            out.append((kv, decode(kv)))
-        except CorruptObjectError as e:
-            log.error("skipping corrupt object at {key}: {why}", key=e.key, why=e.why)
-            if warnings is not None:
-                warnings.append(f"skipped the corrupt object stored at {e.key} ({e.why}); delete it with "
-                                f"ignoreStoreReadErrorWithClusterBreakingPotential=true")
-    return out
+    return [(kv, obj) for kv in kvs if (obj := readable(kv, warnings)) is not None]
 
 
 def encode(obj: dict) -> bytes:
@@ -150,6 +150,27 @@ def too_old(requested: int, compacted: int) -> errors.StatusError:
     return errors.expired(f"too old resource version: {requested} ({compacted})")
 
 
+@dataclass
+class StoredList:
+    """A list as read from storage: its ListMeta and its items, each a stored
+    ``KeyValue`` (decoded by :meth:`external` when needed) or, for kinds converted
+    asynchronously, the converted object itself."""
+
+    kind: str
+    api_version: str
+    metadata: dict
+    items: list
+    store: "Store"
+
+    def external(self, item: Any) -> dict:
+        """One item as clients see it (a fresh dict for a stored value)."""
+        return item if isinstance(item, dict) else self.store.to_external(decode(item))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "apiVersion": self.api_version, "metadata": self.metadata,
+                "items": [self.external(item) for item in self.items]}
+
+
 class Store:
     def __init__(self, rtype: ResourceType, storage: st.Storage, admission: Optional[AdmissionChain] = None,
                  leases: Optional[LeaseReuser] = None) -> None:
@@ -158,6 +179,9 @@ class Store:
         self.admission = admission or AdmissionChain()
         self.leases = leases or LeaseReuser(storage)
         self._field_managers: dict[str, FieldManager] = {}
+        # names this Store's way of turning stored values into objects in the encodings
+        # memoized on them (KeyValue.encodings): a CRD served anew gets a new Store
+        self.encoding_token = object()
 
     # ------------------------------------------------------------ helpers
 
@@ -347,7 +371,15 @@ class Store:
         return matches
 
     async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
-        """One page (or all) of the objects; a corrupt stored object is skipped (and named in ``warnings``)."""
+        """The list as one object, every item decoded (controllers, deletecollection); a corrupt
+        stored object is skipped (and named in ``warnings``)."""
+        return (await self.list_stored(namespace, opts, warnings)).to_dict()
+
+    async def list_stored(self, namespace: str, opts: ListOptions,
+                          warnings: Optional[builtins.list[str]] = None) -> "StoredList":
+        """The list with its items as stored: the REST list handler encodes them one by one
+        (``StoredList``), so a big list never exists as decoded objects all at once. A corrupt
+        stored object is skipped (and named in ``warnings``) before the answer starts."""
         prefix = self.rtype.storage_prefix(namespace)
         matches = self.matcher(opts)
         rev = 0
@@ -370,7 +402,7 @@ class Store:
                                                  "retryAfterSeconds": 1})
         # resourceVersion=0 without a continue token: any recent state (served from memory)
         any_state = opts.resource_version == "0" and not opts.continue_token
-        items: list[dict] = []
+        items: list[Any] = []
         start_key = prefix + start if start else ""
         more = False
         next_key = ""
@@ -399,21 +431,40 @@ class Store:
                                          f"current: {e.current}")
             read_rev = page.revision
             consumed = 0
-            # one conversion call per storage page when conversion is asynchronous
-            pairs = _readable_pairs(page.items, warnings)
-            objs = [obj for _, obj in pairs]
-            converted = (await self.externals(objs) if self.rtype.convert_from_storage_async is not None
-                         else [self.to_external(obj) for obj in objs])
-            by_key = {kv.key: obj for (kv, _), obj in zip(pairs, converted)}
-            for kv in page.items:
-                consumed += 1
-                obj = by_key.get(kv.key)
-                if obj is None:
-                    continue
-                if matches is None or matches(obj):
-                    items.append(obj)
+            if self.rtype.convert_from_storage_async is None and matches is None:
+                # nothing to look at: the values themselves are the items, decoded when (and if)
+                # an encoding of them is not already memoized; one never decoded is checked now
+                for kv in page.items:
+                    consumed += 1
+                    if kv.encodings is None and readable(kv, warnings) is None:
+                        continue
+                    items.append(kv)
                     if opts.limit and len(items) >= opts.limit:
                         break
+                    if consumed % _YIELD_EVERY == 0:
+                        await cooperate.yield_to_reactor()
+            else:
+                pairs = _readable_pairs(page.items, warnings)
+                # one conversion call per storage page when conversion is asynchronous
+                converted = (await self.externals([obj for _, obj in pairs])
+                             if self.rtype.convert_from_storage_async is not None else None)
+                by_key = {kv.key: (converted[i] if converted is not None else obj)
+                          for i, (kv, obj) in enumerate(pairs)}
+                for kv in page.items:
+                    consumed += 1
+                    obj = by_key.get(kv.key)
+                    if obj is None:
+                        continue  # corrupt
+                    if converted is None:
+                        obj = self.to_external(obj)
+                    if matches is None or matches(obj):
+                        # a converted object is kept; a decoded one is dropped (memory: the
+                        # value is kept instead and decoded again when it is encoded)
+                        items.append(obj if converted is not None else kv)
+                        if opts.limit and len(items) >= opts.limit:
+                            break
+                    if consumed % _YIELD_EVERY == 0:
+                        await cooperate.yield_to_reactor()
             if opts.limit and len(items) >= opts.limit:
                 last_key = page.items[consumed - 1].key
                 more = consumed < len(page.items) or page.more
@@ -429,8 +480,7 @@ class Store:
             list_meta["continue"] = encode_continue(read_rev, next_key)
             if remaining is not None and remaining > 0:
                 list_meta["remainingItemCount"] = remaining
-        return {"kind": self.rtype.list_kind, "apiVersion": self.rtype.api_version,
-                "metadata": list_meta, "items": items}
+        return StoredList(self.rtype.list_kind, self.rtype.api_version, list_meta, items, self)
 
     # ------------------------------------------------------------ create
 

@@ -22,7 +22,7 @@ from twisted.logger import Logger
 
 from kapiserver.machinery import errors
 from kapiserver.registry.options import NOT_OLDER_THAN, ListOptions, parse_resource_version
-from kapiserver.registry.store import CorruptObjectError, Store, decode, decode_readable, too_old
+from kapiserver.registry.store import CorruptObjectError, Store, decode, readable, too_old
 from kapiserver.storage import interface as st
 
 log = Logger()
@@ -98,15 +98,21 @@ class ResourceWatch:
                 raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
                                          f"current: {page.revision}")
             self.revision = page.revision
-            readable = decode_readable(page.items)  # a corrupt object is skipped (and logged), as in lists
-            initial_objs: Iterable[dict]
-            if self._async:
-                initial_objs = await self.store.externals(readable)
+            # a corrupt object is skipped (and logged), as in lists; a value already encoded decoded once
+            values = [kv for kv in page.items if kv.encodings is not None or readable(kv) is not None]
+            feed = getattr(self.sink, "feed_initial", None)
+            if feed is not None and not self._async:
+                # the sink sends them itself, a slice at a time while its client reads
+                feed(values, lambda kv: self.store.to_external(decode(kv)), self.matches)
             else:
-                initial_objs = (self.store.to_external(obj) for obj in readable)
-            for obj in initial_objs:
-                if self.matches is None or self.matches(obj):
-                    self.sink.send(ADDED, obj)
+                initial_objs: Iterable[dict]
+                if self._async:
+                    initial_objs = await self.store.externals([decode(kv) for kv in values])
+                else:
+                    initial_objs = (self.store.to_external(decode(kv)) for kv in values)
+                for obj in initial_objs:
+                    if self.matches is None or self.matches(obj):
+                        self.sink.send(ADDED, obj)
             if opts.send_initial_events:
                 self._bookmark({INITIAL_EVENTS_END: "true"})
         else:

@@ -40,6 +40,9 @@ from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
 from kapiserver.endpoints.static import DocumentEndpoint
+from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol.controller import APFController
+from kapiserver.flowcontrol.debug import APFDebugResource
 from kapiserver.machinery import errors
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.leases import LeaseReuser
@@ -58,6 +61,9 @@ log = Logger()
 
 BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 OBJECT_COUNT_INTERVAL_SECONDS = 60.0
+# upstream's post-start hooks of API Priority and Fairness, as /readyz lists them
+APF_CONSUMER_CHECK = "poststarthook/priority-and-fairness-config-consumer"
+APF_FILTER_CHECK = "poststarthook/priority-and-fairness-filter"
 
 
 def _publish_inflight(readonly: int, mutating: int) -> None:
@@ -138,6 +144,18 @@ class APIServer:
 
         from kapiserver.aggregator.server import Aggregator
         self.aggregator = Aggregator(self)
+        limits = config.limits
+        # API Priority and Fairness: the server's concurrency shared among priority levels
+        self.flow_control: APFController | None = None
+        if limits.enable_priority_and_fairness:
+            self.flow_control = APFController(
+                limits.max_requests_inflight + limits.max_mutating_requests_inflight, reactor)
+            for name, check in ((APF_CONSUMER_CHECK, self._apf_synced_check), (APF_FILTER_CHECK, lambda: None)):
+                try:
+                    health.add(name, check, kinds=("healthz", "readyz"))
+                except ValueError:
+                    pass  # a second server on the same health registry (tests)
+
         self.watches = WatchRegistry(_count_watch)
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
                                  schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store)
@@ -148,7 +166,6 @@ class APIServer:
             routing=self.aggregator.registration, proxy=self.aggregator.proxy,
             remote_resources=lambda: self.aggregator.remote_resources), kube)
 
-        limits = config.limits
         self.inflight = InflightLimiter(limits.max_requests_inflight, limits.max_mutating_requests_inflight,
                                         on_change=_publish_inflight)
         self.wait_group = RequestWaitGroup()
@@ -157,7 +174,8 @@ class APIServer:
             reactor=reactor, authenticator=self.authenticator, authorizer=self.authorizer,
             inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record_request,
             request_timeout_seconds=float(limits.request_timeout_seconds),
-            max_body_bytes=limits.max_request_body_bytes, auditing=self.auditing))
+            max_body_bytes=limits.max_request_body_bytes, auditing=self.auditing,
+            flow_control=self.flow_control, object_count=self.object_count))
         # the connection authenticates with the chain's authenticator, before reading a body
         self.site = APISite(self.handler, limits.max_request_body_bytes, authenticator=self.authenticator,
                             policy=ConnectionPolicy.from_config(config), reactor=reactor)
@@ -182,6 +200,7 @@ class APIServer:
             "version": DocumentEndpoint(lambda request, target: version.version_info()),
             "metrics": metrics.metrics_resource(),
             "openapi": OpenAPIEndpoint(self.openapi),
+            **({"debug": APFDebugResource(self.flow_control)} if self.flow_control is not None else {}),
         }
 
     def _jwks_uri(self) -> str:
@@ -264,6 +283,22 @@ class APIServer:
     def _rbac_bootstrap_check(self) -> None:
         if not self.rbac_bootstrapped:
             raise RuntimeError("not finished")
+    def object_count(self, group: str, resource: str) -> int | None:
+        """How many objects of a resource are stored (the seats a LIST takes): the watch
+        cache's count when it holds the resource, else the last periodic count."""
+        for rtype in self.all_types():
+            if rtype.group == group and rtype.plural == resource and rtype.stored:
+                cached = getattr(self.storage, "cached_count", None)
+                count = cached(rtype.storage_prefix()) if cached is not None else None
+                if count is not None:
+                    return count
+                break
+        counts = getattr(self, "_object_counts", {})
+        return counts.get(f"{resource}.{group}" if group else resource)
+
+    def _apf_synced_check(self) -> None:
+        if self.flow_control is None or not self.flow_control.synced.called:
+            raise RuntimeError("the API Priority and Fairness configuration is not read yet")
 
     def requests_in_flight(self) -> int:
         """Requests being answered now, watches excepted (what a graceful shutdown waits for)."""
@@ -312,9 +347,14 @@ class APIServer:
         if self.bootstrap_rbac:
             await ensure_bootstrap_policy(self.store, self.reactor)
         self.rbac_bootstrapped = True
+        if self.flow_control is not None:
+            self.flow_control.start(self.store(bootstrap.GROUP, bootstrap.VERSION, "flowschemas"),
+                                    self.store(bootstrap.GROUP, bootstrap.VERSION, "prioritylevelconfigurations"))
         await self.apiextensions.start()
         # the aggregator's controllers run on every server, as kube-apiserver runs them
         await self.aggregator.start()
+        if self.flow_control is not None:  # classify with the stored configuration from the first request on
+            await self.flow_control.synced
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
             self.registry, self.health, self.all_stores,
@@ -324,6 +364,7 @@ class APIServer:
         await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
+        metrics.METRICS.set_flow_control_source(lambda: self.flow_control)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
         self._counter.clock = self.reactor
         self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=True).addErrback(
@@ -342,6 +383,8 @@ class APIServer:
             self._counter.stop()
         if self.controllers is not None:
             await self.controllers.stop()
+        if self.flow_control is not None:
+            self.flow_control.stop()
         self.admission.stop()
         if self.rbac_informers is not None:
             self.rbac_informers.stop()

@@ -139,6 +139,10 @@ class StorageConfig:
 
 @dataclass
 class LimitsConfig:
+    # API Priority and Fairness (--enable-priority-and-fairness); when false, max-in-flight
+    # limits read-only and mutating requests separately.  Either way the two limits below
+    # size the server: APF shares their sum among its priority levels.
+    enable_priority_and_fairness: bool = True
     max_requests_inflight: int = 400
     max_mutating_requests_inflight: int = 200
     request_timeout_seconds: int = 60

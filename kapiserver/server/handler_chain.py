@@ -9,7 +9,8 @@ request passes, outermost first:
 
 Max-in-flight comes after authentication and impersonation, as upstream: the
 ``system:masters`` group is exempt from it, and priority-and-fairness (its
-successor) classifies requests by user.
+successor, which takes its place unless ``limits.enable_priority_and_fairness``
+is false) classifies requests by user.
 """
 from __future__ import annotations
 
@@ -30,9 +31,12 @@ from kapiserver.endpoints.filters.impersonation import WithImpersonation
 from kapiserver.endpoints.filters.inflight import InflightLimiter, WithMaxInFlightLimit
 from kapiserver.endpoints.filters.metrics import Recorder, WithRequestMetrics
 from kapiserver.endpoints.filters.panic_recovery import PanicRecovery
+from kapiserver.endpoints.filters.priority_and_fairness import WithPriorityAndFairness
 from kapiserver.endpoints.filters.request_info import WithRequestInfo
 from kapiserver.endpoints.filters.timeout import WithTimeout
 from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup, WithWaitGroup
+from kapiserver.flowcontrol.controller import APFController
+from kapiserver.flowcontrol.work_estimate import ObjectCounter
 
 
 @dataclass(frozen=True)
@@ -47,12 +51,20 @@ class HandlerChainDeps:
     max_body_bytes: int
     # the audit policy and backends; None = nothing is audited (Audit-Id is still answered)
     auditing: Optional[Auditing] = None
+    # API Priority and Fairness, in max-in-flight's place when set
+    flow_control: Optional[APFController] = None
+    # (API group, resource) -> objects stored: the seats a LIST takes
+    object_count: ObjectCounter = lambda group, resource: None
 
 
 def build_handler_chain(api_handler: IResource, deps: HandlerChainDeps) -> IResource:
     """Wrap ``api_handler`` (the delegation chain) in the filters, innermost first."""
     handler: IResource = WithAuthorization(api_handler, deps.authorizer)
-    handler = WithMaxInFlightLimit(handler, deps.inflight)
+    if deps.flow_control is not None:
+        handler = WithPriorityAndFairness(handler, deps.flow_control, deps.object_count, deps.reactor,
+                                          deps.request_timeout_seconds)
+    else:
+        handler = WithMaxInFlightLimit(handler, deps.inflight)
     handler = WithImpersonation(handler, deps.authorizer)
     if deps.auditing is not None:
         handler = WithAudit(handler, deps.auditing)

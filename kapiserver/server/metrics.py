@@ -86,6 +86,9 @@ class Metrics:
             "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"], registry=self.registry)
         self._storage = _StorageObjectsCollector()
         self.registry.register(self._storage)
+        from kapiserver.flowcontrol.metrics import FlowControlCollector
+        self._flow_control = FlowControlCollector()
+        self.registry.register(self._flow_control)
         for kind in ("readOnly", "mutating"):
             self.inflight.labels(request_kind=kind).set(0)
 
@@ -123,6 +126,10 @@ class Metrics:
     def set_storage_objects_source(self, source: Optional[StorageCounts]) -> None:
         """``source()`` returns {resource (e.g. ``pods``, ``deployments.apps``): count}; called per scrape."""
         self._storage.source = source
+
+    def set_flow_control_source(self, source: Optional[Callable[[], Any]]) -> None:
+        """``source()`` returns the API Priority and Fairness controller (or None); read per scrape."""
+        self._flow_control.source = source
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

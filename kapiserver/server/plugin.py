@@ -105,6 +105,9 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "disable-admission-plugins": ("admission.disable_plugins", _list),
     "admission-control-config-file": ("admission.config_file", str),
     "controllers": ("controllers.names", _list),
+    "enable-priority-and-fairness": ("limits.enable_priority_and_fairness", _bool),
+    "max-requests-inflight": ("limits.max_requests_inflight", int),
+    "max-mutating-requests-inflight": ("limits.max_mutating_requests_inflight", int),
 }
 
 
@@ -212,6 +215,13 @@ class Options(usage.Options):
         ["controllers", None, None, "Which of kube-controller-manager's controllers run in process, as its "
                                     "--controllers ('*', 'name', '-name'; '' = none, when a real "
                                     "kube-controller-manager runs). Overrides controllers.names."],
+        ["enable-priority-and-fairness", None, None, "true/false: API Priority and Fairness (false: max-in-flight). "
+                                                     "Overrides limits.enable_priority_and_fairness."],
+        ["max-requests-inflight", None, None, "Read-only requests at once (with APF: part of the server's "
+                                              "concurrency). Overrides limits.max_requests_inflight."],
+        ["max-mutating-requests-inflight", None, None, "Mutating requests at once (with APF: part of the server's "
+                                                       "concurrency). Overrides "
+                                                       "limits.max_mutating_requests_inflight."],
     ]
 
     def overrides(self) -> dict[str, Any]:

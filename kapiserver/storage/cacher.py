@@ -260,6 +260,14 @@ class CachedStorage:
 
     # ------------------------------------------------------------ introspection
 
+    def cached_count(self, prefix: str) -> Optional[int]:
+        """How many keys under ``prefix`` the watch cache holds now (None: no ready cache for it)."""
+        rp = self.resource_prefix_of(prefix)
+        cache = self._caches.get(rp) if rp is not None else None
+        if cache is None or not cache.ready:
+            return None
+        return cache.count(prefix)
+
     def cached_prefixes(self) -> "builtins.list[str]":  # (``list`` is a method here)
         return sorted(self._caches)
 

@@ -243,6 +243,12 @@ class WatchCache:
     def get(self, key: str) -> Optional[KeyValue]:
         return self._objects.get(key)
 
+    def count(self, prefix: str) -> int:
+        """The number of keys under ``prefix`` (within this cache)."""
+        keys = self._keys
+        lo = bisect.bisect_left(keys, prefix)
+        return bisect.bisect_left(keys, prefix_end(prefix), lo) - lo
+
     def list(self, prefix: str, limit: int = 0, start_key: str = "") -> ListResult:
         """A page of keys under ``prefix`` (within this cache) at ``self.revision``."""
         keys = self._keys

@@ -41,6 +41,12 @@ class KeyValue:
     # Read through a key or encryption provider that is not the current one
     # (storage/encrypted.py): an update must write even an unchanged object.
     stale: bool = field(default=False, compare=False)
+    # Encodings of the object this value holds, filled by whoever encodes it
+    # (registry/encoded.py).  A KeyValue never changes, so an encoding stays
+    # right for as long as the value lives; the watch cache hands the same
+    # KeyValue to every read of an unchanged object, so every LIST of it (and
+    # every watch-list) reuses the bytes instead of decoding and encoding again.
+    encodings: Optional[dict] = field(default=None, init=False, compare=False, repr=False, hash=False)
 
 
 PUT = "PUT"

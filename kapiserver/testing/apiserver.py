@@ -30,6 +30,7 @@ _SETTINGS = {
     "request_timeout_seconds": "limits.request_timeout_seconds",
     "max_requests_inflight": "limits.max_requests_inflight",
     "max_mutating_requests_inflight": "limits.max_mutating_requests_inflight",
+    "enable_priority_and_fairness": "limits.enable_priority_and_fairness",
     "anonymous": "authentication.anonymous",
     "authorization_modes": "authorization.modes",
     "authorization_webhook_config_file": "authorization.webhook.config_file",

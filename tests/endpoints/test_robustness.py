@@ -17,7 +17,7 @@ class HandlerBugTests(ServerTestCase):
 
         async def broken(*args, **kwargs):
             raise RuntimeError("secret internals")
-        self.patch(store, "list", broken)
+        self.patch(store, "list_stored", broken)
         r = await self.client.get(CM)
         self.assertEqual(r.code, 500)
         self.assertEqual(r.body["kind"], "Status")
@@ -58,18 +58,18 @@ class SlowWatcherTests(ServerTestCase):
 
 
 class LimitTests(ServerTestCase):
-    settings = {"max_requests_inflight": 1, "request_timeout_seconds": 1}
+    settings = {"max_requests_inflight": 1, "request_timeout_seconds": 1, "enable_priority_and_fairness": False}
 
     def hang_lists(self) -> defer.Deferred:
         """Make configmap lists wait until the returned Deferred fires."""
         store = self.server.api.store("", "v1", "configmaps")
-        original = store.list
+        original = store.list_stored
         gate = defer.Deferred()
 
         async def slow(*args, **kwargs):
             await gate
             return await original(*args, **kwargs)
-        self.patch(store, "list", slow)
+        self.patch(store, "list_stored", slow)
         return gate
 
     @run

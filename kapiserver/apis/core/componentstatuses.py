@@ -16,7 +16,7 @@ from kapiserver.apis import columns
 from kapiserver.machinery import errors
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Store
+from kapiserver.registry.store import Store, StoredList
 from kapiserver.registry.strategy import Strategy
 
 STORAGE_CHECKS = ("etcd", "sqlite")
@@ -70,6 +70,10 @@ class ComponentStatusStore(Store):
         items = [await self._status(name, check) for name, check in self._components().items()]
         return {"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {},
                 "items": [o for o in items if matches is None or matches(o)]}
+
+    async def list_stored(self, namespace: str, opts: ListOptions) -> StoredList:
+        listed = await self.list(namespace, opts)
+        return StoredList(listed["kind"], listed["apiVersion"], listed["metadata"], listed["items"], self)
 
 
 def resource_type() -> ResourceType:

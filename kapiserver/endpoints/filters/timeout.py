@@ -1,4 +1,6 @@
-"""Request timeout: a request that has not started its answer in time gets 504.
+"""Request timeout: a request that has not started its answer in time gets 504;
+one still writing its answer then (a list to a client that reads slowly) loses
+its connection, so it cannot hold its seat and its buffers for ever.
 
 Upstream's ``WithTimeoutForNonLongRunningRequests``: watches and other
 long-running requests are exempt; ``?timeout=`` (a Go duration) may shorten the
@@ -14,6 +16,7 @@ from twisted.web import server
 
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.filters.chain import Filter
+from kapiserver.endpoints.list_stream import abort_connection
 from kapiserver.endpoints.request_context import RequestContext
 from kapiserver.machinery import errors
 from kapiserver.machinery.duration import parse_go_duration
@@ -48,7 +51,13 @@ class WithTimeout(Filter):
 
     @staticmethod
     def _expire(request: Any, ctx: RequestContext) -> None:
-        if request.finished or request.startedWriting:
+        if request.finished:
+            return
+        if request.startedWriting:
+            # mid-answer (a long list to a slow reader): a 504 cannot be sent any more, so,
+            # as upstream's timeout handler does, the connection is dropped
+            ctx.timed_out = True
+            abort_connection(request)
             return
         respond.write_status(request, errors.timeout("request did not complete within the allowed duration"))
         ctx.timed_out = True

@@ -7,4 +7,4 @@ from kapiserver.registry.options import ListOptions
 
 async def list_objects(scope: RequestScope) -> Response:
     opts = ListOptions.from_args(scope.args)
-    return Response(200, await scope.store.list(scope.info.namespace, opts, scope.warnings))
+    return Response(200, await scope.store.list_stored(scope.info.namespace, opts, scope.warnings))

@@ -15,21 +15,23 @@ WatchList builds its list type.
 from __future__ import annotations
 
 import base64
+import time
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from twisted.internet import defer
 from zope.interface import implementer
 from twisted.internet.interfaces import IPushProducer
 from twisted.logger import Logger
 
-from kapiserver.endpoints import partial_metadata
+from kapiserver.endpoints import list_encoding, list_stream, partial_metadata
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS
+from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope
 from kapiserver.endpoints.transform import transform_watch_object
-from kapiserver.machinery import codec, protobuf
+from kapiserver.machinery import codec, protobuf, protobuf_types
 from kapiserver.registry.options import ListOptions
-from kapiserver.registry.watch import BOOKMARK, ERROR, INITIAL_EVENTS_END, ResourceWatch
+from kapiserver.registry.watch import ADDED, BOOKMARK, ERROR, INITIAL_EVENTS_END, ResourceWatch
 
 log = Logger()
 
@@ -111,6 +113,16 @@ class WatchStream:
         # read for every event and watcher: computed once (the target parses headers)
         self.encoding_key = self._encoding_key()
         coalescer_for(scope.reactor).open_streams += 1
+        # the initial events of a watch-list (or of a watch from "now"), written a slice at a
+        # time while the client reads: until they are all out, later events wait in the backlog
+        self.feeding = False
+        self._initial: list = []
+        self._initial_index = 0
+        self._external: Optional[Callable[[Any], dict]] = None
+        self._matches: Optional[Callable[[dict], bool]] = None
+        self._memo_key: Any = None
+        self._feed_call: Any = None
+        self.initialized: defer.Deferred = defer.Deferred()
 
     def _uses_protobuf(self) -> bool:
         """Protobuf frames: the client listed protobuf first and the stream's objects have a table."""
@@ -179,7 +191,7 @@ class WatchStream:
     def send_encoded(self, line: bytes) -> None:
         if self.closed:
             return
-        if (self.paused or self.backlog) and not self.pending:  # pending holds newer events: keep order
+        if (self.paused or self.backlog or self.feeding) and not self.pending:  # keep the order of events
             self._queue(line)
             return
         self.pending.append(line)
@@ -192,7 +204,7 @@ class WatchStream:
             return
         data = b"".join(self.pending)
         self.pending.clear()
-        if self.paused or self.backlog:
+        if self.paused or self.backlog or self.feeding:
             self._queue(data)
         else:
             self.request.write(data)
@@ -216,6 +228,7 @@ class WatchStream:
         if self.closed:
             return False
         self.closed = True
+        self._stop_feeding()
         coalescer = coalescer_for(self.scope.reactor)
         coalescer.forget(self)
         coalescer.open_streams -= 1
@@ -223,6 +236,7 @@ class WatchStream:
 
     def abandon(self) -> None:
         """Give the request back before the stream started (the watch failed to start)."""
+        self._initialized()
         if self._close():
             self.request.unregisterProducer()
             self.done.callback(None)
@@ -245,12 +259,96 @@ class WatchStream:
         self.on_close()
         self.done.callback(None)
 
+    # ------------------------------------------------------------ initial events
+
+    def feed_initial(self, items: list, external: Callable[[Any], dict],
+                     matches: Optional[Callable[[dict], bool]]) -> None:
+        """Send ``items`` (stored values, or objects) as ADDED events before anything else,
+        encoding each when its turn comes (memoized on its value when every watcher of this
+        kind and encoding gets the same bytes), while the client keeps reading."""
+        if self.closed or not items:
+            self._initialized()
+            return
+        self.feeding = True
+        self._initial = items
+        self._initial_index = 0
+        self._external = external
+        self._matches = matches
+        self._memo_key = None
+        target, rtype = self.scope.target, self.scope.rtype
+        if not target.as_kind:  # the object itself: the bytes its LISTs memoize
+            if self.protobuf:
+                self._memo_key = protobuf_types.message_for(rtype.group, rtype.version, rtype.kind)
+            elif target.media_type == codec.JSON:
+                self._memo_key = "json"
+        self._schedule_feed()
+
+    def _initial_event(self, item: Any) -> bytes:
+        """An ADDED event of the initial state; of the plain object, from the memoized item bytes."""
+        external = self._external
+        assert external is not None
+        store = self.scope.store
+        if self._memo_key == "json":
+            return b'{"type":"ADDED","object":' + list_encoding.item_json(item, store, external) + b"}\n"
+        if self._memo_key is not None:
+            raw = list_encoding.item_protobuf(item, store, external, self._memo_key)
+            rtype = self.scope.rtype
+            return protobuf.encode_watch_frame(ADDED, protobuf.wrap(rtype.api_version, rtype.kind, raw))
+        return self.encode(ADDED, external(item))
+
+    def _schedule_feed(self) -> None:
+        if self._feed_call is None and self.feeding and not self.closed:
+            self._feed_call = self.scope.reactor.callLater(0, self._feed)
+
+    def _feed(self) -> None:
+        self._feed_call = None
+        if not self.feeding or self.paused or self.closed:
+            return
+        assert self._external is not None
+        pieces: list[bytes] = []
+        size = 0
+        deadline = time.monotonic() + list_stream.SLICE_SECONDS
+        items, external = self._initial, self._external
+        while self._initial_index < len(items) and size < list_stream.BATCH_BYTES and time.monotonic() < deadline:
+            item = items[self._initial_index]
+            self._initial_index += 1
+            if self._matches is not None and not self._matches(external(item)):
+                continue
+            line = self._initial_event(item)
+            self.sent_any = True
+            pieces.append(line)
+            size += len(line)
+        if pieces:
+            self.request.write(b"".join(pieces))
+        if self._initial_index >= len(items):
+            self._stop_feeding()
+            self._initialized()
+            if not self.paused:
+                self.resumeProducing()  # what waited behind the initial events
+            return
+        if not self.paused:
+            self._schedule_feed()
+
+    def _stop_feeding(self) -> None:
+        self.feeding = False
+        self._initial = []
+        if self._feed_call is not None and self._feed_call.active():
+            self._feed_call.cancel()
+        self._feed_call = None
+
+    def _initialized(self) -> None:
+        if not self.initialized.called:
+            self.initialized.callback(None)
+
     # IPushProducer
     def pauseProducing(self) -> None:
         self.paused = True
 
     def resumeProducing(self) -> None:
         self.paused = False
+        if self.feeding:
+            self._schedule_feed()
+            return
         while self.backlog and not self.paused and not self.closed:
             line = self.backlog.popleft()
             self.backlog_bytes -= len(line)
@@ -286,6 +384,11 @@ async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callabl
         stream.abandon()  # the error is answered as a Status instead of a stream
         raise
     unregister.append(register(rw))
+    initialized = context_of(request).watch_initialized
+    if initialized is not None:  # once the initial events are out, priority and fairness gives the seats back
+        stream.initialized.addCallback(lambda _: initialized())
+    if not stream.feeding:
+        stream._initialized()
     # send headers now so clients see the watch established even when idle
     request.write(b"")
     await stream.done

@@ -1,0 +1,267 @@
+"""A list answer in pieces: a head, one piece per item, a tail.
+
+A list of 2,000 Pods is megabytes once encoded, and many times that as
+decoded objects.  Instead of building the list object and encoding it whole,
+the list handler writes it piece by piece (``endpoints/list_stream.py``):
+each item is decoded, shaped (Table row, PartialObjectMetadata) and encoded
+only when its turn comes, and the bytes are exactly those of encoding the
+whole list at once (JSON compact or indented, YAML, protobuf, Table,
+PartialObjectMetadataList).
+
+The encoding of an item that is a stored value is memoized on its
+``KeyValue`` (``KeyValue.encodings``), keyed by the Store that decoded it and
+the form asked for: the watch cache keeps one ``KeyValue`` per unchanged
+object, so the next LIST of it in the same form costs a lookup, and the
+initial events of a watch-list reuse the same bytes (``item_json``,
+``item_protobuf``).  Only the forms programs ask for are kept (compact JSON,
+protobuf, each as the object or as PartialObjectMetadata), so the memory
+this takes stays a small multiple of the stored objects; indented JSON and
+YAML (people) are encoded anew, and Table rows (they hold the object's age)
+always are.
+
+Protobuf frames the items inside a length-prefixed envelope: every item's
+size must be known before the first byte is written, so :meth:`ListBody.prepare`
+encodes them all first (in slices, yielding to the reactor); memoized on
+the watch cache's values they take no memory per request.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Hashable, Optional
+
+from kapiserver.endpoints import partial_metadata, table
+from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget
+from kapiserver.machinery import codec, cooperate, protobuf
+from kapiserver.machinery.protobuf_types import all_messages, split_api_version
+from kapiserver.registry.store import StoredList
+from kapiserver.storage.interface import KeyValue
+
+# Stands for the items while the rest of the list is encoded (plain letters:
+# never quoted or escaped, in JSON or YAML).
+_MARKER = "kapiserverlistitemsplaceholder"
+# Encoding one slice of a protobuf list's items: at most this long before the
+# reactor gets a turn.
+PREPARE_SLICE_SECONDS = 0.005
+
+
+def memoized(item: Any, key: Hashable, make: Callable[[], bytes]) -> bytes:
+    """``make()``, kept on ``item`` when it is a stored value (the next call with ``key`` reuses it)."""
+    if not isinstance(item, KeyValue):
+        return make()
+    memo = item.encodings
+    if memo is None:
+        memo = {}
+        object.__setattr__(item, "encodings", memo)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = make()
+    return found
+
+
+def _json_value(obj: Any) -> bytes:
+    return codec.encode_json(obj)[:-1]  # without the newline a whole body ends with
+
+
+def _indent(body: bytes, spaces: bytes) -> bytes:
+    return spaces + body.replace(b"\n", b"\n" + spaces)
+
+
+class ListBody:
+    """The pieces of one list answer.  ``item(i)`` includes what separates it from the previous one."""
+
+    content_type: str = codec.JSON
+
+    def __init__(self, listed: StoredList) -> None:
+        self.listed = listed
+        self.items = listed.items
+
+    async def prepare(self) -> None:
+        """Work needed before the head can be written (protobuf: every item's size)."""
+
+    def head(self) -> bytes:
+        raise NotImplementedError
+
+    def item(self, index: int) -> bytes:
+        raise NotImplementedError
+
+    def tail(self) -> bytes:
+        raise NotImplementedError
+
+
+class _TextList(ListBody):
+    """JSON (compact or indented) or YAML: the list's envelope encoded with a
+    placeholder where the items go, split around it."""
+
+    def __init__(self, listed: StoredList, target: MediaTarget, envelope: dict, items_key: str,
+                 shape: Callable[[Any], Any], memo_key: Optional[Hashable], pretty: bool) -> None:
+        super().__init__(listed)
+        self.content_type = target.content_type
+        self.yaml = target.media_type == codec.YAML
+        self.pretty = pretty and not self.yaml
+        self.shape = shape
+        self.memo_key = None if memo_key is None or self.yaml or self.pretty else (memo_key, "json")
+        whole = codec.encode({**envelope, items_key: _MARKER}, target.media_type, self.pretty)
+        if self.yaml:
+            placeholder = f"{items_key}: {_MARKER}\n".encode()
+        else:
+            placeholder = f'"{_MARKER}"'.encode()
+        before, found, after = whole.partition(placeholder)
+        if not found:  # cannot happen: the envelope holds nothing that quotes the marker
+            raise ValueError("list envelope without its items placeholder")
+        empty = not self.items
+        if self.yaml:
+            self._head = before + (f"{items_key}: []\n" if empty else f"{items_key}:\n").encode()
+        else:
+            self._head = before + b"["
+            after = (b"]" if empty or not self.pretty else b"\n  ]") + after
+        self._tail = after
+
+    def head(self) -> bytes:
+        return self._head
+
+    def tail(self) -> bytes:
+        return self._tail
+
+    def _encode(self, obj: Any) -> bytes:
+        if self.yaml:
+            return codec.encode_yaml([obj])  # "- key: ..." lines, as inside the list
+        if self.pretty:
+            return _indent(codec.encode_json(obj, pretty=True), b"    ")
+        return _json_value(obj)
+
+    def item(self, index: int) -> bytes:
+        item = self.items[index]
+        if self.memo_key is None:
+            body = self._encode(self.shape(self.listed.external(item)))
+        else:
+            body = memoized(item, self.memo_key, lambda: self._encode(self.shape(self.listed.external(item))))
+        if self.yaml:
+            return body
+        if self.pretty:
+            return (b"\n" if index == 0 else b",\n") + body
+        return body if index == 0 else b"," + body
+
+
+class _ProtobufList(ListBody):
+    """``k8s\\0`` + the runtime.Unknown envelope around the list message, whose
+    items are length-delimited item messages."""
+
+    content_type = protobuf.MEDIA_TYPE
+
+    def __init__(self, listed: StoredList, api_version: str, kind: str, list_message: str, envelope: dict,
+                 shape: Callable[[Any], Any], memo_key: Hashable) -> None:
+        super().__init__(listed)
+        self.api_version = api_version
+        self.kind = kind
+        self.shape = shape
+        self.memo_key = (memo_key, "protobuf")
+        fields = all_messages()[list_message]
+        items_field = next(f for f in fields if f.name == "items")
+        self.item_message = items_field.message
+        self.items_tag = bytearray()
+        protobuf.write_tag(self.items_tag, items_field.number, protobuf.LENGTH_DELIMITED)
+        # the list's other fields (its ListMeta) come before or after the items, in number order
+        rest = protobuf.encode_message(list_message, {k: v for k, v in envelope.items() if k != "items"})
+        others = [f.number for f in fields if f.name != "items"]
+        items_last = all(n < items_field.number for n in others)
+        if not items_last and not all(n > items_field.number for n in others):
+            raise ValueError(f"{list_message}: items are neither the first nor the last field")
+        self.before, self.after = (rest, b"") if items_last else (b"", rest)
+        self.encoded: list[bytes] = []
+
+    def _encode(self, item: Any) -> bytes:
+        return protobuf.encode_message(self.item_message, self.shape(self.listed.external(item)))
+
+    async def prepare(self) -> None:
+        deadline = time.monotonic() + PREPARE_SLICE_SECONDS
+        encoded = self.encoded
+        for item in self.items:
+            encoded.append(memoized(item, self.memo_key, lambda: self._encode(item)))
+            if time.monotonic() > deadline:
+                await cooperate.yield_to_reactor()
+                deadline = time.monotonic() + PREPARE_SLICE_SECONDS
+
+    def _framed(self, raw: bytes) -> bytes:
+        out = bytearray(self.items_tag)
+        protobuf.write_varint(out, len(raw))
+        return bytes(out)
+
+    def head(self) -> bytes:
+        size = len(self.before) + len(self.after)
+        for raw in self.encoded:
+            size += len(self._framed(raw)) + len(raw)
+        type_meta = bytearray()
+        protobuf.write_bytes_field(type_meta, 1, self.api_version.encode())
+        protobuf.write_bytes_field(type_meta, 2, self.kind.encode())
+        out = bytearray(protobuf.MAGIC)
+        protobuf.write_bytes_field(out, 1, bytes(type_meta))
+        protobuf.write_tag(out, 2, protobuf.LENGTH_DELIMITED)
+        protobuf.write_varint(out, size)
+        out += self.before
+        return bytes(out)
+
+    def item(self, index: int) -> bytes:
+        raw = self.encoded[index]
+        return self._framed(raw) + raw
+
+    def tail(self) -> bytes:
+        out = bytearray(self.after)
+        protobuf.write_bytes_field(out, 3, b"")  # contentEncoding, contentType: empty, as Go writes them
+        protobuf.write_bytes_field(out, 4, b"")
+        return bytes(out)
+
+
+def item_json(item: Any, store: Any, external: Callable[[Any], dict]) -> bytes:
+    """The compact JSON of one stored object as its list carries it (the memoized bytes)."""
+    return memoized(item, ((store.encoding_token, ""), "json"), lambda: _json_value(external(item)))
+
+
+def item_protobuf(item: Any, store: Any, external: Callable[[Any], dict], message: str) -> bytes:
+    """The protobuf message of one stored object, without envelope (the memoized bytes)."""
+    return memoized(item, ((store.encoding_token, ""), "protobuf"),
+                    lambda: protobuf.encode_message(message, external(item)))
+
+
+def _list_message(api_version: str, kind: str) -> Optional[str]:
+    group, version = split_api_version(api_version)
+    from kapiserver.machinery.protobuf_types import message_for
+    return message_for(group, version, kind)
+
+
+def list_body(listed: StoredList, target: MediaTarget, pretty: bool,
+              include_object: Callable[[], str]) -> ListBody:
+    """The pieces of ``listed`` in the negotiated encoding and shape (upstream's
+    transformResponseObject, then the serializer).  ``include_object`` reads
+    ``?includeObject=`` (asked only for Tables: it may answer 400)."""
+    token = listed.store.encoding_token
+    meta_version = f"{target.group}/{target.version}"
+    if target.as_kind == "Table":
+        include = include_object()
+        rtype = listed.store.rtype
+        cols = table.table_columns(rtype)
+        if rtype.table_row_order is not None:  # a printer that sorts: the rows need every object first
+            ordered = sorted((listed.external(item) for item in listed.items), key=rtype.table_row_order)
+            listed = StoredList(listed.kind, listed.api_version, listed.metadata, ordered, listed.store)
+        envelope = table.to_table(rtype, [], include, listed.metadata, meta_version)
+        return _TextList(listed, target, envelope, "rows",
+                         lambda obj: table.row(cols, obj, include, meta_version), None, pretty)
+    if target.as_kind == "PartialObjectMetadataList":
+        envelope = partial_metadata.to_partial_object_metadata_list([], meta_version, listed.metadata)
+        shape: Callable[[Any], Any] = lambda obj: partial_metadata.to_partial_object_metadata(obj, meta_version)
+        memo_key: Hashable = (token, "PartialObjectMetadata", meta_version)
+    else:
+        envelope = {"kind": listed.kind, "apiVersion": listed.api_version, "metadata": listed.metadata,
+                    "items": []}
+        shape = _unchanged
+        memo_key = (token, "")
+    if target.prefer_protobuf and (not target.as_kind or target.as_kind in PROTOBUF_SHAPE_KINDS):
+        message = _list_message(envelope["apiVersion"], envelope["kind"])
+        if message is not None:
+            return _ProtobufList(listed, envelope["apiVersion"], envelope["kind"], message, envelope, shape,
+                                 memo_key)
+    return _TextList(listed, target, envelope, "items", shape, memo_key, pretty)
+
+
+def _unchanged(obj: Any) -> Any:
+    return obj
+

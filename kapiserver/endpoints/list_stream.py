@@ -1,0 +1,159 @@
+"""Writing a list answer with flow control (chunked, piece by piece).
+
+A :class:`ListStream` is a push producer registered with the transport: it
+writes the list's pieces (``endpoints/list_encoding.py``) a slice at a time
+— about ``BATCH_BYTES``, or ``SLICE_SECONDS`` of encoding, whichever comes
+first — then gives the reactor a turn.  When the client does not read, the
+transport pauses it and nothing more is encoded until the client catches up,
+so a slow reader costs one slice plus the transport's buffer, never the whole
+list.  The request is finished (and its in-flight seat given back) once the
+last piece has been handed to the transport.
+
+A failure after the first byte cannot become a Status any more: the
+connection is dropped, as upstream does with a handler that fails mid-answer.
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.interfaces import IPushProducer
+from twisted.logger import Logger
+from twisted.web.server import Request
+from zope.interface import implementer
+
+from kapiserver.endpoints.list_encoding import ListBody
+from kapiserver.endpoints.request_context import context_of
+
+log = Logger()
+
+BATCH_BYTES = 64 * 1024
+SLICE_SECONDS = 0.005
+
+# Streams being written (tests and benchmarks look at their counters).
+_active: "weakref.WeakSet[ListStream]" = weakref.WeakSet()
+
+
+def active_streams() -> list["ListStream"]:
+    return list(_active)
+
+
+def abort_connection(request: Any) -> None:
+    """Drop the connection (HTTP/1.1) or reset the stream (HTTP/2) of a request whose
+    answer cannot be completed."""
+    transport = getattr(request.channel, "transport", None) if request.channel is not None else None
+    if transport is None:
+        return
+    if hasattr(request.channel, "abortConnection"):  # HTTP/2: the stream is the channel
+        request.channel.abortConnection()
+    elif hasattr(transport, "abortConnection"):
+        transport.abortConnection()
+    else:
+        transport.loseConnection()
+
+
+def _gone(request: Request) -> bool:
+    return bool(request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
+
+
+@implementer(IPushProducer)
+class ListStream:
+    """Writes one list answer, a slice per reactor turn, while the transport accepts it."""
+
+    def __init__(self, request: Request, body: ListBody, reactor: Any) -> None:
+        self.request = request
+        self.body = body
+        self.reactor = reactor
+        self.index = 0
+        self.count = len(body.items)
+        self.paused = False
+        self.stopped = False
+        self.finished = False
+        self.started = False
+        self._call: Any = None
+        self.done: defer.Deferred = defer.Deferred()
+        # what was written, and the largest single write (what one slice may hold)
+        self.bytes_written = 0
+        self.largest_write = 0
+        _active.add(self)
+
+    def start(self) -> defer.Deferred:
+        """Stream the pieces (the headers are set); ``done`` fires once written or abandoned."""
+        request = self.request
+        request.registerProducer(self, True)
+        request.notifyFinish().addErrback(lambda _: self.stopProducing())
+        self._pump()
+        return self.done
+
+    # IPushProducer
+    def pauseProducing(self) -> None:
+        self.paused = True
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self._schedule()
+
+    def stopProducing(self) -> None:
+        """The connection is gone: stop encoding."""
+        self.stopped = True
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
+        self._end()
+
+    # ------------------------------------------------------------ writing
+
+    def _schedule(self) -> None:
+        if self._call is None and not self.stopped and not self.finished:
+            self._call = self.reactor.callLater(0, self._pump)
+
+    def _pump(self) -> None:
+        self._call = None
+        if self.paused or self.stopped or self.finished:
+            return
+        request = self.request
+        if _gone(request):
+            self.stopProducing()
+            return
+        pieces = []
+        size = 0
+        deadline = time.monotonic() + SLICE_SECONDS
+        try:
+            if not self.started:
+                self.started = True
+                head = self.body.head()
+                pieces.append(head)
+                size += len(head)
+            while self.index < self.count and size < BATCH_BYTES and time.monotonic() < deadline:
+                piece = self.body.item(self.index)
+                self.index += 1
+                pieces.append(piece)
+                size += len(piece)
+            last = self.index >= self.count
+            if last:
+                pieces.append(self.body.tail())
+        except Exception:
+            log.failure("encoding a list of {kind} failed; dropping the connection", kind=self.body.listed.kind)
+            abort_connection(request)
+            self.stopProducing()
+            return
+        data = b"".join(pieces)
+        self.bytes_written += len(data)
+        self.largest_write = max(self.largest_write, len(data))
+        request.write(data)
+        if last:
+            self.finished = True
+            request.unregisterProducer()
+            if not _gone(request):
+                request.finish()
+            self._end()
+            return
+        if not self.paused:
+            self._schedule()
+
+    def _end(self) -> None:
+        _active.discard(self)
+        if not self.done.called:
+            self.done.callback(None)
