@@ -41,6 +41,19 @@ spec:
   - subjects: [{kind: Group, group: {name: tenants}}]
     resourceRules:
     - {verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}
+---
+# RBAC: the tenants may read ConfigMaps (else every request is a 403 before it queues)
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: tenants-read, namespace: default}
+rules:
+- {verbs: [get, list], apiGroups: [""], resources: [configmaps]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: tenants-read, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: tenants-read}
+subjects: [{kind: Group, name: tenants, apiGroup: rbac.authorization.k8s.io}]
 """
 
 

@@ -71,8 +71,9 @@ class ComponentStatusStore(Store):
         return {"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {},
                 "items": [o for o in items if matches is None or matches(o)]}
 
-    async def list_stored(self, namespace: str, opts: ListOptions) -> StoredList:
-        listed = await self.list(namespace, opts)
+    async def list_stored(self, namespace: str, opts: ListOptions,
+                          warnings: Optional[list[str]] = None) -> StoredList:
+        listed = await self.list(namespace, opts, warnings)
         return StoredList(listed["kind"], listed["apiVersion"], listed["metadata"], listed["items"], self)
 
 
