@@ -180,3 +180,5 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault(MUTATING, mutating_webhook)
     _FACTORIES.setdefault(VALIDATING, validating_webhook)
     _FACTORIES.setdefault(VAP, validating_admission_policy)
+    from kapiserver.admission.resource_quota import PLUGIN_NAME as QUOTA, resource_quota
+    _FACTORIES.setdefault(QUOTA, resource_quota)

@@ -24,6 +24,7 @@ GARBAGE_COLLECTOR = "garbage-collector-controller"
 CSR_SIGNING = "certificatesigningrequest-signing-controller"
 CLUSTERROLE_AGGREGATION = "clusterrole-aggregation-controller"
 VALIDATING_ADMISSION_POLICY_STATUS = "validatingadmissionpolicy-status-controller"
+RESOURCE_QUOTA = "resourcequota-controller"
 
 # upstream's canonical name -> its aliases
 KNOWN: dict[str, tuple[str, ...]] = {
@@ -33,7 +34,7 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "endpointslice-mirroring-controller": ("endpointslicemirroring",),
     "replicationcontroller-controller": ("replicationcontroller",),
     "pod-garbage-collector-controller": ("podgc",),
-    "resourcequota-controller": ("resourcequota",),
+    RESOURCE_QUOTA: ("resourcequota",),
     NAMESPACE: ("namespace",),
     SERVICE_ACCOUNT: ("serviceaccount",),
     GARBAGE_COLLECTOR: ("garbagecollector",),
