@@ -182,3 +182,10 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault(VAP, validating_admission_policy)
     from kapiserver.admission.resource_quota import PLUGIN_NAME as QUOTA, resource_quota
     _FACTORIES.setdefault(QUOTA, resource_quota)
+    from kapiserver.admission.class_defaulting import default_ingress_class, default_storage_class
+    _FACTORIES.setdefault("DefaultStorageClass", default_storage_class)
+    _FACTORIES.setdefault("DefaultIngressClass", default_ingress_class)
+    from kapiserver.admission.storage_protection import StorageObjectInUseProtection
+    _FACTORIES.setdefault(StorageObjectInUseProtection.name, lambda config, deps: StorageObjectInUseProtection())
+    from kapiserver.admission.pvc_resize import pvc_resize
+    _FACTORIES.setdefault("PersistentVolumeClaimResize", pvc_resize)
