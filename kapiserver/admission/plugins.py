@@ -189,3 +189,5 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault(StorageObjectInUseProtection.name, lambda config, deps: StorageObjectInUseProtection())
     from kapiserver.admission.pvc_resize import pvc_resize
     _FACTORIES.setdefault("PersistentVolumeClaimResize", pvc_resize)
+    from kapiserver.admission.owner_references import PLUGIN_NAME as OWNERS, owner_references_permission_enforcement
+    _FACTORIES.setdefault(OWNERS, owner_references_permission_enforcement)
