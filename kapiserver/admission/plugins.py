@@ -191,3 +191,5 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault("PersistentVolumeClaimResize", pvc_resize)
     from kapiserver.admission.owner_references import PLUGIN_NAME as OWNERS, owner_references_permission_enforcement
     _FACTORIES.setdefault(OWNERS, owner_references_permission_enforcement)
+    from kapiserver.admission.event_rate_limit import PLUGIN_NAME as EVENTS, event_rate_limit
+    _FACTORIES.setdefault(EVENTS, event_rate_limit)
