@@ -4,8 +4,8 @@ It keeps each ResourceQuota's status true: ``status.hard`` is ``spec.hard``,
 and ``status.used`` is what the namespace's objects use of each tracked
 resource, counted by the evaluators admission charges with
 (``quota/evaluators.py``).  A quota is recalculated in full when it is
-created, when its ``spec.hard`` differs from ``status.hard`` or a tracked
-resource has no usage yet, every ``RESYNC_SECONDS`` (upstream's
+created or its ``spec.hard`` changes (a status written by someone else
+stands until the resync, as upstream's), every ``RESYNC_SECONDS`` (upstream's
 ``--resource-quota-sync-period``, 5 minutes), and when an object it tracks is
 deleted or changes what it uses (a pod that finished, a Service that changed
 type): admission charges creates as they happen, this controller gives back
@@ -83,6 +83,7 @@ class ResourceQuotaController:
         self.queue = ReconcileQueue("resourcequota", self.reconcile, reactor)
         self.informer = Informer(quotas, self._on_quota, reactor)
         self.monitors: dict[tuple[str, str], _Monitor] = {}
+        self._spec_hard: dict[tuple[str, str], rl.ResourceList] = {}
         self._resync: Optional[task.LoopingCall] = None
 
     def start(self) -> None:
@@ -106,23 +107,19 @@ class ResourceQuotaController:
             self.queue.add(key)
 
     def _on_quota(self, event_type: str, quota: dict) -> None:
-        if event_type == "DELETED":
-            return
         md = quota.get("metadata") or {}
         key = (md.get("namespace", ""), md.get("name", ""))
+        if event_type == "DELETED":
+            self._spec_hard.pop(key, None)
+            return
         spec_hard = rl.parse_list((quota.get("spec") or {}).get("hard"))
+        before = self._spec_hard.get(key)
+        self._spec_hard[key] = spec_hard
         self._ensure_monitors(spec_hard)
-        if event_type == "ADDED" or self._needs_usage(quota, spec_hard):
+        # as upstream: a new quota is counted, an update only when spec.hard changed (a status
+        # someone else wrote stands until the periodic resync)
+        if event_type == "ADDED" or before is None or not rl.equals(before, spec_hard):
             self.queue.add(key)
-
-    def _needs_usage(self, quota: dict, spec_hard: rl.ResourceList) -> bool:
-        """upstream's addQuota: status.hard is not spec.hard, or a tracked resource has no usage."""
-        status = quota.get("status") or {}
-        if status.get("hard") is None or not rl.equals(spec_hard, rl.parse_list(status.get("hard"))):
-            return True
-        used = status.get("used") or {}
-        missing = [name for name in spec_hard if name not in used]
-        return bool(missing) and bool(self.registry.for_names(missing))
 
     def replenish(self, evaluator: Evaluator, namespace: str) -> None:
         """Recalculate the namespace's quotas that track ``evaluator``'s resource."""

@@ -13,8 +13,8 @@ def configmap(name: str, owners: list) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "ownerReferences": owners}}
 
 
-def owner(block: bool = False) -> dict:
-    ref = {"apiVersion": "v1", "kind": "Secret", "name": "owner", "uid": "0f2c6a2e-0000-4000-8000-000000000001"}
+def owner(uid: str, block: bool = False) -> dict:
+    ref = {"apiVersion": "v1", "kind": "Secret", "name": "owner", "uid": uid}
     if block:
         ref["blockOwnerDeletion"] = True
     return ref
@@ -33,7 +33,11 @@ class OwnerReferencesTests(RBACTestCase):
         await self.role("writer", [{"apiGroups": [""], "resources": ["configmaps"],
                                     "verbs": ["get", "create", "update", "patch"]}])
         who = as_user("writer")
-        reply = await self.client.post(CMS, configmap("a", [owner()]), headers=who)
+        # a real owner, or the garbage collector would delete the dependents
+        reply = await self.client.post("/api/v1/namespaces/demo/secrets", {"metadata": {"name": "owner"}})
+        self.assertEqual(reply.code, 201, reply.body)
+        uid = reply.body["metadata"]["uid"]
+        reply = await self.client.post(CMS, configmap("a", [owner(uid)]), headers=who)
         self.assertEqual(reply.code, 201, reply.body)  # a create needs no delete
         changed = reply.body
         changed["metadata"]["ownerReferences"] = []
@@ -45,16 +49,16 @@ class OwnerReferencesTests(RBACTestCase):
         reply = await self.client.patch(f"{CMS}/a", {"data": {"k": "v"}}, headers=who)
         self.assertEqual(reply.code, 200, reply.body)
 
-        reply = await self.client.post(CMS, configmap("b", [owner(block=True)]), headers=who)
+        reply = await self.client.post(CMS, configmap("b", [owner(uid, block=True)]), headers=who)
         self.assertEqual(reply.code, 403, reply.body)
         self.assertEqual(reply.body["message"], 'configmaps "b" is forbidden: cannot set blockOwnerDeletion if an '
                                                 "ownerReference refers to a resource you can't set finalizers on: "
                                                 ", <nil>")
         await self.role("finalizer", [{"apiGroups": [""], "resources": ["secrets/finalizers"], "verbs": ["update"]}])
         await self.grant("writer-finalizer", "finalizer", {"kind": "User", "name": "writer"}, kind="Role")
-        reply = await self.client.post(CMS, configmap("b", [owner(block=True)]), headers=who)
+        reply = await self.client.post(CMS, configmap("b", [owner(uid, block=True)]), headers=who)
         self.assertEqual(reply.code, 201, reply.body)
-        unknown = dict(owner(block=True), apiVersion="example.com/v1", kind="Gadget")
+        unknown = dict(owner(uid, block=True), apiVersion="example.com/v1", kind="Gadget")
         reply = await self.client.post(CMS, configmap("c", [unknown]), headers=who)
         self.assertEqual(reply.code, 403)
         self.assertIn('cannot find RESTMapping for APIVersion example.com/v1 Kind Gadget', reply.body["message"])
