@@ -180,3 +180,16 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault(MUTATING, mutating_webhook)
     _FACTORIES.setdefault(VALIDATING, validating_webhook)
     _FACTORIES.setdefault(VAP, validating_admission_policy)
+    from kapiserver.admission.resource_quota import PLUGIN_NAME as QUOTA, resource_quota
+    _FACTORIES.setdefault(QUOTA, resource_quota)
+    from kapiserver.admission.class_defaulting import default_ingress_class, default_storage_class
+    _FACTORIES.setdefault("DefaultStorageClass", default_storage_class)
+    _FACTORIES.setdefault("DefaultIngressClass", default_ingress_class)
+    from kapiserver.admission.storage_protection import StorageObjectInUseProtection
+    _FACTORIES.setdefault(StorageObjectInUseProtection.name, lambda config, deps: StorageObjectInUseProtection())
+    from kapiserver.admission.pvc_resize import pvc_resize
+    _FACTORIES.setdefault("PersistentVolumeClaimResize", pvc_resize)
+    from kapiserver.admission.owner_references import PLUGIN_NAME as OWNERS, owner_references_permission_enforcement
+    _FACTORIES.setdefault(OWNERS, owner_references_permission_enforcement)
+    from kapiserver.admission.event_rate_limit import PLUGIN_NAME as EVENTS, event_rate_limit
+    _FACTORIES.setdefault(EVENTS, event_rate_limit)

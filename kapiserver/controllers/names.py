@@ -24,6 +24,9 @@ GARBAGE_COLLECTOR = "garbage-collector-controller"
 CSR_SIGNING = "certificatesigningrequest-signing-controller"
 CLUSTERROLE_AGGREGATION = "clusterrole-aggregation-controller"
 VALIDATING_ADMISSION_POLICY_STATUS = "validatingadmissionpolicy-status-controller"
+RESOURCE_QUOTA = "resourcequota-controller"
+PVC_PROTECTION = "persistentvolumeclaim-protection-controller"
+PV_PROTECTION = "persistentvolume-protection-controller"
 
 # upstream's canonical name -> its aliases
 KNOWN: dict[str, tuple[str, ...]] = {
@@ -33,7 +36,7 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "endpointslice-mirroring-controller": ("endpointslicemirroring",),
     "replicationcontroller-controller": ("replicationcontroller",),
     "pod-garbage-collector-controller": ("podgc",),
-    "resourcequota-controller": ("resourcequota",),
+    RESOURCE_QUOTA: ("resourcequota",),
     NAMESPACE: ("namespace",),
     SERVICE_ACCOUNT: ("serviceaccount",),
     GARBAGE_COLLECTOR: ("garbagecollector",),
@@ -58,8 +61,8 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "persistentvolume-attach-detach-controller": ("attachdetach",),
     "persistentvolume-expander-controller": ("persistentvolume-expander",),
     CLUSTERROLE_AGGREGATION: ("clusterrole-aggregation",),
-    "persistentvolumeclaim-protection-controller": ("pvc-protection",),
-    "persistentvolume-protection-controller": ("pv-protection",),
+    PVC_PROTECTION: ("pvc-protection",),
+    PV_PROTECTION: ("pv-protection",),
     "ttl-after-finished-controller": ("ttl-after-finished",),
     ROOT_CA_PUBLISHER: ("root-ca-cert-publisher",),
     "service-ca-certificate-publisher-controller": ("service-ca-cert-publisher",),

@@ -32,7 +32,9 @@ kube-controller-manager runs against this server):
 * ClusterRole aggregation (``clusterrole_aggregation.py``);
 * the CSR signers for ``kubernetes.io/kube-apiserver-client(-kubelet)``, with
   the cluster CA of ``cert_dir`` (when its key is there);
-* the ValidatingAdmissionPolicy status controller (given by the API server, which owns the policies).
+* the ValidatingAdmissionPolicy status controller (given by the API server, which owns the policies);
+* the resource quota controller (``resource_quota.py``): ``status.hard`` and ``status.used``;
+* the PVC and PV protection controllers (``storage_protection.py``).
 """
 from __future__ import annotations
 
@@ -54,13 +56,16 @@ from kapiserver.controllers.leader_election import LeaderElector, default_identi
 from kapiserver.controllers.manager import Controller, ControllerManager
 from kapiserver.controllers.master_leases import EndpointsReconciler, MasterLeases
 from kapiserver.controllers.names import (CLUSTERROLE_AGGREGATION, CSR_SIGNING, GARBAGE_COLLECTOR, NAMESPACE,
-                                          ROOT_CA_PUBLISHER, SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN,
+                                          PV_PROTECTION, PVC_PROTECTION, RESOURCE_QUOTA, ROOT_CA_PUBLISHER,
+                                          SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN,
                                           VALIDATING_ADMISSION_POLICY_STATUS, ControllerSelection)
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
+from kapiserver.controllers.resource_quota import ResourceQuotaController
 from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
 from kapiserver.flowcontrol import bootstrap
 from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensController
+from kapiserver.controllers.storage_protection import PVCProtectionController, PVProtectionController
 from kapiserver.controllers.system_priority_classes import READY_CHECK as PRIORITY_CLASSES_CHECK
 from kapiserver.controllers.system_priority_classes import SystemPriorityClasses
 from kapiserver.registry.deps import RegistryDeps
@@ -135,6 +140,14 @@ class ServerControllers:
         if CLUSTERROLE_AGGREGATION in selection:
             factories.append(lambda: ClusterRoleAggregationController(
                 deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"), reactor))
+        if RESOURCE_QUOTA in selection:
+            factories.append(lambda: ResourceQuotaController(deps.store("", "v1", "resourcequotas"), all_stores,
+                                                             reactor))
+        if PVC_PROTECTION in selection:
+            factories.append(lambda: PVCProtectionController(
+                deps.store("", "v1", "persistentvolumeclaims"), deps.store("", "v1", "pods"), reactor))
+        if PV_PROTECTION in selection:
+            factories.append(lambda: PVProtectionController(deps.store("", "v1", "persistentvolumes"), reactor))
         if VALIDATING_ADMISSION_POLICY_STATUS in selection:
             factories.extend(policy_status_controllers)
         tokens = authn.service_accounts if authn else None
