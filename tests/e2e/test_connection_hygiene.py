@@ -328,8 +328,9 @@ class BodyBeforeAuthenticationTests(unittest.TestCase):
 
 
 class AnonymousBodyTests(unittest.TestCase):
-    """With anonymous requests on (the default), the body of an anonymous one is read, bounded,
-    and authorization decides later, as upstream."""
+    """With anonymous requests on (the default), an anonymous request is authorized before its
+    body is read, as upstream's handler reads it only after the authorization filter: one that
+    will be a 403 is answered without it; an allowed one is read, bounded."""
 
     def setUp(self) -> None:
         self.server = shared_server()
@@ -342,10 +343,23 @@ class AnonymousBodyTests(unittest.TestCase):
         self.assertEqual(status, 403)
         self.assertIn('User "system:anonymous" cannot create resource "configmaps"', json.loads(payload)["message"])
 
-    def test_anonymous_body_over_the_limit_is_413(self) -> None:
+    def test_forbidden_anonymous_upload_is_answered_without_its_body(self) -> None:
+        pid = self.server.proc.pid
+        rss_before = _rss_kib(pid)
+        sock = connect(self.server, certificate=False)
+        sock.sendall(_post_head(LIMIT - 1024))  # within the limit; the body never comes
+        data, seconds = read_until_closed(sock, timeout=10)
+        status, payload = head_of(data)
+        self.assertEqual(status, 403)
+        self.assertIn('User "system:anonymous" cannot create resource "configmaps"', json.loads(payload)["message"])
+        self.assertLess(seconds, 5)  # not the request timeout: nothing of the body was awaited
+        self.assertLess(_rss_kib(pid) - rss_before, 16 * 1024)
+
+    def test_forbidden_anonymous_body_over_the_limit_is_403_as_upstream(self) -> None:
+        # upstream's handler would read (and limit) the body only after authorization refused it
         sock = connect(self.server, certificate=False)
         answer, _ = upload_until_answered(sock, _post_head(10 * LIMIT), 10 * LIMIT)
-        self.assertEqual(head_of(answer or b"HTTP/1.1 0 none\r\n\r\n")[0], 413)
+        self.assertEqual(head_of(answer or b"HTTP/1.1 0 none\r\n\r\n")[0], 403)
         sock.close()
 
 

@@ -22,11 +22,17 @@ from typing import Any, Optional
 from twisted.logger import Logger
 from twisted.web import http, resource, server
 
+from twisted.internet import defer
+
 from kapiserver.auth.authenticator import Authenticator
+from kapiserver.auth.authorizer import Authorizer
 from kapiserver.auth.decision import AuthenticationDecision
+from kapiserver.auth.user import ANONYMOUS_USER, UserInfo
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
+from kapiserver.endpoints.filters.authorization import attributes_for
 from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_info import parse_request_info
 from kapiserver.machinery import errors
 
 log = Logger()
@@ -100,12 +106,31 @@ class APIRequest(server.Request):
             if not decision.authenticated:
                 self.close_body()
                 return BodyVerdict.REFUSE
+            assert decision.result is not None
+            if decision.result.user.name == ANONYMOUS_USER and self._forbidden(decision.result.user):
+                # as upstream, whose handler would read the body only after authorization:
+                # an anonymous upload that will be a 403 is not read into memory
+                self.close_body()
+                return BodyVerdict.REFUSE
         if declared_length is not None and declared_length > self.max_body_bytes:
             context_of(self).body_too_large = True
             self.close_body()
             if self.expects_continue() or declared_length > self.discard_body_bytes:
                 return BodyVerdict.REFUSE
         return BodyVerdict.READ
+
+    def _forbidden(self, user: UserInfo) -> bool:
+        """Will the authorization filter refuse this request?  Only when the authorizer says so
+        at once (a webhook's answer is not waited for here) and the user is not impersonating."""
+        channel: Any = self.channel
+        authorizer: Optional[Authorizer] = getattr(channel.site, "authorizer", None)
+        if authorizer is None or any(name.lower().startswith(b"impersonate-")
+                                     for name, _ in self.requestHeaders.getAllRawHeaders()):
+            return False
+        info = parse_request_info(self.method.decode("latin-1"), self.path.decode("utf-8", "replace"),
+                                  self.args or {})
+        answer = authorizer.authorize(user, attributes_for(info))
+        return not isinstance(answer, defer.Deferred) and not answer.allowed and not answer.error
 
     def expects_continue(self) -> bool:
         expect = self.requestHeaders.getRawHeaders(b"expect") or []
@@ -143,7 +168,8 @@ class APISite(server.Site):
     """The Site of the handler chain: :class:`APIRequest` over the connections of ``endpoints/connection``.
 
     ``authenticator`` is the one the authentication filter uses (None: requests
-    are authenticated by the filter only, bodies always read); ``connections``
+    are authenticated by the filter only, bodies always read), ``authorizer`` the
+    authorization filter's (anonymous uploads it refuses are not read); ``connections``
     are the open connections, which a graceful shutdown drains.
     """
 
@@ -152,7 +178,7 @@ class APISite(server.Site):
 
     def __init__(self, handler_chain: resource.IResource, max_body_bytes: int,
                  authenticator: Optional[Authenticator] = None, policy: Optional[ConnectionPolicy] = None,
-                 reactor: Any = None, **kwargs: Any) -> None:
+                 reactor: Any = None, authorizer: Optional[Authorizer] = None, **kwargs: Any) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -161,6 +187,8 @@ class APISite(server.Site):
         self.noisy = False
         self.max_body_bytes = max_body_bytes
         self.authenticator = authenticator
+        # anonymous requests with a body are authorized before it is read (the filter decides again)
+        self.authorizer = authorizer
         self.policy = policy if policy is not None else ConnectionPolicy(max_body_bytes=max_body_bytes)
         self.connections = OpenConnections()
 
