@@ -170,6 +170,14 @@ def storm(mode: str, args: argparse.Namespace) -> list:
     try:
         setup = Client(server)
         ensure_namespace(setup, NS)
+        # RBAC: every authenticated user may read the namespace's pods (else each LIST is a 403)
+        setup.json("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "read-pods"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
+        setup.json("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "read-pods"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-pods"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]})
         path = f"/api/v1/namespaces/{NS}/pods"
         created = run_parallel(server, 16, args.pods, lambda c, i: c.request("POST", path, pod(f"p-{i:05d}"))[0])
         if created.errors:

@@ -707,22 +707,25 @@ class Store:
         return (bool(old["metadata"].get("deletionTimestamp")) and not md.get("finalizers")
                 and not self.strategy.delete_pending(self.rtype, copy.deepcopy(new)))
 
-    async def _prepare_update(self, namespace: str, name: str, new: dict, old: dict, subresource: str,
-                              ctx: Context, force: bool = False) -> Optional[dict]:
-        """Apply upstream's update rules; None if the result equals the old object."""
-        md, old_md = new["metadata"], old["metadata"]
-        requested_managed_fields = md.get("managedFields", _ABSENT)
+    def _keep_identity(self, md: dict, namespace: str, name: str, old_md: dict) -> None:
+        """Name, namespace and the fields an update cannot change, reset to the stored values as
+        upstream's BeforeUpdate does (a differing uid was already a precondition conflict)."""
         md["name"] = name
         if self.rtype.namespaced:
             md["namespace"] = namespace
-        # fields an update cannot change: reset to the stored values, as upstream's
-        # BeforeUpdate does (a differing uid was already a precondition conflict)
         for fixed in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                       "generation", "selfLink"):
             if fixed in old_md:
                 md[fixed] = old_md[fixed]
             else:
                 md.pop(fixed, None)
+
+    async def _prepare_update(self, namespace: str, name: str, new: dict, old: dict, subresource: str,
+                              ctx: Context, force: bool = False) -> Optional[dict]:
+        """Apply upstream's update rules; None if the result equals the old object."""
+        md, old_md = new["metadata"], old["metadata"]
+        requested_managed_fields = md.get("managedFields", _ABSENT)
+        self._keep_identity(md, namespace, name, old_md)
         md.pop("managedFields", None)
         snapshot = self._snapshot(new, ctx)
         # upstream's order: the decoded (defaulted) object goes through mutating admission,
@@ -735,15 +738,7 @@ class Store:
             ctx.admission_view.from_view(attrs.obj, new)
         self._stamp_type(new)
         md = meta.metadata(new)
-        md["name"] = name
-        if self.rtype.namespaced:
-            md["namespace"] = namespace
-        for fixed in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                      "generation", "selfLink"):
-            if fixed in old_md:
-                md[fixed] = old_md[fixed]
-            else:
-                md.pop(fixed, None)
+        self._keep_identity(md, namespace, name, old_md)  # again: mutating admission may have changed them
         if subresource == "status":
             self.strategy.prepare_for_status_update(self.rtype, new, old)
             md = new["metadata"]
