@@ -15,11 +15,9 @@ from typing import Any
 
 from twisted.logger import Logger
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
 from kapiserver.machinery.labels import selector_from_label_selector_dict
-from kapiserver.registry.store import Store
 
 log = Logger()
 
@@ -44,20 +42,10 @@ def aggregated_rules(role: dict, cluster_roles: list[dict]) -> list[dict]:
     return rules
 
 
-class ClusterRoleAggregationController:
-    def __init__(self, cluster_roles: Store, reactor: Any) -> None:
-        self.store = cluster_roles
-        self.queue = ReconcileQueue("clusterrole-aggregation", self.reconcile, reactor)
-        self.informer = Informer(cluster_roles, self._on_event, reactor)
+class ClusterRoleAggregationController(InformerController):
+    queue_name = "clusterrole-aggregation"
 
-    def start(self) -> None:
-        self.informer.start()
-
-    def stop(self) -> None:
-        self.informer.stop()
-        self.queue.stop()
-
-    def _on_event(self, event_type: str, obj: dict) -> None:
+    def on_event(self, event_type: str, obj: dict) -> None:
         for (_, name), role in self.informer.objects.items():
             if role.get("aggregationRule") is not None:
                 self.queue.add(name)

@@ -32,9 +32,8 @@ from twisted.logger import Logger
 from kapiserver.apis.certificates.certificatesigningrequests import (APPROVED, FAILED, KUBE_APISERVER_CLIENT,
                                                                       KUBE_APISERVER_CLIENT_KUBELET, has_condition)
 from kapiserver.apis.certificates.pem import decoded, parse_csr
+from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.controllers.certificate_authority import CertificateAuthority
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors, meta
 from kapiserver.registry.store import Store
 
@@ -97,23 +96,16 @@ def certificate_lifetime(expiration_seconds: Optional[int], maximum: datetime.ti
     return max(asked, MIN_DURATION)
 
 
-class CSRSigningController:
+class CSRSigningController(InformerController):
+    queue_name = "certificate"
+
     def __init__(self, csrs: Store, authority: CertificateAuthority, max_duration_seconds: int, reactor) -> None:
+        super().__init__(csrs, reactor)
         self.csrs = csrs
         self.authority = authority
         self.max_duration = datetime.timedelta(seconds=max_duration_seconds)
-        self.reactor = reactor
-        self.queue = ReconcileQueue("certificate", self.reconcile, reactor)
-        self.informer = Informer(csrs, self._on_event, reactor)
 
-    def start(self) -> None:
-        self.informer.start()
-
-    def stop(self) -> None:
-        self.informer.stop()
-        self.queue.stop()
-
-    def _on_event(self, event_type: str, obj: dict) -> None:
+    def on_event(self, event_type: str, obj: dict) -> None:
         if event_type != "DELETED" and self._wants_signing(obj):
             self.queue.add(obj["metadata"]["name"])
 

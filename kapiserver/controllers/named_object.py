@@ -9,32 +9,26 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Optional
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Store
 
 
-class NamedObjectController:
+class NamedObjectController(InformerController):
     """Subclasses say which object (``namespace``, ``name``) and what to do with it (``sync``)."""
     namespace: str
     name: str
-    queue_name: str
 
     def __init__(self, store: Store, reactor: Any) -> None:
-        self.store = store
-        self.reactor = reactor
-        self.queue = ReconcileQueue(self.queue_name, self.reconcile, reactor)
-        self.informer = Informer(store, lambda _type, _obj: self.queue.add(self.name), reactor,
-                                 field_selector=f"metadata.namespace={self.namespace},metadata.name={self.name}")
+        super().__init__(store, reactor,
+                         field_selector=f"metadata.namespace={self.namespace},metadata.name={self.name}")
 
     def start(self) -> None:
-        self.informer.start()
+        super().start()
         self.queue.add(self.name)
 
-    def stop(self) -> None:
-        self.informer.stop()
-        self.queue.stop()
+    def on_event(self, event_type: str, obj: dict) -> None:
+        self.queue.add(self.name)
 
     async def reconcile(self, key: Hashable) -> None:
         try:

@@ -11,8 +11,7 @@ from typing import Callable, Iterable
 
 from twisted.logger import Logger
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -25,22 +24,15 @@ FINALIZER = "kubernetes"
 RECHECK_SECONDS = 1.0
 
 
-class NamespaceController:
+class NamespaceController(InformerController):
+    queue_name = "namespace-controller"
+
     def __init__(self, namespaces: Store, namespaced_stores: Callable[[], Iterable[Store]], reactor) -> None:
+        super().__init__(namespaces, reactor)
         self.namespaces = namespaces
         self.namespaced_stores = namespaced_stores
-        self.reactor = reactor
-        self.queue = ReconcileQueue("namespace-controller", self.reconcile, reactor)
-        self.informer = Informer(namespaces, self._on_event, reactor)
 
-    def start(self) -> None:
-        self.informer.start()
-
-    def stop(self) -> None:
-        self.informer.stop()
-        self.queue.stop()
-
-    def _on_event(self, event_type: str, obj: dict) -> None:
+    def on_event(self, event_type: str, obj: dict) -> None:
         if event_type != "DELETED" and obj["metadata"].get("deletionTimestamp"):
             self.queue.add(obj["metadata"]["name"])
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -48,24 +47,10 @@ def pod_uses_claim(pod: dict, claim: str) -> bool:
     return False
 
 
-class _ProtectionController:
+class _ProtectionController(InformerController):
     finalizer = ""
-    name = ""
 
-    def __init__(self, store: Store, reactor: Any) -> None:
-        self.store = store
-        self.reactor = reactor
-        self.queue = ReconcileQueue(self.name, self.reconcile, reactor)
-        self.informer = Informer(store, self._on_event, reactor)
-
-    def start(self) -> None:
-        self.informer.start()
-
-    def stop(self) -> None:
-        self.informer.stop()
-        self.queue.stop()
-
-    def _on_event(self, event_type: str, obj: dict) -> None:
+    def on_event(self, event_type: str, obj: dict) -> None:
         if event_type == "DELETED":
             return
         md = obj.get("metadata") or {}
@@ -115,7 +100,7 @@ class _ProtectionController:
 
 class PVCProtectionController(_ProtectionController):
     finalizer = PVC_PROTECTION
-    name = "pvcprotection"
+    queue_name = "pvcprotection"
 
     def __init__(self, claims: Store, pods: Store, reactor: Any) -> None:
         super().__init__(claims, reactor)
@@ -130,7 +115,7 @@ class PVCProtectionController(_ProtectionController):
 
 class PVProtectionController(_ProtectionController):
     finalizer = PV_PROTECTION
-    name = "pvprotection"
+    queue_name = "pvprotection"
 
     async def in_use(self, obj: dict) -> bool:
         return (obj.get("status") or {}).get("phase") == "Bound"
