@@ -182,6 +182,8 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault(VAP, validating_admission_policy)
     from kapiserver.admission.resource_quota import PLUGIN_NAME as QUOTA, resource_quota
     _FACTORIES.setdefault(QUOTA, resource_quota)
+    from kapiserver.admission.limit_ranger import limit_ranger
+    _FACTORIES.setdefault("LimitRanger", limit_ranger)
     from kapiserver.admission.class_defaulting import default_ingress_class, default_storage_class
     _FACTORIES.setdefault("DefaultStorageClass", default_storage_class)
     _FACTORIES.setdefault("DefaultIngressClass", default_ingress_class)
