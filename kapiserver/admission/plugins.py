@@ -183,6 +183,8 @@ def _register_builtin() -> None:
     from kapiserver.admission.resource_quota import PLUGIN_NAME as QUOTA, resource_quota
     _FACTORIES.setdefault(QUOTA, resource_quota)
     from kapiserver.admission.limit_ranger import limit_ranger
+    from kapiserver.admission.default_toleration_seconds import default_toleration_seconds
+    _FACTORIES.setdefault("DefaultTolerationSeconds", default_toleration_seconds)
     _FACTORIES.setdefault("LimitRanger", limit_ranger)
     from kapiserver.admission.class_defaulting import default_ingress_class, default_storage_class
     _FACTORIES.setdefault("DefaultStorageClass", default_storage_class)

@@ -267,7 +267,7 @@ class PodCases(KindCases, unittest.TestCase):
     ]
     update_cases = [
         ({f"{C}.image": "nginx:1.28", "spec.activeDeadlineSeconds": 1800,
-          "spec.tolerations[4]": {"key": "k", "operator": "Exists"}}, []),
+          "spec.tolerations[2]": {"key": "k", "operator": "Exists"}}, []),
         ({"spec.activeDeadlineSeconds": 7200}, [
             "spec.activeDeadlineSeconds: Invalid value: 7200: must be less than or equal to previous value"]),
         ({"spec.activeDeadlineSeconds": REMOVE}, [

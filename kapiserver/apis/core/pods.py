@@ -22,10 +22,6 @@ from kapiserver.registry.strategy import Strategy
 SCHEMA = "io.k8s.api.core.v1.Pod"
 SPEC = "io.k8s.api.core.v1.PodSpec"
 STATUS = "io.k8s.api.core.v1.PodStatus"
-DEFAULT_TOLERATIONS = [
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-]
 UPDATE_FORBIDDEN = ("pod updates may not change fields other than `spec.containers[*].image`,"
                     "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
                     "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
@@ -95,16 +91,12 @@ class PodStrategy(Strategy):
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return
-        # what upstream's default admission plugins add
+        # what upstream's ServiceAccount and Priority admission plugins add, until they are
+        # plugins here too (the tolerations are the DefaultTolerationSeconds plugin's)
         if not spec.get("serviceAccountName"):
             spec["serviceAccountName"] = spec.get("serviceAccount") or "default"
         spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-        tolerations = spec.setdefault("tolerations", [])
-        if isinstance(tolerations, list):
-            present = {(t.get("key"), t.get("effect")) for t in tolerations if isinstance(t, dict)}
-            tolerations.extend(copy.deepcopy(t) for t in DEFAULT_TOLERATIONS
-                               if (t["key"], "NoExecute") not in present and (t["key"], None) not in present)
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
