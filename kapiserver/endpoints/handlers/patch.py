@@ -183,6 +183,11 @@ def applied(scope: RequestScope, fm: FieldManager, current: Optional[dict], conf
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
                                      "the request")
         md["namespace"] = info.namespace
+    if current is not None and not md.get("resourceVersion"):
+        # the configuration is applied to the live object and carries its resourceVersion, as upstream's
+        # patcher: no precondition, and kinds that refuse unconditional updates (ValidatingAdmissionPolicy,
+        # kube-controller-manager applies its status) accept it
+        md["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
     if entries:
         md["managedFields"] = entries
     else:
