@@ -140,6 +140,26 @@ class KubeControllerManagerTests(unittest.TestCase):
         self.assertEqual(quota.status.used["pods"], "0")
         self.assertGreaterEqual(int(quota.status.used["count/configmaps"]), 1)
 
+    def test_validating_admission_policy_gets_its_type_checking_status(self):
+        # kube-controller-manager's policy status controller applies status (server-side apply) to a
+        # kind that refuses updates without a resourceVersion
+        from kubernetes import client
+        admission = client.AdmissionregistrationV1Api(self.api)
+        name = self.ns + "-policy"
+        admission.create_validating_admission_policy({
+            "metadata": {"name": name},
+            "spec": {"validations": [{"expression": "object.spec.replicass > 0"}], "matchConstraints": {
+                "resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                   "resources": ["deployments"]}]}}})
+        self.addCleanup(admission.delete_validating_admission_policy, name)
+        policy = wait_for(lambda: (lambda p: p if p.status and p.status.observed_generation else None)(
+            admission.read_validating_admission_policy(name)))
+        self.assertEqual([w.field_ref for w in policy.status.type_checking.expression_warnings],
+                         ["spec.validations[0].expression"])
+        self.assertIn("undefined field 'replicass'", policy.status.type_checking.expression_warnings[0].warning)
+        self.assertIn(("validatingadmissionpolicy-status", "Apply", "status"),  # its ControllerName
+                      {(e.manager, e.operation, e.subresource) for e in policy.metadata.managed_fields})
+
     def test_zz_no_error_loops_in_its_log(self):
         # after the other tests' work (trial runs tests in name order), and a few resyncs
         time.sleep(20)

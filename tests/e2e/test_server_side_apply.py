@@ -304,3 +304,27 @@ class PythonClientServerSideApplyTests(unittest.TestCase):
                          (201, {"a": "1"}, "lightkube"))
         code, data = patch([("fieldManager", "lightkube"), ("force", "true")])
         self.assertEqual(code, 200)
+
+    def test_duplicate_keys_in_an_apply_body(self):
+        """A key given twice: 400 under fieldValidation=Strict, a warning (the last value kept) otherwise,
+        with go-yaml's line numbers, as kube-apiserver."""
+        path = f"/api/v1/namespaces/{self.ns}/configmaps/dup"
+        body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dup\ndata:\n  a: '1'\n  a: '2'\n  b: x\n"
+
+        def patch(validation):
+            method, url, headers, _, _ = self.api.param_serialize(
+                "PATCH", path, query_params=[("fieldManager", "dup"), ("fieldValidation", validation)],
+                auth_settings=["BearerToken"],
+                header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"})
+            response = self.api.call_api(method, url, headers, body=body)
+            return response.status, json.loads(response.read()), response.getheader("Warning")
+        code, status, _ = patch("Strict")
+        self.assertEqual((code, status["reason"], status["message"]), (400, "BadRequest", (
+            'error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n'
+            '  line 7: key "a" already set in map')))
+        self.assertEqual(self.core.list_namespaced_config_map(self.ns, field_selector="metadata.name=dup").items, [])
+        code, created, warning = patch("Warn")
+        self.assertEqual((code, created["data"]), (201, {"a": "2", "b": "x"}))
+        self.assertEqual(warning, '299 - "line 7: key \\"a\\" already set in map"')
+        code, _, warning = patch("Ignore")
+        self.assertEqual((code, warning), (200, None))

@@ -166,3 +166,37 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
         self.assertIn("spec.validations[0].expression: Invalid value: \"nosuchvariable > 1\": compilation failed: "
                       "ERROR: <input>:1:1: undeclared reference to 'nosuchvariable' (in container '')",
                       result.stderr)
+
+    def test_server_side_apply_of_a_policy_and_of_its_status(self):
+        """Policies refuse updates without a resourceVersion; an apply is made on the live object and
+        carries its resourceVersion (kubectl apply --server-side again, kube-controller-manager's status
+        controller applying status.typeChecking)."""
+        name = f"ssa-{self.tag}"
+        text = yaml.safe_dump({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name, "labels": {"round": "ROUND"}},
+            "spec": {"validations": [{"expression": "object.spec.replicas < 50"}], "matchConstraints": {
+                "resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                   "resources": ["deployments"]}]}}})
+        self.addCleanup(lambda: self.kubectl("delete", "validatingadmissionpolicy", name, check=False))
+        for n in ("1", "2"):
+            self.kubectl("apply", "--server-side", "-f", "-", input=text.replace("ROUND", "round-" + n))
+        got = json.loads(self.kubectl("get", "validatingadmissionpolicy", name, "-o", "json").stdout)
+        self.assertEqual(got["metadata"]["labels"], {"round": "round-2"})
+
+        api = self.server.python_client()
+        body = json.dumps({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                           "metadata": {"name": name},
+                           "status": {"observedGeneration": got["metadata"]["generation"],
+                                      "typeChecking": {"expressionWarnings": [
+                                          {"fieldRef": "spec.validations[0].expression", "warning": "w"}]}}})
+        method, url, headers, _, _ = api.param_serialize(
+            "PATCH", f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}/status",
+            query_params=[("fieldManager", "validatingadmissionpolicy-status-controller"), ("force", "true")],
+            auth_settings=["BearerToken"],
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"})
+        response = api.call_api(method, url, headers, body=body)
+        applied = json.loads(response.read())
+        self.assertEqual(response.status, 200, applied)
+        self.assertEqual(applied["status"]["typeChecking"]["expressionWarnings"][0]["warning"], "w")
+        self.assertNotEqual(applied["metadata"]["resourceVersion"], got["metadata"]["resourceVersion"])

@@ -127,6 +127,26 @@ def decode_apply_configuration(scope: RequestScope) -> Any:
     return _json_values(config)
 
 
+def apply_duplicate_keys(scope: RequestScope) -> None:
+    """Keys given twice in an apply body: upstream decodes it again with go-yaml's strict mode
+    (``yaml.UnmarshalStrict``) under ``fieldValidation`` Strict (400) or Warn (a warning), after the
+    apply itself. JSON bodies are YAML too, so duplicates there count the same way."""
+    mode = scope.field_validation()
+    if mode == "Ignore":
+        return
+    duplicates: list[str] = []
+    try:
+        yamljson.yaml_to_json(scope.body_bytes(), duplicates)
+    except (yamljson.YAMLError, limits.TooDeep):
+        return  # the first decoding already answered for what does not parse
+    if not duplicates:
+        return
+    if mode == "Strict":
+        raise errors.bad_request("error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal "
+                                 "errors:\n  " + "\n  ".join(duplicates))
+    scope.warnings.extend(duplicates)  # one warning a line, as upstream's parseYAMLWarnings
+
+
 def _json_values(value: Any) -> Any:
     """YAML timestamps and the like as the strings JSON would carry."""
     if isinstance(value, dict):
@@ -163,6 +183,11 @@ def applied(scope: RequestScope, fm: FieldManager, current: Optional[dict], conf
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
                                      "the request")
         md["namespace"] = info.namespace
+    if current is not None and not md.get("resourceVersion"):
+        # the configuration is applied to the live object and carries its resourceVersion, as upstream's
+        # patcher: no precondition, and kinds that refuse unconditional updates (ValidatingAdmissionPolicy,
+        # kube-controller-manager applies its status) accept it
+        md["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
     if entries:
         md["managedFields"] = entries
     else:
@@ -181,6 +206,8 @@ async def apply(scope: RequestScope) -> Response:
     def mutate(current: Optional[dict]) -> dict:
         warnings = len(scope.warnings)
         result = scope.decode_patched(applied(scope, fm, current, config, manager, force)[0])
+        if not checked:
+            apply_duplicate_keys(scope)
         if checked:  # report unknown fields once, not per conflict retry
             del scope.warnings[warnings:]
         checked.append(True)
