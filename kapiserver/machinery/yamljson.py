@@ -242,6 +242,10 @@ def yaml_to_json(body: bytes | str, duplicates: Optional[list[str]] = None) -> A
             try:
                 event = parser.get_event()
             except yaml.MarkedYAMLError as e:
+                if "nesting depth" in (e.problem or ""):
+                    # libyaml (PyYAML >= 6.0.4) stops deep flow collections while
+                    # scanning ahead, before our own count sees them.
+                    raise limits.TooDeep(limits.depth_message()) from None
                 mark = e.problem_mark or e.context_mark
                 line = f"line {mark.line + 1}: " if mark is not None else ""
                 raise YAMLError(f"yaml: {line}{e.problem or e.context}") from None
