@@ -197,3 +197,5 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault(OWNERS, owner_references_permission_enforcement)
     from kapiserver.admission.event_rate_limit import PLUGIN_NAME as EVENTS, event_rate_limit
     _FACTORIES.setdefault(EVENTS, event_rate_limit)
+    from kapiserver.admission.pod_security.plugin import PLUGIN_NAME as POD_SECURITY, pod_security
+    _FACTORIES.setdefault(POD_SECURITY, pod_security)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -20,6 +21,14 @@ class Reply:
     def header(self, name: str) -> Optional[str]:
         values = self.headers.getRawHeaders(name)
         return values[0] if values else None
+
+    def warnings(self) -> list[str]:
+        """The texts of the ``Warning: 299 - "..."`` headers, unescaped."""
+        texts = []
+        for value in self.headers.getRawHeaders("Warning") or ():
+            quoted = value.split(" - ", 1)[-1]
+            texts.append(re.sub(r'\\(.)', r'\1', quoted[1:-1] if quoted.startswith('"') else quoted))
+        return texts
 
 
 class JSONClient:
