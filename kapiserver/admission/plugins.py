@@ -199,3 +199,11 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault(EVENTS, event_rate_limit)
     from kapiserver.admission.pod_security.plugin import PLUGIN_NAME as POD_SECURITY, pod_security
     _FACTORIES.setdefault(POD_SECURITY, pod_security)
+    from kapiserver.admission.priority import PLUGIN_NAME as PRIORITY, priority
+    _FACTORIES.setdefault(PRIORITY, priority)
+    from kapiserver.admission.taint_nodes_by_condition import PLUGIN_NAME as TAINTS, taint_nodes_by_condition
+    _FACTORIES.setdefault(TAINTS, taint_nodes_by_condition)
+    from kapiserver.admission.runtime_class import PLUGIN_NAME as RUNTIME_CLASS, runtime_class
+    _FACTORIES.setdefault(RUNTIME_CLASS, runtime_class)
+    from kapiserver.admission.always_pull_images import PLUGIN_NAME as ALWAYS_PULL, always_pull_images
+    _FACTORIES.setdefault(ALWAYS_PULL, always_pull_images)

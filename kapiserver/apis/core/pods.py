@@ -4,9 +4,9 @@ the printer columns kubectl shows.
 Nothing runs a pod here (the envtest contract): a new pod's status is what
 upstream's strategy gives it, ``phase: Pending`` and its QoS class, and stays so
 until a client writes ``/status``.  What upstream's default admission plugins
-add on create is added too: ``serviceAccountName: default`` (ServiceAccount),
-``priority: 0`` (Priority) and the two 300 s NoExecute tolerations
-(DefaultTolerationSeconds); the projected service-account token volume is not.
+add on create is added too: ``serviceAccountName: default`` (ServiceAccount);
+``priority`` is the Priority plugin's and the two 300 s NoExecute tolerations
+DefaultTolerationSeconds's; the projected service-account token volume is not added.
 """
 from __future__ import annotations
 
@@ -91,12 +91,10 @@ class PodStrategy(Strategy):
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return
-        # what upstream's ServiceAccount and Priority admission plugins add, until they are
-        # plugins here too (the tolerations are the DefaultTolerationSeconds plugin's)
+        # what upstream's ServiceAccount admission plugin adds, until it is a plugin here too
+        # (priority is the Priority plugin's, the tolerations the DefaultTolerationSeconds plugin's)
         if not spec.get("serviceAccountName"):
             spec["serviceAccountName"] = spec.get("serviceAccount") or "default"
-        spec.setdefault("priority", 0)
-        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")

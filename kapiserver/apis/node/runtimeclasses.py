@@ -1,7 +1,7 @@
 """RuntimeClasses (node.k8s.io/v1, cluster-scoped): a handler name (a DNS label,
 fixed after create), optional pod overhead and scheduling constraints.  Nothing
 runs pods here, so the class only describes; the RuntimeClass admission plugin
-(which adds overhead to pods) is not applied."""
+(kapiserver/admission/runtime_class.py) adds its overhead and scheduling to pods."""
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
