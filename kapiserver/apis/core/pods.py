@@ -6,7 +6,7 @@ upstream's strategy gives it, ``phase: Pending`` and its QoS class, and stays so
 until a client writes ``/status``.  What upstream's default admission plugins
 add on create is added too: ``serviceAccountName: default`` (ServiceAccount),
 ``priority: 0`` (Priority) and the two 300 s NoExecute tolerations
-(DefaultTolerationSeconds); the projected service-account token volume is not.
+(DefaultTolerationSeconds), with the projected service-account token volume.
 """
 from __future__ import annotations
 
@@ -91,10 +91,8 @@ class PodStrategy(Strategy):
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return
-        # what upstream's ServiceAccount and Priority admission plugins add, until they are
-        # plugins here too (the tolerations are the DefaultTolerationSeconds plugin's)
-        if not spec.get("serviceAccountName"):
-            spec["serviceAccountName"] = spec.get("serviceAccount") or "default"
+        # what upstream's Priority admission plugin adds, until it is a plugin here too (the
+        # tolerations are the DefaultTolerationSeconds plugin's)
         spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
@@ -105,6 +103,8 @@ class PodStrategy(Strategy):
         podspec.default_pod_spec(spec)
         _default_requests_from_limits(spec)
         spec.setdefault("enableServiceLinks", True)
+        if not spec.get("serviceAccountName") and spec.get("serviceAccount"):
+            spec["serviceAccountName"] = spec["serviceAccount"]  # v1 conversion: the alias when it is alone
         if spec.get("serviceAccountName"):
             spec["serviceAccount"] = spec["serviceAccountName"]  # the deprecated alias, as v1 conversion sets it
         if "status" not in obj:
