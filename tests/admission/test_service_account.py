@@ -14,7 +14,7 @@ from kapiserver.admission.service_account import (DEFAULT_API_TOKEN_MOUNT_PATH, 
                                                   pod_secret_names)
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.machinery import errors
-from kapiserver.testing.cases import run
+from kapiserver.testing.cases import ServerTestCase, run
 
 TYPES = {(t.group, t.version, t.plural): t for t in builtin_resource_types()}
 PODS = TYPES[("", "v1", "pods")]
@@ -274,3 +274,39 @@ class ServiceAccountAdmissionTests(unittest.TestCase):
 def defer_admit(case: ServiceAccountAdmissionTests, obj: dict):
     from twisted.internet import defer
     return defer.Deferred.fromCoroutine(case.admit(obj))
+
+
+class InProcessTests(ServerTestCase):
+    """The plugin in the chain of an in-process server."""
+
+    async def create_pod(self, spec: dict, name: str = "p", code: int = 201) -> dict:
+        r = await self.client.post("/api/v1/namespaces/default/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+        self.assertEqual(r.code, code, r.body)
+        return r.body
+
+    @run
+    async def test_the_deprecated_alias_names_the_service_account(self):
+        r = await self.client.post("/api/v1/namespaces/default/serviceaccounts", {
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}})
+        self.assertEqual(r.code, 201, r.body)
+        pod = await self.create_pod({"serviceAccount": "robot", "containers": [{"name": "c", "image": "x"}]})
+        self.assertEqual((pod["spec"]["serviceAccountName"], pod["spec"]["serviceAccount"]), ("robot", "robot"))
+        status = await self.create_pod({"serviceAccount": "gone", "containers": [{"name": "c", "image": "x"}]},
+                                       "q", 403)
+        self.assertEqual(status["message"], 'pods "q" is forbidden: error looking up service account default/gone: '
+                                            'serviceaccount "gone" not found')
+
+
+class DisabledTests(ServerTestCase):
+    settings = {"disable_admission_plugins": ["ServiceAccount"]}
+
+    @run
+    async def test_without_the_plugin_pods_get_no_service_account(self):
+        r = await self.client.post("/api/v1/namespaces/default/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        self.assertEqual(r.code, 201, r.body)
+        spec = r.body["spec"]
+        self.assertNotIn("serviceAccountName", spec)
+        self.assertNotIn("volumes", spec)
