@@ -38,6 +38,10 @@ class Lister:
             found = self._informer.objects.get((namespace, name))
             if found is not None:
                 return found
+        return await self.get_live(name, namespace)
+
+    async def get_live(self, name: str, namespace: str = "") -> Optional[dict]:
+        """The object as stored now (not the informer's copy); None if there is none."""
         try:
             return await self._store().get(namespace, name)
         except errors.StatusError as e:

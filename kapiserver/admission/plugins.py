@@ -185,6 +185,8 @@ def _register_builtin() -> None:
     from kapiserver.admission.limit_ranger import limit_ranger
     from kapiserver.admission.default_toleration_seconds import default_toleration_seconds
     _FACTORIES.setdefault("DefaultTolerationSeconds", default_toleration_seconds)
+    from kapiserver.admission.service_account import PLUGIN_NAME as SERVICE_ACCOUNT, service_account
+    _FACTORIES.setdefault(SERVICE_ACCOUNT, service_account)
     _FACTORIES.setdefault("LimitRanger", limit_ranger)
     from kapiserver.admission.class_defaulting import default_ingress_class, default_storage_class
     _FACTORIES.setdefault("DefaultStorageClass", default_storage_class)

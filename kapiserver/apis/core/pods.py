@@ -4,9 +4,9 @@ the printer columns kubectl shows.
 Nothing runs a pod here (the envtest contract): a new pod's status is what
 upstream's strategy gives it, ``phase: Pending`` and its QoS class, and stays so
 until a client writes ``/status``.  What upstream's default admission plugins
-add on create is added too: ``serviceAccountName: default`` (ServiceAccount);
-``priority`` is the Priority plugin's and the two 300 s NoExecute tolerations
-DefaultTolerationSeconds's; the projected service-account token volume is not added.
+add on create (the service account and its token volume, ``priority``, the two
+300 s NoExecute tolerations) is theirs: the ServiceAccount, Priority and
+DefaultTolerationSeconds plugins add it, as upstream, when they are enabled.
 """
 from __future__ import annotations
 
@@ -86,16 +86,6 @@ class PodStrategy(Strategy):
             return []  # upstream's BindingREST writes the pod without pod validation
         return super().validate_subresource_update(rtype, subresource, new, old)
 
-    def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
-        super().prepare_for_create(rtype, obj)
-        spec = obj.get("spec")
-        if not isinstance(spec, dict):
-            return
-        # what upstream's ServiceAccount admission plugin adds, until it is a plugin here too
-        # (priority is the Priority plugin's, the tolerations the DefaultTolerationSeconds plugin's)
-        if not spec.get("serviceAccountName"):
-            spec["serviceAccountName"] = spec.get("serviceAccount") or "default"
-
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if not isinstance(spec, dict):
@@ -103,6 +93,8 @@ class PodStrategy(Strategy):
         podspec.default_pod_spec(spec)
         _default_requests_from_limits(spec)
         spec.setdefault("enableServiceLinks", True)
+        if not spec.get("serviceAccountName") and spec.get("serviceAccount"):
+            spec["serviceAccountName"] = spec["serviceAccount"]  # v1 conversion: the alias when it is alone
         if spec.get("serviceAccountName"):
             spec["serviceAccount"] = spec["serviceAccountName"]  # the deprecated alias, as v1 conversion sets it
         if "status" not in obj:

@@ -1,0 +1,354 @@
+"""ServiceAccount (upstream's admission plugin of that name, on by default).
+
+On Pod create (mutating):
+
+* a pod without ``spec.serviceAccountName`` gets ``default`` (the deprecated
+  ``spec.serviceAccount`` has already become ``serviceAccountName``, as v1
+  conversion does it);
+* the ServiceAccount must exist: it is read from an informer, else live from
+  the store, and for ``default`` (which the serviceaccount controller creates
+  just after its namespace) live up to ten times, 100-200 ms apart; missing ->
+  403 ``error looking up service account NS/NAME: serviceaccount "NAME" not found``;
+* unless the pod (``automountServiceAccountToken``), else the ServiceAccount,
+  says not to, the projected token volume ``kube-api-access-xxxxx`` (a bound
+  token, the cluster CA and the namespace) is added and mounted read-only at
+  ``/var/run/secrets/kubernetes.io/serviceaccount`` in every container and init
+  container that has nothing mounted there (ephemeral containers are left
+  alone); a volume already named ``kube-api-access-...`` is mounted instead of
+  adding one;
+* a pod without ``imagePullSecrets`` gets the ServiceAccount's.
+
+Validating, as upstream: mirror pods (``kubernetes.io/config.mirror``) are not
+changed and may reference no service account, no secret and no
+ServiceAccountToken projection; other new pods must name an existing service
+account, and when it is annotated ``kubernetes.io/enforce-mountable-secrets:
+"true"`` reference only the secrets it lists (volumes, env, envFrom,
+imagePullSecrets).  Updates through ``pods/ephemeralcontainers`` are held to
+the same mountable secrets (env, envFrom of the ephemeral containers); that
+refusal is a plain error upstream, so a 500 without a reason.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Iterator, Optional
+
+from twisted.internet import task
+
+from kapiserver.admission.errors import admission_forbidden
+from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
+from kapiserver.admission.lister import Lister
+from kapiserver.machinery import errors, meta
+
+PLUGIN_NAME = "ServiceAccount"
+DEFAULT_SERVICE_ACCOUNT_NAME = "default"
+ENFORCE_MOUNTABLE_SECRETS_ANNOTATION = "kubernetes.io/enforce-mountable-secrets"
+SERVICE_ACCOUNT_VOLUME_NAME = "kube-api-access"
+DEFAULT_API_TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+EPHEMERAL_CONTAINERS = "ephemeralcontainers"
+# upstream's serviceaccount.WarnOnlyBoundTokenExpirationSeconds: 1 h + 7 s, so that the
+# kubelet's tokens are recognisable (the extended-expiration warning)
+WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS = 3607
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+DEFAULT_SERVICE_ACCOUNT_ATTEMPTS = 10
+
+# volume sources that name a secret: (source, the key of the secret reference, whether
+# the reference is an object {"name": ...} rather than a plain name)
+_SECRET_VOLUME_SOURCES = (
+    ("azureFile", "secretName", False),
+    ("cephfs", "secretRef", True),
+    ("cinder", "secretRef", True),
+    ("flexVolume", "secretRef", True),
+    ("rbd", "secretRef", True),
+    ("secret", "secretName", False),
+    ("scaleIO", "secretRef", True),
+    ("iscsi", "secretRef", True),
+    ("storageos", "secretRef", True),
+    ("csi", "nodePublishSecretRef", True),
+)
+
+
+def token_volume_source() -> dict:
+    """upstream's TokenVolumeSource: a bound token, the cluster CA and the pod's namespace."""
+    return {
+        "sources": [
+            {"serviceAccountToken": {"expirationSeconds": WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS,
+                                     "path": "token"}},
+            {"configMap": {"name": ROOT_CA_CONFIGMAP, "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace",
+                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+        ],
+        "defaultMode": 420,  # set explicitly, as upstream does (kubernetes#104464)
+    }
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _name(ref: Any) -> str:
+    return str(_dict(ref).get("name") or "")
+
+
+def should_automount(sa: dict, spec: dict) -> bool:
+    """The pod's preference wins, then the ServiceAccount's; true by default."""
+    if spec.get("automountServiceAccountToken") is not None:
+        return bool(spec["automountServiceAccountToken"])
+    if sa.get("automountServiceAccountToken") is not None:
+        return bool(sa["automountServiceAccountToken"])
+    return True
+
+
+def _parse_bool(value: Any) -> bool:
+    """Go's strconv.ParseBool, false for what it does not parse."""
+    return value in ("1", "t", "T", "TRUE", "true", "True")
+
+
+def enforce_mountable_secrets(sa: dict) -> bool:
+    annotations = _dict(_dict(sa.get("metadata")).get("annotations"))
+    return _parse_bool(annotations.get(ENFORCE_MOUNTABLE_SECRETS_ANNOTATION))
+
+
+def pod_secret_names(spec: dict) -> Iterator[str]:
+    """upstream's VisitPodSecretNames over all containers: pull secrets, env and envFrom of every
+    container, and the secrets volumes name (one source per volume, as its switch)."""
+    for ref in _list(spec.get("imagePullSecrets")):
+        yield _name(ref)
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        for c in _list(spec.get(key)):
+            c = _dict(c)
+            for env_from in _list(c.get("envFrom")):
+                if _dict(env_from).get("secretRef") is not None:
+                    yield _name(env_from["secretRef"])
+            for var in _list(c.get("env")):
+                ref = _dict(_dict(var).get("valueFrom")).get("secretKeyRef")
+                if ref is not None:
+                    yield _name(ref)
+    for volume in _list(spec.get("volumes")):
+        volume = _dict(volume)
+        if volume.get("projected") is not None:
+            for source in _list(_dict(volume["projected"]).get("sources")):
+                if _dict(source).get("secret") is not None:
+                    yield _name(source["secret"])
+            continue
+        for source_key, ref_key, is_ref in _SECRET_VOLUME_SOURCES:
+            source = volume.get(source_key)
+            if source is None:
+                continue
+            ref = _dict(source).get(ref_key)
+            if is_ref:
+                if ref is not None:
+                    yield _name(ref)
+            elif source_key == "secret" or ref:  # azureFile only with a name; secret always
+                yield str(ref or "")
+            break
+
+
+def _mountable(sa: dict) -> set[str]:
+    return {_name(s) for s in _list(sa.get("secrets"))}
+
+
+def _container_secret_refs(containers: Any, what: str, sa_name: str, mountable: set[str]) -> Optional[str]:
+    """The first env or envFrom secret reference of ``containers`` the ServiceAccount does not list."""
+    for c in _list(containers):
+        c = _dict(c)
+        for var in _list(c.get("env")):
+            ref = _dict(_dict(var).get("valueFrom")).get("secretKeyRef")
+            if ref is not None and _name(ref) not in mountable:
+                return (f'{what} {c.get("name", "")} with envVar {_dict(var).get("name", "")} referencing '
+                        f'secret.secretName="{_name(ref)}" is not allowed because service account {sa_name} '
+                        f'does not reference that secret')
+        for env_from in _list(c.get("envFrom")):
+            ref = _dict(env_from).get("secretRef")
+            if ref is not None and _name(ref) not in mountable:
+                return (f'{what} {c.get("name", "")} with envFrom referencing secret.secretName="{_name(ref)}" '
+                        f'is not allowed because service account {sa_name} does not reference that secret')
+    return None
+
+
+def limit_secret_references(sa: dict, spec: dict) -> Optional[str]:
+    """upstream's limitSecretReferences: why the pod may not be created, or None."""
+    sa_name = _dict(sa.get("metadata")).get("name", "")
+    mountable = _mountable(sa)
+    for volume in _list(spec.get("volumes")):
+        source = _dict(volume).get("secret")
+        if source is None:
+            continue
+        secret_name = _dict(source).get("secretName") or ""
+        if secret_name not in mountable:
+            return (f'volume with secret.secretName="{secret_name}" is not allowed because service account '
+                    f'{sa_name} does not reference that secret')
+    for key, what in (("initContainers", "init container"), ("containers", "container")):
+        problem = _container_secret_refs(spec.get(key), what, sa_name, mountable)
+        if problem:
+            return problem
+    pull_secrets = {_name(s) for s in _list(sa.get("imagePullSecrets"))}
+    for i, ref in enumerate(_list(spec.get("imagePullSecrets"))):
+        if _name(ref) not in pull_secrets:
+            return (f'imagePullSecrets[{i}].name="{_name(ref)}" is not allowed because service account {sa_name} '
+                    f'does not reference that imagePullSecret')
+    return None
+
+
+def mount_service_account_token(spec: dict, generate_name: Callable[[str], str] = meta.generate_name) -> None:
+    """upstream's mountServiceAccountToken: the projected token volume, mounted by every container and
+    init container with nothing at the token path."""
+    volumes = _list(spec.get("volumes"))
+    token_volume_name = ""
+    for volume in volumes:
+        name = _dict(volume).get("name")
+        if isinstance(name, str) and name.startswith(SERVICE_ACCOUNT_VOLUME_NAME + "-"):
+            token_volume_name = name
+            break
+    has_token_volume = bool(token_volume_name)
+    if not token_volume_name:
+        token_volume_name = generate_name(SERVICE_ACCOUNT_VOLUME_NAME + "-")
+    needs_token_volume = False
+    for key in ("initContainers", "containers"):
+        for c in _list(spec.get(key)):
+            if not isinstance(c, dict):
+                continue
+            mounts = c.get("volumeMounts")
+            if any(_dict(m).get("mountPath") == DEFAULT_API_TOKEN_MOUNT_PATH for m in _list(mounts)):
+                continue  # a mount there already keeps the token out of this container
+            c["volumeMounts"] = _list(mounts) + [
+                {"name": token_volume_name, "readOnly": True, "mountPath": DEFAULT_API_TOKEN_MOUNT_PATH}]
+            needs_token_volume = True
+    if not has_token_volume and needs_token_volume:
+        spec["volumes"] = volumes + [{"name": token_volume_name, "projected": token_volume_source()}]
+
+
+class ServiceAccount(AdmissionPlugin):
+    name = PLUGIN_NAME
+    mutating = True
+    validating = True
+    operations = (CREATE, UPDATE)
+
+    def __init__(self, service_accounts: Lister, reactor: Any, *, mount_service_account_token: bool = True,
+                 limit_secret_references: bool = False,
+                 generate_name: Callable[[str], str] = meta.generate_name) -> None:
+        self.service_accounts = service_accounts
+        self.reactor = reactor
+        self.mount_service_account_token = mount_service_account_token
+        self.limit_secret_references = limit_secret_references
+        self.generate_name = generate_name
+
+    async def start(self) -> None:
+        self.service_accounts.start()
+
+    def stop(self) -> None:
+        self.service_accounts.stop()
+
+    @staticmethod
+    def _pod(attrs: Attributes) -> Optional[dict]:
+        """upstream's shouldIgnore: pods (or their ephemeralcontainers) with a Pod to look at."""
+        if (attrs.rtype.group, attrs.rtype.plural) != ("", "pods"):
+            return None
+        if attrs.subresource not in ("", EPHEMERAL_CONTAINERS):
+            return None
+        obj = attrs.obj
+        if not isinstance(obj, dict) or obj.get("kind") not in (None, "Pod"):
+            return None
+        return obj
+
+    @staticmethod
+    def _is_mirror(pod: dict) -> bool:
+        return MIRROR_POD_ANNOTATION in _dict(_dict(pod.get("metadata")).get("annotations"))
+
+    async def admit(self, attrs: Attributes) -> None:
+        pod = self._pod(attrs)
+        if pod is None or attrs.operation != CREATE:
+            return
+        if self._is_mirror(pod):
+            return await self.validate(attrs)  # mirror pods are never changed
+        spec = pod.get("spec")
+        if not isinstance(spec, dict):
+            spec = pod["spec"] = {}
+        if not spec.get("serviceAccountName"):
+            spec["serviceAccountName"] = DEFAULT_SERVICE_ACCOUNT_NAME
+        sa = await self._service_account(attrs, spec["serviceAccountName"])
+        if self.mount_service_account_token and should_automount(sa, spec):
+            mount_service_account_token(spec, self.generate_name)
+        if not spec.get("imagePullSecrets"):
+            spec["imagePullSecrets"] = [{"name": _name(ref)} for ref in _list(sa.get("imagePullSecrets"))]
+            if not spec["imagePullSecrets"]:
+                del spec["imagePullSecrets"]  # an empty list is not written (omitempty)
+        await self.validate(attrs)
+
+    async def validate(self, attrs: Attributes) -> None:
+        pod = self._pod(attrs)
+        if pod is None:
+            return
+        spec = _dict(pod.get("spec"))
+        if attrs.operation == UPDATE and attrs.subresource == EPHEMERAL_CONTAINERS:
+            return await self._limit_ephemeral_container_secret_references(attrs, pod, spec)
+        if attrs.operation != CREATE:
+            return
+        if self._is_mirror(pod):
+            if spec.get("serviceAccountName"):
+                raise admission_forbidden(attrs, "a mirror pod may not reference service accounts")
+            if next(pod_secret_names(spec), None) is not None:
+                raise admission_forbidden(attrs, "a mirror pod may not reference secrets")
+            for volume in _list(spec.get("volumes")):
+                projected = _dict(volume).get("projected")
+                if projected is not None and any(_dict(s).get("serviceAccountToken") is not None
+                                                 for s in _list(_dict(projected).get("sources"))):
+                    raise admission_forbidden(attrs,
+                                              "a mirror pod may not use ServiceAccountToken volume projections")
+            return
+        sa = await self._required_service_account(attrs, pod, spec)
+        if self.limit_secret_references or enforce_mountable_secrets(sa):
+            problem = limit_secret_references(sa, spec)
+            if problem:
+                raise admission_forbidden(attrs, problem)
+
+    async def _required_service_account(self, attrs: Attributes, pod: dict, spec: dict) -> dict:
+        if not spec.get("serviceAccountName"):
+            raise admission_forbidden(attrs, f"no service account specified for pod {attrs.namespace}/"
+                                             f"{_dict(pod.get('metadata')).get('name', '')}")
+        return await self._service_account(attrs, spec["serviceAccountName"])
+
+    async def _limit_ephemeral_container_secret_references(self, attrs: Attributes, pod: dict, spec: dict) -> None:
+        sa = await self._required_service_account(attrs, pod, spec)
+        if not (self.limit_secret_references or enforce_mountable_secrets(sa)):
+            return
+        problem = _container_secret_refs(spec.get("ephemeralContainers"), "ephemeral container",
+                                         _dict(sa.get("metadata")).get("name", ""), _mountable(sa))
+        if problem:
+            # a plain error upstream (not an API status): a 500 with no reason
+            raise errors.StatusError(500, "", problem)
+
+    async def _service_account(self, attrs: Attributes, name: str) -> dict:
+        """upstream's getServiceAccount, refusing the request when it is not there."""
+        try:
+            sa = await self.get_service_account(attrs.namespace, name)
+        except errors.StatusError as e:
+            why = e.message
+        else:
+            if sa is not None:
+                return sa
+            why = f'serviceaccount "{name}" not found'
+        raise admission_forbidden(attrs, f"error looking up service account {attrs.namespace}/{name}: {why}")
+
+    async def get_service_account(self, namespace: str, name: str) -> Optional[dict]:
+        """The informer's copy, else live; ``default`` (created by a controller just after its
+        namespace) is looked up live up to ten times."""
+        found = await self.service_accounts.get(name, namespace)  # live when the informer misses it
+        if found is not None:
+            return found
+        attempts = DEFAULT_SERVICE_ACCOUNT_ATTEMPTS if name == DEFAULT_SERVICE_ACCOUNT_NAME else 1
+        interval = (random.randrange(100) + 100) / 1000.0
+        for _ in range(attempts - 1):
+            await task.deferLater(self.reactor, interval, lambda: None)
+            found = await self.service_accounts.get_live(name, namespace)
+            if found is not None:
+                return found
+        return None
+
+
+def service_account(config: Optional[bytes], deps: Any) -> ServiceAccount:
+    return ServiceAccount(Lister(lambda: deps.store("", "v1", "serviceaccounts"), deps.reactor), deps.reactor)
