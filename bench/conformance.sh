@@ -75,4 +75,5 @@ mkdir -p "$T/anchor/run" && ln -s "$ANCHORS_DIR/bin" "$T/anchor/bin" && cp "$KUB
 ANCHORS_DIR=$T/anchor "$KIT/add-fake-node.sh" --heartbeat >"$T/fake-node.log" 2>&1 || { cat "$T/fake-node.log"; exit 1; }
 
 echo "kapiserver https://127.0.0.1:$PORT ($T), results in $OUT"
-ANCHORS_DIR=$T/anchor "$KIT/conformance.sh" "$T/anchor/admin.kubeconfig" "$OUT"
+# (in OUTDIR: e2e.test writes its junit.xml report to the working directory)
+cd "$OUT" && ANCHORS_DIR=$T/anchor "$KIT/conformance.sh" "$T/anchor/admin.kubeconfig" "$OUT"
