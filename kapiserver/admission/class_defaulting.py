@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kapiserver.admission.interface import CREATE, AdmissionPlugin, Attributes
-from kapiserver.admission.lister import Lister
+from kapiserver.admission.interface import CREATE, Attributes
+from kapiserver.admission.lister import Lister, ListingPlugin
 
 STORAGE_CLASS_DEFAULT = ("storageclass.kubernetes.io/is-default-class",
                          "storageclass.beta.kubernetes.io/is-default-class")
@@ -33,7 +33,7 @@ def default_class(classes: list[dict], annotations: tuple[str, ...]) -> Optional
     return defaults[0]
 
 
-class _ClassDefaulter(AdmissionPlugin):
+class _ClassDefaulter(ListingPlugin):
     mutating = True
     operations = (CREATE,)
     group = ""
@@ -42,12 +42,7 @@ class _ClassDefaulter(AdmissionPlugin):
 
     def __init__(self, classes: Lister) -> None:
         self.classes = classes
-
-    async def start(self) -> None:
-        self.classes.start()
-
-    def stop(self) -> None:
-        self.classes.stop()
+        self.listers = (classes,)
 
     def has_class(self, obj: dict) -> bool:
         raise NotImplementedError

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
-from kapiserver.admission.lister import Lister
+from kapiserver.admission.interface import CREATE, UPDATE, Attributes
+from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.machinery.quantity import Quantity
 from kapiserver.quota import resources as rl
 from kapiserver.quota.evaluators import pod_limits, pod_requests
@@ -179,7 +179,7 @@ def _aggregate(problems: list[str]) -> str:
     return problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
 
 
-class LimitRanger(AdmissionPlugin):
+class LimitRanger(ListingPlugin):
     name = "LimitRanger"
     mutating = True
     validating = True
@@ -187,12 +187,7 @@ class LimitRanger(AdmissionPlugin):
 
     def __init__(self, limit_ranges: Lister) -> None:
         self.limit_ranges = limit_ranges
-
-    async def start(self) -> None:
-        self.limit_ranges.start()
-
-    def stop(self) -> None:
-        self.limit_ranges.stop()
+        self.listers = (limit_ranges,)
 
     def _applies(self, attrs: Attributes) -> bool:
         kind = (attrs.rtype.group, attrs.rtype.plural)

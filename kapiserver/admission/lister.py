@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from kapiserver.admission.interface import AdmissionPlugin
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -48,3 +49,17 @@ class Lister:
             if e.code == 404:
                 return None
             raise
+
+
+class ListingPlugin(AdmissionPlugin):
+    """A plugin that reads other objects through listers, which start and stop with it."""
+
+    listers: tuple[Lister, ...] = ()
+
+    async def start(self) -> None:
+        for lister in self.listers:
+            lister.start()
+
+    def stop(self) -> None:
+        for lister in self.listers:
+            lister.stop()

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
-from kapiserver.admission.lister import Lister
+from kapiserver.admission.interface import CREATE, UPDATE, Attributes
+from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.apis.scheduling.priorityclasses import SYSTEM_CLASSES
 
 PLUGIN_NAME = "Priority"
@@ -39,7 +39,7 @@ def default_priority_class(classes: list[dict]) -> Optional[dict]:
     return min(defaults, key=lambda c: (c.get("value") or 0, (c.get("metadata") or {}).get("name") or ""))
 
 
-class Priority(AdmissionPlugin):
+class Priority(ListingPlugin):
     name = PLUGIN_NAME
     mutating = True
     validating = True
@@ -47,12 +47,7 @@ class Priority(AdmissionPlugin):
 
     def __init__(self, classes: Lister) -> None:
         self.classes = classes
-
-    async def start(self) -> None:
-        self.classes.start()
-
-    def stop(self) -> None:
-        self.classes.stop()
+        self.listers = (classes,)
 
     async def _class(self, name: str) -> Optional[dict]:
         found = await self.classes.get(name)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import UPDATE, AdmissionPlugin, Attributes
-from kapiserver.admission.lister import Lister
+from kapiserver.admission.interface import UPDATE, Attributes
+from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.machinery.quantity import parse_quantity, QuantityError
 from kapiserver.quota.evaluators import claim_class
 
@@ -23,19 +23,14 @@ def _requested_storage(pvc: dict) -> Any:
         return parse_quantity("0")
 
 
-class PersistentVolumeClaimResize(AdmissionPlugin):
+class PersistentVolumeClaimResize(ListingPlugin):
     name = "PersistentVolumeClaimResize"
     validating = True
     operations = (UPDATE,)
 
     def __init__(self, storage_classes: Lister) -> None:
         self.storage_classes = storage_classes
-
-    async def start(self) -> None:
-        self.storage_classes.start()
-
-    def stop(self) -> None:
-        self.storage_classes.stop()
+        self.listers = (storage_classes,)
 
     async def validate(self, attrs: Attributes) -> None:
         if attrs.rtype.group or attrs.rtype.plural != "persistentvolumeclaims" or attrs.subresource:

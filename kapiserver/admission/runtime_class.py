@@ -18,8 +18,8 @@ import copy
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, AdmissionPlugin, Attributes
-from kapiserver.admission.lister import Lister
+from kapiserver.admission.interface import CREATE, Attributes
+from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.machinery import quantity
 
 PLUGIN_NAME = "RuntimeClass"
@@ -86,7 +86,7 @@ def _pod_spec(attrs: Attributes) -> Optional[dict]:
     return spec if isinstance(spec, dict) else None
 
 
-class RuntimeClass(AdmissionPlugin):
+class RuntimeClass(ListingPlugin):
     name = PLUGIN_NAME
     mutating = True
     validating = True
@@ -94,12 +94,7 @@ class RuntimeClass(AdmissionPlugin):
 
     def __init__(self, classes: Lister) -> None:
         self.classes = classes
-
-    async def start(self) -> None:
-        self.classes.start()
-
-    def stop(self) -> None:
-        self.classes.stop()
+        self.listers = (classes,)
 
     async def _runtime_class(self, attrs: Attributes, spec: dict) -> Optional[dict]:
         name = spec.get("runtimeClassName")

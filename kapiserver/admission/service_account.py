@@ -35,8 +35,9 @@ from typing import Any, Callable, Iterator, Optional
 from twisted.internet import task
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
-from kapiserver.admission.lister import Lister
+from kapiserver.admission.interface import CREATE, UPDATE, Attributes
+from kapiserver.admission.lister import Lister, ListingPlugin
+from kapiserver.controllers.namespace_defaults import ROOT_CA_CONFIGMAP
 from kapiserver.machinery import errors, meta
 
 PLUGIN_NAME = "ServiceAccount"
@@ -49,7 +50,6 @@ EPHEMERAL_CONTAINERS = "ephemeralcontainers"
 # upstream's serviceaccount.WarnOnlyBoundTokenExpirationSeconds: 1 h + 7 s, so that the
 # kubelet's tokens are recognisable (the extended-expiration warning)
 WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS = 3607
-ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 DEFAULT_SERVICE_ACCOUNT_ATTEMPTS = 10
 
 # volume sources that name a secret: (source, the key of the secret reference, whether
@@ -222,7 +222,7 @@ def mount_service_account_token(spec: dict, generate_name: Callable[[str], str] 
         spec["volumes"] = volumes + [{"name": token_volume_name, "projected": token_volume_source()}]
 
 
-class ServiceAccount(AdmissionPlugin):
+class ServiceAccount(ListingPlugin):
     name = PLUGIN_NAME
     mutating = True
     validating = True
@@ -232,16 +232,11 @@ class ServiceAccount(AdmissionPlugin):
                  limit_secret_references: bool = False,
                  generate_name: Callable[[str], str] = meta.generate_name) -> None:
         self.service_accounts = service_accounts
+        self.listers = (service_accounts,)
         self.reactor = reactor
         self.mount_service_account_token = mount_service_account_token
         self.limit_secret_references = limit_secret_references
         self.generate_name = generate_name
-
-    async def start(self) -> None:
-        self.service_accounts.start()
-
-    def stop(self) -> None:
-        self.service_accounts.stop()
 
     @staticmethod
     def _pod(attrs: Attributes) -> Optional[dict]:
