@@ -209,3 +209,5 @@ def _register_builtin() -> None:
     _FACTORIES.setdefault(RUNTIME_CLASS, runtime_class)
     from kapiserver.admission.always_pull_images import PLUGIN_NAME as ALWAYS_PULL, always_pull_images
     _FACTORIES.setdefault(ALWAYS_PULL, always_pull_images)
+    from kapiserver.admission.node_restriction import PLUGIN_NAME as NODE_RESTRICTION, node_restriction
+    _FACTORIES.setdefault(NODE_RESTRICTION, node_restriction)

@@ -30,13 +30,14 @@ refusal is a plain error upstream, so a 500 without a reason.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 from twisted.internet import task
 
 from kapiserver.admission.errors import admission_forbidden
 from kapiserver.admission.interface import CREATE, UPDATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
+from kapiserver.admission.pod_references import pod_secret_names
 from kapiserver.controllers.namespace_defaults import ROOT_CA_CONFIGMAP
 from kapiserver.machinery import errors, meta
 
@@ -51,22 +52,6 @@ EPHEMERAL_CONTAINERS = "ephemeralcontainers"
 # kubelet's tokens are recognisable (the extended-expiration warning)
 WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS = 3607
 DEFAULT_SERVICE_ACCOUNT_ATTEMPTS = 10
-
-# volume sources that name a secret: (source, the key of the secret reference, whether
-# the reference is an object {"name": ...} rather than a plain name)
-_SECRET_VOLUME_SOURCES = (
-    ("azureFile", "secretName", False),
-    ("cephfs", "secretRef", True),
-    ("cinder", "secretRef", True),
-    ("flexVolume", "secretRef", True),
-    ("rbd", "secretRef", True),
-    ("secret", "secretName", False),
-    ("scaleIO", "secretRef", True),
-    ("iscsi", "secretRef", True),
-    ("storageos", "secretRef", True),
-    ("csi", "nodePublishSecretRef", True),
-)
-
 
 def token_volume_source() -> dict:
     """upstream's TokenVolumeSource: a bound token, the cluster CA and the pod's namespace."""
@@ -111,41 +96,6 @@ def _parse_bool(value: Any) -> bool:
 def enforce_mountable_secrets(sa: dict) -> bool:
     annotations = _dict(_dict(sa.get("metadata")).get("annotations"))
     return _parse_bool(annotations.get(ENFORCE_MOUNTABLE_SECRETS_ANNOTATION))
-
-
-def pod_secret_names(spec: dict) -> Iterator[str]:
-    """upstream's VisitPodSecretNames over all containers: pull secrets, env and envFrom of every
-    container, and the secrets volumes name (one source per volume, as its switch)."""
-    for ref in _list(spec.get("imagePullSecrets")):
-        yield _name(ref)
-    for key in ("initContainers", "containers", "ephemeralContainers"):
-        for c in _list(spec.get(key)):
-            c = _dict(c)
-            for env_from in _list(c.get("envFrom")):
-                if _dict(env_from).get("secretRef") is not None:
-                    yield _name(env_from["secretRef"])
-            for var in _list(c.get("env")):
-                ref = _dict(_dict(var).get("valueFrom")).get("secretKeyRef")
-                if ref is not None:
-                    yield _name(ref)
-    for volume in _list(spec.get("volumes")):
-        volume = _dict(volume)
-        if volume.get("projected") is not None:
-            for source in _list(_dict(volume["projected"]).get("sources")):
-                if _dict(source).get("secret") is not None:
-                    yield _name(source["secret"])
-            continue
-        for source_key, ref_key, is_ref in _SECRET_VOLUME_SOURCES:
-            source = volume.get(source_key)
-            if source is None:
-                continue
-            ref = _dict(source).get(ref_key)
-            if is_ref:
-                if ref is not None:
-                    yield _name(ref)
-            elif source_key == "secret" or ref:  # azureFile only with a name; secret always
-                yield str(ref or "")
-            break
 
 
 def _mountable(sa: dict) -> set[str]:
