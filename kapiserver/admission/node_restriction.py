@@ -154,8 +154,8 @@ class NodeRestriction(AdmissionPlugin):
                                          f"'eviction' are allowed")
 
     async def _mirror_pod_create(self, attrs: Attributes, node: str) -> None:
-        pod = attrs.obj if isinstance(attrs.obj, dict) else {}
-        spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+        pod: dict = attrs.obj if isinstance(attrs.obj, dict) else {}
+        spec: dict = pod["spec"] if isinstance(pod.get("spec"), dict) else {}
         if MIRROR_POD_ANNOTATION not in (_get(pod, "metadata", "annotations") or {}):
             raise admission_forbidden(attrs, f'pod does not have "{MIRROR_POD_ANNOTATION}" annotation, node "{node}" '
                                              f'can only create mirror pods')
