@@ -26,7 +26,7 @@ class ValidatingAdmissionPolicyTests(unittest.TestCase):
     def setUp(self):
         self.server = shared_server("admission-policies", extra_config=E2E_CONFIG)
         self.kubectl = self.server.kubectl
-        self.tag = uuid.uuid4().hex[:6]
+        self.tag = "t" + uuid.uuid4().hex[:6]  # never a number to YAML (a hex like 123e45 is one to kubectl)
         self.ns = f"vap-{self.tag}"
         self.kubectl("create", "ns", self.ns)
         self.kubectl("label", "ns", self.ns, f"policy-test={self.tag}")
