@@ -118,7 +118,7 @@ class _Reader:
         return value
 
     def expression(self, source: str, where: str) -> Expression:
-        import cel  # the CEL engine is imported only when a configuration uses it
+        from kapiserver.machinery.cel_runtime import cel  # imported only when a configuration uses CEL
         try:
             return Expression(source, cel.compile(source))
         except (ValueError, RuntimeError) as e:

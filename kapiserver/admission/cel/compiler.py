@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-import cel
+from kapiserver.machinery.cel_runtime import cel
 
 from kapiserver.apiextensions.cel import cost, library
 from kapiserver.apiextensions.cel.rules import _BOUND_VARS, _OPERATOR, _compile_error, _ref_error

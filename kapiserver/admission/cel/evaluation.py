@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-import cel
+from kapiserver.machinery.cel_runtime import cel
 
 from kapiserver.admission.cel import authz
 from kapiserver.admission.cel.compiler import (AUTHORIZER, FUNCTIONS, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST,

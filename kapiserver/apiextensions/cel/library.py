@@ -17,8 +17,7 @@ import urllib.parse
 from fractions import Fraction
 from typing import Any, Callable
 
-import cel
-from cel import stdlib
+from kapiserver.machinery.cel_runtime import cel, stdlib
 
 from kapiserver.apiextensions import names
 from kapiserver.apiextensions.cel import network

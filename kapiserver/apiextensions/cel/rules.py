@@ -167,7 +167,7 @@ def _guard(source: str) -> Optional[str]:
 
 
 def _compile_expression(source: str, allow_old_self: bool = True) -> tuple[Any, Optional[str]]:
-    import cel
+    from kapiserver.machinery.cel_runtime import cel
     problem = _guard(source)
     if problem is not None:
         return None, problem
@@ -336,7 +336,7 @@ def _correlate(node: RuleNode, old: Any) -> Optional[dict]:
 
 
 def _run_rules(node: RuleNode, value: Any, old: Any, path: str, out: list[Cause], budget: _Budget) -> None:
-    import cel
+    from kapiserver.machinery.cel_runtime import cel
 
     from . import library
     size = None
