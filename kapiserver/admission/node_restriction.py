@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 from kapiserver.admission.errors import admission_forbidden
 from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.admission.pod_references import pod_configmap_names, pod_secret_names
+from kapiserver.apis.columns import get_path
 
 PLUGIN_NAME = "NodeRestriction"
 NODES_GROUP = "system:nodes"
@@ -77,14 +78,6 @@ def forbidden_labels(new: dict, old: dict, updating: bool) -> list[str]:
     return sorted(bad)
 
 
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 class NodeRestriction(AdmissionPlugin):
     name = PLUGIN_NAME
     mutating = True
@@ -125,7 +118,7 @@ class NodeRestriction(AdmissionPlugin):
                 return await self._mirror_pod_create(attrs, node)
             if attrs.operation == DELETE:
                 pod = attrs.old_obj or await self._stored("pods", attrs.namespace, attrs.name)
-                if _get(pod, "spec", "nodeName") != node:
+                if get_path(pod, "spec", "nodeName") != node:
                     raise admission_forbidden(attrs, f'node "{node}" can only delete pods with spec.nodeName set '
                                                      f'to itself')
                 return None
@@ -134,20 +127,20 @@ class NodeRestriction(AdmissionPlugin):
         if attrs.subresource == "status":
             if attrs.operation != UPDATE:
                 raise admission_forbidden(attrs, f'unexpected operation "{attrs.operation}"')
-            if _get(attrs.old_obj, "spec", "nodeName") != node:
+            if get_path(attrs.old_obj, "spec", "nodeName") != node:
                 raise admission_forbidden(attrs, f'node "{node}" can only update pod status for pods with '
                                                  f'spec.nodeName set to itself')
-            if (_get(attrs.old_obj, "metadata", "labels") or {}) != (_get(attrs.obj, "metadata", "labels") or {}):
+            if (get_path(attrs.old_obj, "metadata", "labels") or {}) != (get_path(attrs.obj, "metadata", "labels") or {}):
                 raise admission_forbidden(attrs, f'node "{node}" cannot update labels through pod status')
             return None
         if attrs.subresource == "eviction":
             if attrs.operation != CREATE:
                 raise admission_forbidden(attrs, f"unexpected operation {attrs.operation}")
-            pod_name = attrs.name or _get(attrs.obj, "metadata", "name")
+            pod_name = attrs.name or get_path(attrs.obj, "metadata", "name")
             if not pod_name:
                 raise admission_forbidden(attrs, "could not determine pod from request data")
             pod = await self._stored("pods", attrs.namespace, pod_name)
-            if _get(pod, "spec", "nodeName") != node:
+            if get_path(pod, "spec", "nodeName") != node:
                 raise admission_forbidden(attrs, f"node {node} can only evict pods with spec.nodeName set to itself")
             return None
         raise admission_forbidden(attrs, f"unexpected pod subresource \"{attrs.subresource}\", only 'status' and "
@@ -156,12 +149,12 @@ class NodeRestriction(AdmissionPlugin):
     async def _mirror_pod_create(self, attrs: Attributes, node: str) -> None:
         pod: dict = attrs.obj if isinstance(attrs.obj, dict) else {}
         spec: dict = pod["spec"] if isinstance(pod.get("spec"), dict) else {}
-        if MIRROR_POD_ANNOTATION not in (_get(pod, "metadata", "annotations") or {}):
+        if MIRROR_POD_ANNOTATION not in (get_path(pod, "metadata", "annotations") or {}):
             raise admission_forbidden(attrs, f'pod does not have "{MIRROR_POD_ANNOTATION}" annotation, node "{node}" '
                                              f'can only create mirror pods')
         if spec.get("nodeName") != node:
             raise admission_forbidden(attrs, f'node "{node}" can only create pods with spec.nodeName set to itself')
-        owners = _get(pod, "metadata", "ownerReferences") or []
+        owners = get_path(pod, "metadata", "ownerReferences") or []
         if len(owners) > 1:
             raise admission_forbidden(attrs, f'node "{node}" can only create pods with a single owner reference set '
                                              f'to itself')
@@ -191,7 +184,7 @@ class NodeRestriction(AdmissionPlugin):
         if owner.get("blockOwnerDeletion") is True:
             raise admission_forbidden(attrs, f'node "{node}" must not set blockOwnerDeletion on an owner reference')
         stored = await self._stored("nodes", "", node)
-        uid = _get(stored, "metadata", "uid")
+        uid = get_path(stored, "metadata", "uid")
         if owner.get("uid") != uid:
             raise admission_forbidden(attrs, f"node {node} UID mismatch: expected {owner.get('uid')} got {uid}")
 
@@ -200,18 +193,18 @@ class NodeRestriction(AdmissionPlugin):
     def _node(self, attrs: Attributes, node: str) -> None:
         requested = attrs.name
         if attrs.operation == CREATE:
-            requested = requested or _get(attrs.obj, "metadata", "name") or ""
-            bad = forbidden_labels(_get(attrs.obj, "metadata", "labels") or {}, {}, updating=False)
+            requested = requested or get_path(attrs.obj, "metadata", "name") or ""
+            bad = forbidden_labels(get_path(attrs.obj, "metadata", "labels") or {}, {}, updating=False)
             if bad:
                 raise admission_forbidden(attrs, f'node "{node}" is not allowed to set the following labels: '
                                                  f'{", ".join(bad)}')
         if requested != node:
             raise admission_forbidden(attrs, f'node "{node}" is not allowed to modify node "{requested}"')
         if attrs.operation == UPDATE:
-            if (_get(attrs.obj, "spec", "taints") or []) != (_get(attrs.old_obj, "spec", "taints") or []):
+            if (get_path(attrs.obj, "spec", "taints") or []) != (get_path(attrs.old_obj, "spec", "taints") or []):
                 raise admission_forbidden(attrs, f'node "{node}" is not allowed to modify taints')
-            bad = forbidden_labels(_get(attrs.obj, "metadata", "labels") or {},
-                                   _get(attrs.old_obj, "metadata", "labels") or {}, updating=True)
+            bad = forbidden_labels(get_path(attrs.obj, "metadata", "labels") or {},
+                                   get_path(attrs.old_obj, "metadata", "labels") or {}, updating=True)
             if bad:
                 raise admission_forbidden(attrs, f"is not allowed to modify labels: {', '.join(bad)}")
 
@@ -238,26 +231,26 @@ class NodeRestriction(AdmissionPlugin):
                                              f'status.capacity and status.conditions: {", ".join(changed)}')
 
     async def _token(self, attrs: Attributes, node: str) -> None:
-        ref = _get(attrs.obj, "spec", "boundObjectRef")
+        ref = get_path(attrs.obj, "spec", "boundObjectRef")
         if not isinstance(ref, dict) or ref.get("apiVersion") != "v1" or ref.get("kind") != "Pod" \
                 or not ref.get("name"):
             raise admission_forbidden(attrs, "node requested token not bound to a pod")
         if not ref.get("uid"):
             raise admission_forbidden(attrs, "node requested token with a pod binding without a uid")
         pod = await self._stored("pods", attrs.namespace, ref["name"])
-        uid = _get(pod, "metadata", "uid")
+        uid = get_path(pod, "metadata", "uid")
         if ref["uid"] != uid:
             raise admission_forbidden(attrs, f"the UID in the bound object reference ({ref['uid']}) does not match "
                                              f"the UID in record ({uid}). The object might have been deleted and "
                                              f"then recreated")
-        if _get(pod, "spec", "nodeName") != node:
+        if get_path(pod, "spec", "nodeName") != node:
             raise admission_forbidden(attrs, "node requested token bound to a pod scheduled on a different node")
 
     @staticmethod
     def _named_after_node(attrs: Attributes, node: str, what: str, namespace: Optional[str] = None) -> None:
         if namespace is not None and attrs.namespace != namespace:
             raise admission_forbidden(attrs, f'can only access leases in the "{namespace}" system namespace')
-        name = (_get(attrs.obj, "metadata", "name") if attrs.operation == CREATE else attrs.name) or ""
+        name = (get_path(attrs.obj, "metadata", "name") if attrs.operation == CREATE else attrs.name) or ""
         if name != node:
             raise admission_forbidden(attrs, f"can only access {what} with the same name as the requesting node")
 

@@ -5,22 +5,22 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 
-def _dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: Any) -> list:
+def as_list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-def _name(ref: Any) -> str:
-    return str(_dict(ref).get("name") or "")
+def ref_name(ref: Any) -> str:
+    return str(as_dict(ref).get("name") or "")
 
 
 def _containers(spec: dict) -> Iterator[dict]:
     for key in ("initContainers", "containers", "ephemeralContainers"):
-        for c in _list(spec.get(key)):
-            yield _dict(c)
+        for c in as_list(spec.get(key)):
+            yield as_dict(c)
 
 
 # volume sources that name a secret: (source, the key of the secret reference, whether
@@ -42,31 +42,31 @@ _SECRET_VOLUME_SOURCES = (
 def pod_secret_names(spec: dict) -> Iterator[str]:
     """upstream's VisitPodSecretNames over all containers: pull secrets, env and envFrom of every
     container, and the secrets volumes name (one source per volume, as its switch)."""
-    for ref in _list(spec.get("imagePullSecrets")):
-        yield _name(ref)
+    for ref in as_list(spec.get("imagePullSecrets")):
+        yield ref_name(ref)
     for c in _containers(spec):
-        for env_from in _list(c.get("envFrom")):
-            if _dict(env_from).get("secretRef") is not None:
-                yield _name(env_from["secretRef"])
-        for var in _list(c.get("env")):
-            ref = _dict(_dict(var).get("valueFrom")).get("secretKeyRef")
+        for env_from in as_list(c.get("envFrom")):
+            if as_dict(env_from).get("secretRef") is not None:
+                yield ref_name(env_from["secretRef"])
+        for var in as_list(c.get("env")):
+            ref = as_dict(as_dict(var).get("valueFrom")).get("secretKeyRef")
             if ref is not None:
-                yield _name(ref)
-    for volume in _list(spec.get("volumes")):
-        volume = _dict(volume)
+                yield ref_name(ref)
+    for volume in as_list(spec.get("volumes")):
+        volume = as_dict(volume)
         if volume.get("projected") is not None:
-            for source in _list(_dict(volume["projected"]).get("sources")):
-                if _dict(source).get("secret") is not None:
-                    yield _name(source["secret"])
+            for source in as_list(as_dict(volume["projected"]).get("sources")):
+                if as_dict(source).get("secret") is not None:
+                    yield ref_name(source["secret"])
             continue
         for source_key, ref_key, is_ref in _SECRET_VOLUME_SOURCES:
             source = volume.get(source_key)
             if source is None:
                 continue
-            ref = _dict(source).get(ref_key)
+            ref = as_dict(source).get(ref_key)
             if is_ref:
                 if ref is not None:
-                    yield _name(ref)
+                    yield ref_name(ref)
             elif source_key == "secret" or ref:  # azureFile only with a name; secret always
                 yield str(ref or "")
             break
@@ -76,17 +76,17 @@ def pod_configmap_names(spec: dict) -> Iterator[str]:
     """upstream's VisitPodConfigmapNames: env and envFrom of every container, configMap
     volumes and projected configMap sources."""
     for c in _containers(spec):
-        for env_from in _list(c.get("envFrom")):
-            if _dict(env_from).get("configMapRef") is not None:
-                yield _name(env_from["configMapRef"])
-        for var in _list(c.get("env")):
-            ref = _dict(_dict(var).get("valueFrom")).get("configMapKeyRef")
+        for env_from in as_list(c.get("envFrom")):
+            if as_dict(env_from).get("configMapRef") is not None:
+                yield ref_name(env_from["configMapRef"])
+        for var in as_list(c.get("env")):
+            ref = as_dict(as_dict(var).get("valueFrom")).get("configMapKeyRef")
             if ref is not None:
-                yield _name(ref)
-    for volume in _list(spec.get("volumes")):
-        volume = _dict(volume)
+                yield ref_name(ref)
+    for volume in as_list(spec.get("volumes")):
+        volume = as_dict(volume)
         if volume.get("configMap") is not None:
-            yield _name(volume["configMap"])
-        for source in _list(_dict(volume.get("projected")).get("sources")):
-            if _dict(source).get("configMap") is not None:
-                yield _name(source["configMap"])
+            yield ref_name(volume["configMap"])
+        for source in as_list(as_dict(volume.get("projected")).get("sources")):
+            if as_dict(source).get("configMap") is not None:
+                yield ref_name(source["configMap"])

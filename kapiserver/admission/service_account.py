@@ -37,7 +37,7 @@ from twisted.internet import task
 from kapiserver.admission.errors import admission_forbidden
 from kapiserver.admission.interface import CREATE, UPDATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
-from kapiserver.admission.pod_references import pod_secret_names
+from kapiserver.admission.pod_references import as_dict, as_list, pod_secret_names, ref_name
 from kapiserver.controllers.namespace_defaults import ROOT_CA_CONFIGMAP
 from kapiserver.machinery import errors, meta
 
@@ -67,18 +67,6 @@ def token_volume_source() -> dict:
     }
 
 
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _name(ref: Any) -> str:
-    return str(_dict(ref).get("name") or "")
-
-
 def should_automount(sa: dict, spec: dict) -> bool:
     """The pod's preference wins, then the ServiceAccount's; true by default."""
     if spec.get("automountServiceAccountToken") is not None:
@@ -94,41 +82,41 @@ def _parse_bool(value: Any) -> bool:
 
 
 def enforce_mountable_secrets(sa: dict) -> bool:
-    annotations = _dict(_dict(sa.get("metadata")).get("annotations"))
+    annotations = as_dict(as_dict(sa.get("metadata")).get("annotations"))
     return _parse_bool(annotations.get(ENFORCE_MOUNTABLE_SECRETS_ANNOTATION))
 
 
 def _mountable(sa: dict) -> set[str]:
-    return {_name(s) for s in _list(sa.get("secrets"))}
+    return {ref_name(s) for s in as_list(sa.get("secrets"))}
 
 
 def _container_secret_refs(containers: Any, what: str, sa_name: str, mountable: set[str]) -> Optional[str]:
     """The first env or envFrom secret reference of ``containers`` the ServiceAccount does not list."""
-    for c in _list(containers):
-        c = _dict(c)
-        for var in _list(c.get("env")):
-            ref = _dict(_dict(var).get("valueFrom")).get("secretKeyRef")
-            if ref is not None and _name(ref) not in mountable:
-                return (f'{what} {c.get("name", "")} with envVar {_dict(var).get("name", "")} referencing '
-                        f'secret.secretName="{_name(ref)}" is not allowed because service account {sa_name} '
+    for c in as_list(containers):
+        c = as_dict(c)
+        for var in as_list(c.get("env")):
+            ref = as_dict(as_dict(var).get("valueFrom")).get("secretKeyRef")
+            if ref is not None and ref_name(ref) not in mountable:
+                return (f'{what} {c.get("name", "")} with envVar {as_dict(var).get("name", "")} referencing '
+                        f'secret.secretName="{ref_name(ref)}" is not allowed because service account {sa_name} '
                         f'does not reference that secret')
-        for env_from in _list(c.get("envFrom")):
-            ref = _dict(env_from).get("secretRef")
-            if ref is not None and _name(ref) not in mountable:
-                return (f'{what} {c.get("name", "")} with envFrom referencing secret.secretName="{_name(ref)}" '
+        for env_from in as_list(c.get("envFrom")):
+            ref = as_dict(env_from).get("secretRef")
+            if ref is not None and ref_name(ref) not in mountable:
+                return (f'{what} {c.get("name", "")} with envFrom referencing secret.secretName="{ref_name(ref)}" '
                         f'is not allowed because service account {sa_name} does not reference that secret')
     return None
 
 
 def limit_secret_references(sa: dict, spec: dict) -> Optional[str]:
     """upstream's limitSecretReferences: why the pod may not be created, or None."""
-    sa_name = _dict(sa.get("metadata")).get("name", "")
+    sa_name = as_dict(sa.get("metadata")).get("name", "")
     mountable = _mountable(sa)
-    for volume in _list(spec.get("volumes")):
-        source = _dict(volume).get("secret")
+    for volume in as_list(spec.get("volumes")):
+        source = as_dict(volume).get("secret")
         if source is None:
             continue
-        secret_name = _dict(source).get("secretName") or ""
+        secret_name = as_dict(source).get("secretName") or ""
         if secret_name not in mountable:
             return (f'volume with secret.secretName="{secret_name}" is not allowed because service account '
                     f'{sa_name} does not reference that secret')
@@ -136,10 +124,10 @@ def limit_secret_references(sa: dict, spec: dict) -> Optional[str]:
         problem = _container_secret_refs(spec.get(key), what, sa_name, mountable)
         if problem:
             return problem
-    pull_secrets = {_name(s) for s in _list(sa.get("imagePullSecrets"))}
-    for i, ref in enumerate(_list(spec.get("imagePullSecrets"))):
-        if _name(ref) not in pull_secrets:
-            return (f'imagePullSecrets[{i}].name="{_name(ref)}" is not allowed because service account {sa_name} '
+    pull_secrets = {ref_name(s) for s in as_list(sa.get("imagePullSecrets"))}
+    for i, ref in enumerate(as_list(spec.get("imagePullSecrets"))):
+        if ref_name(ref) not in pull_secrets:
+            return (f'imagePullSecrets[{i}].name="{ref_name(ref)}" is not allowed because service account {sa_name} '
                     f'does not reference that imagePullSecret')
     return None
 
@@ -147,10 +135,10 @@ def limit_secret_references(sa: dict, spec: dict) -> Optional[str]:
 def mount_service_account_token(spec: dict, generate_name: Callable[[str], str] = meta.generate_name) -> None:
     """upstream's mountServiceAccountToken: the projected token volume, mounted by every container and
     init container with nothing at the token path."""
-    volumes = _list(spec.get("volumes"))
+    volumes = as_list(spec.get("volumes"))
     token_volume_name = ""
     for volume in volumes:
-        name = _dict(volume).get("name")
+        name = as_dict(volume).get("name")
         if isinstance(name, str) and name.startswith(SERVICE_ACCOUNT_VOLUME_NAME + "-"):
             token_volume_name = name
             break
@@ -159,13 +147,13 @@ def mount_service_account_token(spec: dict, generate_name: Callable[[str], str] 
         token_volume_name = generate_name(SERVICE_ACCOUNT_VOLUME_NAME + "-")
     needs_token_volume = False
     for key in ("initContainers", "containers"):
-        for c in _list(spec.get(key)):
+        for c in as_list(spec.get(key)):
             if not isinstance(c, dict):
                 continue
             mounts = c.get("volumeMounts")
-            if any(_dict(m).get("mountPath") == DEFAULT_API_TOKEN_MOUNT_PATH for m in _list(mounts)):
+            if any(as_dict(m).get("mountPath") == DEFAULT_API_TOKEN_MOUNT_PATH for m in as_list(mounts)):
                 continue  # a mount there already keeps the token out of this container
-            c["volumeMounts"] = _list(mounts) + [
+            c["volumeMounts"] = as_list(mounts) + [
                 {"name": token_volume_name, "readOnly": True, "mountPath": DEFAULT_API_TOKEN_MOUNT_PATH}]
             needs_token_volume = True
     if not has_token_volume and needs_token_volume:
@@ -202,7 +190,7 @@ class ServiceAccount(ListingPlugin):
 
     @staticmethod
     def _is_mirror(pod: dict) -> bool:
-        return MIRROR_POD_ANNOTATION in _dict(_dict(pod.get("metadata")).get("annotations"))
+        return MIRROR_POD_ANNOTATION in as_dict(as_dict(pod.get("metadata")).get("annotations"))
 
     async def admit(self, attrs: Attributes) -> None:
         pod = self._pod(attrs)
@@ -219,7 +207,7 @@ class ServiceAccount(ListingPlugin):
         if self.mount_service_account_token and should_automount(sa, spec):
             mount_service_account_token(spec, self.generate_name)
         if not spec.get("imagePullSecrets"):
-            spec["imagePullSecrets"] = [{"name": _name(ref)} for ref in _list(sa.get("imagePullSecrets"))]
+            spec["imagePullSecrets"] = [{"name": ref_name(ref)} for ref in as_list(sa.get("imagePullSecrets"))]
             if not spec["imagePullSecrets"]:
                 del spec["imagePullSecrets"]  # an empty list is not written (omitempty)
         await self.validate(attrs)
@@ -228,7 +216,7 @@ class ServiceAccount(ListingPlugin):
         pod = self._pod(attrs)
         if pod is None:
             return
-        spec = _dict(pod.get("spec"))
+        spec = as_dict(pod.get("spec"))
         if attrs.operation == UPDATE and attrs.subresource == EPHEMERAL_CONTAINERS:
             return await self._limit_ephemeral_container_secret_references(attrs, pod, spec)
         if attrs.operation != CREATE:
@@ -238,10 +226,10 @@ class ServiceAccount(ListingPlugin):
                 raise admission_forbidden(attrs, "a mirror pod may not reference service accounts")
             if next(pod_secret_names(spec), None) is not None:
                 raise admission_forbidden(attrs, "a mirror pod may not reference secrets")
-            for volume in _list(spec.get("volumes")):
-                projected = _dict(volume).get("projected")
-                if projected is not None and any(_dict(s).get("serviceAccountToken") is not None
-                                                 for s in _list(_dict(projected).get("sources"))):
+            for volume in as_list(spec.get("volumes")):
+                projected = as_dict(volume).get("projected")
+                if projected is not None and any(as_dict(s).get("serviceAccountToken") is not None
+                                                 for s in as_list(as_dict(projected).get("sources"))):
                     raise admission_forbidden(attrs,
                                               "a mirror pod may not use ServiceAccountToken volume projections")
             return
@@ -254,7 +242,7 @@ class ServiceAccount(ListingPlugin):
     async def _required_service_account(self, attrs: Attributes, pod: dict, spec: dict) -> dict:
         if not spec.get("serviceAccountName"):
             raise admission_forbidden(attrs, f"no service account specified for pod {attrs.namespace}/"
-                                             f"{_dict(pod.get('metadata')).get('name', '')}")
+                                             f"{as_dict(pod.get('metadata')).get('name', '')}")
         return await self._service_account(attrs, spec["serviceAccountName"])
 
     async def _limit_ephemeral_container_secret_references(self, attrs: Attributes, pod: dict, spec: dict) -> None:
@@ -262,7 +250,7 @@ class ServiceAccount(ListingPlugin):
         if not (self.limit_secret_references or enforce_mountable_secrets(sa)):
             return
         problem = _container_secret_refs(spec.get("ephemeralContainers"), "ephemeral container",
-                                         _dict(sa.get("metadata")).get("name", ""), _mountable(sa))
+                                         as_dict(sa.get("metadata")).get("name", ""), _mountable(sa))
         if problem:
             # a plain error upstream (not an API status): a 500 with no reason
             raise errors.StatusError(500, "", problem)

@@ -72,7 +72,7 @@ def since(timestamp: Optional[str], now: Optional[datetime.datetime] = None) -> 
     return human_duration(((now or _now()) - then).total_seconds())
 
 
-def get_path(obj: dict, *path: str, default: Any = None) -> Any:
+def get_path(obj: Any, *path: str, default: Any = None) -> Any:
     """``obj[a][b]...`` or ``default`` when any step is missing or not an object."""
     cur: Any = obj
     for step in path:

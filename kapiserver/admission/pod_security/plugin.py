@@ -30,6 +30,7 @@ import yaml
 from kapiserver.admission.errors import admission_forbidden, resource_name
 from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.admission.pod_security import checks
+from kapiserver.apis.columns import get_path
 from kapiserver.machinery import errors
 
 PLUGIN_NAME = "PodSecurity"
@@ -157,21 +158,13 @@ def parse_configuration(data: Optional[bytes]) -> tuple[Policy, Exemptions]:
     return policy, Exemptions(names("usernames"), names("runtimeClasses"), names("namespaces"))
 
 
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _significant_pod_update(new: dict, old: dict) -> bool:
     """Upstream's isSignificantPodUpdate: an update that only swaps images or changes the
     fields of a running pod that do not widen what it may do is not checked again."""
-    if _get(new, "metadata", "annotations") != _get(old, "metadata", "annotations"):
+    if get_path(new, "metadata", "annotations") != get_path(old, "metadata", "annotations"):
         if any(k.startswith(p) for p in (checks.SECCOMP_POD_ANNOTATION, checks.SECCOMP_CONTAINER_ANNOTATION_PREFIX,
                                          checks.APPARMOR_ANNOTATION_PREFIX)
-               for k in set(_get(new, "metadata", "annotations") or {}) | set(_get(old, "metadata", "annotations")
+               for k in set(get_path(new, "metadata", "annotations") or {}) | set(get_path(old, "metadata", "annotations")
                                                                                or {})):
             return True
 
@@ -216,7 +209,7 @@ class PodSecurity(AdmissionPlugin):
     # -- namespaces ---------------------------------------------------------------------------
 
     async def _validate_namespace(self, attrs: Attributes) -> None:
-        labels = _get(attrs.obj, "metadata", "labels") or {}
+        labels = get_path(attrs.obj, "metadata", "labels") or {}
         policy, problems = policy_from_labels(labels, self.defaults)
         if problems:
             text = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
@@ -224,7 +217,7 @@ class PodSecurity(AdmissionPlugin):
             raise errors.StatusError(422, "Invalid", f'namespaces "{resource_name(attrs)}" is invalid: {text}')
         if attrs.operation != UPDATE or attrs.name in self.exemptions.namespaces:
             return
-        old_policy, _ = policy_from_labels(_get(attrs.old_obj, "metadata", "labels") or {}, self.defaults)
+        old_policy, _ = policy_from_labels(get_path(attrs.old_obj, "metadata", "labels") or {}, self.defaults)
         if policy.enforce == old_policy.enforce or policy.enforce.level == checks.PRIVILEGED:
             return
         attrs.warnings.extend(await self._existing_pod_warnings(attrs.name, policy.enforce))
@@ -237,7 +230,7 @@ class PodSecurity(AdmissionPlugin):
         pods = sorted(listed["items"], key=lambda p: p["metadata"].get("name", ""))
         by_reasons: dict[str, list[str]] = {}
         for pod in pods[:MAX_PODS_TO_CHECK]:
-            if _get(pod, "spec", "runtimeClassName") in self.exemptions.runtime_classes:
+            if get_path(pod, "spec", "runtimeClassName") in self.exemptions.runtime_classes:
                 continue
             found = checks.evaluate(enforce.level, enforce.minor, pod.get("metadata") or {}, pod.get("spec") or {})
             if found:
@@ -268,7 +261,7 @@ class PodSecurity(AdmissionPlugin):
             if e.code != 404:
                 raise
             ns = {}
-        policy, _ = policy_from_labels(_get(ns, "metadata", "labels") or {}, self.defaults)
+        policy, _ = policy_from_labels(get_path(ns, "metadata", "labels") or {}, self.defaults)
         return policy
 
     def _exempt_reason(self, attrs: Attributes, spec: dict) -> Optional[str]:
@@ -305,11 +298,11 @@ class PodSecurity(AdmissionPlugin):
             self._warn(attrs, policy.warn, metadata, spec)
 
     async def _validate_workload(self, attrs: Attributes, path: tuple[str, ...]) -> None:
-        template = _get(attrs.obj, *path)
+        template = get_path(attrs.obj, *path)
         if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
             return
         spec: dict = template["spec"]
-        if attrs.operation == UPDATE and _get(attrs.old_obj, *path) == template:
+        if attrs.operation == UPDATE and get_path(attrs.old_obj, *path) == template:
             return
         if self._exempt_reason(attrs, spec):
             return
