@@ -27,6 +27,7 @@ class ConfigError(Exception):
 
 
 STORAGE_BACKENDS = ("sqlite", "etcd3")
+MAX_WORKERS = 64
 AUTHORIZATION_MODES = ("AlwaysAllow", "AlwaysDeny", "RBAC", "Webhook")
 # upstream modes kapiserver does not implement (no nodes, no ABAC policy files)
 UNSUPPORTED_AUTHORIZATION_MODES = ("ABAC", "Node")
@@ -235,6 +236,8 @@ class AdmissionConfig:
 class Config:
     secure_port: int = 6443
     bind_address: str = "127.0.0.1"
+    # Server processes behind the one listening address (0 = one per CPU); see docs/architecture.md.
+    workers: int = 0
     # The address in the kubernetes Service's endpoints ("" = bind_address, or the
     # default-route interface's when that is 0.0.0.0 / ::), as --advertise-address.
     advertise_address: str = ""
@@ -341,6 +344,20 @@ def _fill(obj: Any, data: Any, source: str, prefix: str) -> None:
             setattr(obj, key, _convert(value, tp, f"{source}: key '{dotted}'"))
 
 
+def config_to_dict(config: Config) -> dict[str, Any]:
+    """The YAML keys of ``config`` (what :func:`config_from_dict` reads back into an equal Config)."""
+    def keys(obj: Any) -> dict[str, Any]:
+        return {f.name: keys(getattr(obj, f.name)) if dataclasses.is_dataclass(getattr(obj, f.name))
+                else getattr(obj, f.name)
+                for f in dataclasses.fields(obj) if not f.metadata.get("internal")}
+    return keys(config)
+
+
+def worker_count(config: Config) -> int:
+    """How many server processes ``config`` asks for."""
+    return config.workers or os.cpu_count() or 1
+
+
 def _lookup(config: Config, dotted: str) -> tuple[Any, str, Any]:
     """The object holding ``dotted``'s last part, that part, and its declared type."""
     obj: Any = config
@@ -358,6 +375,9 @@ def _validate(config: Config) -> None:
         ipaddress.ip_address(config.bind_address)
     except ValueError:
         raise ConfigError(f"{src}: key 'bind_address': must be an IP address, got {config.bind_address!r}") from None
+    if not 0 <= config.workers <= MAX_WORKERS:
+        raise ConfigError(f"{src}: key 'workers': must be between 0 (one per CPU) and {MAX_WORKERS}, "
+                          f"got {config.workers}")
     if config.storage.backend not in STORAGE_BACKENDS:
         raise ConfigError(f"{src}: key 'storage.backend': must be one of {', '.join(STORAGE_BACKENDS)}, "
                           f"got {config.storage.backend!r}")

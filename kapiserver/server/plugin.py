@@ -50,6 +50,7 @@ def _duration(value: str) -> float:
 _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "secure-port": ("secure_port", int),
     "bind-address": ("bind_address", str),
+    "workers": ("workers", int),
     "advertise-address": ("advertise_address", str),
     "service-cluster-ip-range": ("service_cluster_ip_range", str),
     "cert-dir": ("cert_dir", str),
@@ -112,7 +113,7 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 
 
-_LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
+LOG_LEVELS = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,
            "error": LogLevel.error, "critical": LogLevel.critical}
 
 
@@ -123,6 +124,8 @@ class Options(usage.Options):
         ["config", "c", None, "Configuration file (YAML), e.g. etc/apiserver.yaml; defaults apply without it."],
         ["secure-port", None, None, "HTTPS port (0 = any free port). Overrides secure_port."],
         ["bind-address", None, None, "IP address to listen on. Overrides bind_address."],
+        ["workers", None, None, "Server processes sharing the listening address (0 = one per CPU). "
+                                "Overrides workers."],
         ["advertise-address", None, None, "IP address the kubernetes Service's endpoints name for this server. "
                                           "Overrides advertise_address."],
         ["service-cluster-ip-range", None, None, "CIDR Services' cluster IPs are allocated from. Overrides "
@@ -240,7 +243,7 @@ class Options(usage.Options):
 
 def _apply_log_level(level: str) -> None:
     """Filter every observer twistd will install (it starts logging after makeService)."""
-    predicate = LogLevelFilterPredicate(defaultLogLevel=_LEVELS[level])
+    predicate = LogLevelFilterPredicate(defaultLogLevel=LOG_LEVELS[level])
     begin = globalLogBeginner.beginLoggingTo
 
     def filtered(observers, *args, **kwargs):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from typing import Any, Optional
 
@@ -35,7 +36,7 @@ from kapiserver.server import systemd
 from kapiserver.auth.build import CredentialsError
 from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
                                      serving_context_factory)
-from kapiserver.server.config import Config
+from kapiserver.server.config import Config, worker_count
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.server.kubeconfig import write_admin_kubeconfig
@@ -50,6 +51,7 @@ DRAIN_POLL_INTERVAL = 0.05
 # watch chunks, answers finished at the deadline) before they are cut
 FINAL_FLUSH_SECONDS = 2.0
 SQLITE_FILE = "kapiserver.db"
+LISTEN_BACKLOG = 1024
 
 
 class StartupError(Exception):
@@ -65,9 +67,13 @@ def fail_startup(message: str) -> None:
         pass
 
 
-def build_storage(config: Config, reactor: Any = None) -> Any:
-    """The storage backend named by ``storage.backend``, behind the watch cache when enabled."""
-    backend = _build_backend(config, reactor)
+def build_storage(config: Config, reactor: Any = None, worker: Optional[int] = None) -> Any:
+    """The storage backend named by ``storage.backend``, behind the watch cache when enabled.
+
+    ``worker``: this process's index among ``workers`` (None: the only process); worker 0
+    does the storage maintenance (SQLite compaction and lease expiry).
+    """
+    backend = _build_backend(config, reactor, worker)
     if config.encryption_provider_config:
         backend = _encrypted(backend, config)
     if not config.storage.watch_cache:
@@ -90,7 +96,7 @@ def _encrypted(backend: Any, config: Config) -> Any:
     return TransformingStorage(backend, encryption, resource_of, key_prefix=config.storage.etcd.prefix)
 
 
-def _build_backend(config: Config, reactor: Any = None) -> Any:
+def _build_backend(config: Config, reactor: Any = None, worker: Optional[int] = None) -> Any:
     """The backend itself (imported lazily: only one is needed)."""
     if config.storage.backend == "etcd3":
         from kapiserver.storage.etcd.backend import EtcdStorage
@@ -116,7 +122,8 @@ def _build_backend(config: Config, reactor: Any = None) -> Any:
                            f"to start a new cluster)")
     return SQLiteStorage(path,
                          compaction_interval=float(sqlite.compaction_interval_seconds),
-                         compaction_retain=sqlite.compaction_retain_revisions, reactor=reactor)
+                         compaction_retain=sqlite.compaction_retain_revisions, reactor=reactor,
+                         shared=worker is not None, maintenance=not worker)
 
 
 def _describe_storage(config: Config) -> str:
@@ -152,14 +159,50 @@ class EtcdCompactor:
             log.warn("etcd compaction failed: {error}", error=e)
 
 
+def install_shutdown_signals(reactor: Any, on_signal: Any) -> None:
+    """Replace twistd's SIGTERM/SIGINT handlers: theirs re-raise the signal (exit status 143),
+    ours call ``on_signal(signum)`` on the reactor thread, to drain and exit 0 as systemd
+    expects from a clean stop."""
+    def handler(signum, frame):
+        reactor.callFromThread(on_signal, signum)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def stop_reactor(reactor: Any) -> None:
+    """Stop the reactor once, however many signals arrived."""
+    try:
+        reactor.stop()
+    except net_error.ReactorNotRunning:
+        pass
+
+
+def exit_after_startup_failure(reactor: Any, message: Optional[str]) -> None:
+    """Print ``message`` (if not printed already) as the one line on stderr, stop the reactor, exit 1."""
+    if message is not None:
+        fail_startup(message)
+    reactor.addSystemEventTrigger("after", "shutdown", _exit_after_shutdown, 1)
+    if reactor.running:
+        reactor.stop()
+    else:
+        reactor.callWhenRunning(reactor.stop)
+
+
 class KapiService(service.Service):
-    """Runs one API server.  ``ready`` fires once READY=1 was sent; ``stopped`` when shut down."""
+    """Runs one API server.  ``ready`` fires once READY=1 was sent; ``stopped`` when shut down.
+
+    As one of ``workers`` (``worker`` is its index), it serves on the listening socket
+    ``listen_fd`` its supervisor (``server/workers.py``) inherited to it, paced by the shared
+    ``connection_table`` (``server/accept_balance.py``), and shares the storage with the other
+    workers.
+    """
 
     name = "kapiserver"
 
     def __init__(self, config: Config, bundle: CertBundle, reactor: Any = None,
                  install_signal_handlers: bool = False, exit_on_failure: bool = False,
-                 env: Optional[dict] = None) -> None:
+                 env: Optional[dict] = None, worker: Optional[int] = None,
+                 listen_fd: Optional[int] = None, connection_table: Any = None) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -168,6 +211,10 @@ class KapiService(service.Service):
         self.reactor = reactor
         self.install_signal_handlers = install_signal_handlers
         self.exit_on_failure = exit_on_failure
+        self.worker = worker
+        self.listen_fd = listen_fd
+        self.connection_table = connection_table
+        self.balancer: Any = None
         self.health = HealthChecks()
         self.notifier = systemd.Notifier(env, reactor)
         self.storage: Any = None
@@ -206,7 +253,7 @@ class KapiService(service.Service):
         super().startService()
         version_info()  # warm the cache (it runs git) before serving
         if self.install_signal_handlers:
-            self.reactor.callWhenRunning(self._install_signal_handlers)
+            self.reactor.callWhenRunning(install_shutdown_signals, self.reactor, self._on_signal)
         self._startup = defer.Deferred.fromCoroutine(self._start())
         self._startup.addErrback(self._startup_failed)
 
@@ -214,12 +261,12 @@ class KapiService(service.Service):
         from kapiserver.audit.build import AuditConfigError
         from kapiserver.server.apiserver import APIServer
         config = self.config
-        self.storage = build_storage(config, self.reactor)
+        self.storage = build_storage(config, self.reactor, self.worker)
         try:
             await self.storage.start()
         except Exception as e:
             raise StartupError(f"storage unavailable: cannot open {_describe_storage(config)}: {e}") from None
-        if config.storage.backend == "etcd3":
+        if config.storage.backend == "etcd3" and not self.worker:
             self.compactor = EtcdCompactor(self.storage, float(config.storage.etcd.compaction_interval_seconds),
                                            self.reactor)
             self.compactor.start()
@@ -233,19 +280,24 @@ class KapiService(service.Service):
         tls = TLSMemoryBIOFactory(tls_options, False, site)
         self.limiter = ConnectionLimiter(tls, site.policy, self.reactor,
                                          max_connections=descriptor_budget(site.policy.max_connections))
-        endpoint = endpoints.TCP4ServerEndpoint(self.reactor, config.secure_port, backlog=1024,
-                                                interface=config.bind_address)
-        try:
-            self.port = await endpoint.listen(self.limiter)
-        except net_error.CannotListenError as e:
-            reason = getattr(e.socketError, "strerror", None) or str(e.socketError)
-            raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
-        log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
-        try:
-            if write_admin_kubeconfig(config.admin_kubeconfig, self.bundle, config.bind_address, self.bound_port):
-                log.info("Wrote admin kubeconfig {path}", path=config.admin_kubeconfig)
-        except OSError as e:
-            raise StartupError(f"{config.admin_kubeconfig}: cannot write admin kubeconfig: {e.strerror}") from None
+        if self.listen_fd is not None:
+            with socket.socket(fileno=os.dup(self.listen_fd)) as inherited:
+                family = inherited.family
+            self.port = self.reactor.adoptStreamPort(self.listen_fd, family, self.limiter)
+            if self.connection_table is not None and self.worker is not None:
+                from kapiserver.server.accept_balance import AcceptBalancer
+                self.balancer = AcceptBalancer(self.port, self.connection_table, self.worker, self.reactor)
+                self.limiter.on_count_change = self.balancer.connections_changed
+        else:
+            endpoint = endpoints.TCP4ServerEndpoint(self.reactor, config.secure_port, backlog=LISTEN_BACKLOG,
+                                                    interface=config.bind_address)
+            try:
+                self.port = await endpoint.listen(self.limiter)
+            except net_error.CannotListenError as e:
+                reason = getattr(e.socketError, "strerror", None) or str(e.socketError)
+                raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
+            log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
+            write_kubeconfig(config, self.bundle, self.bound_port)
         self.apiserver.secure_port = self.bound_port  # the kubernetes Service's targetPort and endpoints
         await self.apiserver.start()
         self.started = True
@@ -283,33 +335,17 @@ class KapiService(service.Service):
             self.ready.errback(StartupError(message))
             self.ready.addErrback(lambda f: None)
         if self.exit_on_failure:
-            fail_startup(message)
-            self.reactor.addSystemEventTrigger("after", "shutdown", _exit_after_shutdown, 1)
-            if self.reactor.running:
-                self.reactor.stop()
+            if self.worker is not None:  # the supervisor prints one line for all workers
+                self.notifier.notify(f"STATUS={message}")
+                exit_after_startup_failure(self.reactor, None)
             else:
-                self.reactor.callWhenRunning(self.reactor.stop)
+                exit_after_startup_failure(self.reactor, message)
 
     # ------------------------------------------------------------ stop
 
-    def _install_signal_handlers(self) -> None:
-        """Replace twistd's SIGTERM/SIGINT handlers: theirs re-raise the signal (exit status 143),
-        ours drain and exit 0 as systemd expects from a clean stop."""
-        def handler(signum, frame):
-            self.reactor.callFromThread(self._on_signal, signum)
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
-
     def _on_signal(self, signum: int) -> None:
         log.info("Received {signal}, shutting down", signal=signal.Signals(signum).name)
-        self.shutdown().addBoth(lambda _: self._stop_reactor())
-
-    def _stop_reactor(self) -> None:
-        """Stop the reactor once, however many signals arrived."""
-        try:
-            self.reactor.stop()
-        except net_error.ReactorNotRunning:
-            pass
+        self.shutdown().addBoth(lambda _: stop_reactor(self.reactor))
 
     def stopService(self) -> defer.Deferred:
         super().stopService()
@@ -333,6 +369,8 @@ class KapiService(service.Service):
         if delay > 0 and self.port is not None:
             log.info("/readyz fails; serving {delay}s more before closing the listener", delay=delay)
             await self._sleep(delay)
+        if self.balancer is not None:
+            self.balancer.stop()
         if self.port is not None:
             await self.port.stopListening()
         if self.apiserver is not None:
@@ -379,6 +417,15 @@ def _exit_after_shutdown(code: int) -> None:
     os._exit(code)
 
 
+def write_kubeconfig(config: Config, bundle: CertBundle, port: int) -> None:
+    """The admin kubeconfig, naming the port actually bound; raises StartupError."""
+    try:
+        if write_admin_kubeconfig(config.admin_kubeconfig, bundle, config.bind_address, port):
+            log.info("Wrote admin kubeconfig {path}", path=config.admin_kubeconfig)
+    except OSError as e:
+        raise StartupError(f"{config.admin_kubeconfig}: cannot write admin kubeconfig: {e.strerror}") from None
+
+
 def load_certificates(config: Config) -> CertBundle:
     """Certificates for ``config`` (creating them on first start); raises StartupError."""
     defaults = credential_files(config).defaults
@@ -399,6 +446,12 @@ def makeService(config: Config, reactor: Any = None, install_signal_handlers: bo
     """
     bundle = load_certificates(config)
     top = service.MultiService()
-    KapiService(config, bundle, reactor, install_signal_handlers=install_signal_handlers,
-                exit_on_failure=exit_on_failure).setServiceParent(top)
+    count = worker_count(config)
+    if count > 1:
+        from kapiserver.server.workers import WorkerSupervisor
+        WorkerSupervisor(config, bundle, count, reactor, install_signal_handlers=install_signal_handlers,
+                         exit_on_failure=exit_on_failure).setServiceParent(top)
+    else:
+        KapiService(config, bundle, reactor, install_signal_handlers=install_signal_handlers,
+                    exit_on_failure=exit_on_failure).setServiceParent(top)
     return top

@@ -14,6 +14,16 @@ one fsync for many writes).  Reads at a file path run on a small pool of reader
 threads, each with its own connection; WAL gives every read transaction a
 consistent snapshot that never waits on the writer.  Watchers are fed on the
 reactor thread right after each commit (:mod:`kapiserver.storage.sqlite_watch`).
+
+Shared (``shared=True``, for ``workers: N``): several processes open the same
+file, each with its own writer.  SQLite's write lock serialises their
+transactions; each batch reads the revision from ``meta`` under that lock, so
+revisions stay one sequence.  A process learns of the others' commits from
+:mod:`kapiserver.storage.sqlite_peers` and reads them back from the database
+("catching up"), publishing every revision to its watchers exactly once and in
+order; its own batches are published directly when they follow on from what
+it has already published.  Only the process with ``maintenance=True`` runs
+compaction and lease expiry.
 """
 from __future__ import annotations
 
@@ -34,7 +44,8 @@ from kapiserver.storage.interface import (
     DELETE, PUT, CompactedError, ConflictError, ErrorHandler, Event, EventHandler, FutureRevisionError,
     KeyExistsError, KeyNotFoundError, KeyValue, ListResult, ProgressHandler, StorageError,
     UnavailableError, Watch)
-from kapiserver.storage.sqlite_watch import WatchHub
+from kapiserver.storage.sqlite_peers import CommitBell, SharedRevision
+from kapiserver.storage.sqlite_watch import HISTORY_PAGE, WatchHub
 
 log = Logger()
 
@@ -66,6 +77,8 @@ INSERT OR IGNORE INTO meta VALUES ('revision', 0), ('compacted', 0);
 
 # Writes committed in one transaction at most (bounds the latency of a batch).
 MAX_BATCH = 500
+# Shared: how often a process checks for commits it was not rung about (a lost datagram).
+SHARED_POLL_INTERVAL = 0.5
 # Rows removed per compaction transaction, so writes interleave with a big compaction.
 COMPACT_STEP = 20000
 READ_THREADS = 2
@@ -96,6 +109,25 @@ def _kv(row: tuple) -> KeyValue:
     return KeyValue(row[0].decode(), bytes(row[1]), row[2], row[3], row[4])
 
 
+def _history(conn: sqlite3.Connection, compacted: int, prefix: str, after: int, bound: int,
+             limit: int) -> list[Event]:
+    """Up to ``limit`` events under ``prefix`` with after < revision <= bound, in order."""
+    if after + 1 < compacted:
+        raise CompactedError(after, compacted)
+    cond, params = _range(prefix, col="k.key")
+    rows = conn.execute(
+        "SELECT k.key, k.value, k.create_rev, k.rev, k.lease, k.deleted, "
+        "p.key, p.value, p.create_rev, p.rev, p.lease FROM kv k LEFT JOIN kv p ON p.rev = k.prev_rev "
+        f"WHERE k.rev > ? AND k.rev <= ? AND {cond} ORDER BY k.rev LIMIT ?",
+        [after, bound] + params + [limit]).fetchall()
+    events = []
+    for r in rows:
+        kv = _kv(r[:5])
+        prev = _kv(r[6:]) if r[6] is not None else None
+        events.append(Event(DELETE if r[5] else PUT, kv, prev, kv.mod_revision))
+    return events
+
+
 def _connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 10000")
@@ -106,7 +138,8 @@ class SQLiteStorage:
     """:class:`kapiserver.storage.interface.Storage` on an embedded SQLite file."""
 
     def __init__(self, path: str, compaction_interval: float = 300.0, compaction_retain: int = 0,
-                 lease_sweep_interval: float = 1.0, reactor=None, read_threads: int = READ_THREADS) -> None:
+                 lease_sweep_interval: float = 1.0, reactor=None, read_threads: int = READ_THREADS,
+                 shared: bool = False, maintenance: bool = True) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -116,10 +149,14 @@ class SQLiteStorage:
         self.lease_sweep_interval = lease_sweep_interval
         self._reactor = reactor
         self._memory = path == ":memory:"
+        if shared and self._memory:
+            raise ValueError("an in-memory SQLite database cannot be shared between processes")
+        self.shared = shared
+        self.maintenance = maintenance
         self._writer = ThreadPool(1, 1, name="sqlite-writer")
         # read_threads=0 runs reads on the writer thread (one connection in all).
-        self._shared = self._memory or read_threads <= 0
-        self._readers = self._writer if self._shared else ThreadPool(1, read_threads, name="sqlite-reader")
+        self._reads_on_writer = self._memory or read_threads <= 0
+        self._readers = self._writer if self._reads_on_writer else ThreadPool(1, read_threads, name="sqlite-reader")
         self._wconn: Optional[sqlite3.Connection] = None
         self._w_rev = 0  # current revision, owned by the writer thread
         self._local = threading.local()
@@ -136,6 +173,12 @@ class SQLiteStorage:
         self._loops: list[task.LoopingCall] = []
         self._running = False
         self._hub = WatchHub(self._read_history, reactor)
+        # shared: the others' commits (see sqlite_peers) and the catch-up state
+        self._bell: Optional[CommitBell] = None
+        self._shared_revision: Optional[SharedRevision] = None
+        self._catch_up_target = 0
+        self._catching_up = False
+        self._own_batches: list[tuple[int, int, builtins.list[Event]]] = []  # (start, end, events)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -146,12 +189,18 @@ class SQLiteStorage:
         self._writer.start()
         if self._readers is not self._writer:
             self._readers.start()
+        if self.shared:
+            self._bell = CommitBell(self._reactor, self._catch_up)
+            self._bell.listen()
         self._revision, self._compacted, leases = await self._on_writer(self._open)
         self._leases = dict(leases)
         self._hub.published = self._revision
         self._running = True
-        for interval, fn in ((self.lease_sweep_interval, self._sweep_leases),
-                             (self.compaction_interval, self._periodic_compact)):
+        loops = [(SHARED_POLL_INTERVAL, self._poll_shared)] if self.shared else []
+        if self.maintenance:
+            loops += [(self.lease_sweep_interval, self._sweep_leases),
+                      (self.compaction_interval, self._periodic_compact)]
+        for interval, fn in loops:
             if interval and interval > 0:
                 loop = task.LoopingCall(fn)
                 loop.clock = self._reactor
@@ -183,6 +232,10 @@ class SQLiteStorage:
             if self._batch is not None:
                 await self._batch
         await self._on_writer(self._close_writer)
+        if self._bell is not None:
+            self._bell.close()
+        if self._shared_revision is not None:
+            self._shared_revision.close()
         if self._readers is not self._writer:
             # stop() lets in-flight reads finish (joining idle threads is
             # quick); only then are their connections closed.
@@ -213,6 +266,9 @@ class SQLiteStorage:
             for suffix in ("-wal", "-shm"):  # made by an older version, or under an older umask
                 private_files.tighten(self.path + suffix)
         self._wconn = conn
+        if self._bell is not None:
+            self._bell.join(conn)
+            self._shared_revision = SharedRevision(self.path + "-rev")
         meta = dict(conn.execute("SELECT name, value FROM meta"))
         top = conn.execute("SELECT max(rev) FROM kv").fetchone()[0] or 0
         self._w_rev = max(meta["revision"], top)
@@ -221,9 +277,11 @@ class SQLiteStorage:
 
     def _close_writer(self) -> None:
         if self._wconn is not None:
+            if self._bell is not None:
+                self._bell.leave(self._wconn)
             if not self._memory:
                 try:
-                    self._wconn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._wconn.execute(f"PRAGMA wal_checkpoint({self._checkpoint_mode})")
                 except sqlite3.Error:
                     pass
             self._wconn.close()
@@ -235,6 +293,11 @@ class SQLiteStorage:
                 conn.close()
             self._rconns = []
 
+    @property
+    def _checkpoint_mode(self) -> str:
+        # TRUNCATE waits for every reader; other processes' readers must not hold up this one
+        return "PASSIVE" if self.shared else "TRUNCATE"
+
     def _on_writer(self, fn: Callable, *args: Any) -> defer.Deferred:
         return threads.deferToThreadPool(self._reactor, self._writer, fn, *args)
 
@@ -245,7 +308,7 @@ class SQLiteStorage:
 
     def _rconn(self) -> sqlite3.Connection:
         """This thread's read connection (the writer's for an in-memory store)."""
-        if self._shared:
+        if self._reads_on_writer:
             assert self._wconn is not None
             return self._wconn
         conn = getattr(self._local, "conn", None)
@@ -284,13 +347,19 @@ class SQLiteStorage:
         return revision
 
     def current_revision(self) -> defer.Deferred:
-        return defer.succeed(self._revision)
+        return defer.succeed(self.local_revision())
 
-    def local_revision(self) -> Optional[int]:
-        """The latest committed revision: this process commits every write (see the Storage contract)."""
+    def local_revision(self) -> int:
+        """The latest committed revision, known without a round trip (see the Storage contract):
+        this process commits every write, or, shared, every process advertises its own in
+        :class:`SharedRevision` before acknowledging them."""
+        if self._shared_revision is not None:
+            return max(self._revision, self._shared_revision.get())
         return self._revision
 
     def compacted_revision(self) -> defer.Deferred:
+        if self.shared:  # another process may have compacted
+            return self._read(lambda conn, current, compacted: compacted)
         return defer.succeed(self._compacted)
 
     def get(self, key: str, revision: int = 0) -> defer.Deferred:
@@ -346,20 +415,7 @@ class SQLiteStorage:
     def _read_history(self, prefix: str, after: int, bound: int, limit: int) -> defer.Deferred:
         """Events under ``prefix`` with after < revision <= bound (for watch replay)."""
         def run(conn: sqlite3.Connection, current: int, compacted: int) -> list[Event]:
-            if after + 1 < compacted:
-                raise CompactedError(after, compacted)
-            cond, params = _range(prefix, col="k.key")
-            rows = conn.execute(
-                "SELECT k.key, k.value, k.create_rev, k.rev, k.lease, k.deleted, "
-                "p.key, p.value, p.create_rev, p.rev, p.lease FROM kv k LEFT JOIN kv p ON p.rev = k.prev_rev "
-                f"WHERE k.rev > ? AND k.rev <= ? AND {cond} ORDER BY k.rev LIMIT ?",
-                [after, bound] + params + [limit]).fetchall()
-            events = []
-            for r in rows:
-                kv = _kv(r[:5])
-                prev = _kv(r[6:]) if r[6] is not None else None
-                events.append(Event(DELETE if r[5] else PUT, kv, prev, kv.mod_revision))
-            return events
+            return _history(conn, compacted, prefix, after, bound, limit)
         return self._read(run)
 
     # ------------------------------------------------------------ writes
@@ -389,10 +445,13 @@ class SQLiteStorage:
             for _, _, d in batch:
                 d.errback(err)
         else:
-            revision, results = outcome
+            start, revision, results = outcome
             events = [e for ok, _, evs in results if ok for e in evs]
-            self._revision = max(self._revision, revision)
-            self._hub.publish(events, self._revision)
+            if self.shared:
+                self._committed_here(start, revision, events)
+            else:
+                self._revision = max(self._revision, revision)
+                self._hub.publish(events, self._revision)
             for (_, _, d), (ok, value, _) in zip(batch, results):
                 if ok:
                     d.callback(value)
@@ -400,14 +459,20 @@ class SQLiteStorage:
                     d.errback(value)
         self._kick()
 
-    def _commit_batch(self, ops: builtins.list[tuple[Callable, tuple]]) -> tuple[int, builtins.list]:
-        """Writer thread: run every op in one transaction; one fsync for all."""
+    def _commit_batch(self, ops: builtins.list[tuple[Callable, tuple]]) -> tuple[int, int, builtins.list]:
+        """Writer thread: run every op in one transaction; one fsync for all.
+
+        Returns the revision before and after the batch, and each op's outcome.
+        """
         conn = self._wconn
         assert conn is not None
-        start = self._w_rev
         results = []
+        peers: builtins.list[str] = []
         conn.execute("BEGIN IMMEDIATE")
+        start = self._w_rev
         try:
+            if self.shared:  # another process may have written since our last batch
+                self._w_rev = start = conn.execute("SELECT value FROM meta WHERE name = 'revision'").fetchone()[0]
             for op, args in ops:
                 try:
                     value, events = op(conn, *args)
@@ -416,13 +481,18 @@ class SQLiteStorage:
                     results.append((False, err, []))
             if self._w_rev != start:
                 conn.execute("UPDATE meta SET value = ? WHERE name = 'revision'", (self._w_rev,))
+                if self._bell is not None and self._shared_revision is not None:
+                    self._shared_revision.advance(self._w_rev)  # under the write lock: it only grows
+                    peers = self._bell.peers(conn)
             conn.execute("COMMIT")
         except BaseException:
             self._w_rev = start
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return self._w_rev, results
+        if peers and self._bell is not None:
+            self._bell.ring(peers, self._w_rev)
+        return start, self._w_rev, results
 
     # Each op runs on the writer thread inside the batch transaction, checks
     # its preconditions before writing, and returns (result, events).
@@ -527,8 +597,10 @@ class SQLiteStorage:
     def _sweep_leases(self) -> Optional[defer.Deferred]:
         """Delete the keys of expired leases through the normal delete path."""
         now = time.time()
-        if self._sweeping or not self._running or not any(t <= now for t in self._leases.values()):
+        if self._sweeping or not self._running:
             return None
+        if not self.shared and not any(t <= now for t in self._leases.values()):
+            return None  # (shared, leases granted by other processes are only in the database)
         self._sweeping = True
 
         def swept(expired: list[int]) -> None:
@@ -557,7 +629,7 @@ class SQLiteStorage:
         return d.addBoth(finished)
 
     async def _compact(self, revision: int) -> None:
-        current = self._revision
+        current = self.local_revision()
         if revision > current:
             raise FutureRevisionError(revision, current)
         if revision <= self._compacted:
@@ -608,20 +680,92 @@ class SQLiteStorage:
         # would stop after one page; executescript() steps it to the end.
         conn.executescript("PRAGMA incremental_vacuum;")
         if not self._memory:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute(f"PRAGMA wal_checkpoint({self._checkpoint_mode})")
 
     def _periodic_compact(self) -> Optional[defer.Deferred]:
         """kube-apiserver's compaction schedule: every interval, compact to the revision seen one
         interval earlier (keeping at least ``compaction_retain`` revisions), so every reader of an
         old revision (a watch catching up, a continue token) has one to two intervals before it
         is compacted away, whether or not anything was written since."""
-        seen, self._seen_revision = self._seen_revision, self._revision
-        target = min(seen, self._revision - self.compaction_retain)
+        current = self.local_revision()
+        seen, self._seen_revision = self._seen_revision, current
+        target = min(seen, current - self.compaction_retain)
         if target <= self._compacted or not self._running:
             return None
         d = self.compact(target)
         d.addErrback(lambda f: log.failure("periodic compaction to {rev} failed", f, rev=target))
         return d
+
+    # ------------------------------------------------------------ shared: the others' commits
+
+    def _committed_here(self, start: int, end: int, events: builtins.list[Event]) -> None:
+        """Publish a batch of ours, in order with the other processes' writes."""
+        if end <= start:
+            return
+        self._own_batches.append((start, end, events))
+        self._catch_up(end)
+
+    def _poll_shared(self) -> None:
+        """The safety net for a lost ring."""
+        if self._shared_revision is not None:
+            self._catch_up(self._shared_revision.get())
+
+    def _catch_up(self, revision: int) -> None:
+        """Publish every revision up to ``revision`` (reactor thread; one catch-up at a time)."""
+        self._catch_up_target = max(self._catch_up_target, revision)
+        if self._catching_up or not self._running or self._catch_up_target <= self._hub.published:
+            return
+        self._catching_up = True
+        d = defer.Deferred.fromCoroutine(self._catch_up_loop())
+        d.addErrback(lambda f: log.failure("catching up with the shared database failed", f))
+
+    async def _catch_up_loop(self) -> None:
+        try:
+            while self._running and self._catch_up_target > self._hub.published:
+                if self._publish_own_batch():
+                    continue
+                try:
+                    events, upto, compacted = await self._read(self._read_tail, self._hub.published)
+                except CompactedError as err:
+                    await self._skip_compacted(err)
+                    continue
+                self._compacted = max(self._compacted, compacted)
+                self._revision = max(self._revision, upto)
+                self._hub.publish(events, upto)
+        except UnavailableError:
+            pass  # stopping
+        finally:
+            self._catching_up = False
+            self._own_batches = [b for b in self._own_batches if b[1] > self._hub.published]
+
+    def _publish_own_batch(self) -> bool:
+        """Publish a batch of ours that follows on from what is published (no read needed)."""
+        published = self._hub.published
+        self._own_batches = [b for b in self._own_batches if b[1] > published]
+        for batch in self._own_batches:
+            start, end, events = batch
+            if start == published:
+                self._own_batches.remove(batch)
+                self._revision = max(self._revision, end)
+                self._hub.publish(events, end)
+                return True
+        return False
+
+    @staticmethod
+    def _read_tail(conn: sqlite3.Connection, current: int, compacted: int,
+                   after: int) -> tuple[builtins.list[Event], int, int]:
+        """Reader thread: the next page of events after ``after``, and the revision it reaches."""
+        events = _history(conn, compacted, "", after, current, HISTORY_PAGE)
+        upto = current if len(events) < HISTORY_PAGE else events[-1].revision
+        return events, upto, compacted
+
+    async def _skip_compacted(self, err: CompactedError) -> None:
+        """Our watchers fell behind a compaction made elsewhere: they end (clients relist)."""
+        log.warn("the shared database was compacted past revision {rev}; ending watches", rev=self._hub.published)
+        self._hub.end_all(err)
+        current = await self._read(lambda conn, current, compacted: current)
+        self._revision = max(self._revision, current)
+        self._hub.published = max(self._hub.published, current)
 
     # ------------------------------------------------------------ introspection
 

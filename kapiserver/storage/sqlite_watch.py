@@ -114,6 +114,11 @@ class WatchHub:
         for w in list(self._watches):
             w.progress(revision)
 
+    def end_all(self, err: Exception) -> None:
+        """End every watch with ``err`` (they cannot be continued without a gap)."""
+        for w in list(self._watches):
+            w.end(err)
+
     def close(self) -> None:
         """Cancel every watch without calling on_error (store shutdown)."""
         for w in list(self._watches):

@@ -70,6 +70,7 @@ class ServerProcess:
         config: dict[str, Any] = {
             "secure_port": 0,
             "bind_address": "127.0.0.1",
+            "workers": 1,  # one process unless a test asks for more (tests/e2e/test_workers.py)
             "advertise_address": TEST_ADVERTISE_ADDRESS,  # Endpoints refuse loopback addresses
             "cert_dir": os.path.join(self.workdir, "certs"),
             "data_dir": os.path.join(self.workdir, "data"),

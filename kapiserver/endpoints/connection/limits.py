@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import resource
 import socket
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import connectionDone
@@ -130,6 +130,8 @@ class ConnectionLimiter(policies.WrappingFactory):
         self.open = 0
         self.per_address: dict[str, int] = {}
         self.refused_total = 0
+        # called with the number of open connections whenever it changes (workers' accept balance)
+        self.on_count_change: Optional[Callable[[int], None]] = None
         self._refused_since_log = 0
         self._last_log = 0.0
 
@@ -147,10 +149,14 @@ class ConnectionLimiter(policies.WrappingFactory):
         super().registerProtocol(p)
         self.open += 1
         self.per_address[p.host] = self.per_address.get(p.host, 0) + 1
+        if self.on_count_change is not None:
+            self.on_count_change(self.open)
 
     def unregisterProtocol(self, p: Any) -> None:
         super().unregisterProtocol(p)
         self.open -= 1
+        if self.on_count_change is not None:
+            self.on_count_change(self.open)
         left = self.per_address.get(p.host, 1) - 1
         if left > 0:
             self.per_address[p.host] = left

@@ -1,0 +1,271 @@
+"""``workers: N``: N server processes behind one listening address, under one supervisor.
+
+The process twistd runs becomes the supervisor: it loads the certificates,
+binds the listening socket and writes the admin kubeconfig, then starts N
+workers (``python -m kapiserver.server.worker``), each handed the socket as
+file descriptor 3, the table of connections per worker (``accept_balance.py``) as 4
+and the configuration on its standard input.  Every worker
+is a whole API server (``KapiService``) accepting from the shared socket; the
+kernel hands each new connection to one of them.  They share the storage as
+several kube-apiservers share etcd (the SQLite file is opened shared, see
+``storage/sqlite.py``), so a watch on one sees the others' writes in order,
+leader-elected controllers run in one of them, and worker 0 does the storage
+maintenance.
+
+systemd talks to the supervisor only: each worker's sd_notify socket is one
+the supervisor listens on, and the supervisor sends ``READY=1`` once every
+worker is ready, ``STOPPING=1`` when it stops, and its own watchdog pings.  A
+worker that exits is replaced (after a pause if it had just started); one
+that fails while the server starts fails the start.  SIGTERM is passed on to
+every worker, each drains as a single server does, and the supervisor exits
+when the last one has.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from typing import Any, Optional
+
+from twisted.application import service
+from twisted.internet import defer, protocol
+from twisted.logger import Logger
+
+from kapiserver.server import systemd
+from kapiserver.server.accept_balance import ConnectionTable
+from kapiserver.server.certs import CertBundle
+from kapiserver.server.config import Config, config_to_dict
+from kapiserver.server.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, StartupError,
+                                       exit_after_startup_failure, install_shutdown_signals, stop_reactor,
+                                       write_kubeconfig)
+
+log = Logger()
+
+WORKER_INDEX_ENV = "KAPISERVER_WORKER"
+LISTEN_FD = 3
+CONNECTION_TABLE_FD = 4
+# a worker that ran at least this long is replaced at once; a quicker exit waits RESPAWN_PAUSE
+STABLE_SECONDS = 10.0
+RESPAWN_PAUSE = 1.0
+# after the workers' own drain time, how long they get before they are killed
+STOP_GRACE_SECONDS = 5.0
+# how long after a worker's exit its last sd_notify datagram may still arrive
+STATUS_WAIT_SECONDS = 0.05
+
+
+class _WorkerNotifications(protocol.DatagramProtocol):
+    """A worker's sd_notify messages."""
+
+    noisy = False
+
+    def __init__(self, supervisor: "WorkerSupervisor", index: int) -> None:
+        self.supervisor = supervisor
+        self.index = index
+
+    def datagramReceived(self, data: bytes, addr: Any) -> None:
+        for line in data.decode("utf-8", "replace").splitlines():
+            self.supervisor.worker_notified(self.index, line)
+
+
+class _WorkerProcess(protocol.ProcessProtocol):
+    """One worker process: writes it its configuration, reports its end."""
+
+    def __init__(self, supervisor: "WorkerSupervisor", index: int, config_json: bytes) -> None:
+        self.supervisor = supervisor
+        self.index = index
+        self.config_json = config_json
+        self.started_at = supervisor.reactor.seconds()
+        self.ready = False
+        self.pid: Optional[int] = None
+        self.status = ""  # its last sd_notify STATUS= (why it could not start)
+
+    def connectionMade(self) -> None:
+        self.pid = self.transport.pid
+        self.transport.write(self.config_json)
+        self.transport.closeStdin()
+
+    def processEnded(self, reason: Any) -> None:
+        self.supervisor.worker_ended(self, reason.value.exitCode, reason.value.signal)
+
+
+class WorkerSupervisor(service.Service):
+    """Starts, watches and stops the workers.  ``ready`` fires with the port once all serve."""
+
+    name = "kapiserver"
+
+    def __init__(self, config: Config, bundle: CertBundle, count: int, reactor: Any = None,
+                 install_signal_handlers: bool = False, exit_on_failure: bool = False,
+                 env: Optional[dict] = None) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.config = config
+        self.bundle = bundle
+        self.count = count
+        self.reactor = reactor
+        self.install_signal_handlers = install_signal_handlers
+        self.exit_on_failure = exit_on_failure
+        self.notifier = systemd.Notifier(env, reactor)
+        self.ready: defer.Deferred = defer.Deferred()
+        self.workers: dict[int, _WorkerProcess] = {}
+        self.replacements = 0  # workers started in place of one that ended (tests, logs)
+        self._socket: Optional[socket.socket] = None
+        self._port: Optional[int] = None
+        self._connection_table = os.memfd_create("kapiserver-connections")
+        os.ftruncate(self._connection_table, ConnectionTable.size(count))
+        self._notify_ports: list[Any] = []
+        self._notify_names = [f"kapiserver-{os.getpid()}-{os.urandom(6).hex()}-worker-{i}" for i in range(count)]
+        self._config_json = json.dumps({"source": config.source, "config": config_to_dict(config)}).encode()
+        self._stopping: Optional[defer.Deferred] = None
+        self._all_ended: Optional[defer.Deferred] = None
+
+    @property
+    def bound_port(self) -> Optional[int]:
+        return self._port
+
+    # ------------------------------------------------------------ start
+
+    def startService(self) -> None:
+        super().startService()
+        if self.install_signal_handlers:
+            self.reactor.callWhenRunning(install_shutdown_signals, self.reactor, self._on_signal)
+        try:
+            self._listen()
+        except StartupError as e:
+            self._startup_failed(str(e))
+            return
+        for index, name in enumerate(self._notify_names):
+            self._notify_ports.append(
+                self.reactor.listenUNIXDatagram("\0" + name, _WorkerNotifications(self, index)))
+        for index in range(self.count):
+            self._spawn(index)
+
+    def _listen(self) -> None:
+        config = self.config
+        family = socket.AF_INET6 if ":" in config.bind_address else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((config.bind_address, config.secure_port))
+            sock.listen(LISTEN_BACKLOG)
+        except OSError as e:
+            sock.close()
+            raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: "
+                               f"{e.strerror}") from None
+        sock.setblocking(False)
+        self._socket = sock
+        self._port = sock.getsockname()[1]
+        log.info("Serving securely on {host}:{port} with {n} workers", host=config.bind_address, port=self._port,
+                 n=self.count)
+        write_kubeconfig(config, self.bundle, self._port)
+
+    def _spawn(self, index: int) -> None:
+        assert self._socket is not None
+        env = {k: v for k, v in os.environ.items() if k not in ("WATCHDOG_USEC", "WATCHDOG_PID")}
+        env["NOTIFY_SOCKET"] = "@" + self._notify_names[index]
+        env[WORKER_INDEX_ENV] = str(index)
+        worker = _WorkerProcess(self, index, self._config_json)
+        self.reactor.spawnProcess(worker, sys.executable, [sys.executable, "-m", "kapiserver.server.worker"],
+                                  env=env, path=os.getcwd(),
+                                  childFDs={0: "w", 1: 1, 2: 2, LISTEN_FD: self._socket.fileno(),
+                                            CONNECTION_TABLE_FD: self._connection_table})
+        self.workers[index] = worker
+        log.info("worker {index} started (pid {pid})", index=index, pid=worker.pid)
+
+    def worker_notified(self, index: int, state: str) -> None:
+        worker = self.workers.get(index)
+        if worker is not None and state.startswith("STATUS="):
+            worker.status = state[len("STATUS="):]
+        if worker is None or state != "READY=1" or worker.ready:
+            return
+        worker.ready = True
+        log.info("worker {index} (pid {pid}) is ready", index=index, pid=worker.pid)
+        if not self.ready.called and len(self.workers) == self.count and all(w.ready for w in self.workers.values()):
+            log.info("kapiserver is ready ({n} workers)", n=self.count)
+            self.notifier.ready()
+            self.ready.callback(self._port)
+
+    def worker_ended(self, worker: _WorkerProcess, code: Optional[int], signum: Optional[int]) -> None:
+        if self.workers.get(worker.index) is worker:
+            del self.workers[worker.index]
+        how = f"exit status {code}" if signum is None else f"signal {signal.Signals(signum).name}"
+        if self._stopping is not None:
+            log.info("worker {index} (pid {pid}) ended: {how}", index=worker.index, pid=worker.pid, how=how)
+            if not self.workers and self._all_ended is not None and not self._all_ended.called:
+                self._all_ended.callback(None)
+            return
+        if not self.ready.called and signum is None:
+            # its STATUS= says why; the datagram may still be on its way
+            self.reactor.callLater(STATUS_WAIT_SECONDS, self._worker_failed_to_start, worker, how)
+            return
+        lived = self.reactor.seconds() - worker.started_at
+        pause = 0.0 if lived >= STABLE_SECONDS else RESPAWN_PAUSE
+        log.warn("worker {index} (pid {pid}) ended ({how}); starting a new one in {pause}s", index=worker.index,
+                 pid=worker.pid, how=how, pause=pause)
+        self.reactor.callLater(pause, self._replace, worker.index)
+
+    def _worker_failed_to_start(self, worker: _WorkerProcess, how: str) -> None:
+        if self._stopping is None:
+            self._startup_failed(worker.status or f"worker {worker.index} could not start ({how})")
+
+    def _replace(self, index: int) -> None:
+        if self._stopping is None and index not in self.workers:
+            self.replacements += 1
+            self._spawn(index)
+
+    def _startup_failed(self, message: str) -> None:
+        log.error("{message}", message=message)
+        if not self.ready.called:
+            self.ready.errback(StartupError(message))
+            self.ready.addErrback(lambda f: None)
+        d = self.shutdown()
+        if self.exit_on_failure:
+            d.addBoth(lambda _: exit_after_startup_failure(self.reactor, message))
+
+    # ------------------------------------------------------------ stop
+
+    def _on_signal(self, signum: int) -> None:
+        log.info("Received {signal}, stopping {n} workers", signal=signal.Signals(signum).name, n=len(self.workers))
+        self.shutdown().addBoth(lambda _: stop_reactor(self.reactor))
+
+    def stopService(self) -> defer.Deferred:
+        super().stopService()
+        return self.shutdown()
+
+    def shutdown(self) -> defer.Deferred:
+        """Stop every worker (each drains); idempotent."""
+        if self._stopping is None:
+            self._stopping = defer.Deferred.fromCoroutine(self._stop())
+            self._stopping.addErrback(lambda f: log.failure("error during shutdown", f))
+        d: defer.Deferred = defer.Deferred()
+        self._stopping.addBoth(lambda r: (d.callback(None), r)[1])
+        return d
+
+    async def _stop(self) -> None:
+        self.notifier.stopping()
+        if self._socket is not None:
+            # the workers hold their own copies until they have drained; ours only outlived them
+            self._socket.close()
+            self._socket = None
+        if self.workers:
+            self._all_ended = defer.Deferred()
+            self._signal_workers(signal.SIGTERM)
+            shutdown = self.config.shutdown
+            grace = shutdown.delay_seconds + shutdown.drain_seconds + FINAL_FLUSH_SECONDS + STOP_GRACE_SECONDS
+            timer = self.reactor.callLater(grace, self._signal_workers, signal.SIGKILL)
+            await self._all_ended
+            if timer.active():
+                timer.cancel()
+        for port in self._notify_ports:  # (the workers' STOPPING=1 came to them)
+            port.stopListening()
+        self._notify_ports = []
+        log.info("kapiserver stopped")
+
+    def _signal_workers(self, signum: int) -> None:
+        for worker in list(self.workers.values()):
+            try:
+                worker.transport.signalProcess(signum)
+            except Exception:
+                pass  # already gone: its processEnded is on the way

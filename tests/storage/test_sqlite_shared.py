@@ -1,0 +1,125 @@
+"""The SQLite backend shared by several processes (``workers: N``).
+
+Two stores opened on one file are what two worker processes have: separate
+connections, writer threads and watch hubs, told of each other's commits
+only through ``sqlite_peers``.  The whole storage contract must hold when
+writes alternate between them and reads and watches go to the other one.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from kapiserver.storage.sqlite import SQLiteStorage
+from tests.storage.contract import Recorder, StorageContractTests, until
+
+
+class TwoProcesses:
+    """Two shared stores on one file: writes alternate between them; reads and watches go to
+    ``reader``, which does no maintenance; compaction and lease expiry are ``maintainer``'s."""
+
+    def __init__(self, path: str) -> None:
+        self.maintainer = SQLiteStorage(path, shared=True, lease_sweep_interval=0.2)
+        self.reader = SQLiteStorage(path, shared=True, maintenance=False)
+        self._turn = 0
+
+    async def start(self) -> None:
+        await self.maintainer.start()
+        await self.reader.start()
+
+    async def stop(self) -> None:
+        await self.reader.stop()
+        await self.maintainer.stop()
+
+    def _writer(self) -> SQLiteStorage:
+        self._turn += 1
+        return self.maintainer if self._turn % 2 else self.reader
+
+    def create(self, *args: Any, **kw: Any) -> defer.Deferred:
+        return self._writer().create(*args, **kw)
+
+    def update(self, *args: Any, **kw: Any) -> defer.Deferred:
+        return self._writer().update(*args, **kw)
+
+    def delete(self, *args: Any, **kw: Any) -> defer.Deferred:
+        return self._writer().delete(*args, **kw)
+
+    def grant_lease(self, ttl: int) -> defer.Deferred:
+        return self.reader.grant_lease(ttl)  # expired by the maintainer, which did not grant it
+
+    def compact(self, revision: int) -> defer.Deferred:
+        return self.maintainer.compact(revision)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reader, name)
+
+
+class SharedSQLiteContractTests(StorageContractTests, unittest.TestCase):
+    async def make_storage(self) -> TwoProcesses:
+        self.path = os.path.abspath(self.mktemp()) + ".db"
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        pair = TwoProcesses(self.path)
+        await pair.start()
+        return pair
+
+    async def restart_storage(self) -> TwoProcesses:
+        await self.storage.stop()
+        pair = TwoProcesses(self.path)
+        await pair.start()
+        return pair
+
+
+class SharedSQLiteTests(unittest.TestCase):
+    async def open_pair(self) -> TwoProcesses:
+        path = os.path.abspath(self.mktemp()) + ".db"
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        pair = TwoProcesses(path)
+        await pair.start()
+        self.addCleanup(pair.stop)
+        return pair
+
+    async def test_concurrent_writers_share_one_revision_sequence(self):
+        pair = await self.open_pair()
+        a, b = pair.maintainer, pair.reader
+        seen_a, seen_b = Recorder(), Recorder()
+        start = await a.current_revision()
+        a.watch("/c/", start, seen_a.on_event, seen_a.on_error)
+        b.watch("/c/", start, seen_b.on_event, seen_b.on_error)
+        written = await defer.gatherResults(
+            [(a if i % 3 else b).create(f"/c/{i:03}", b"x") for i in range(300)])
+        revisions = sorted(kv.mod_revision for kv in written)
+        self.assertEqual(revisions, list(range(start + 1, start + 301)))
+        await until(lambda: len(seen_a.events) == 300 and len(seen_b.events) == 300, what="every event")
+        self.assertEqual(seen_a.revisions(), revisions)
+        self.assertEqual(seen_b.revisions(), revisions)
+        self.assertEqual((seen_a.errors, seen_b.errors), ([], []))
+
+    async def test_a_write_acknowledged_by_one_is_read_by_the_other(self):
+        pair = await self.open_pair()
+        a, b = pair.maintainer, pair.reader
+        for i in range(20):
+            kv = await a.create(f"/r/{i}", b"v")
+            # without waiting for the ring: the shared revision already covers the write
+            self.assertGreaterEqual(await b.current_revision(), kv.mod_revision)
+            self.assertEqual((await b.get(f"/r/{i}")).value, b"v")
+
+    async def test_a_peer_that_is_gone_is_forgotten(self):
+        pair = await self.open_pair()
+        gone = SQLiteStorage(pair.maintainer.path, shared=True, maintenance=False)
+        await gone.start()
+        name = gone._bell.name
+        gone._bell.close()  # as a killed process: it never left the peers table
+        gone._bell = None
+        await gone.stop()
+        later = SQLiteStorage(pair.maintainer.path, shared=True, maintenance=False)
+        await later.start()
+        self.addCleanup(later.stop)
+        peers = [r[0] for r in later._wconn.execute("SELECT name FROM peers")]
+        self.assertNotIn(name, peers)
+        self.assertIn(later._bell.name, peers)
+
+    def test_an_in_memory_database_cannot_be_shared(self):
+        self.assertRaises(ValueError, SQLiteStorage, ":memory:", shared=True)
