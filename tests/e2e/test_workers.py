@@ -17,6 +17,7 @@ from typing import Any, Optional
 import yaml
 from twisted.trial import unittest
 
+from kapiserver.testing.etcd import shared_etcd, skip_reason
 from kapiserver.testing.process import ServerProcess
 from tests.e2e.rawclients import address, connect
 
@@ -98,8 +99,13 @@ def configmap(name: str) -> dict:
 
 
 class WorkersTests(unittest.TestCase):
+    """On the embedded store: two processes sharing one SQLite file."""
+
+    def server_config(self) -> dict:
+        return {"workers": 2}
+
     def setUp(self) -> None:
-        self.server = ServerProcess({"workers": 2}).start()
+        self.server = ServerProcess(self.server_config()).start()
         self.addCleanup(self.server.cleanup)
         self.namespace = "w-" + uuid.uuid4().hex[:8]
         conn = open_connection(self.server)
@@ -193,7 +199,8 @@ class WorkersTests(unittest.TestCase):
                                        "-o", "yaml").stdout)
         holder = lease["spec"]["holderIdentity"]
         self.assertTrue(holder)
-        log = self.server.log()
+        with open(self.server.log_path, errors="replace") as f:
+            log = f.read()
         started = [line for line in log.splitlines() if "started" in line and "controllers" in line
                    and "controllers.manager" in line]
         self.assertEqual(len(started), 1, started)
@@ -201,3 +208,14 @@ class WorkersTests(unittest.TestCase):
         kubectl("delete", "namespace", self.namespace, "--wait=true", "--timeout=60s")
         gone = kubectl("get", "namespace", self.namespace, check=False)
         self.assertNotEqual(gone.returncode, 0)
+
+
+class EtcdWorkersTests(WorkersTests):
+    """On etcd: two processes sharing one etcd (as two kube-apiservers do)."""
+
+    def server_config(self) -> dict:
+        reason = skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        return {"workers": 2, "storage": {"backend": "etcd3", "etcd": {
+            "servers": [shared_etcd().endpoint], "prefix": f"/workers-{uuid.uuid4().hex[:8]}"}}}
