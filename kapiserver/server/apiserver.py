@@ -179,7 +179,7 @@ class APIServer:
         # the connection authenticates with the chain's authenticator, before reading a body
         self.site = APISite(self.handler, limits.max_request_body_bytes, authenticator=self.authenticator,
                             policy=ConnectionPolicy.from_config(config), reactor=reactor,
-                            authorizer=self.authorizer)
+                            authorizer=self.authorizer, access_log=config.log_level == "debug")
         self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
         self.controllers: ServerControllers | None = None
         self.rbac_informers: PolicyInformers | None = None

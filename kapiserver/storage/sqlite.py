@@ -28,11 +28,12 @@ compaction and lease expiry.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import sqlite3
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ContextManager, Optional
 
 from twisted.internet import defer, task, threads
 from twisted.logger import Logger
@@ -459,11 +460,21 @@ class SQLiteStorage:
                     d.errback(value)
         self._kick()
 
+    def _exclusive(self) -> ContextManager[None]:
+        """Writer thread: the cross-process writers' lock when shared (see sqlite_peers)."""
+        if self._shared_revision is not None:
+            return self._shared_revision.writing()
+        return contextlib.nullcontext()
+
     def _commit_batch(self, ops: builtins.list[tuple[Callable, tuple]]) -> tuple[int, int, builtins.list]:
         """Writer thread: run every op in one transaction; one fsync for all.
 
         Returns the revision before and after the batch, and each op's outcome.
         """
+        with self._exclusive():
+            return self._commit_batch_locked(ops)
+
+    def _commit_batch_locked(self, ops: builtins.list[tuple[Callable, tuple]]) -> tuple[int, int, builtins.list]:
         conn = self._wconn
         assert conn is not None
         results = []
@@ -661,6 +672,11 @@ class SQLiteStorage:
         """
         conn = self._wconn
         assert conn is not None
+        with self._exclusive():
+            self._compact_step_locked(conn, low, high, revision)
+
+    @staticmethod
+    def _compact_step_locked(conn: sqlite3.Connection, low: int, high: int, revision: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(

@@ -170,7 +170,9 @@ class APISite(server.Site):
     ``authenticator`` is the one the authentication filter uses (None: requests
     are authenticated by the filter only, bodies always read), ``authorizer`` the
     authorization filter's (anonymous uploads it refuses are not read); ``connections``
-    are the open connections, which a graceful shutdown drains.
+    are the open connections, which a graceful shutdown drains.  ``access_log``: a line
+    per request (kube-apiserver writes its request log only at ``-v=3`` and up; here
+    ``log_level: debug``): formatting and writing it costs a busy server several percent.
     """
 
     requestFactory = APIRequest
@@ -178,7 +180,8 @@ class APISite(server.Site):
 
     def __init__(self, handler_chain: resource.IResource, max_body_bytes: int,
                  authenticator: Optional[Authenticator] = None, policy: Optional[ConnectionPolicy] = None,
-                 reactor: Any = None, authorizer: Optional[Authorizer] = None, **kwargs: Any) -> None:
+                 reactor: Any = None, authorizer: Optional[Authorizer] = None, access_log: bool = True,
+                 **kwargs: Any) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -191,6 +194,11 @@ class APISite(server.Site):
         self.authorizer = authorizer
         self.policy = policy if policy is not None else ConnectionPolicy(max_body_bytes=max_body_bytes)
         self.connections = OpenConnections()
+        self.access_log = access_log
+
+    def log(self, request: Any) -> None:
+        if self.access_log:
+            super().log(request)
 
     def buildProtocol(self, addr: Any) -> Any:
         from kapiserver.endpoints.connection.protocol import APIConnection
