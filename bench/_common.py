@@ -84,6 +84,16 @@ def rss_mb(pid: int) -> float:
 
 # ------------------------------------------------------------------ HTTPS
 
+
+def tree_rss_mb(pid: int) -> float:
+    """RSS of a process and its children (a supervisor and its workers), MiB."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(p) for p in f.read().split()]
+    except OSError:
+        children = []
+    return rss_mb(pid) + sum(tree_rss_mb(c) for c in children)
+
 def ssl_context(server: ServerProcess, client_certificate: bool = True) -> ssl.SSLContext:
     """Verify the server with its CA and present the admin client certificate (unless not asked)."""
     certs = os.path.join(server.workdir, "certs")

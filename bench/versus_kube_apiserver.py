@@ -21,7 +21,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import REPO, ServerProcess, machine, print_table, rss_mb, server_config  # noqa: E402
+from _common import REPO, ServerProcess, machine, print_table, rss_mb, server_config, tree_rss_mb  # noqa: E402
 
 ANCHOR = os.path.expanduser("~/.cache/kube-anchor")
 KBENCH = os.path.join(os.path.dirname(REPO), "shared", "bench", "kbench.py")
@@ -37,16 +37,6 @@ def kbench(kubeconfig: str, args: argparse.Namespace) -> dict[str, tuple[float, 
     return {m[1]: (float(m[2]), float(m[4]), int(m[5])) for m in map(LINE.match, out.splitlines()) if m}
 
 
-def tree_rss(pid: int) -> float:
-    """RSS of a process and its children (a supervisor and its workers), MiB."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            children = [int(p) for p in f.read().split()]
-    except OSError:
-        children = []
-    return rss_mb(pid) + sum(tree_rss(c) for c in children)
-
-
 def anchor_pid() -> int:
     with open(os.path.join(ANCHOR, "run", "kube-apiserver.pid")) as f:
         return int(f.read())
@@ -57,7 +47,7 @@ def kapiserver(config: dict, args: argparse.Namespace) -> tuple[dict, float]:
     try:
         results = kbench(server.kubeconfig, args)
         assert server.proc is not None
-        return results, tree_rss(server.proc.pid)
+        return results, tree_rss_mb(server.proc.pid)
     finally:
         server.stop()
 

@@ -1,6 +1,7 @@
 """Watch delivery delay through a real server: many HTTPS watch streams, steady writes.
 
-``python3 bench/watch_latency.py [--watchers 500] [--rate 100] [--seconds 10] [--backend sqlite|etcd|both]``
+``python3 bench/watch_latency.py [--watchers 500] [--rate 100] [--seconds 10] [--backend sqlite|etcd|both]
+[--workers 1] [--server-cpus 0 --client-cpus 1]``
 
 The watchers are real ``?watch=1`` HTTPS streams (admin client certificate),
 spread over a few client processes that read them with a selector.  Once every
@@ -8,6 +9,9 @@ stream is open, ConfigMaps are created at ``--rate`` per second, each carrying
 the wall-clock time just before its request was sent (``data.t``).  A watcher
 records ``now - t`` for every event it reads; the table shows p50/p99/max of
 those delays over all watchers, and how many of the expected events arrived.
+With ``--server-cpus``/``--client-cpus`` the server (``taskset``) and this
+benchmark's writers and watchers run on separate CPUs, so client work does not
+show up as server latency.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import (Client, ServerProcess, configmap, ensure_namespace, host_port, machine,  # noqa: E402
-                     print_table, rss_mb, scratch_dir, server_config, ssl_context, start_etcd)
+                     print_table, scratch_dir, server_config, ssl_context, start_etcd, tree_rss_mb)
 
 NAMESPACE = "watch-bench"
 
@@ -123,7 +127,9 @@ def write_at_rate(server: ServerProcess, rate: float, seconds: float, threads: i
 
 def run_backend(backend: str, args: argparse.Namespace) -> list:
     etcd = start_etcd(args.tmpfs) if backend == "etcd" else None
-    server = ServerProcess(server_config(backend, etcd), workdir=scratch_dir(args.tmpfs)).start()
+    prefix = ("taskset", "-c", args.server_cpus) if args.server_cpus else ()
+    server = ServerProcess(server_config(backend, etcd, workers=args.workers), workdir=scratch_dir(args.tmpfs),
+                           command_prefix=prefix).start()
     try:
         client = Client(server)
         ensure_namespace(client, NAMESPACE)
@@ -163,7 +169,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> list:
 
 
 def _rss(server: ServerProcess) -> float:
-    return rss_mb(server.proc.pid)
+    return tree_rss_mb(server.proc.pid)
 
 
 def main() -> None:
@@ -174,7 +180,12 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="client processes holding the streams")
     parser.add_argument("--backend", choices=("sqlite", "etcd", "both"), default="both")
     parser.add_argument("--tmpfs", action="store_true", help="keep the data of both backends in /dev/shm")
+    parser.add_argument("--workers", type=int, default=1, help="the server's workers (0 = one per CPU)")
+    parser.add_argument("--server-cpus", default="", help="CPUs of the server (taskset list, e.g. 0)")
+    parser.add_argument("--client-cpus", default="", help="CPUs of the writers and watchers (e.g. 1)")
     args = parser.parse_args()
+    if args.client_cpus:
+        os.sched_setaffinity(0, {int(c) for c in args.client_cpus.split(",")})
     rows = [run_backend(b, args) for b in (("sqlite", "etcd") if args.backend == "both" else (args.backend,))]
     print_table(["backend", "watchers", "target writes/s", "achieved writes/s", "delivered", "p50 ms", "p99 ms", "max ms", "write errors",
                  "RSS MiB (open)", "RSS MiB (end)"], rows,

@@ -14,9 +14,11 @@ maintenance.
 
 systemd talks to the supervisor only: each worker's sd_notify socket is one
 the supervisor listens on, and the supervisor sends ``READY=1`` once every
-worker is ready, ``STOPPING=1`` when it stops, and its own watchdog pings.  A
-worker that exits is replaced (after a pause if it had just started); one
-that fails while the server starts fails the start.  SIGTERM is passed on to
+worker is ready, ``STOPPING=1`` when it stops, and its own watchdog pings.
+With a watchdog (``WatchdogSec=``) each worker pings the supervisor as it would
+systemd, and a worker silent for the whole watchdog time (its reactor stuck)
+is killed.  A worker that exits is replaced (after a pause if it had just
+started); one that fails while the server starts fails the start.  SIGTERM is passed on to
 every worker, each drains as a single server does, and the supervisor exits
 when the last one has.
 """
@@ -30,7 +32,7 @@ import sys
 from typing import Any, Optional
 
 from twisted.application import service
-from twisted.internet import defer, protocol
+from twisted.internet import defer, protocol, task
 from twisted.logger import Logger
 
 from kapiserver.server import systemd
@@ -80,6 +82,7 @@ class _WorkerProcess(protocol.ProcessProtocol):
         self.ready = False
         self.pid: Optional[int] = None
         self.status = ""  # its last sd_notify STATUS= (why it could not start)
+        self.last_ping = self.started_at  # its last WATCHDOG=1
 
     def connectionMade(self) -> None:
         self.pid = self.transport.pid
@@ -120,6 +123,9 @@ class WorkerSupervisor(service.Service):
         self._config_json = json.dumps({"source": config.source, "config": config_to_dict(config)}).encode()
         self._stopping: Optional[defer.Deferred] = None
         self._all_ended: Optional[defer.Deferred] = None
+        # systemd's watchdog period, also the workers' (None: no watchdog)
+        self._watchdog = systemd.watchdog_interval(env)
+        self._watchdog_check: Optional[task.LoopingCall] = None
 
     @property
     def bound_port(self) -> Optional[int]:
@@ -165,6 +171,8 @@ class WorkerSupervisor(service.Service):
         assert self._socket is not None
         env = {k: v for k, v in os.environ.items() if k not in ("WATCHDOG_USEC", "WATCHDOG_PID")}
         env["NOTIFY_SOCKET"] = "@" + self._notify_names[index]
+        if self._watchdog is not None:
+            env["WATCHDOG_USEC"] = str(int(self._watchdog * 2 * 1_000_000))
         env[WORKER_INDEX_ENV] = str(index)
         worker = _WorkerProcess(self, index, self._config_json)
         self.reactor.spawnProcess(worker, sys.executable, [sys.executable, "-m", "kapiserver.server.worker"],
@@ -178,6 +186,8 @@ class WorkerSupervisor(service.Service):
         worker = self.workers.get(index)
         if worker is not None and state.startswith("STATUS="):
             worker.status = state[len("STATUS="):]
+        if worker is not None and state == "WATCHDOG=1":
+            worker.last_ping = self.reactor.seconds()
         if worker is None or state != "READY=1" or worker.ready:
             return
         worker.ready = True
@@ -185,7 +195,21 @@ class WorkerSupervisor(service.Service):
         if not self.ready.called and len(self.workers) == self.count and all(w.ready for w in self.workers.values()):
             log.info("kapiserver is ready ({n} workers)", n=self.count)
             self.notifier.ready()
+            if self._watchdog is not None:
+                self._watchdog_check = task.LoopingCall(self._check_watchdogs)
+                self._watchdog_check.clock = self.reactor
+                self._watchdog_check.start(self._watchdog, now=False)
             self.ready.callback(self._port)
+
+    def _check_watchdogs(self) -> None:
+        """Kill a ready worker that has not pinged for the whole watchdog time (it is replaced)."""
+        assert self._watchdog is not None
+        deadline = self.reactor.seconds() - 2 * self._watchdog
+        for worker in list(self.workers.values()):
+            if worker.ready and worker.last_ping < deadline and self._stopping is None:
+                log.error("worker {index} (pid {pid}) missed its watchdog; killing it", index=worker.index,
+                          pid=worker.pid)
+                worker.transport.signalProcess(signal.SIGKILL)
 
     def worker_ended(self, worker: _WorkerProcess, code: Optional[int], signum: Optional[int]) -> None:
         if self.workers.get(worker.index) is worker:
@@ -245,6 +269,8 @@ class WorkerSupervisor(service.Service):
 
     async def _stop(self) -> None:
         self.notifier.stopping()
+        if self._watchdog_check is not None and self._watchdog_check.running:
+            self._watchdog_check.stop()
         if self._socket is not None:
             # the workers hold their own copies until they have drained; ours only outlived them
             self._socket.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -16,6 +17,12 @@ from kapiserver import kube_version
 from tests.server.process import ServerProcess, https_get, server_port, wait_for_file, write_config
 
 KUBECTL = shutil.which("kubectl")
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(p) for p in f.read().split()]
+
 CURL = shutil.which("curl")
 
 
@@ -25,9 +32,10 @@ class ServerProcessTests(unittest.TestCase):
         os.makedirs(self.dir)
         self.cert_dir = os.path.join(self.dir, "certs")
         self.kubeconfig = os.path.join(self.dir, "admin.kubeconfig")
-        self.config = write_config(self.dir, {
+        self.config_data = {
             "secure_port": 0, "cert_dir": self.cert_dir, "data_dir": os.path.join(self.dir, "data"),
-            "admin_kubeconfig": self.kubeconfig, "shutdown": {"drain_seconds": 2}})
+            "admin_kubeconfig": self.kubeconfig, "shutdown": {"drain_seconds": 2}}
+        self.config = write_config(self.dir, self.config_data)
         sock_dir = tempfile.mkdtemp(prefix="kap-sd-")  # AF_UNIX paths must be short
         self.addCleanup(shutil.rmtree, sock_dir, True)
         self.notify_path = os.path.join(sock_dir, "notify")
@@ -82,6 +90,27 @@ class ServerProcessTests(unittest.TestCase):
         self.wait_for(b"STOPPING=1", timeout=10)
         self.assertEqual(server.proc.wait(30), 0)
         self.assertEqual(server.stderr(), "")
+
+    def test_a_stuck_worker_is_killed_and_replaced(self) -> None:
+        self.config = write_config(self.dir, {**self.config_data, "workers": 2})
+        server = self.start(WATCHDOG_USEC="1000000")
+        self.wait_for(b"READY=1")
+        stuck = children(server.proc.pid)[0]
+        os.kill(stuck, signal.SIGSTOP)  # its reactor no longer runs: no more WATCHDOG=1 to the supervisor
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            workers = children(server.proc.pid)
+            if stuck not in workers and len(workers) == 2:
+                break
+            time.sleep(0.1)
+        self.assertNotIn(stuck, children(server.proc.pid))
+        self.assertEqual(len(children(server.proc.pid)), 2)
+        self.wait_for(b"WATCHDOG=1", timeout=5)  # the server as a whole is alive: systemd keeps it
+        port = server_port(self.kubeconfig)
+        for _ in range(4):  # whichever worker answers
+            self.assertEqual(https_get(port, "/api/v1/namespaces", self.cert_dir)[0], 200)
+        self.assertIn("missed its watchdog", open(server.log_path).read())
+        self.assertEqual(server.stop(), 0)
 
     def test_restart_reuses_certificates_and_updates_port(self) -> None:
         server = self.start()
