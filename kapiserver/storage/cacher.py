@@ -12,7 +12,13 @@ What is served from where:
 * ``list(prefix)`` at the latest revision: a consistent read from memory: the
   backend's current revision is read, the cache waits (at most
   ``consistent_wait`` seconds) until it has caught up with it, then answers;
-  if it does not catch up in time, the backend answers.  ``list`` at the
+  if it does not catch up in time, the backend answers.  After such a futile
+  wait, the cache's next consistent reads go to the backend at once unless
+  the cache is already there, until one finds it caught up: on an etcd that
+  others write to and that sends no progress notifications, a quiet
+  resource's cache never learns the current revision, and every wait would
+  last the whole ``consistent_wait`` (kube-apiserver asks etcd for progress,
+  RequestWatchProgress, which the JSON gateway cannot carry).  ``list`` at the
   cache's own revision is served from memory; other past revisions go to the
   backend (exactness matters for paginated lists).
 * ``list_cached(prefix)``: the ``resourceVersion=0`` fast path ("any recent
@@ -195,8 +201,12 @@ class CachedStorage:
         """
         current = await self.backend.current_revision()
         await cache.ensure_ready()
-        if await cache.wait_for(current, self.consistent_wait):
+        if cache.revision >= current:
+            cache.futile_wait = False
             return True
+        if not cache.futile_wait and await cache.wait_for(current, self.consistent_wait):
+            return True
+        cache.futile_wait = True
         self.consistent_fallbacks += 1
         log.debug("watch cache {prefix} did not reach revision {rev} in {t}s; reading the backend",
                   prefix=cache.prefix, rev=current, t=self.consistent_wait)

@@ -57,6 +57,8 @@ class WatchCache:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.backend = backend
         self.prefix = prefix
+        # the last consistent read waited for the backend's revision in vain (see cacher.py)
+        self.futile_wait = False
         self.window_events = max(1, window_events)
         self.window_seconds = window_seconds
         self.max_window_events = max_window_events or 10 * self.window_events

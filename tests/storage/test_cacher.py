@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Any
 
@@ -168,6 +169,32 @@ class CacherTests(unittest.TestCase):
         gets = backend.calls.get("get", 0)
         self.assertEqual((await store.get("/configmaps/ns1/a")).value, b"0")
         self.assertEqual(backend.calls["get"], gets + 1)
+
+    async def test_after_a_futile_wait_consistent_lists_read_the_backend_at_once(self):
+        class NoProgress(Recording):  # as an etcd others write to, without progress notifications
+            def watch(self, prefix, after, on_event, on_error, on_progress=None):
+                return super().watch(prefix, after, on_event, on_error, None)
+        backend = NoProgress(SQLiteStorage(sqlite_path(self)))
+        store = CachedStorage(backend, consistent_wait=0.3)
+        await store.start()
+        self.addCleanup(store.stop)
+        await store.create("/configmaps/ns/a", b"1")
+        await store.list("/configmaps/")  # builds the cache
+        await store.create("/other/x", b"1")  # the revision moves on elsewhere
+        lists = backend.calls.get("list", 0)
+        started = time.monotonic()
+        self.assertEqual(len((await store.list("/configmaps/")).items), 1)
+        self.assertGreaterEqual(time.monotonic() - started, 0.3)  # waited in vain, then asked the backend
+        self.assertEqual((store.consistent_fallbacks, backend.calls["list"]), (1, lists + 1))
+        started = time.monotonic()
+        self.assertEqual(len((await store.list("/configmaps/")).items), 1)
+        self.assertLess(time.monotonic() - started, 0.3)  # no second wait
+        self.assertEqual((store.consistent_fallbacks, backend.calls["list"]), (2, lists + 2))
+        await store.create("/configmaps/ns/b", b"2")  # an event brings the cache to the current revision
+        await until(lambda: store.cache_for("/configmaps/").revision == store.backend.backend.local_revision(),
+                    what="the cache to see the write")
+        self.assertEqual(len((await store.list("/configmaps/")).items), 2)
+        self.assertEqual((store.consistent_fallbacks, backend.calls["list"]), (2, lists + 2))  # from memory again
 
     async def test_many_watchers_share_one_backend_watch(self):
         store, backend = await self.open()
