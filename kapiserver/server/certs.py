@@ -357,10 +357,12 @@ def _ensure_service_account_key(cert_dir: str) -> None:
         key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
         _write(key_path, key_pem, private=True)
+        public_key = key.public_key()  # not read back: loading an RSA key checks it (~35 ms)
     elif _read(pub_path) is not None:
         return
-    public_pem = _load_key(key_path, key_pem).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    else:  # sa.pub is missing: derive it from the key again
+        public_key = _load_key(key_path, key_pem).public_key()
+    public_pem = public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     _write(pub_path, public_pem, private=False)
 
 

@@ -12,8 +12,9 @@ does not pile up: the 10-minute soak's RSS stays flat).
 
 Once the server is ready, everything allocated so far lives for the whole
 process, so it is moved out of the collector's sight (``gc.freeze``), and
-collections run less often.  Cyclic garbage still gets collected: the
-thresholds only space the passes out.
+collections run less often.  While it starts, collections are spaced out
+too (:func:`begin_startup`): startup allocates mostly what it keeps.  Cyclic
+garbage still gets collected: the thresholds only space the passes out.
 """
 from __future__ import annotations
 
@@ -22,6 +23,22 @@ import gc
 # young-generation allocations between collections (default 700), then how many
 # young/middle collections between passes of the next older generation
 THRESHOLDS = (10_000, 10, 10)
+# while starting: the same young threshold, a middle pass only after ~1M allocations
+STARTUP_THRESHOLDS = (10_000, 100, 10)
+
+
+def begin_startup() -> None:
+    """Collect less while the server starts (call once, before importing the server).
+
+    What exists now (the interpreter's and twistd's modules, no garbage) lives as
+    long as the process: freeze it.  Then young collections are spaced out and the
+    older generations are left alone until READY, where :func:`tune_after_startup`
+    makes the one full pass: with the defaults, about 70 ms of a ~0.7 s start went
+    to repeated full and middle passes over the freshly imported modules.  If the
+    start drags on (storage unreachable), older passes still come, only later.
+    """
+    gc.freeze()
+    gc.set_threshold(*STARTUP_THRESHOLDS)
 
 
 def tune_after_startup() -> None:

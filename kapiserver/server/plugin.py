@@ -259,6 +259,8 @@ def _die(message: str) -> None:
 
 def makeService(options: Options) -> service.IService:
     """Load and validate the configuration, then build the server; exits 1 with one line on error."""
+    from kapiserver.server import gc_tuning
+    gc_tuning.begin_startup()  # before the server's modules are imported
     from kapiserver.server.service import StartupError, makeService as make
     try:
         config = load_config(options["config"], options.overrides())

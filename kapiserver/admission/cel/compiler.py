@@ -12,11 +12,10 @@ compiling; both yield CEL optionals as upstream's syntax does.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
-
-from kapiserver.machinery.cel_runtime import cel
 
 from kapiserver.apiextensions.cel import cost, library
 from kapiserver.apiextensions.cel.rules import _BOUND_VARS, _OPERATOR, _compile_error, _ref_error
@@ -28,7 +27,10 @@ AUTHZ_FUNCTIONS = frozenset(("path", "group", "serviceAccount", "resource", "sub
 _VARIABLE_REF = re.compile(r"(?<![\w.])variables\s*\.\s*([A-Za-z_]\w*)")
 
 
+# The engine is imported where it is used, so it loads with the first expression
+# compiled (apiextensions/cel/library.py).
 def _opt_select(target: Any, name: str) -> Any:
+    from kapiserver.machinery.cel_runtime import cel
     if isinstance(target, cel.OptionalValue):
         if not target.has_value():
             return target
@@ -41,6 +43,7 @@ def _opt_select(target: Any, name: str) -> Any:
 
 
 def _opt_index(target: Any, key: Any) -> Any:
+    from kapiserver.machinery.cel_runtime import cel
     if isinstance(target, cel.OptionalValue):
         if not target.has_value():
             return target
@@ -52,9 +55,15 @@ def _opt_index(target: Any, key: Any) -> Any:
     raise TypeError("no such overload")
 
 
-# the functions every admission expression may call (authorizer ones are bound per request)
-FUNCTIONS: dict[str, Callable] = dict(library.FUNCTIONS, optSelect=_opt_select, optIndex=_opt_index)
-KNOWN_FUNCTIONS = library.KNOWN_FUNCTIONS | {"optSelect", "optIndex"} | AUTHZ_FUNCTIONS
+@functools.cache
+def functions() -> dict[str, Callable]:
+    """The functions every admission expression may call (authorizer ones are bound per request)."""
+    return dict(library.functions(), optSelect=_opt_select, optIndex=_opt_index)
+
+
+@functools.cache
+def known_functions() -> frozenset[str]:
+    return library.known_functions() | {"optSelect", "optIndex"} | AUTHZ_FUNCTIONS
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,7 @@ def _check_references(source: str, program: Any, decls: Declarations) -> Optiona
         if name not in allowed:
             return _ref_error(source, name)
     for name in refs["functions"]:
-        if not _OPERATOR.match(name) and name not in KNOWN_FUNCTIONS:
+        if not _OPERATOR.match(name) and name not in known_functions():
             return _ref_error(source, name)
     if decls.composition:
         for m in _VARIABLE_REF.finditer(source):
@@ -161,6 +170,7 @@ def _check_references(source: str, program: Any, decls: Declarations) -> Optiona
 
 def compile_expression(source: str, decls: Declarations) -> CompiledExpression:
     """Compile ``source``; a problem is returned in ``error``, never raised."""
+    from kapiserver.machinery.cel_runtime import cel
     rewritten = rewrite_optional_syntax(source)
     try:
         program = cel.compile(rewritten)

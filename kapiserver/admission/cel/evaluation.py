@@ -15,15 +15,16 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
-
-from kapiserver.machinery.cel_runtime import cel
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kapiserver.admission.cel import authz
-from kapiserver.admission.cel.compiler import (AUTHORIZER, FUNCTIONS, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST,
-                                               VARIABLES, CompiledExpression)
+from kapiserver.admission.cel.compiler import (AUTHORIZER, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST, VARIABLES,
+                                               CompiledExpression, functions)
 from kapiserver.admission.interface import Attributes, GroupVersionKind, GroupVersionResource
 from kapiserver.apiextensions.cel import cost
+
+if TYPE_CHECKING:
+    from kapiserver.machinery.cel_runtime import cel
 
 # The engine logs every failing function call (an authorization check still pending is
 # one); failures are reported through the evaluation's result instead.
@@ -140,12 +141,13 @@ class Evaluator:
     def _context_for(self, expr: CompiledExpression, authorizer: bool) -> cel.Context:
         found = self._contexts.get(authorizer)
         if found is None:
+            from kapiserver.machinery.cel_runtime import cel  # loaded once the first expression compiled
             if authorizer:
                 assert self.inputs.authz is not None
-                context = cel.Context(functions=self.inputs.authz.functions(FUNCTIONS))
+                context = cel.Context(functions=self.inputs.authz.functions(functions()))
                 context.add_variable(AUTHORIZER, self.inputs.authorizer)
             else:
-                context = cel.Context(functions=FUNCTIONS)
+                context = cel.Context(functions=functions())
             found = self._contexts[authorizer] = (context, set())
         context, added = found
         missing = (expr.uses & _INPUT_NAMES) - added

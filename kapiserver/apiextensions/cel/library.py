@@ -9,20 +9,25 @@ comparisons, ``ip()``/``cidr()`` (network.py), ``'...'.format([...])`` and ``for
 
 Quantities, URLs and formats are carried through CEL as small marker maps
 because the engine cannot hold opaque Python values.
+
+The engine itself (~6 MiB resident) is imported on first use, not with this
+module: a server whose CRDs and admission policies use no CEL never loads it.
 """
 from __future__ import annotations
 
+import functools
 import re
 import urllib.parse
 from fractions import Fraction
-from typing import Any, Callable
-
-from kapiserver.machinery.cel_runtime import cel, stdlib
+from typing import TYPE_CHECKING, Any, Callable
 
 from kapiserver.apiextensions import names
 from kapiserver.apiextensions.cel import network
 from kapiserver.apiextensions.schema.validation import compile_pattern
 from kapiserver.machinery import quantity, regex
+
+if TYPE_CHECKING:
+    from kapiserver.machinery.cel_runtime import cel
 
 _Q = "__kapiserver_quantity__"
 _URL = "__kapiserver_url__"
@@ -33,6 +38,7 @@ _FMT = "__kapiserver_format__"
 
 def _index_of(target: Any, item: Any, offset: int = 0) -> int:
     if isinstance(target, str):
+        from kapiserver.machinery.cel_runtime import stdlib
         return stdlib.index_of(target, item, offset)
     for i, v in enumerate(target):
         if v == item and type(v) is type(item):
@@ -42,6 +48,7 @@ def _index_of(target: Any, item: Any, offset: int = 0) -> int:
 
 def _last_index_of(target: Any, item: Any, offset: int | None = None) -> int:
     if isinstance(target, str):
+        from kapiserver.machinery.cel_runtime import stdlib
         return stdlib.last_index_of(target, item, offset)
     for i in range(len(target) - 1, -1, -1):
         if target[i] == item and type(target[i]) is type(item):
@@ -248,6 +255,7 @@ def _format_validate(fmt: Any, value: str) -> Any:
     if not (isinstance(fmt, dict) and _FMT in fmt):
         raise TypeError("no such overload")
     problems = _FORMATS[fmt[_FMT]](value)
+    from kapiserver.machinery.cel_runtime import cel
     return cel.OptionalValue.of(problems) if problems else cel.OptionalValue.none()
 
 
@@ -291,8 +299,14 @@ _K8S_FUNCTIONS: dict[str, Callable] = {
     "matches": _matches,
 }
 _K8S_FUNCTIONS.update(network.FUNCTIONS)
-_K8S_FUNCTIONS["format.named"] = lambda name: cel.OptionalValue.of({_FMT: name}) if name in _FORMATS \
-    else cel.OptionalValue.none()
+
+
+def _format_named(name: str) -> Any:
+    from kapiserver.machinery.cel_runtime import cel
+    return cel.OptionalValue.of({_FMT: name}) if name in _FORMATS else cel.OptionalValue.none()
+
+
+_K8S_FUNCTIONS["format.named"] = _format_named
 
 # Names the engine handles natively (beyond operators, which start with _ @ ! or -).
 NATIVE_FUNCTIONS = frozenset((
@@ -307,8 +321,10 @@ NAMESPACES = frozenset(("optional", "format", "ip", "math", "strings", "sets", "
                         "type", "timestamp", "duration", "dyn"))
 
 
+@functools.cache
 def functions() -> dict[str, Callable]:
-    """Every custom function, by the name CEL calls it."""
+    """Every custom function, by the name CEL calls it (built once; do not modify)."""
+    from kapiserver.machinery.cel_runtime import cel, stdlib
     ctx = cel.Context()
     stdlib.add_stdlib_to_context(ctx)
     out = dict(ctx.functions)
@@ -316,11 +332,14 @@ def functions() -> dict[str, Callable]:
     return out
 
 
-FUNCTIONS: dict[str, Callable] = functions()
-# Function names a rule may reference; dotted names count by their last segment too.
-KNOWN_FUNCTIONS = frozenset(NATIVE_FUNCTIONS | set(FUNCTIONS) | {n.rsplit(".", 1)[-1] for n in FUNCTIONS})
+@functools.cache
+def known_functions() -> frozenset[str]:
+    """Function names a rule may reference; dotted names count by their last segment too."""
+    names = functions()
+    return frozenset(NATIVE_FUNCTIONS | set(names) | {n.rsplit(".", 1)[-1] for n in names})
 
 
 def new_context(variables: dict[str, Any]) -> cel.Context:
     """A fresh evaluation context (one per evaluation: contexts are not shared across threads)."""
-    return cel.Context(variables=variables, functions=FUNCTIONS)
+    from kapiserver.machinery.cel_runtime import cel
+    return cel.Context(variables=variables, functions=functions())

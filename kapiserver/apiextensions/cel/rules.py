@@ -120,7 +120,7 @@ def _undeclared(source: str, program: Any, allow_old_self: bool) -> Optional[str
         if name not in allowed:
             return _ref_error(source, name)
     for name in refs["functions"]:
-        if not _OPERATOR.match(name) and name not in library.KNOWN_FUNCTIONS:
+        if not _OPERATOR.match(name) and name not in library.known_functions():
             return _ref_error(source, name)
     return None
 
