@@ -27,6 +27,8 @@ def _die_with_parent() -> None:
 
 
 def main() -> None:
+    from kapiserver.server import gc_tuning
+    gc_tuning.begin_startup()  # before the server's modules are imported, as twistd's plugin does
     from twisted.internet import reactor
     from twisted.logger import (FileLogObserver, FilteringLogObserver, LogLevelFilterPredicate,
                                 formatEventAsClassicLogText, globalLogBeginner)
