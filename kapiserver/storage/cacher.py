@@ -18,7 +18,10 @@ What is served from where:
   others write to and that sends no progress notifications, a quiet
   resource's cache never learns the current revision, and every wait would
   last the whole ``consistent_wait`` (kube-apiserver asks etcd for progress,
-  RequestWatchProgress, which the JSON gateway cannot carry).  ``list`` at the
+  RequestWatchProgress, which the JSON gateway cannot carry).  Before either,
+  a backend that can (``unchanged_since``: etcd) is asked whether anything
+  under the cache's prefix changed between the cache's revision and the
+  current one; if not, the cache answers at the current revision.  ``list`` at the
   cache's own revision is served from memory; other past revisions go to the
   backend (exactness matters for paginated lists).
 * ``list_cached(prefix)``: the ``resourceVersion=0`` fast path ("any recent
@@ -49,6 +52,7 @@ Keys or prefixes that do not name one resource (``/``, or a prefix not in the
 from __future__ import annotations
 
 import builtins
+import dataclasses
 
 from typing import Callable, Iterable, Optional
 
@@ -189,28 +193,38 @@ class CachedStorage:
         return defer.Deferred.fromCoroutine(self._consistent_list(cache, prefix, limit, start_key))
 
     async def _consistent_list(self, cache: WatchCache, prefix: str, limit: int, start_key: str) -> ListResult:
-        if not await self.wait_consistent(cache):
+        revision = await self.wait_consistent(cache)
+        if revision is None:
             return await self.backend.list(prefix, 0, limit, start_key)
-        return cache.list(prefix, limit, start_key)
+        listed = cache.list(prefix, limit, start_key)
+        return dataclasses.replace(listed, revision=max(revision, listed.revision))
 
-    async def wait_consistent(self, cache: WatchCache) -> bool:
+    async def wait_consistent(self, cache: WatchCache) -> Optional[int]:
         """Wait until ``cache`` holds everything the backend had committed when called.
 
-        False when it did not catch up within ``consistent_wait`` seconds (the
-        caller then reads the backend).
+        The revision its contents can be answered at, or None when it did not get
+        there within ``consistent_wait`` seconds (the caller then reads the backend).
         """
         current = await self.backend.current_revision()
         await cache.ensure_ready()
         if cache.revision >= current:
             cache.futile_wait = False
-            return True
+            return cache.revision
+        unchanged_since = getattr(self.backend, "unchanged_since", None)
+        if unchanged_since is not None:
+            seen = cache.revision
+            if await unchanged_since(cache.prefix, seen, current, cache.count(cache.prefix)) and \
+                    cache.revision == seen:
+                return current
+            if cache.revision >= current:  # events arrived meanwhile
+                return cache.revision
         if not cache.futile_wait and await cache.wait_for(current, self.consistent_wait):
-            return True
+            return cache.revision
         cache.futile_wait = True
         self.consistent_fallbacks += 1
         log.debug("watch cache {prefix} did not reach revision {rev} in {t}s; reading the backend",
                   prefix=cache.prefix, rev=current, t=self.consistent_wait)
-        return False
+        return None
 
     async def check_health(self) -> None:
         """The backend's health (the cache itself has no failure of its own to report)."""

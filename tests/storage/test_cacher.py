@@ -57,6 +57,58 @@ class CachedEtcdContractTests(StorageContractTests, unittest.TestCase):
         await super().tearDown()
 
 
+class CachedEtcdConsistencyTests(unittest.TestCase):
+    """Consistent lists on an etcd that others write to, without progress notifications."""
+
+    skip = skip_reason()
+
+    async def open(self) -> tuple[CachedStorage, "Recording"]:
+        # the shared etcd sends progress notifications; this backend drops them, as an etcd without them
+        class NoProgress(Recording):
+            def watch(self, prefix, after, on_event, on_error, on_progress=None):
+                return super().watch(prefix, after, on_event, on_error, None)
+        backend = NoProgress(EtcdStorage([shared_etcd().endpoint], prefix=f"/consistent-{uuid.uuid4().hex[:12]}",
+                                         request_timeout=5.0))
+        store = CachedStorage(backend, consistent_wait=2.0)
+        await store.start()
+        self.addCleanup(store.stop)
+        return store, backend
+
+    async def test_unchanged_since_tells_a_change_from_none(self):
+        store, _ = await self.open()
+        etcd = store.backend.backend
+        a = await store.create("/p/a", b"1")
+        await store.create("/p/b", b"1")
+        since = await store.current_revision()
+        await store.create("/q/other", b"1")
+        now = await store.current_revision()
+        self.assertTrue(await etcd.unchanged_since("/p/", since, now, 2))
+        self.assertFalse(await etcd.unchanged_since("/p/", since, now, 3))
+        await store.update("/p/a", b"2", a.mod_revision)
+        self.assertFalse(await etcd.unchanged_since("/p/", since, await store.current_revision(), 2))
+        await store.delete("/p/b")
+        self.assertFalse(await etcd.unchanged_since("/p/", since, await store.current_revision(), 2))
+        await store.create("/p/c", b"1")
+        await store.delete("/p/c")  # created and deleted in between: the state is the same
+        later = await store.current_revision()
+        self.assertTrue(await etcd.unchanged_since("/p/", later - 2, later, 1))
+
+    async def test_a_quiet_resource_is_listed_from_memory_at_the_current_revision(self):
+        store, backend = await self.open()
+        await store.create("/configmaps/ns/a", b"1")
+        await store.list("/configmaps/")  # builds the cache
+        await sleep(0.2)  # its watch is established
+        for i in range(3):
+            await store.create(f"/leases/ns/l{i}", b"1")  # others move the revision on
+        lists = backend.calls.get("list", 0)
+        started = time.monotonic()
+        listed = await store.list("/configmaps/")
+        self.assertLess(time.monotonic() - started, 1.0)  # no wait for a progress notification
+        self.assertEqual([kv.key for kv in listed.items], ["/configmaps/ns/a"])
+        self.assertEqual(listed.revision, await store.current_revision())
+        self.assertEqual((backend.calls.get("list", 0), store.consistent_fallbacks), (lists, 0))
+
+
 class Recording:
     """A Storage wrapper that counts backend calls and exposes the backend's watches."""
 

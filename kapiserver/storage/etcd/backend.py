@@ -158,6 +158,20 @@ class EtcdStorage:
     def count(self, prefix: str) -> defer.Deferred:
         return _deferred(self._count(prefix))
 
+    def unchanged_since(self, prefix: str, since: int, at: int, count: int) -> defer.Deferred:
+        """Fire True when, at revision ``at``, ``prefix`` holds ``count`` keys none of which was
+        written after ``since``: then its keys and values at ``at`` are those at ``since`` (a key
+        created and deleted in between left no trace in either).  One range that sends back at
+        most one key, so the watch cache can vouch for its contents without progress
+        notifications (``cacher.py``)."""
+        return _deferred(self._unchanged_since(prefix, since, at, count))
+
+    async def _unchanged_since(self, prefix: str, since: int, at: int, count: int) -> bool:
+        begin = self._key(prefix)
+        r = await self._range(begin, range_end=prefix_end(begin), revision=at, limit=1, keys_only=True,
+                              min_mod_revision=since + 1)
+        return r.count == count and not r.kvs
+
     async def _count(self, prefix: str) -> int:
         begin = self._key(prefix)
         r = await self.client.range(begin, range_end=prefix_end(begin), count_only=True)

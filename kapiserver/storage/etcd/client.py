@@ -166,7 +166,7 @@ class Op:
     @classmethod
     def range(cls, key: bytes, range_end: bytes = b"", limit: int = 0, revision: int = 0,
               count_only: bool = False, keys_only: bool = False) -> "Op":
-        return cls("range", _range_body(key, range_end, limit, revision, count_only, keys_only, False))
+        return cls("range", _range_body(key, range_end, limit, revision, count_only, keys_only, False, 0))
 
     @classmethod
     def put(cls, key: bytes, value: bytes, lease: int = 0, prev_kv: bool = False,
@@ -181,7 +181,7 @@ class Op:
         return {f"request_{self.kind}": self.body}
 
 
-def _range_body(key, range_end, limit, revision, count_only, keys_only, serializable) -> dict:
+def _range_body(key, range_end, limit, revision, count_only, keys_only, serializable, min_mod_revision) -> dict:
     body: dict[str, Any] = {"key": b64(key)}
     if range_end:
         body["range_end"] = b64(range_end)
@@ -195,6 +195,8 @@ def _range_body(key, range_end, limit, revision, count_only, keys_only, serializ
         body["keys_only"] = True
     if serializable:
         body["serializable"] = True
+    if min_mod_revision:
+        body["min_mod_revision"] = str(min_mod_revision)
     return body
 
 
@@ -399,8 +401,11 @@ class EtcdClient:
     # ------------------------------------------------------------ KV
 
     async def range(self, key: bytes, range_end: bytes = b"", limit: int = 0, revision: int = 0,
-                    count_only: bool = False, keys_only: bool = False, serializable: bool = False) -> RangeResponse:
-        body = _range_body(key, range_end, limit, revision, count_only, keys_only, serializable)
+                    count_only: bool = False, keys_only: bool = False, serializable: bool = False,
+                    min_mod_revision: int = 0) -> RangeResponse:
+        """etcd's Range.  With ``min_mod_revision`` etcd filters the keys after reading the
+        whole range, then applies ``limit``; ``count`` stays the whole range's."""
+        body = _range_body(key, range_end, limit, revision, count_only, keys_only, serializable, min_mod_revision)
         return RangeResponse.from_json(await self.call("/v3/kv/range", body, revision=revision))
 
     async def put(self, key: bytes, value: bytes, lease: int = 0, prev_kv: bool = False,
