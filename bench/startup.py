@@ -1,10 +1,11 @@
 """Startup time and idle memory of a kapiserver process.
 
-``python3 bench/startup.py [--runs 5] [--objects 10000] [--backend sqlite|etcd|both]``
+``python3 bench/startup.py [--runs 5] [--objects 10000] [--backend sqlite|etcd|both] [--workers 1]``
 
 Startup time is measured from just before the process is spawned to the
 ``READY=1`` it sends on NOTIFY_SOCKET (sent only once ``/readyz`` passes).
-Idle RSS is VmRSS one second after READY.  Rows:
+Idle RSS is VmRSS one second after READY (with ``--workers N``, the sum over
+the supervisor and its workers).  Rows:
 
 * empty store, first start: a fresh working directory each run (new CA and
   certificates, new SQLite file);
@@ -29,10 +30,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import (Client, ServerProcess, create_many, ensure_namespace, machine, median, print_table,  # noqa: E402
-                     rss_mb, server_config, start_etcd)
+                     server_config, start_etcd, tree_rss_mb)
 
-TARGET_SECONDS = 1.0
-TARGET_RSS_MB = 80.0
+TARGET_SECONDS = 0.3  # issue 14: start to /readyz on the embedded store
+TARGET_RSS_MB = 60.0  # issue 14: idle RSS of one process
 
 
 def timed_start(server: ServerProcess) -> tuple[float, float]:
@@ -41,7 +42,7 @@ def timed_start(server: ServerProcess) -> tuple[float, float]:
     server.start()
     elapsed = time.perf_counter() - t0
     time.sleep(1.0)
-    return elapsed, rss_mb(server.proc.pid)
+    return elapsed, tree_rss_mb(server.proc.pid)
 
 
 def measure(label: str, make, runs: int, after=None) -> list:
@@ -67,21 +68,21 @@ def list_rss(namespace: str):
     def after(server: ServerProcess) -> float:
         Client(server).json("GET", f"/api/v1/namespaces/{namespace}/configmaps")
         time.sleep(0.5)
-        return rss_mb(server.proc.pid)
+        return tree_rss_mb(server.proc.pid)
     return after
 
 
-def backend_rows(backend: str, runs: int, objects: int) -> list[list]:
+def backend_rows(backend: str, runs: int, objects: int, workers: int = 1) -> list[list]:
     rows = []
     etcd = start_etcd() if backend == "etcd" else None
     tmp = tempfile.mkdtemp(prefix="kapi-bench-startup-")
     try:
         def fresh(run: int) -> ServerProcess:
-            return ServerProcess(extra_config=server_config(backend, etcd),
+            return ServerProcess(extra_config=server_config(backend, etcd, workers=workers),
                                  workdir=tempfile.mkdtemp(dir=tmp))
         rows.append(measure(f"{backend}, empty, first start", fresh, runs))
         reuse_dir = tempfile.mkdtemp(dir=tmp)
-        config = server_config(backend, etcd)
+        config = server_config(backend, etcd, workers=workers)
         ServerProcess(extra_config=config, workdir=reuse_dir).start().stop()
         rows.append(measure(f"{backend}, empty, restart", lambda run: ServerProcess(config, workdir=reuse_dir), runs))
         if objects:
@@ -155,16 +156,18 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--backend", choices=("sqlite", "etcd", "both"), default="both")
     parser.add_argument("--profile", action="store_true", help="profile one start instead")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes (0 = one per CPU); RSS is then the sum over all of them")
     args = parser.parse_args()
     if args.profile:
         profile()
         return
     rows = []
     for backend in (("sqlite", "etcd") if args.backend == "both" else (args.backend,)):
-        rows += backend_rows(backend, args.runs, args.objects)
+        rows += backend_rows(backend, args.runs, args.objects, args.workers)
     print_table(["case", "median s", "min s", "max s", "idle RSS MiB", "RSS after list MiB"], rows,
                 title=f"Startup to READY=1, median of {args.runs} ({machine()}); "
-                      f"targets: < {TARGET_SECONDS:.0f} s, < {TARGET_RSS_MB:.0f} MB")
+                      f"targets: <= {TARGET_SECONDS:g} s, <= {TARGET_RSS_MB:.0f} MB")
 
 
 if __name__ == "__main__":
