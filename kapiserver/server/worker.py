@@ -2,7 +2,8 @@
 
 Its supervisor passes the listening socket as file descriptor 3, the table of
 connections per worker as 4, its index in
-``KAPISERVER_WORKER`` and the configuration as JSON on standard input.  It is a
+``KAPISERVER_WORKER`` and the configuration as JSON on standard input, and reads
+its log events as JSON from its standard output.  It is a
 whole API server otherwise, and ends with its supervisor (parent death signal).
 """
 from __future__ import annotations
@@ -30,8 +31,7 @@ def main() -> None:
     from kapiserver.server import gc_tuning
     gc_tuning.begin_startup()  # before the server's modules are imported, as twistd's plugin does
     from twisted.internet import reactor
-    from twisted.logger import (FileLogObserver, FilteringLogObserver, LogLevelFilterPredicate,
-                                formatEventAsClassicLogText, globalLogBeginner)
+    from twisted.logger import FilteringLogObserver, LogLevelFilterPredicate, globalLogBeginner, jsonFileLogObserver
 
     from kapiserver.server.accept_balance import ConnectionTable
     from kapiserver.server.config import ConfigError, config_from_dict, worker_count
@@ -48,14 +48,10 @@ def main() -> None:
     except (ConfigError, StartupError) as e:
         fail_startup(str(e))
         raise SystemExit(1)
-    prefix = f"[worker {index}] "
-
-    def format_event(event: dict) -> str | None:
-        text = formatEventAsClassicLogText(event)
-        return prefix + text if text else None
-    observer = FileLogObserver(sys.stdout, format_event)
+    # events go to the supervisor as JSON, which logs them wherever twistd logs (its --logfile)
     level = LogLevelFilterPredicate(defaultLogLevel=LOG_LEVELS[config.log_level])
-    globalLogBeginner.beginLoggingTo([FilteringLogObserver(observer, [level])], redirectStandardIO=False)
+    globalLogBeginner.beginLoggingTo([FilteringLogObserver(jsonFileLogObserver(sys.stdout), [level])],
+                                     redirectStandardIO=False)
     KapiService(config, bundle, reactor, install_signal_handlers=True, exit_on_failure=True,
                 worker=index, listen_fd=LISTEN_FD,
                 connection_table=ConnectionTable(CONNECTION_TABLE_FD, worker_count(config))).startService()

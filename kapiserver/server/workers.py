@@ -4,7 +4,9 @@ The process twistd runs becomes the supervisor: it loads the certificates,
 binds the listening socket and writes the admin kubeconfig, then starts N
 workers (``python -m kapiserver.server.worker``), each handed the socket as
 file descriptor 3, the table of connections per worker (``accept_balance.py``) as 4
-and the configuration on its standard input.  Every worker
+and the configuration on its standard input; their log events come back as JSON on
+their standard output and are logged by the supervisor, so they go wherever twistd
+logs.  Every worker
 is a whole API server (``KapiService``) accepting from the shared socket; the
 kernel hands each new connection to one of them.  They share the storage as
 several kube-apiservers share etcd (the SQLite file is opened shared, see
@@ -33,7 +35,7 @@ from typing import Any, Optional
 
 from twisted.application import service
 from twisted.internet import defer, protocol, task
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel, eventFromJSON, globalLogPublisher
 
 from kapiserver.server import systemd
 from kapiserver.server.accept_balance import ConnectionTable
@@ -82,12 +84,34 @@ class _WorkerProcess(protocol.ProcessProtocol):
         self.ready = False
         self.pid: Optional[int] = None
         self.status = ""  # its last sd_notify STATUS= (why it could not start)
+        self._log_buffer = b""
         self.last_ping = self.started_at  # its last WATCHDOG=1
 
     def connectionMade(self) -> None:
         self.pid = self.transport.pid
         self.transport.write(self.config_json)
         self.transport.closeStdin()
+
+    def outReceived(self, data: bytes) -> None:
+        """The worker's log events (JSON records): logged here, marked with the worker's index."""
+        self._log_buffer += data
+        *records, self._log_buffer = self._log_buffer.split(b"\x1e")
+        for record in records:
+            if record.strip():
+                self._relay(record)
+
+    def _relay(self, record: bytes) -> None:
+        try:
+            event = eventFromJSON(record.decode("utf-8", "replace"))
+        except ValueError:
+            event = {"log_format": "{line}", "line": record.decode("utf-8", "replace").strip(),
+                     "log_level": LogLevel.info, "log_namespace": "worker", "log_time": self.supervisor.reactor.seconds()}
+        level = event.get("log_level")
+        namespace = event.get("log_namespace", "-")
+        if namespace == "log_legacy":  # twisted.python.log.msg: no namespace of its own
+            namespace = "-"
+        event["log_system"] = f"worker {self.index} {namespace}#{getattr(level, 'name', level)}"
+        globalLogPublisher(event)
 
     def processEnded(self, reason: Any) -> None:
         self.supervisor.worker_ended(self, reason.value.exitCode, reason.value.signal)
@@ -177,7 +201,7 @@ class WorkerSupervisor(service.Service):
         worker = _WorkerProcess(self, index, self._config_json)
         self.reactor.spawnProcess(worker, sys.executable, [sys.executable, "-m", "kapiserver.server.worker"],
                                   env=env, path=os.getcwd(),
-                                  childFDs={0: "w", 1: 1, 2: 2, LISTEN_FD: self._socket.fileno(),
+                                  childFDs={0: "w", 1: "r", 2: 2, LISTEN_FD: self._socket.fileno(),
                                             CONNECTION_TABLE_FD: self._connection_table})
         self.workers[index] = worker
         log.info("worker {index} started (pid {pid})", index=index, pid=worker.pid)

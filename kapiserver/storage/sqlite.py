@@ -197,7 +197,9 @@ class SQLiteStorage:
         self._leases = dict(leases)
         self._hub.published = self._revision
         self._running = True
-        loops = [(SHARED_POLL_INTERVAL, self._poll_shared)] if self.shared else []
+        loops: builtins.list[tuple[float, Callable[[], Any]]] = []
+        if self.shared:
+            loops.append((SHARED_POLL_INTERVAL, self._poll_shared))
         if self.maintenance:
             loops += [(self.lease_sweep_interval, self._sweep_leases),
                       (self.compaction_interval, self._periodic_compact)]

@@ -193,6 +193,16 @@ class WorkersTests(unittest.TestCase):
         out = self.server.kubectl("get", "configmaps", "-n", self.namespace, "-o", "name").stdout
         self.assertEqual(len(out.split()), len(names) + 1)  # and kube-root-ca.crt
 
+    def test_the_workers_end_with_their_supervisor(self):
+        workers = worker_pids(self.server)
+        assert self.server.proc is not None
+        os.kill(self.server.proc.pid, signal.SIGKILL)
+        self.server.proc.wait(10)
+        deadline = time.monotonic() + 30  # each drains as on SIGTERM
+        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}") for pid in workers):
+            time.sleep(0.1)
+        self.assertEqual([pid for pid in workers if os.path.exists(f"/proc/{pid}")], [])
+
     def test_the_leader_elected_controllers_run_in_one_worker(self):
         kubectl = self.server.kubectl
         lease = yaml.safe_load(kubectl("get", "lease", "-n", "kube-system", "kapiserver-controllers",
