@@ -3,7 +3,8 @@
 Its supervisor passes the listening socket as file descriptor 3, the table of
 connections per worker as 4, its index in
 ``KAPISERVER_WORKER`` and the configuration as JSON on standard input, and reads
-its log events as JSON from its standard output.  It is a
+its log events as JSON from descriptor 5 (standard output and error are the
+supervisor's own, e.g. for ``audit.log_path: -``).  It is a
 whole API server otherwise, and ends with its supervisor (parent death signal).
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ def main() -> None:
     from kapiserver.server.config import ConfigError, config_from_dict, worker_count
     from kapiserver.server.plugin import LOG_LEVELS
     from kapiserver.server.service import KapiService, StartupError, fail_startup, load_certificates
-    from kapiserver.server.workers import CONNECTION_TABLE_FD, LISTEN_FD, WORKER_INDEX_ENV
+    from kapiserver.server.workers import CONNECTION_TABLE_FD, LISTEN_FD, LOG_FD, WORKER_INDEX_ENV
 
     _die_with_parent()
     index = int(os.environ[WORKER_INDEX_ENV])
@@ -50,8 +51,14 @@ def main() -> None:
         raise SystemExit(1)
     # events go to the supervisor as JSON, which logs them wherever twistd logs (its --logfile)
     level = LogLevelFilterPredicate(defaultLogLevel=LOG_LEVELS[config.log_level])
-    globalLogBeginner.beginLoggingTo([FilteringLogObserver(jsonFileLogObserver(sys.stdout), [level])],
+    events = os.fdopen(LOG_FD, "w", encoding="utf-8")
+    globalLogBeginner.beginLoggingTo([FilteringLogObserver(jsonFileLogObserver(events), [level])],
                                      redirectStandardIO=False)
+    if config.audit.log_path not in ("", "-"):
+        # one audit log per worker, as each kube-apiserver of a cluster writes its own:
+        # several processes cannot share one file's size-based rotation
+        root, ext = os.path.splitext(config.audit.log_path)
+        config.audit.log_path = f"{root}.worker-{index}{ext}"
     KapiService(config, bundle, reactor, install_signal_handlers=True, exit_on_failure=True,
                 worker=index, listen_fd=LISTEN_FD,
                 connection_table=ConnectionTable(CONNECTION_TABLE_FD, worker_count(config))).startService()

@@ -5,8 +5,8 @@ binds the listening socket and writes the admin kubeconfig, then starts N
 workers (``python -m kapiserver.server.worker``), each handed the socket as
 file descriptor 3, the table of connections per worker (``accept_balance.py``) as 4
 and the configuration on its standard input; their log events come back as JSON on
-their standard output and are logged by the supervisor, so they go wherever twistd
-logs.  Every worker
+descriptor 5 and are logged by the supervisor, so they go wherever twistd logs.
+Each worker writes its own audit log file (``<name>.worker-<i><ext>``).  Every worker
 is a whole API server (``KapiService``) accepting from the shared socket; the
 kernel hands each new connection to one of them.  They share the storage as
 several kube-apiservers share etcd (the SQLite file is opened shared, see
@@ -50,6 +50,7 @@ log = Logger()
 WORKER_INDEX_ENV = "KAPISERVER_WORKER"
 LISTEN_FD = 3
 CONNECTION_TABLE_FD = 4
+LOG_FD = 5
 # a worker that ran at least this long is replaced at once; a quicker exit waits RESPAWN_PAUSE
 STABLE_SECONDS = 10.0
 RESPAWN_PAUSE = 1.0
@@ -92,8 +93,10 @@ class _WorkerProcess(protocol.ProcessProtocol):
         self.transport.write(self.config_json)
         self.transport.closeStdin()
 
-    def outReceived(self, data: bytes) -> None:
+    def childDataReceived(self, childFD: int, data: bytes) -> None:
         """The worker's log events (JSON records): logged here, marked with the worker's index."""
+        if childFD != LOG_FD:
+            return
         self._log_buffer += data
         *records, self._log_buffer = self._log_buffer.split(b"\x1e")
         for record in records:
@@ -201,8 +204,8 @@ class WorkerSupervisor(service.Service):
         worker = _WorkerProcess(self, index, self._config_json)
         self.reactor.spawnProcess(worker, sys.executable, [sys.executable, "-m", "kapiserver.server.worker"],
                                   env=env, path=os.getcwd(),
-                                  childFDs={0: "w", 1: "r", 2: 2, LISTEN_FD: self._socket.fileno(),
-                                            CONNECTION_TABLE_FD: self._connection_table})
+                                  childFDs={0: "w", 1: 1, 2: 2, LISTEN_FD: self._socket.fileno(),
+                                            CONNECTION_TABLE_FD: self._connection_table, LOG_FD: "r"})
         self.workers[index] = worker
         log.info("worker {index} started (pid {pid})", index=index, pid=worker.pid)
 

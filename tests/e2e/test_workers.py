@@ -229,3 +229,24 @@ class EtcdWorkersTests(WorkersTests):
             raise unittest.SkipTest(reason)
         return {"workers": 2, "storage": {"backend": "etcd3", "etcd": {
             "servers": [shared_etcd().endpoint], "prefix": f"/workers-{uuid.uuid4().hex[:8]}"}}}
+
+
+class AuditWorkersTests(unittest.TestCase):
+    def test_each_worker_writes_its_own_audit_log(self):
+        workdir = self.mktemp()
+        os.makedirs(workdir)
+        policy = os.path.abspath(os.path.join(workdir, "policy.yaml"))
+        with open(policy, "w") as f:
+            yaml.safe_dump({"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}, f)
+        log = os.path.abspath(os.path.join(workdir, "audit.log"))
+        server = ServerProcess({"workers": 2, "audit": {"policy_file": policy, "log_path": log}}).start()
+        self.addCleanup(server.cleanup)
+        for pid, conn in connections_to_each_worker(server).items():
+            status, _ = call(conn, "GET", f"/api/v1/namespaces?worker={pid}")
+            self.assertEqual(status, 200)
+        server.stop()
+        for index in (0, 1):
+            with open(os.path.join(workdir, f"audit.worker-{index}.log")) as f:
+                events = [json.loads(line) for line in f]
+            self.assertTrue(any("worker=" in e["requestURI"] for e in events), events[-3:])
+        self.assertFalse(os.path.exists(log))
