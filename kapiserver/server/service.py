@@ -109,21 +109,30 @@ def _build_backend(config: Config, reactor: Any = None, worker: Optional[int] = 
         return EtcdStorage(list(etcd.servers), prefix=etcd.prefix, tls=tls, reactor=reactor,
                            watch_silence_timeout=etcd.watch_silence_timeout_seconds)
     from kapiserver.storage.sqlite import SQLiteStorage
+    if worker is None:  # (a supervisor checked before starting its workers, which create it together)
+        check_sqlite_file(config)
+    sqlite = config.storage.sqlite
+    path = os.path.join(config.data_dir, SQLITE_FILE)
+    return SQLiteStorage(path,
+                         compaction_interval=float(sqlite.compaction_interval_seconds),
+                         compaction_retain=sqlite.compaction_retain_revisions, reactor=reactor,
+                         shared=worker is not None, maintenance=not worker)
+
+
+def check_sqlite_file(config: Config) -> None:
+    """The data directory exists, and the database is not a truncated file; raises StartupError."""
+    if config.storage.backend != "sqlite":
+        return
     try:
         private_files.make_private_dir(config.data_dir)
     except OSError as e:
         raise StartupError(f"{config.data_dir}: cannot create data directory: {e.strerror}") from None
-    sqlite = config.storage.sqlite
     path = os.path.join(config.data_dir, SQLITE_FILE)
     if os.path.isfile(path) and os.path.getsize(path) == 0:
         # SQLite would take an empty file for a new database: a truncated one must not become a new cluster
         raise StartupError(f"{path}: the SQLite database file is empty (0 bytes), so the data it held is gone; "
                            f"refusing to start an empty cluster in its place (restore the file, or remove it "
                            f"to start a new cluster)")
-    return SQLiteStorage(path,
-                         compaction_interval=float(sqlite.compaction_interval_seconds),
-                         compaction_retain=sqlite.compaction_retain_revisions, reactor=reactor,
-                         shared=worker is not None, maintenance=not worker)
 
 
 def _describe_storage(config: Config) -> str:

@@ -41,7 +41,7 @@ from kapiserver.server import systemd
 from kapiserver.server.accept_balance import ConnectionTable
 from kapiserver.server.certs import CertBundle
 from kapiserver.server.config import Config, config_to_dict
-from kapiserver.server.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, StartupError,
+from kapiserver.server.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, StartupError, check_sqlite_file,
                                        exit_after_startup_failure, install_shutdown_signals, stop_reactor,
                                        write_kubeconfig)
 
@@ -165,6 +165,7 @@ class WorkerSupervisor(service.Service):
         if self.install_signal_handlers:
             self.reactor.callWhenRunning(install_shutdown_signals, self.reactor, self._on_signal)
         try:
+            check_sqlite_file(self.config)
             self._listen()
         except StartupError as e:
             self._startup_failed(str(e))
