@@ -84,7 +84,7 @@ class ResourceWatch:
 
     async def start(self) -> None:
         opts = self.opts
-        prefix = self.rtype.storage_prefix(self.namespace)
+        prefix = self.store.watch_prefix(self.namespace, opts)
         initial = opts.send_initial_events
         if initial is None:
             initial = opts.resource_version in ("", "0")

@@ -150,6 +150,8 @@ class CachedStorage:
             cache = self.cache_for(key)
             if local_revision is not None and cache is not None and cache.ready:
                 latest = local_revision()
+                if latest is not None and cache.revision < latest:
+                    self._flush_progress()
                 if latest is not None and cache.revision >= latest:
                     return defer.succeed(cache.get(key))
         return self.backend.get(key, revision)
@@ -207,6 +209,8 @@ class CachedStorage:
         """
         current = await self.backend.current_revision()
         await cache.ensure_ready()
+        if cache.revision < current:
+            self._flush_progress()
         if cache.revision >= current:
             cache.futile_wait = False
             return cache.revision
@@ -225,6 +229,12 @@ class CachedStorage:
         log.debug("watch cache {prefix} did not reach revision {rev} in {t}s; reading the backend",
                   prefix=cache.prefix, rev=current, t=self.consistent_wait)
         return None
+
+    def _flush_progress(self) -> None:
+        """Have the backend's pending progress notifications delivered now (if it defers them)."""
+        flush: Optional[Callable[[], None]] = getattr(self.backend, "flush_progress", None)
+        if flush is not None:
+            flush()
 
     async def check_health(self) -> None:
         """The backend's health (the cache itself has no failure of its own to report)."""

@@ -352,6 +352,10 @@ class SQLiteStorage:
     def current_revision(self) -> defer.Deferred:
         return defer.succeed(self.local_revision())
 
+    def flush_progress(self) -> None:
+        """Watchers learn now that they have everything published (see sqlite_watch)."""
+        self._hub.flush_progress()
+
     def local_revision(self) -> int:
         """The latest committed revision, known without a round trip (see the Storage contract):
         this process commits every write, or, shared, every process advertises its own in
@@ -742,8 +746,11 @@ class SQLiteStorage:
             while self._running and self._catch_up_target > self._hub.published:
                 if self._publish_own_batch():
                     continue
+                # read the others' writes only: up to where a batch of ours starts, if one is waiting
+                published = self._hub.published
+                bound = min((start for start, _, _ in self._own_batches if start > published), default=0)
                 try:
-                    events, upto, compacted = await self._read(self._read_tail, self._hub.published)
+                    events, upto, compacted = await self._read(self._read_tail, published, bound)
                 except CompactedError as err:
                     await self._skip_compacted(err)
                     continue
@@ -770,11 +777,13 @@ class SQLiteStorage:
         return False
 
     @staticmethod
-    def _read_tail(conn: sqlite3.Connection, current: int, compacted: int,
-                   after: int) -> tuple[builtins.list[Event], int, int]:
-        """Reader thread: the next page of events after ``after``, and the revision it reaches."""
-        events = _history(conn, compacted, "", after, current, HISTORY_PAGE)
-        upto = current if len(events) < HISTORY_PAGE else events[-1].revision
+    def _read_tail(conn: sqlite3.Connection, current: int, compacted: int, after: int,
+                   bound: int) -> tuple[builtins.list[Event], int, int]:
+        """Reader thread: the next page of events after ``after`` (up to ``bound``, if not 0),
+        and the revision it reaches."""
+        last = min(bound, current) if bound else current
+        events = _history(conn, compacted, "", after, last, HISTORY_PAGE)
+        upto = last if len(events) < HISTORY_PAGE else events[-1].revision
         return events, upto, compacted
 
     async def _skip_compacted(self, err: CompactedError) -> None:

@@ -26,6 +26,10 @@ log = Logger()
 HistoryReader = Callable[[str, int, int, int], Awaitable[list[Event]]]
 
 HISTORY_PAGE = 1000
+# Progress (everything up to the published revision was delivered) goes to every watch
+# at most this long after a publish, or at once when a reader needs it (flush_progress):
+# telling every watch cache after every commit cost more than the commit's own events.
+PROGRESS_DELAY = 0.05
 
 
 class HubWatch(OrderedWatcher):
@@ -89,6 +93,7 @@ class WatchHub:
         self._reactor = reactor
         self._watches: list[HubWatch] = []
         self.published = 0  # newest revision handed to publish()
+        self._progress_call = None  # the pending progress round, if any
 
     def watch(self, prefix: str, after: int, on_event: EventHandler, on_error: ErrorHandler,
               on_progress: Optional[ProgressHandler] = None, compacted: int = 0) -> HubWatch:
@@ -111,8 +116,18 @@ class WatchHub:
             for w in list(self._watches):
                 if key.startswith(w.prefix):
                     w._offer(event)
+        if self._progress_call is None:
+            self._progress_call = self._reactor.callLater(PROGRESS_DELAY, self.flush_progress)
+
+    def flush_progress(self) -> None:
+        """Tell every watch now that everything up to the published revision was delivered."""
+        if self._progress_call is None:
+            return
+        if self._progress_call.active():
+            self._progress_call.cancel()
+        self._progress_call = None
         for w in list(self._watches):
-            w.progress(revision)
+            w.progress(self.published)
 
     def end_all(self, err: Exception) -> None:
         """End every watch with ``err`` (they cannot be continued without a gap)."""
@@ -121,6 +136,9 @@ class WatchHub:
 
     def close(self) -> None:
         """Cancel every watch without calling on_error (store shutdown)."""
+        if self._progress_call is not None and self._progress_call.active():
+            self._progress_call.cancel()
+        self._progress_call = None
         for w in list(self._watches):
             w.cancel()
 

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import time
 import uuid
 from typing import Any, Optional
@@ -62,6 +63,7 @@ def open_connection(server: ServerProcess) -> http.client.HTTPConnection:
     host, port = address(server)
     conn = http.client.HTTPConnection(host, port, timeout=20)
     conn.sock = connect(server, timeout=20)
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as http.client's own connect()
     return conn
 
 

@@ -467,13 +467,14 @@ class ListTests(ServerTestCase):
 
 class WatchTests(ServerTestCase):
     settings = {"bookmark_interval_seconds": 0.2}
+    watch_path = CM
 
     async def _watch(self, query: str) -> list[dict]:
         """All events of a watch that the server ends (timeoutSeconds or an ERROR)."""
         import treq
         events: list[dict] = []
         buf = bytearray()
-        response = await treq.get(self.server.url + CM + "?watch=true&" + query, unbuffered=True,
+        response = await treq.get(self.server.url + self.watch_path + "?watch=true&" + query, unbuffered=True,
                                   persistent=False)
         self.assertEqual(response.code, 200)
 
@@ -507,6 +508,22 @@ class WatchTests(ServerTestCase):
         events = await self._watch("fieldSelector=metadata.name%3Ds1&timeoutSeconds=1")
         self.assertEqual(events[0]["type"], "ADDED")
         self.assertEqual(events[0]["object"]["metadata"]["name"], "s1")
+
+    @run
+    async def test_cluster_wide_watch_pinned_by_field_selector_to_one_object(self):
+        start = (await self.client.get(CM)).body["metadata"]["resourceVersion"]
+        for name in ("p1", "p10", "p2"):  # p10: the same name prefix, another object
+            await self.client.post(CM, cm(name))
+        await self.client.patch(CM + "/p1", {"data": {"k": "v"}})
+        await self.client.patch(CM + "/p10", {"data": {"k": "v"}})
+        self.watch_path = "/api/v1/configmaps"
+        events = await self._watch(f"resourceVersion={start}&timeoutSeconds=1"
+                                   "&fieldSelector=metadata.namespace%3Ddefault,metadata.name%3Dp1")
+        self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in events],
+                         [("ADDED", "p1"), ("MODIFIED", "p1")])
+        events = await self._watch("timeoutSeconds=1&fieldSelector=metadata.namespace%3Ddefault")
+        self.assertEqual(sorted(e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED"),
+                         ["kube-root-ca.crt", "p1", "p10", "p2"])
 
     @run
     async def test_compacted_watch_is_410_error_event(self):
