@@ -197,7 +197,34 @@ def exit_after_startup_failure(reactor: Any, message: Optional[str]) -> None:
         reactor.callWhenRunning(reactor.stop)
 
 
-class KapiService(service.Service):
+class GracefulService(service.Service):
+    """A service stopped once, gracefully, by ``stopService`` or SIGTERM/SIGINT (``_stop``)."""
+
+    reactor: Any
+    _shutdown: Optional[defer.Deferred] = None  # the stop, once begun
+
+    async def _stop(self) -> None:
+        raise NotImplementedError
+
+    def _on_signal(self, signum: int) -> None:
+        log.info("Received {signal}, shutting down", signal=signal.Signals(signum).name)
+        self.shutdown().addBoth(lambda _: stop_reactor(self.reactor))
+
+    def stopService(self) -> defer.Deferred:
+        super().stopService()
+        return self.shutdown()
+
+    def shutdown(self) -> defer.Deferred:
+        """Stop gracefully (idempotent): fires when the stop has finished."""
+        if self._shutdown is None:
+            self._shutdown = defer.Deferred.fromCoroutine(self._stop())
+            self._shutdown.addErrback(lambda f: log.failure("error during shutdown", f))
+        d: defer.Deferred = defer.Deferred()
+        self._shutdown.addBoth(lambda r: (d.callback(None), r)[1])
+        return d
+
+
+class KapiService(GracefulService):
     """Runs one API server.  ``ready`` fires once READY=1 was sent; ``stopped`` when shut down.
 
     As one of ``workers`` (``worker`` is its index), it serves on the listening socket
@@ -234,7 +261,6 @@ class KapiService(service.Service):
         self.started = False
         self.ready: defer.Deferred = defer.Deferred()
         self._startup: Optional[defer.Deferred] = None
-        self._shutdown: Optional[defer.Deferred] = None
         self.health.add("etcd" if config.storage.backend == "etcd3" else "sqlite", self._storage_check)
         self.health.add("poststarthook/kapiserver-start", self._started_check)
 
@@ -351,23 +377,6 @@ class KapiService(service.Service):
                 exit_after_startup_failure(self.reactor, message)
 
     # ------------------------------------------------------------ stop
-
-    def _on_signal(self, signum: int) -> None:
-        log.info("Received {signal}, shutting down", signal=signal.Signals(signum).name)
-        self.shutdown().addBoth(lambda _: stop_reactor(self.reactor))
-
-    def stopService(self) -> defer.Deferred:
-        super().stopService()
-        return self.shutdown()
-
-    def shutdown(self) -> defer.Deferred:
-        """Graceful shutdown (idempotent)."""
-        if self._shutdown is None:
-            self._shutdown = defer.Deferred.fromCoroutine(self._stop())
-            self._shutdown.addErrback(lambda f: log.failure("error during shutdown", f))
-        d = defer.Deferred()
-        self._shutdown.addBoth(lambda r: (d.callback(None), r)[1])
-        return d
 
     async def _stop(self) -> None:
         self.health.begin_shutdown()

@@ -33,7 +33,6 @@ import socket
 import sys
 from typing import Any, Optional
 
-from twisted.application import service
 from twisted.internet import defer, protocol, task
 from twisted.logger import Logger, LogLevel, eventFromJSON, globalLogPublisher
 
@@ -41,8 +40,8 @@ from kapiserver.server import systemd
 from kapiserver.server.accept_balance import ConnectionTable
 from kapiserver.server.certs import CertBundle
 from kapiserver.server.config import Config, config_to_dict
-from kapiserver.server.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, StartupError, check_sqlite_file,
-                                       exit_after_startup_failure, install_shutdown_signals, stop_reactor,
+from kapiserver.server.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, GracefulService, StartupError,
+                                       check_sqlite_file, exit_after_startup_failure, install_shutdown_signals,
                                        write_kubeconfig)
 
 log = Logger()
@@ -120,7 +119,7 @@ class _WorkerProcess(protocol.ProcessProtocol):
         self.supervisor.worker_ended(self, reason.value.exitCode, reason.value.signal)
 
 
-class WorkerSupervisor(service.Service):
+class WorkerSupervisor(GracefulService):
     """Starts, watches and stops the workers.  ``ready`` fires with the port once all serve."""
 
     name = "kapiserver"
@@ -148,7 +147,6 @@ class WorkerSupervisor(service.Service):
         self._notify_ports: list[Any] = []
         self._notify_names = [f"kapiserver-{os.getpid()}-{os.urandom(6).hex()}-worker-{i}" for i in range(count)]
         self._config_json = json.dumps({"source": config.source, "config": config_to_dict(config)}).encode()
-        self._stopping: Optional[defer.Deferred] = None
         self._all_ended: Optional[defer.Deferred] = None
         # systemd's watchdog period, also the workers' (None: no watchdog)
         self._watchdog = systemd.watchdog_interval(env)
@@ -234,7 +232,7 @@ class WorkerSupervisor(service.Service):
         assert self._watchdog is not None
         deadline = self.reactor.seconds() - 2 * self._watchdog
         for worker in list(self.workers.values()):
-            if worker.ready and worker.last_ping < deadline and self._stopping is None:
+            if worker.ready and worker.last_ping < deadline and self._shutdown is None:
                 log.error("worker {index} (pid {pid}) missed its watchdog; killing it", index=worker.index,
                           pid=worker.pid)
                 worker.transport.signalProcess(signal.SIGKILL)
@@ -243,7 +241,7 @@ class WorkerSupervisor(service.Service):
         if self.workers.get(worker.index) is worker:
             del self.workers[worker.index]
         how = f"exit status {code}" if signum is None else f"signal {signal.Signals(signum).name}"
-        if self._stopping is not None:
+        if self._shutdown is not None:
             log.info("worker {index} (pid {pid}) ended: {how}", index=worker.index, pid=worker.pid, how=how)
             if not self.workers and self._all_ended is not None and not self._all_ended.called:
                 self._all_ended.callback(None)
@@ -259,11 +257,11 @@ class WorkerSupervisor(service.Service):
         self.reactor.callLater(pause, self._replace, worker.index)
 
     def _worker_failed_to_start(self, worker: _WorkerProcess, how: str) -> None:
-        if self._stopping is None:
+        if self._shutdown is None:
             self._startup_failed(worker.status or f"worker {worker.index} could not start ({how})")
 
     def _replace(self, index: int) -> None:
-        if self._stopping is None and index not in self.workers:
+        if self._shutdown is None and index not in self.workers:
             self.replacements += 1
             self._spawn(index)
 
@@ -278,24 +276,8 @@ class WorkerSupervisor(service.Service):
 
     # ------------------------------------------------------------ stop
 
-    def _on_signal(self, signum: int) -> None:
-        log.info("Received {signal}, stopping {n} workers", signal=signal.Signals(signum).name, n=len(self.workers))
-        self.shutdown().addBoth(lambda _: stop_reactor(self.reactor))
-
-    def stopService(self) -> defer.Deferred:
-        super().stopService()
-        return self.shutdown()
-
-    def shutdown(self) -> defer.Deferred:
-        """Stop every worker (each drains); idempotent."""
-        if self._stopping is None:
-            self._stopping = defer.Deferred.fromCoroutine(self._stop())
-            self._stopping.addErrback(lambda f: log.failure("error during shutdown", f))
-        d: defer.Deferred = defer.Deferred()
-        self._stopping.addBoth(lambda r: (d.callback(None), r)[1])
-        return d
-
     async def _stop(self) -> None:
+        """Stop every worker (each drains as a single server does)."""
         self.notifier.stopping()
         if self._watchdog_check is not None and self._watchdog_check.running:
             self._watchdog_check.stop()

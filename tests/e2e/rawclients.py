@@ -19,6 +19,17 @@ import h2.events
 from kapiserver.testing.process import ServerProcess
 
 
+def descriptor_targets(pid: int) -> list[str]:
+    """What each open file descriptor of process ``pid`` points at (``socket:[123]``, paths)."""
+    targets = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue  # closed meanwhile
+    return targets
+
+
 def address(server: ServerProcess) -> tuple[str, int]:
     host, port = server.server_url.removeprefix("https://").rsplit(":", 1)
     return host, int(port)

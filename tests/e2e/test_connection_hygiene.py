@@ -15,7 +15,6 @@ others are still served meanwhile.
 from __future__ import annotations
 
 import json
-import os
 import select
 import socket
 import ssl
@@ -24,7 +23,7 @@ import time
 from twisted.trial import unittest
 
 from kapiserver.testing.process import ServerProcess, shared_server
-from tests.e2e.rawclients import (H2Client, address, connect, head_of, read_until_closed,
+from tests.e2e.rawclients import (H2Client, address, connect, descriptor_targets, head_of, read_until_closed,
                                   upload_until_answered)
 
 HEADER_TIMEOUT = 2.0
@@ -57,15 +56,7 @@ def _rss_kib(pid: int) -> int:
 
 def _temporary_files(pid: int) -> list[str]:
     """Deleted files the server holds open: where Twisted used to spool request bodies."""
-    found = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.endswith("(deleted)"):
-            found.append(target)
-    return found
+    return [target for target in descriptor_targets(pid) if target.endswith("(deleted)")]
 
 
 def _post_head(length: int, extra: str = "") -> bytes:

@@ -20,7 +20,7 @@ from twisted.trial import unittest
 
 from kapiserver.testing.etcd import shared_etcd, skip_reason
 from kapiserver.testing.process import ServerProcess
-from tests.e2e.rawclients import address, connect
+from tests.e2e.rawclients import address, connect, descriptor_targets
 
 
 def worker_pids(server: ServerProcess) -> list[int]:
@@ -30,15 +30,7 @@ def worker_pids(server: ServerProcess) -> list[int]:
 
 
 def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    return inodes
+    return {target[8:-1] for target in descriptor_targets(pid) if target.startswith("socket:[")}
 
 
 def serving_worker(server: ServerProcess, conn: http.client.HTTPConnection) -> Optional[int]:
