@@ -197,11 +197,32 @@ def exit_after_startup_failure(reactor: Any, message: Optional[str]) -> None:
         reactor.callWhenRunning(reactor.stop)
 
 
-class GracefulService(service.Service):
-    """A service stopped once, gracefully, by ``stopService`` or SIGTERM/SIGINT (``_stop``)."""
+class ProcessService(service.Service):
+    """What twistd runs: one API server (:class:`KapiService`) or the supervisor of several
+    (``workers.py``).  It talks to systemd, and is stopped once, gracefully (``_stop``), by
+    ``stopService`` or SIGTERM/SIGINT."""
 
-    reactor: Any
+    name = "kapiserver"
     _shutdown: Optional[defer.Deferred] = None  # the stop, once begun
+
+    def __init__(self, config: Config, bundle: CertBundle, reactor: Any = None,
+                 install_signal_handlers: bool = False, exit_on_failure: bool = False,
+                 env: Optional[dict] = None) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.config = config
+        self.bundle = bundle
+        self.reactor = reactor
+        self.install_signal_handlers = install_signal_handlers
+        self.exit_on_failure = exit_on_failure
+        self.notifier = systemd.Notifier(env, reactor)
+        self.ready: defer.Deferred = defer.Deferred()
+
+    def startService(self) -> None:
+        super().startService()
+        if self.install_signal_handlers:
+            self.reactor.callWhenRunning(install_shutdown_signals, self.reactor, self._on_signal)
 
     async def _stop(self) -> None:
         raise NotImplementedError
@@ -224,7 +245,7 @@ class GracefulService(service.Service):
         return d
 
 
-class KapiService(GracefulService):
+class KapiService(ProcessService):
     """Runs one API server.  ``ready`` fires once READY=1 was sent; ``stopped`` when shut down.
 
     As one of ``workers`` (``worker`` is its index), it serves on the listening socket
@@ -233,33 +254,22 @@ class KapiService(GracefulService):
     workers.
     """
 
-    name = "kapiserver"
-
     def __init__(self, config: Config, bundle: CertBundle, reactor: Any = None,
                  install_signal_handlers: bool = False, exit_on_failure: bool = False,
                  env: Optional[dict] = None, worker: Optional[int] = None,
                  listen_fd: Optional[int] = None, connection_table: Any = None) -> None:
-        if reactor is None:
-            from twisted.internet import reactor as default_reactor
-            reactor = default_reactor
-        self.config = config
-        self.bundle = bundle
-        self.reactor = reactor
-        self.install_signal_handlers = install_signal_handlers
-        self.exit_on_failure = exit_on_failure
+        super().__init__(config, bundle, reactor, install_signal_handlers, exit_on_failure, env)
         self.worker = worker
         self.listen_fd = listen_fd
         self.connection_table = connection_table
         self.balancer: Any = None
         self.health = HealthChecks()
-        self.notifier = systemd.Notifier(env, reactor)
         self.storage: Any = None
         self.apiserver: Any = None
         self.port: Any = None
         self.limiter: Optional[ConnectionLimiter] = None
         self.compactor: Optional[EtcdCompactor] = None
         self.started = False
-        self.ready: defer.Deferred = defer.Deferred()
         self._startup: Optional[defer.Deferred] = None
         self.health.add("etcd" if config.storage.backend == "etcd3" else "sqlite", self._storage_check)
         self.health.add("poststarthook/kapiserver-start", self._started_check)
@@ -287,8 +297,6 @@ class KapiService(GracefulService):
     def startService(self) -> None:
         super().startService()
         version_info()  # warm the cache (it runs git) before serving
-        if self.install_signal_handlers:
-            self.reactor.callWhenRunning(install_shutdown_signals, self.reactor, self._on_signal)
         self._startup = defer.Deferred.fromCoroutine(self._start())
         self._startup.addErrback(self._startup_failed)
 

@@ -40,9 +40,8 @@ from kapiserver.server import systemd
 from kapiserver.server.accept_balance import ConnectionTable
 from kapiserver.server.certs import CertBundle
 from kapiserver.server.config import Config, config_to_dict
-from kapiserver.server.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, GracefulService, StartupError,
-                                       check_sqlite_file, exit_after_startup_failure, install_shutdown_signals,
-                                       write_kubeconfig)
+from kapiserver.server.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, ProcessService, StartupError,
+                                       check_sqlite_file, exit_after_startup_failure, write_kubeconfig)
 
 log = Logger()
 
@@ -119,25 +118,14 @@ class _WorkerProcess(protocol.ProcessProtocol):
         self.supervisor.worker_ended(self, reason.value.exitCode, reason.value.signal)
 
 
-class WorkerSupervisor(GracefulService):
+class WorkerSupervisor(ProcessService):
     """Starts, watches and stops the workers.  ``ready`` fires with the port once all serve."""
-
-    name = "kapiserver"
 
     def __init__(self, config: Config, bundle: CertBundle, count: int, reactor: Any = None,
                  install_signal_handlers: bool = False, exit_on_failure: bool = False,
                  env: Optional[dict] = None) -> None:
-        if reactor is None:
-            from twisted.internet import reactor as default_reactor
-            reactor = default_reactor
-        self.config = config
-        self.bundle = bundle
+        super().__init__(config, bundle, reactor, install_signal_handlers, exit_on_failure, env)
         self.count = count
-        self.reactor = reactor
-        self.install_signal_handlers = install_signal_handlers
-        self.exit_on_failure = exit_on_failure
-        self.notifier = systemd.Notifier(env, reactor)
-        self.ready: defer.Deferred = defer.Deferred()
         self.workers: dict[int, _WorkerProcess] = {}
         self.replacements = 0  # workers started in place of one that ended (tests, logs)
         self._socket: Optional[socket.socket] = None
@@ -160,8 +148,6 @@ class WorkerSupervisor(GracefulService):
 
     def startService(self) -> None:
         super().startService()
-        if self.install_signal_handlers:
-            self.reactor.callWhenRunning(install_shutdown_signals, self.reactor, self._on_signal)
         try:
             check_sqlite_file(self.config)
             self._listen()
