@@ -28,12 +28,10 @@ from typing import Any, Optional
 from twisted.application import service
 from twisted.internet import defer, endpoints, error as net_error, task
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from kapiserver.endpoints.connection.limits import ConnectionLimiter, descriptor_budget
 from kapiserver.machinery import private_files
 from kapiserver.server import systemd
-from kapiserver.auth.build import CredentialsError
 from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
                                      serving_context_factory)
 from kapiserver.server.config import Config, worker_count
@@ -319,6 +317,7 @@ class KapiService(ProcessService):
         except AuditConfigError as e:
             raise StartupError(str(e)) from None
         site = self.apiserver.site
+        from twisted.protocols.tls import TLSMemoryBIOFactory
         tls_options = serving_context_factory(self.bundle, self.apiserver.authentication.handshake_client_cas or None)
         tls = TLSMemoryBIOFactory(tls_options, False, site)
         self.limiter = ConnectionLimiter(tls, site.policy, self.reactor,
@@ -368,6 +367,8 @@ class KapiService(ProcessService):
                 self.ready.errback(failure)
                 self.ready.addErrback(lambda f: None)
             return
+        # (imported here: a workers' supervisor, which imports this module, never authenticates)
+        from kapiserver.auth.build import CredentialsError
         if failure.check(StartupError, CertificateError, CredentialsError):
             message = str(failure.value)
         else:
