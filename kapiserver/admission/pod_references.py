@@ -39,19 +39,25 @@ _SECRET_VOLUME_SOURCES = (
 )
 
 
+def _env_refs(spec: dict, env_from_key: str, key_ref_key: str) -> Iterator[str]:
+    """The names every container's envFrom (``env_from_key``) and env valueFrom
+    (``key_ref_key``) reference."""
+    for c in _containers(spec):
+        for env_from in as_list(c.get("envFrom")):
+            if as_dict(env_from).get(env_from_key) is not None:
+                yield ref_name(env_from[env_from_key])
+        for var in as_list(c.get("env")):
+            ref = as_dict(as_dict(var).get("valueFrom")).get(key_ref_key)
+            if ref is not None:
+                yield ref_name(ref)
+
+
 def pod_secret_names(spec: dict) -> Iterator[str]:
     """upstream's VisitPodSecretNames over all containers: pull secrets, env and envFrom of every
     container, and the secrets volumes name (one source per volume, as its switch)."""
     for ref in as_list(spec.get("imagePullSecrets")):
         yield ref_name(ref)
-    for c in _containers(spec):
-        for env_from in as_list(c.get("envFrom")):
-            if as_dict(env_from).get("secretRef") is not None:
-                yield ref_name(env_from["secretRef"])
-        for var in as_list(c.get("env")):
-            ref = as_dict(as_dict(var).get("valueFrom")).get("secretKeyRef")
-            if ref is not None:
-                yield ref_name(ref)
+    yield from _env_refs(spec, "secretRef", "secretKeyRef")
     for volume in as_list(spec.get("volumes")):
         volume = as_dict(volume)
         if volume.get("projected") is not None:
@@ -75,14 +81,7 @@ def pod_secret_names(spec: dict) -> Iterator[str]:
 def pod_configmap_names(spec: dict) -> Iterator[str]:
     """upstream's VisitPodConfigmapNames: env and envFrom of every container, configMap
     volumes and projected configMap sources."""
-    for c in _containers(spec):
-        for env_from in as_list(c.get("envFrom")):
-            if as_dict(env_from).get("configMapRef") is not None:
-                yield ref_name(env_from["configMapRef"])
-        for var in as_list(c.get("env")):
-            ref = as_dict(as_dict(var).get("valueFrom")).get("configMapKeyRef")
-            if ref is not None:
-                yield ref_name(ref)
+    yield from _env_refs(spec, "configMapRef", "configMapKeyRef")
     for volume in as_list(spec.get("volumes")):
         volume = as_dict(volume)
         if volume.get("configMap") is not None:

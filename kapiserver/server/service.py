@@ -166,24 +166,6 @@ class EtcdCompactor:
             log.warn("etcd compaction failed: {error}", error=e)
 
 
-def install_shutdown_signals(reactor: Any, on_signal: Any) -> None:
-    """Replace twistd's SIGTERM/SIGINT handlers: theirs re-raise the signal (exit status 143),
-    ours call ``on_signal(signum)`` on the reactor thread, to drain and exit 0 as systemd
-    expects from a clean stop."""
-    def handler(signum, frame):
-        reactor.callFromThread(on_signal, signum)
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-
-
-def stop_reactor(reactor: Any) -> None:
-    """Stop the reactor once, however many signals arrived."""
-    try:
-        reactor.stop()
-    except net_error.ReactorNotRunning:
-        pass
-
-
 def exit_after_startup_failure(reactor: Any, message: Optional[str]) -> None:
     """Print ``message`` (if not printed already) as the one line on stderr, stop the reactor, exit 1."""
     if message is not None:
@@ -220,14 +202,29 @@ class ProcessService(service.Service):
     def startService(self) -> None:
         super().startService()
         if self.install_signal_handlers:
-            self.reactor.callWhenRunning(install_shutdown_signals, self.reactor, self._on_signal)
+            self.reactor.callWhenRunning(self._install_signal_handlers)
 
     async def _stop(self) -> None:
         raise NotImplementedError
 
+    def _install_signal_handlers(self) -> None:
+        """Replace twistd's SIGTERM/SIGINT handlers: theirs re-raise the signal (exit status 143),
+        ours drain and exit 0 as systemd expects from a clean stop."""
+        def handler(signum, frame):
+            self.reactor.callFromThread(self._on_signal, signum)
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
     def _on_signal(self, signum: int) -> None:
         log.info("Received {signal}, shutting down", signal=signal.Signals(signum).name)
-        self.shutdown().addBoth(lambda _: stop_reactor(self.reactor))
+        self.shutdown().addBoth(lambda _: self._stop_reactor())
+
+    def _stop_reactor(self) -> None:
+        """Stop the reactor once, however many signals arrived."""
+        try:
+            self.reactor.stop()
+        except net_error.ReactorNotRunning:
+            pass
 
     def stopService(self) -> defer.Deferred:
         super().stopService()

@@ -127,7 +127,6 @@ class WorkerSupervisor(ProcessService):
         super().__init__(config, bundle, reactor, install_signal_handlers, exit_on_failure, env)
         self.count = count
         self.workers: dict[int, _WorkerProcess] = {}
-        self.replacements = 0  # workers started in place of one that ended (tests, logs)
         self._socket: Optional[socket.socket] = None
         self._port: Optional[int] = None
         self._connection_table = os.memfd_create("kapiserver-connections")
@@ -139,10 +138,6 @@ class WorkerSupervisor(ProcessService):
         # systemd's watchdog period, also the workers' (None: no watchdog)
         self._watchdog = systemd.watchdog_interval(env)
         self._watchdog_check: Optional[task.LoopingCall] = None
-
-    @property
-    def bound_port(self) -> Optional[int]:
-        return self._port
 
     # ------------------------------------------------------------ start
 
@@ -248,7 +243,6 @@ class WorkerSupervisor(ProcessService):
 
     def _replace(self, index: int) -> None:
         if self._shutdown is None and index not in self.workers:
-            self.replacements += 1
             self._spawn(index)
 
     def _startup_failed(self, message: str) -> None:

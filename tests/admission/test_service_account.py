@@ -19,6 +19,15 @@ from kapiserver.testing.cases import ServerTestCase, run
 TYPES = {(t.group, t.version, t.plural): t for t in builtin_resource_types()}
 PODS = TYPES[("", "v1", "pods")]
 TOKEN_VOLUME = re.compile(r"^kube-api-access-[bcdfghjklmnpqrstvwxz2456789]{5}$")
+# upstream's projected kube-api-access volume, as kube-apiserver 1.32 adds it
+TOKEN_VOLUME_PROJECTION = {
+    "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+    ],
+    "defaultMode": 420}
 
 
 class FakeServiceAccounts:
@@ -49,6 +58,12 @@ class FakeServiceAccounts:
 def sa(name: str = "default", namespace: str = "ns", **fields) -> dict:
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace},
             **fields}
+
+
+def enforcing_account(**fields) -> dict:
+    """The ``default`` account, asking for its mountable secrets to be enforced."""
+    return sa(metadata={"name": "default", "namespace": "ns",
+                        "annotations": {"kubernetes.io/enforce-mountable-secrets": "true"}}, **fields)
 
 
 def pod(spec: Optional[dict] = None, name: str = "p", annotations: Optional[dict] = None) -> dict:
@@ -91,14 +106,7 @@ class ServiceAccountAdmissionTests(unittest.TestCase):
         self.assertEqual(len(spec["volumes"]), 1)
         volume = spec["volumes"][0]
         self.assertRegex(volume["name"], TOKEN_VOLUME)
-        self.assertEqual(volume["projected"], {
-            "sources": [
-                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace",
-                                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
-            ],
-            "defaultMode": 420})
+        self.assertEqual(volume["projected"], TOKEN_VOLUME_PROJECTION)
         mount = {"name": volume["name"], "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
         for c in spec["containers"] + spec["initContainers"]:
             self.assertEqual(c["volumeMounts"], [mount])
@@ -212,9 +220,7 @@ class ServiceAccountAdmissionTests(unittest.TestCase):
 
     @run
     async def test_mountable_secrets_are_enforced_when_the_service_account_asks(self):
-        self.accounts.accounts[("ns", "default")] = sa(
-            metadata={"name": "default", "namespace": "ns",
-                      "annotations": {"kubernetes.io/enforce-mountable-secrets": "true"}},
+        self.accounts.accounts[("ns", "default")] = enforcing_account(
             secrets=[{"name": "ok"}], imagePullSecrets=[{"name": "pull"}])
         await self.admit(pod({"volumes": [{"name": "v", "secret": {"secretName": "ok"}}],
                               "containers": [{"name": "c", "image": "x", "env": [
@@ -235,9 +241,7 @@ class ServiceAccountAdmissionTests(unittest.TestCase):
 
     @run
     async def test_ephemeral_containers_update_is_held_to_mountable_secrets(self):
-        self.accounts.accounts[("ns", "default")] = sa(
-            metadata={"name": "default", "namespace": "ns",
-                      "annotations": {"kubernetes.io/enforce-mountable-secrets": "true"}}, secrets=[{"name": "ok"}])
+        self.accounts.accounts[("ns", "default")] = enforcing_account(secrets=[{"name": "ok"}])
         debug = {"name": "debug", "image": "x", "env": [
             {"name": "E", "valueFrom": {"secretKeyRef": {"name": "no", "key": "k"}}}]}
         p = pod({"serviceAccountName": "default", "containers": [{"name": "c", "image": "x"}],

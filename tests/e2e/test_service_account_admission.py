@@ -5,13 +5,13 @@ container, a pod naming a service account that does not exist is refused as upst
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 
 from twisted.trial import unittest
 
 from kapiserver.testing.process import E2E_CONFIG, shared_server
+from tests.admission.test_service_account import TOKEN_VOLUME, TOKEN_VOLUME_PROJECTION
 
 MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -35,15 +35,8 @@ class ServiceAccountAdmissionTests(unittest.TestCase):
         spec = pod["spec"]
         self.assertEqual((spec["serviceAccountName"], spec["serviceAccount"]), ("default", "default"))
         [volume] = spec["volumes"]
-        self.assertRegex(volume["name"], re.compile(r"^kube-api-access-[bcdfghjklmnpqrstvwxz2456789]{5}$"))
-        self.assertEqual(volume["projected"], {
-            "sources": [
-                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace",
-                                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
-            ],
-            "defaultMode": 420})
+        self.assertRegex(volume["name"], TOKEN_VOLUME)
+        self.assertEqual(volume["projected"], TOKEN_VOLUME_PROJECTION)
         for c in spec["containers"] + spec["initContainers"]:
             self.assertEqual(c["volumeMounts"], [{"name": volume["name"], "readOnly": True, "mountPath": MOUNT_PATH}])
 
