@@ -19,6 +19,12 @@ this takes stays a small multiple of the stored objects; indented JSON and
 YAML (people) are encoded anew, and Table rows (they hold the object's age)
 always are.
 
+A list of the watch cache's same page in the same form (nothing under it
+changed since) reuses the whole run of encoded items, kept in the page's
+``ListResult.memo``: a repeated list costs its head, its tail and the write,
+whatever its length.  The run is dropped with the page at the next change; it
+joins encodings each item keeps anyway, so it at most doubles what they take.
+
 Protobuf frames the items inside a length-prefixed envelope: every item's
 size must be known before the first byte is written, so :meth:`ListBody.prepare`
 encodes them all first (in slices, yielding to the reactor); memoized on
@@ -42,6 +48,8 @@ _MARKER = "kapiserverlistitemsplaceholder"
 # Encoding one slice of a protobuf list's items: at most this long before the
 # reactor gets a turn.
 PREPARE_SLICE_SECONDS = 0.005
+# A memoized run of items is written in slices of this size (what the list stream writes at once).
+RUN_SLICE = 256 * 1024
 
 
 def memoized(item: Any, key: Hashable, make: Callable[[], bytes]) -> bytes:
@@ -66,14 +74,48 @@ def _indent(body: bytes, spaces: bytes) -> bytes:
     return spaces + body.replace(b"\n", b"\n" + spaces)
 
 
+class _Run:
+    """The items of a list, encoded and joined, as the watch cache's page memo keeps them.
+
+    ``encoded`` is the run when an earlier list of the same page in the same form left it;
+    otherwise the pieces of this list are gathered (:meth:`keep`) and left for the next.
+    """
+
+    def __init__(self, memo: Optional[dict], key: Optional[Hashable]) -> None:
+        self._memo = memo if key is not None else None
+        self._key = key
+        self.encoded: Optional[bytes] = self._memo.get(key) if self._memo is not None else None
+        self._pieces: Optional[list[bytes]] = [] if self._memo is not None and self.encoded is None else None
+
+    def keep(self, piece: bytes, last: bool) -> None:
+        if self._pieces is None:
+            return
+        self._pieces.append(piece)
+        if last:
+            assert self._memo is not None
+            self._memo[self._key] = b"".join(self._pieces)
+            self._pieces = None
+
+    def slice_count(self) -> int:
+        assert self.encoded is not None
+        return -(-len(self.encoded) // RUN_SLICE)
+
+    def slice(self, index: int) -> bytes:
+        assert self.encoded is not None
+        return self.encoded[index * RUN_SLICE:(index + 1) * RUN_SLICE]
+
+
 class ListBody:
-    """The pieces of one list answer.  ``item(i)`` includes what separates it from the previous one."""
+    """The pieces of one list answer: a head, ``piece(i)`` for each i below ``piece_count()``
+    (one per item, with what separates it from the previous one; or slices of the items'
+    memoized run), a tail."""
 
     content_type: str = codec.JSON
 
-    def __init__(self, listed: StoredList) -> None:
+    def __init__(self, listed: StoredList, run_key: Optional[Hashable] = None) -> None:
         self.listed = listed
         self.items = listed.items
+        self.run = _Run(listed.memo, run_key)
 
     async def prepare(self) -> None:
         """Work needed before the head can be written (protobuf: every item's size)."""
@@ -81,7 +123,18 @@ class ListBody:
     def head(self) -> bytes:
         raise NotImplementedError
 
+    def piece_count(self) -> int:
+        return self.run.slice_count() if self.run.encoded is not None else len(self.items)
+
+    def piece(self, index: int) -> bytes:
+        if self.run.encoded is not None:
+            return self.run.slice(index)
+        piece = self.item(index)
+        self.run.keep(piece, index == len(self.items) - 1)
+        return piece
+
     def item(self, index: int) -> bytes:
+        """The piece of the item at ``index``."""
         raise NotImplementedError
 
     def tail(self) -> bytes:
@@ -94,12 +147,15 @@ class _TextList(ListBody):
 
     def __init__(self, listed: StoredList, target: MediaTarget, envelope: dict, items_key: str,
                  shape: Callable[[Any], Any], memo_key: Optional[Hashable], pretty: bool) -> None:
-        super().__init__(listed)
+        yaml = target.media_type == codec.YAML
+        pretty = pretty and not yaml
+        memo_key = None if memo_key is None or yaml or pretty else (memo_key, "json")
+        super().__init__(listed, memo_key)
         self.content_type = target.content_type
-        self.yaml = target.media_type == codec.YAML
-        self.pretty = pretty and not self.yaml
+        self.yaml = yaml
+        self.pretty = pretty
         self.shape = shape
-        self.memo_key = None if memo_key is None or self.yaml or self.pretty else (memo_key, "json")
+        self.memo_key = memo_key
         whole = codec.encode({**envelope, items_key: _MARKER}, target.media_type, self.pretty)
         if self.yaml:
             placeholder = f"{items_key}: {_MARKER}\n".encode()
@@ -150,7 +206,7 @@ class _ProtobufList(ListBody):
 
     def __init__(self, listed: StoredList, api_version: str, kind: str, list_message: str, envelope: dict,
                  shape: Callable[[Any], Any], memo_key: Hashable) -> None:
-        super().__init__(listed)
+        super().__init__(listed, (memo_key, "protobuf"))
         self.api_version = api_version
         self.kind = kind
         self.shape = shape
@@ -173,6 +229,8 @@ class _ProtobufList(ListBody):
         return protobuf.encode_message(self.item_message, self.shape(self.listed.external(item)))
 
     async def prepare(self) -> None:
+        if self.run.encoded is not None:
+            return
         deadline = time.monotonic() + PREPARE_SLICE_SECONDS
         encoded = self.encoded
         for item in self.items:
@@ -188,6 +246,8 @@ class _ProtobufList(ListBody):
 
     def head(self) -> bytes:
         size = len(self.before) + len(self.after)
+        if self.run.encoded is not None:
+            size += len(self.run.encoded)
         for raw in self.encoded:
             size += len(self._framed(raw)) + len(raw)
         type_meta = bytearray()

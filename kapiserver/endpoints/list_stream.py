@@ -67,7 +67,7 @@ class ListStream:
         self.body = body
         self.reactor = reactor
         self.index = 0
-        self.count = len(body.items)
+        self.count = body.piece_count()
         self.paused = False
         self.stopped = False
         self.finished = False
@@ -127,7 +127,7 @@ class ListStream:
                 pieces.append(head)
                 size += len(head)
             while self.index < self.count and size < BATCH_BYTES and time.monotonic() < deadline:
-                piece = self.body.item(self.index)
+                piece = self.body.piece(self.index)
                 self.index += 1
                 pieces.append(piece)
                 size += len(piece)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import secrets
+import time
 import uuid
 
 # Upstream's utilrand alphabet: no vowels (no accidental words) and no
@@ -11,9 +12,18 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 GENERATED_SUFFIX_LENGTH = 5
 
 
+_formatted_second: list = [-1, ""]  # the last second formatted, and its text
+
+
 def now_rfc3339() -> str:
-    """metav1.Time: RFC 3339, UTC, second precision."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """metav1.Time: RFC 3339, UTC, second precision.
+
+    Formatted once per second: a write stamps several times (creation, managedFields).
+    """
+    second = int(time.time())
+    if _formatted_second[0] != second:
+        _formatted_second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))]
+    return _formatted_second[1]
 
 
 def now_rfc3339_micro() -> str:

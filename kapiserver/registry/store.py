@@ -38,6 +38,8 @@ GENERATE_NAME_ATTEMPTS = 8
 _LIST_BATCH = 500
 # Selector lists decode every stored object: give the reactor a turn this often.
 _YIELD_EVERY = 500
+# ListResult.memo: every value on the page decodes (a list of it need not check them again)
+_EVERY_VALUE_READABLE = "every value readable"
 
 
 # The managers recorded in managedFields for writes the server makes itself: its own, and
@@ -161,6 +163,8 @@ class StoredList:
     metadata: dict
     items: list
     store: "Store"
+    # the watch cache's memo of the page these items are, whole (ListResult.memo), if they are one
+    memo: Optional[dict] = None
 
     def external(self, item: Any) -> dict:
         """One item as clients see it (a fresh dict for a stored value)."""
@@ -419,6 +423,7 @@ class Store:
         # resourceVersion=0 without a continue token: any recent state (served from memory)
         any_state = opts.resource_version == "0" and not opts.continue_token
         items: list[Any] = []
+        list_memo: Optional[dict] = None
         start_key = prefix + start if start else ""
         more = False
         next_key = ""
@@ -447,7 +452,13 @@ class Store:
                                          f"current: {e.current}")
             read_rev = page.revision
             consumed = 0
+            whole_page = not opts.limit and not items and not page.more
             if self.rtype.convert_from_storage_async is None and matches is None:
+                if whole_page and page.memo is not None and page.memo.get(_EVERY_VALUE_READABLE):
+                    # the watch cache's same page as before, every value checked then: the
+                    # page is the list, and what was encoded of it whole is reused (list_encoding)
+                    items, list_memo = page.items, page.memo
+                    break
                 # nothing to look at: the values themselves are the items, decoded when (and if)
                 # an encoding of them is not already memoized; one never decoded is checked now
                 for kv in page.items:
@@ -459,6 +470,9 @@ class Store:
                         break
                     if consumed % _YIELD_EVERY == 0:
                         await cooperate.yield_to_reactor()
+                if whole_page and page.memo is not None and len(items) == len(page.items):
+                    page.memo[_EVERY_VALUE_READABLE] = True
+                    list_memo = page.memo
             else:
                 pairs = _readable_pairs(page.items, warnings)
                 # one conversion call per storage page when conversion is asynchronous
@@ -496,7 +510,7 @@ class Store:
             list_meta["continue"] = encode_continue(read_rev, next_key)
             if remaining is not None and remaining > 0:
                 list_meta["remainingItemCount"] = remaining
-        return StoredList(self.rtype.list_kind, self.rtype.api_version, list_meta, items, self)
+        return StoredList(self.rtype.list_kind, self.rtype.api_version, list_meta, items, self, list_memo)
 
     # ------------------------------------------------------------ create
 
@@ -624,6 +638,30 @@ class Store:
         return await self.guaranteed_update(namespace, name, replace, subresource, ctx,
                                             precondition_rv=wanted_rv, create_if_missing=True)
 
+    async def _state_for_write(self, key: str, dry_run: bool) -> tuple[Optional[st.KeyValue], bool]:
+        """The value an update or delete starts from, and whether it is surely the current one.
+
+        As upstream's cacher does, a write starts from the watch cache's copy when there is
+        one: the compare-and-swap on its mod revision catches a copy that is behind, and a
+        refusal or no-op decided on it is checked against the backend (:meth:`_recheck`).
+        That spares etcd a read per update and delete.  A dry run answers without writing,
+        so it reads the backend.
+        """
+        peek = getattr(self.storage, "peek", None)
+        if peek is not None and not dry_run:
+            kv = peek(key)
+            if kv is not None:
+                return kv, False
+        return await self.storage.get(key), True
+
+    async def _recheck(self, key: str, kv: st.KeyValue) -> tuple[Optional[st.KeyValue], bool]:
+        """After a refusal or a no-op decided on the watch cache's copy ``kv``: the backend's
+        current value, and whether ``kv`` was that value after all (then the decision stands)."""
+        latest = await self.storage.get(key)
+        if latest is not None and latest.mod_revision == kv.mod_revision:
+            return kv, True
+        return latest, False
+
     async def guaranteed_update(self, namespace: str, name: str,
                                 mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
                                 subresource: str = "", ctx: Optional[Context] = None,
@@ -638,7 +676,7 @@ class Store:
         """
         ctx = ctx or Context()
         key = self.key(namespace, name)
-        kv = await self.storage.get(key)
+        kv, current_for_sure = await self._state_for_write(key, ctx.dry_run)
         while True:
             if kv is None:
                 allow_create = self.strategy.allow_create_on_update or force_allow_create
@@ -654,28 +692,45 @@ class Store:
                         kv = await self.storage.get(key)
                         continue
                     raise
-            current = await self._from_kv_async(kv)
-            desired = mutate(codec.copy_json(current))
-            if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
-                desired = await desired
-            desired = self._check_kind(desired)
-            self._stamp_type(desired)
-            dmd = meta.metadata(desired)
-            rv = precondition_rv or dmd.get("resourceVersion") or ""
-            if not rv and not self.strategy.allow_unconditional_update:
-                # upstream names the resource where the kind goes, and prints the uint64 zero as Go's %#v
-                raise errors.invalid(self.rtype.plural, self.rtype.group, name, [errors.Cause(
-                    errors.INVALID, "Invalid value: 0x0: must be specified for an update", "metadata.resourceVersion")])
-            if rv and rv != current["metadata"]["resourceVersion"]:
-                raise self._conflict(name)
-            body_uid = dmd.get("uid")
-            if body_uid and body_uid != current["metadata"].get("uid"):
-                raise self._conflict(name, f"Precondition failed: UID in precondition: {body_uid}, "
-                                           f"UID in object meta: {current['metadata'].get('uid')}")
-            # a stale value (older encryption key) is rewritten even when nothing changed, as upstream
-            new = await self._prepare_update(namespace, name, desired, current, subresource, ctx, force=kv.stale)
+            try:
+                current = await self._from_kv_async(kv)
+                desired = mutate(codec.copy_json(current))
+                if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
+                    desired = await desired
+                desired = self._check_kind(desired)
+                self._stamp_type(desired)
+                dmd = meta.metadata(desired)
+                rv = precondition_rv or dmd.get("resourceVersion") or ""
+                if not rv and not self.strategy.allow_unconditional_update:
+                    # upstream names the resource where the kind goes, and prints the uint64 zero as Go's %#v
+                    raise errors.invalid(self.rtype.plural, self.rtype.group, name, [errors.Cause(
+                        errors.INVALID, "Invalid value: 0x0: must be specified for an update",
+                        "metadata.resourceVersion")])
+                if rv and rv != current["metadata"]["resourceVersion"]:
+                    raise self._conflict(name)
+                body_uid = dmd.get("uid")
+                if body_uid and body_uid != current["metadata"].get("uid"):
+                    raise self._conflict(name, f"Precondition failed: UID in precondition: {body_uid}, "
+                                               f"UID in object meta: {current['metadata'].get('uid')}")
+                # a stale value (older encryption key) is rewritten even when nothing changed, as upstream
+                new = await self._prepare_update(namespace, name, desired, current, subresource, ctx,
+                                                 force=kv.stale)
+            except errors.StatusError:
+                if current_for_sure:
+                    raise
+                kv, stands = await self._recheck(key, kv)
+                current_for_sure = True
+                if stands:
+                    raise  # the copy was current: the refusal stands
+                continue
             if new is None:  # nothing changed: no write, as upstream
-                return current, False
+                if current_for_sure:
+                    return current, False
+                kv, stands = await self._recheck(key, kv)
+                current_for_sure = True
+                if stands:
+                    return current, False
+                continue
             finalized = self._finalized(new, current)
             finish = None if finalized else await self.strategy.begin_update(self.rtype, new, current, ctx.dry_run)
             if ctx.dry_run:
@@ -692,14 +747,14 @@ class Store:
                 written = await self.storage.update(key, await self._encode_async(new),
                                                     expected_mod_revision=kv.mod_revision)
             except st.ConflictError as e:
-                if precondition_rv:
+                if precondition_rv and current_for_sure:
                     raise self._conflict(name)
-                # someone wrote in between: re-apply the change to the new state; a
-                # resourceVersion the change itself carries is checked again there
-                kv = e.current
+                # someone wrote in between (or the watch cache's copy was behind): re-apply the
+                # change to the new state; a resourceVersion the change carries is checked again there
+                kv, current_for_sure = e.current, True
                 continue
             except st.KeyNotFoundError:
-                kv = None
+                kv, current_for_sure = None, True
                 continue
             finally:
                 if finish is not None:
@@ -809,13 +864,16 @@ class Store:
         marked (deletionTimestamp) and stays readable until they are gone."""
         ctx = ctx or Context()
         key = self.key(namespace, name)
-        kv = await self.storage.get(key)
+        kv, current_for_sure = await self._state_for_write(key, ctx.dry_run or opts.dry_run)
         while True:
             if kv is None:
                 raise self._not_found(name)
             try:
                 current = await self._from_kv_async(kv)
             except CorruptObjectError:
+                if not current_for_sure:
+                    kv, current_for_sure = await self.storage.get(key), True
+                    continue
                 if not opts.ignore_store_read_error:
                     raise
                 # upstream's unsafe deletion of a corrupt object: no admission, finalizers or preconditions
@@ -824,7 +882,7 @@ class Store:
                 try:
                     deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
                 except st.ConflictError as e:
-                    kv = e.current
+                    kv, current_for_sure = e.current, True
                     continue
                 except st.KeyNotFoundError:
                     raise self._not_found(name)
@@ -833,19 +891,29 @@ class Store:
                 return {"metadata": {"name": name, "namespace": namespace,
                                      "resourceVersion": str(deleted.mod_revision)}}, True
             cmd = current["metadata"]
-            if opts.precondition_uid and opts.precondition_uid != cmd.get("uid"):
-                raise self._conflict(name, f"Precondition failed: UID in precondition: {opts.precondition_uid}, "
-                                           f"UID in object meta: {cmd.get('uid')}")
-            if opts.precondition_resource_version and opts.precondition_resource_version != cmd["resourceVersion"]:
-                raise self._conflict(name, "Precondition failed: ResourceVersion in precondition: "
-                                           f"{opts.precondition_resource_version}, ResourceVersion in object meta: "
-                                           f"{cmd['resourceVersion']}")
-            attrs = self._attributes(DELETE, namespace, admission_name if admission_name is not None else name, None,
-                                     codec.copy_json(current), "", ctx)
-            attrs.dry_run = ctx.dry_run or opts.dry_run
-            attrs.options = _delete_options(opts, ctx)
-            await self.admission.admit(attrs)
-            await self.admission.validate(attrs)
+            try:
+                if opts.precondition_uid and opts.precondition_uid != cmd.get("uid"):
+                    raise self._conflict(name, f"Precondition failed: UID in precondition: {opts.precondition_uid}, "
+                                               f"UID in object meta: {cmd.get('uid')}")
+                if opts.precondition_resource_version and \
+                        opts.precondition_resource_version != cmd["resourceVersion"]:
+                    raise self._conflict(name, "Precondition failed: ResourceVersion in precondition: "
+                                               f"{opts.precondition_resource_version}, ResourceVersion in object "
+                                               f"meta: {cmd['resourceVersion']}")
+                attrs = self._attributes(DELETE, namespace, admission_name if admission_name is not None else name,
+                                         None, codec.copy_json(current), "", ctx)
+                attrs.dry_run = ctx.dry_run or opts.dry_run
+                attrs.options = _delete_options(opts, ctx)
+                await self.admission.admit(attrs)
+                await self.admission.validate(attrs)
+            except errors.StatusError:
+                if current_for_sure:
+                    raise
+                kv, stands = await self._recheck(key, kv)
+                current_for_sure = True
+                if stands:
+                    raise  # the copy was current: the refusal stands
+                continue
             marked = copy.deepcopy(current)
             pending = self.strategy.delete_pending(self.rtype, marked)
             mmd = marked["metadata"]
@@ -855,6 +923,11 @@ class Store:
             finalizers_changed = set(finalizers) != set(cmd.get("finalizers") or [])
             if finalizers or pending:
                 if cmd.get("deletionTimestamp") and not finalizers_changed:
+                    if not current_for_sure:
+                        kv, stands = await self._recheck(key, kv)
+                        current_for_sure = True
+                        if not stands:
+                            continue
                     return current, False
                 if finalizers:
                     mmd["finalizers"] = finalizers
@@ -871,10 +944,10 @@ class Store:
                     written = await self.storage.update(key, await self._encode_async(marked),
                                                         expected_mod_revision=kv.mod_revision)
                 except st.ConflictError as e:
-                    kv = e.current
+                    kv, current_for_sure = e.current, True
                     continue
                 except st.KeyNotFoundError:
-                    kv = None
+                    kv, current_for_sure = None, True
                     continue
                 marked["metadata"]["resourceVersion"] = str(written.mod_revision)
                 return await self._external(marked), False
@@ -883,7 +956,7 @@ class Store:
             try:
                 deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
             except st.ConflictError as e:
-                kv = e.current
+                kv, current_for_sure = e.current, True
                 continue
             except st.KeyNotFoundError:
                 raise self._not_found(name)

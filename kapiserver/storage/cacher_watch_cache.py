@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
 import heapq
 import itertools
 import time
@@ -78,6 +79,9 @@ class WatchCache:
         self._pending_ready: list[defer.Deferred] = []
         self._upstream: Optional[Watch] = None
         self._watchers: dict[str, list[CacheWatcher]] = {}  # by watched prefix
+        # the last page listed, (prefix, limit, start_key) and the page, until the next event:
+        # a list repeated on unchanged objects reuses what was derived from it (ListResult.memo)
+        self._last_page: Optional[tuple[tuple[str, int, str], ListResult]] = None
         self._waiters: list[tuple[int, int, defer.Deferred]] = []  # heap of (revision, seq, d)
         self._seq = itertools.count()
         self._stopped = False
@@ -124,6 +128,7 @@ class WatchCache:
             raise RuntimeError("the watch cache was reset while building")
         self._objects = {kv.key: kv for kv in items}
         self._keys = [kv.key for kv in items]  # the backend lists in key order
+        self._last_page = None
         self._window.clear()
         self.window_start = at
         self.evicted = False
@@ -154,6 +159,7 @@ class WatchCache:
     def _reset(self) -> None:
         self._generation += 1
         self.ready = False
+        self._last_page = None
         upstream, self._upstream = self._upstream, None
         if upstream is not None:
             upstream.cancel()
@@ -173,6 +179,7 @@ class WatchCache:
                 bisect.insort(self._keys, key)
             self._objects[key] = event.kv
         self.revision = event.revision
+        self._last_page = None
         self._append(event)
         # handlers may cancel watchers (and empty a prefix) while we deliver
         for prefix, ws in list(self._watchers.items()):
@@ -252,7 +259,16 @@ class WatchCache:
         return bisect.bisect_left(keys, prefix_end(prefix), lo) - lo
 
     def list(self, prefix: str, limit: int = 0, start_key: str = "") -> ListResult:
-        """A page of keys under ``prefix`` (within this cache) at ``self.revision``."""
+        """A page of keys under ``prefix`` (within this cache) at ``self.revision``.
+
+        Until the next event, asking for the same page again returns the same items
+        and ``memo`` (only the revision may have moved on, by progress).
+        """
+        asked = (prefix, limit, start_key)
+        last = self._last_page
+        if last is not None and last[0] == asked:
+            page = last[1]
+            return page if page.revision == self.revision else dataclasses.replace(page, revision=self.revision)
         keys = self._keys
         low = start_key if start_key > prefix else prefix
         lo = bisect.bisect_left(keys, low)
@@ -260,7 +276,9 @@ class WatchCache:
         count = hi - lo
         end = lo + limit if 0 < limit < count else hi
         objects = self._objects
-        return ListResult([objects[k] for k in keys[lo:end]], self.revision, end < hi, count)
+        page = ListResult([objects[k] for k in keys[lo:end]], self.revision, end < hi, count, memo={})
+        self._last_page = (asked, page)
+        return page
 
     # ------------------------------------------------------------ client watches
 

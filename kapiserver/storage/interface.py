@@ -87,12 +87,18 @@ class ListResult:
     last one returned; ``count`` is the total number of keys in the whole
     requested range from ``start_key`` (before ``limit``), so callers can
     compute ``remainingItemCount``.
+
+    ``memo`` (the watch cache's pages only) is shared by every read of this
+    very page while nothing under it changes, so what a reader derives from the
+    whole page is kept there and reused: the registry notes that every value
+    decodes, the list encoders keep the encoded run of items per form.
     """
 
     items: list[KeyValue]
     revision: int
     more: bool
     count: int
+    memo: Optional[dict] = field(default=None, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------- errors

@@ -10,7 +10,7 @@ import time
 import orjson
 from twisted.internet import reactor, task
 
-from kapiserver.endpoints import list_stream, table
+from kapiserver.endpoints import list_encoding, list_stream, table
 from kapiserver.machinery import codec, protobuf
 from kapiserver.registry.options import ListOptions
 from kapiserver.testing.cases import ServerTestCase, run
@@ -139,6 +139,36 @@ class ListBytesTests(ServerTestCase):
             self.assertEqual(orjson.dumps(got), orjson.dumps(json.loads(codec.encode_json(whole))))
         r = await self.client.get(CM + "?includeObject=Everything", headers={"Accept": accept})
         self.assertEqual(r.code, 400)
+
+    @run
+    async def test_a_repeated_list_is_the_same_bytes_until_something_changes(self):
+        # more than one slice of a memoized run (list_encoding.RUN_SLICE)
+        for i in range(40):
+            self.assertEqual((await self.client.post(CM, configmap(f"big-{i:02d}", v="x" * 8000))).code, 201)
+        shapes = [("application/json", lambda r: json.loads(r.raw)["metadata"], codec.encode_json),
+                  (PB, lambda r: protobuf.decode_object(r.raw).obj["metadata"], protobuf.encode_object)]
+
+        async def check(what: str) -> None:
+            for query in ("resourceVersion=0", ""):
+                for accept, list_meta, encode in shapes:
+                    for _ in range(3):  # the first lists fill the memo, the last one reuses it
+                        r = await self.client.get(CM + "?" + query, headers={"Accept": accept})
+                        expected = await self.expected(query)
+                        expected["metadata"] = list_meta(r)
+                        self.assertEqual(r.raw, encode(expected), (what, query, accept))
+        await check("first lists")
+        page = self.server.storage.cache_for("/configmaps/")._last_page[1]
+        runs = [v for v in page.memo.values() if isinstance(v, bytes)]
+        self.assertEqual(len(runs), 2)  # JSON and protobuf, each kept once
+        self.assertGreater(min(map(len, runs)), list_encoding.RUN_SLICE)
+        cm = json.loads((await self.client.get(CM + "/big-03")).raw)
+        cm["data"] = {"v": "changed"}
+        self.assertEqual((await self.client.put(CM + "/big-03", cm)).code, 200)
+        self.assertEqual((await self.client.delete(CM + "/big-05")).code, 200)
+        await check("after a change")
+        r = await self.client.get(CM + "?resourceVersion=0")
+        items = {i["metadata"]["name"]: i["data"] for i in json.loads(r.raw)["items"]}
+        self.assertEqual((items["big-03"], "big-05" in items), ({"v": "changed"}, False))
 
     @run
     async def test_limit_and_continue_still_page(self):

@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 import orjson
 import treq
+from hyperlink import EncodedURL
 from twisted.internet import defer, error as net_error
 from twisted.internet.interfaces import IProtocol
 from twisted.logger import Logger
@@ -293,6 +294,7 @@ class EtcdClient:
         self.endpoints = [e.rstrip("/") for e in endpoints]
         self.request_timeout = request_timeout
         self._preferred = 0
+        self._urls: dict[tuple[str, str], EncodedURL] = {}
         self._pool = HTTPConnectionPool(reactor, persistent=True)
         self._pool.maxPersistentPerHost = max_in_flight
         # Bounds the number of concurrent unary calls (and so of connections):
@@ -306,6 +308,13 @@ class EtcdClient:
         # Streams (watches) get their own non-pooled connections.
         self._stream_http = treq.client.HTTPClient(Agent.usingEndpointFactory(
             reactor, endpoint_factory, HTTPConnectionPool(reactor, persistent=False)))
+
+    def _url(self, endpoint: str, path: str) -> EncodedURL:
+        """The parsed URL of ``path`` at ``endpoint`` (parsed once: there are a handful)."""
+        url = self._urls.get((endpoint, path))
+        if url is None:
+            url = self._urls[(endpoint, path)] = EncodedURL.from_text(endpoint + path)
+        return url
 
     def describe_endpoints(self) -> str:
         return ", ".join(self.endpoints)
@@ -345,8 +354,9 @@ class EtcdClient:
         for endpoint in self._order():
             await self._slots.acquire()
             try:
-                response = await self._http.post(endpoint + path, data=data,
-                                                 headers=_JSON_HEADERS)
+                # a parsed URL, no redirects and no buffering layer: less of treq's work per call
+                response = await self._http.post(self._url(endpoint, path), data=data, headers=_JSON_HEADERS,
+                                                 allow_redirects=False, unbuffered=True)
                 content = await response.content()
             except _NOT_SENT as e:
                 last = e

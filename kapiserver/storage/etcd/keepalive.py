@@ -77,8 +77,18 @@ class KeepAliveEndpointFactory:
         self._reactor = reactor
         self._policy = policy if policy is not None else BrowserLikePolicyForHTTPS()
         self._connect_timeout = connect_timeout
+        # The Agent asks for an endpoint on every request, even when a pooled connection
+        # answers it; building one (IDNA-encoding the host) is a measurable share of an etcd call.
+        self._endpoints: dict[tuple[bytes, bytes, int], IStreamClientEndpoint] = {}
 
     def endpointForURI(self, uri: URI) -> IStreamClientEndpoint:
+        where = (uri.scheme, uri.host, uri.port)
+        endpoint = self._endpoints.get(where)
+        if endpoint is None:
+            endpoint = self._endpoints[where] = self._endpoint(uri)
+        return endpoint
+
+    def _endpoint(self, uri: URI) -> IStreamClientEndpoint:
         host = uri.host.decode("ascii")
         tcp = _KeepAliveTCPEndpoint(HostnameEndpoint(self._reactor, host, uri.port, timeout=self._connect_timeout))
         if uri.scheme == b"http":
