@@ -216,6 +216,10 @@ class AuditEvent:
             return  # not JSON (an apply patch in YAML): nothing that fits the event's JSON
         self.request_object = orjson.Fragment(patch)
 
+    def logs_response_object(self) -> bool:
+        """Whether this event keeps the response body (RequestResponse level)."""
+        return at_least(self.level, LEVEL_REQUEST_RESPONSE)
+
     def log_response_object(self, obj: Any) -> None:
         """What the handler answered (upstream's LogResponseObject): a Status becomes the response
         status; the object itself is kept at RequestResponse level."""
@@ -225,7 +229,7 @@ class AuditEvent:
                 if obj.get(key):
                     status[key] = obj[key]
             self.response_status = status
-        if not at_least(self.level, LEVEL_REQUEST_RESPONSE):
+        if not self.logs_response_object():
             return
         if self.config.omit_managed_fields:
             obj = _without_managed_fields(obj)

@@ -39,7 +39,7 @@ from kapiserver.endpoints import partial_metadata, table
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget
 from kapiserver.machinery import codec, cooperate, protobuf
 from kapiserver.machinery.protobuf_types import all_messages, split_api_version
-from kapiserver.registry.store import StoredList
+from kapiserver.registry.store import StoredList, StoredObject
 from kapiserver.storage.interface import KeyValue
 
 # Stands for the items while the rest of the list is encoded (plain letters:
@@ -57,12 +57,13 @@ def memoized(item: Any, key: Hashable, make: Callable[[], bytes]) -> bytes:
     if not isinstance(item, KeyValue):
         return make()
     memo = item.encodings
-    if memo is None:
-        memo = {}
-        object.__setattr__(item, "encodings", memo)
-    found = memo.get(key)
+    found = memo.get(key) if memo is not None else None
     if found is None:
-        found = memo[key] = make()
+        found = make()  # first: a value that does not decode gets no memo (lists check for one)
+        if memo is None:
+            object.__setattr__(item, "encodings", {key: found})
+        else:
+            memo[key] = found
     return found
 
 
@@ -280,6 +281,29 @@ def item_protobuf(item: Any, store: Any, external: Callable[[Any], dict], messag
     """The protobuf message of one stored object, without envelope (the memoized bytes)."""
     return memoized(item, ((store.encoding_token, ""), "protobuf"),
                     lambda: protobuf.encode_message(message, external(item)))
+
+
+def stored_body(stored: StoredObject, target: MediaTarget) -> Optional[tuple[str, bytes]]:
+    """A GET's answer (content type, body) from the encodings memoized on the stored value:
+    the object itself in compact JSON, or in protobuf when preferred.  None for any other
+    form (the caller encodes the decoded object)."""
+    if target.as_kind:
+        return None
+    store, rtype = stored.store, stored.store.rtype
+
+    def external(_: Any) -> dict:
+        return stored.external()
+    if target.prefer_protobuf:
+        message = _list_message(rtype.api_version, rtype.kind)
+        if message is not None:
+            try:
+                raw = item_protobuf(stored.item, store, external, message)
+            except protobuf.ProtobufError:
+                return None  # the caller tries again, logs it and answers JSON
+            return protobuf.MEDIA_TYPE, protobuf.wrap(rtype.api_version, rtype.kind, raw)
+    if target.media_type != codec.JSON:
+        return None
+    return target.content_type, item_json(stored.item, store, external) + b"\n"
 
 
 def _list_message(api_version: str, kind: str) -> Optional[str]:

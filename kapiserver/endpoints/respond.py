@@ -7,11 +7,12 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
-from kapiserver.endpoints.list_encoding import ListBody
+from kapiserver.endpoints.list_encoding import ListBody, stored_body
 from kapiserver.endpoints.list_stream import ListStream
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget, negotiate
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import codec, errors, protobuf
+from kapiserver.registry.store import StoredObject
 
 log = Logger()
 
@@ -46,6 +47,29 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
     content_type = protobuf.MEDIA_TYPE if body is not None else target.content_type
     if body is None:
         body = codec.encode(obj, target.media_type, wants_pretty(request) if pretty is None else pretty)
+    _write_encoded(request, code, content_type, body, warnings)
+
+
+def write_stored(request: Request, target: MediaTarget, code: int, stored: StoredObject,
+                 warnings: Iterable[str] = ()) -> bool:
+    """A stored object answered with the encoding memoized on its value (``stored_body``).
+
+    False, having written nothing, when the answer needs the object itself: another
+    shape, indented JSON, YAML, or an audit policy that logs response bodies.
+    """
+    if not _writable(request):
+        return True
+    audit = context_of(request).audit
+    if (audit is not None and audit.logs_response_object()) or wants_pretty(request):
+        return False
+    encoded = stored_body(stored, target)
+    if encoded is None:
+        return False
+    _write_encoded(request, code, encoded[0], encoded[1], warnings)
+    return True
+
+
+def _write_encoded(request: Request, code: int, content_type: str, body: bytes, warnings: Iterable[str]) -> None:
     request.setResponseCode(code)
     request.setHeader(b"content-type", content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")

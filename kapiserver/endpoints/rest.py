@@ -22,7 +22,7 @@ from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints.list_encoding import list_body
 from kapiserver.endpoints.transform import allowed_shapes, include_object, transform_object
 from kapiserver.machinery import errors
-from kapiserver.registry.store import StoredList
+from kapiserver.registry.store import StoredList, StoredObject
 
 HANDLERS = {
     "get": get.get,
@@ -120,8 +120,13 @@ class RESTEndpoint(resource.Resource):
         if response.raw is not None:
             respond.write_raw(scope.request, response.code, response.content_type, response.raw, scope.warnings)
             return
+        obj = response.obj
+        if isinstance(obj, StoredObject):  # a GET: its memoized encoding when the answer allows
+            if respond.write_stored(scope.request, scope.target, response.code, obj, scope.warnings):
+                return
+            obj = obj.external()
         if response.convertible:
-            obj, target = transform_object(scope, response.obj), scope.target
+            obj, target = transform_object(scope, obj), scope.target
         else:  # a Status: same encoding, never another shape
-            obj, target = response.obj, scope.target.for_status()
+            target = scope.target.for_status()
         respond.write_object(scope.request, target, response.code, obj, scope.warnings)

@@ -175,6 +175,20 @@ class StoredList:
                 "items": [self.external(item) for item in self.items]}
 
 
+@dataclass
+class StoredObject:
+    """One object as read from storage, for a GET: its stored value, decoded only when
+    the answer needs the object (its compact JSON and protobuf are memoized on the value,
+    as a list's items are: ``endpoints/list_encoding.py``)."""
+
+    item: st.KeyValue
+    store: "Store"
+
+    def external(self) -> dict:
+        """The object as clients see it (a fresh dict)."""
+        return self.store.to_external(decode(self.item))
+
+
 class Store:
     def __init__(self, rtype: ResourceType, storage: st.Storage, admission: Optional[AdmissionChain] = None,
                  leases: Optional[LeaseReuser] = None) -> None:
@@ -328,6 +342,17 @@ class Store:
     # ------------------------------------------------------------ get
 
     async def get(self, namespace: str, name: str, resource_version: str = "") -> dict:
+        return await self._from_kv_async(await self._read(namespace, name, resource_version))
+
+    async def get_stored(self, namespace: str, name: str, resource_version: str = "") -> "StoredObject | dict":
+        """What the GET handler answers: the stored value (:class:`StoredObject`), or the
+        object itself for kinds converted asynchronously (nothing to memoize on)."""
+        kv = await self._read(namespace, name, resource_version)
+        if self.rtype.convert_from_storage_async is not None:
+            return await self._from_kv_async(kv)
+        return StoredObject(kv, self)
+
+    async def _read(self, namespace: str, name: str, resource_version: str) -> st.KeyValue:
         parse_resource_version(resource_version)  # reject malformed values
         key = self.key(namespace, name)
         cached = getattr(self.storage, "get_cached", None)
@@ -335,7 +360,7 @@ class Store:
         kv = await (cached(key) if resource_version == "0" and cached else self.storage.get(key))
         if kv is None:
             raise self._not_found(name)
-        return await self._from_kv_async(kv)
+        return kv
 
     # ------------------------------------------------------------ list
 

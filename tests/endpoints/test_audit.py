@@ -102,6 +102,20 @@ class AuditLogTests(AuditedServerTestCase):
         self.assertRegex(event["stageTimestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
     @run
+    async def test_a_get_at_request_response_level_records_the_object(self):
+        created = await self.client.request("POST", "/api/v1/namespaces/default/configmaps",
+                                            {"metadata": {"name": "read-me"}, "data": {"color": "red"}})
+        self.assertEqual(created.code, 201)
+        for accept in ("application/json", "application/vnd.kubernetes.protobuf"):
+            reply = await self.client.request("GET", "/api/v1/namespaces/default/configmaps/read-me",
+                                              headers={"Accept": accept})
+            self.assertEqual(reply.code, 200)
+            [event] = await self.events_of(reply.header("Audit-Id"), 1)
+            self.assertEqual((event["verb"], event["level"]), ("get", "RequestResponse"))
+            self.assertEqual(event["responseObject"]["data"], {"color": "red"})
+            self.assertEqual(event["responseObject"]["metadata"]["uid"], created.body["metadata"]["uid"])
+
+    @run
     async def test_metadata_level_leaves_the_objects_out(self):
         reply = await self.client.request("POST", "/api/v1/namespaces/default/secrets",
                                           {"metadata": {"name": "db"}, "stringData": {"password": "hunter2"}})

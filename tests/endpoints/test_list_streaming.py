@@ -171,6 +171,30 @@ class ListBytesTests(ServerTestCase):
         self.assertEqual((items["big-03"], "big-05" in items), ({"v": "changed"}, False))
 
     @run
+    async def test_a_get_answers_the_bytes_of_the_object_in_every_form(self):
+        # a GET of a stored value answers the encodings memoized on it (compact JSON, protobuf)
+        await self.fill()
+        store = self.server.api.store("", "v1", "configmaps")
+        obj = await store.get("default", "cm-2")
+        forms = [({}, codec.encode_json(obj)), ({"Accept": PB}, protobuf.encode_object(obj)),
+                 ({"Accept": "application/yaml"}, codec.encode_yaml(obj)),
+                 ({"User-Agent": "curl/8"}, codec.encode_json(obj, pretty=True))]
+        for _ in range(2):  # the first GET fills the memo, the second reuses it
+            for headers, expected in forms:
+                r = await self.client.get(CM + "/cm-2", headers=headers)
+                self.assertEqual((r.code, r.raw), (200, expected), headers)
+        r = await self.client.get(CM + "/cm-2", headers={
+            "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
+        self.assertEqual((r.body["kind"], r.body["metadata"]["name"]), ("PartialObjectMetadata", "cm-2"))
+        self.assertNotIn("data", r.body)
+        head = await self.client.request("HEAD", CM + "/cm-2")
+        self.assertEqual((head.code, head.raw, head.header("content-length")), (200, b"", str(len(forms[0][1]))))
+        obj["data"] = {"n": "changed"}
+        self.assertEqual((await self.client.put(CM + "/cm-2", obj)).code, 200)
+        r = await self.client.get(CM + "/cm-2")
+        self.assertEqual((r.body["data"], r.raw), ({"n": "changed"}, codec.encode_json(await store.get("default", "cm-2"))))
+
+    @run
     async def test_limit_and_continue_still_page(self):
         await self.fill()
         names = [i["metadata"]["name"] for i in (await self.expected())["items"]]

@@ -6,5 +6,4 @@ from kapiserver.endpoints.scope import RequestScope, Response
 
 async def get(scope: RequestScope) -> Response:
     info = scope.info
-    obj = await scope.store.get(info.namespace, info.name, scope.arg("resourceVersion") or "")
-    return Response(200, obj)
+    return Response(200, await scope.store.get_stored(info.namespace, info.name, scope.arg("resourceVersion") or ""))
