@@ -67,6 +67,8 @@ class Metrics:
             "resource, subresource, scope and component.",
             ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"],
             buckets=DURATION_BUCKETS, registry=self.registry)
+        # (request counter, duration histogram) children by their label values
+        self._request_series: dict[tuple, tuple[Any, Any]] = {}
         self.inflight = Gauge(
             "apiserver_current_inflight_requests",
             "Maximal number of currently used inflight request limit of this apiserver per request kind "
@@ -101,11 +103,16 @@ class Metrics:
         DELETE, APPLY, CONNECT); ``scope`` is ``resource``, ``namespace`` or
         ``cluster`` (empty for non-resource paths).
         """
-        dry = "All" if dry_run else ""
-        self.requests.labels(verb=verb, dry_run=dry, group=group, version=version, resource=resource,
-                             subresource=subresource, scope=scope, component=component, code=str(code)).inc()
-        self.duration.labels(verb=verb, dry_run=dry, group=group, version=version, resource=resource,
-                             subresource=subresource, scope=scope, component=component).observe(duration)
+        series = (verb, dry_run, group, version, resource, subresource, scope, component, code)
+        children = self._request_series.get(series)
+        if children is None:
+            # labels() validates and locks on every call: each request's pair of series is found once
+            dry = "All" if dry_run else ""
+            children = self._request_series[series] = (
+                self.requests.labels(verb, dry, group, version, resource, subresource, scope, component, str(code)),
+                self.duration.labels(verb, dry, group, version, resource, subresource, scope, component))
+        children[0].inc()
+        children[1].observe(duration)
 
     def set_inflight(self, request_kind: str, count: int) -> None:
         """``request_kind`` is ``readOnly`` or ``mutating``."""

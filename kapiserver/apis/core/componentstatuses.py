@@ -65,6 +65,9 @@ class ComponentStatusStore(Store):
             raise errors.not_found("componentstatuses", "", name)
         return {"kind": "ComponentStatus", "apiVersion": "v1", **await self._status(name, check)}
 
+    async def get_stored(self, namespace: str, name: str, resource_version: str = "") -> dict:
+        return await self.get(namespace, name, resource_version)
+
     async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
         matches = self.matcher(opts)
         items = [await self._status(name, check) for name, check in self._components().items()]
