@@ -47,6 +47,8 @@ log = Logger()
 FIELD_MANAGER = "api-priority-and-fairness-config-consumer-v1"
 UPDATES_PER_MINUTE = 6
 RETRY_SECONDS = 30.0
+# Requests alike whose flow schema is remembered at most (the memo starts over when full).
+MATCHES_REMEMBERED = 4096
 
 
 class PriorityLevelState:
@@ -138,6 +140,9 @@ class APFController:
         self.wall_clock = wall_clock
         self.levels: dict[str, PriorityLevelState] = {}
         self.flow_schemas: list[dict] = []
+        # the schema chosen for requests alike (_matching_schema), valid for _matched_in
+        self._matched_in: list[dict] = self.flow_schemas
+        self._matched: dict[tuple, dict] = {}
         self.dropped = DroppedRequests(reactor.seconds)
         self.flow_schema_store: Any = None
         self._informers: list = []
@@ -330,15 +335,29 @@ class APFController:
 
     # ------------------------------------------------------------ classification
 
+    def _matching_schema(self, user_name: str, groups: tuple[str, ...], info: RequestInfo) -> dict:
+        """The first flow schema the request matches, remembered for requests alike.
+
+        Walking every schema's rules took a tenth of a GET; what a rule looks at (user,
+        groups, verb, group, resource/subresource, namespace; the path of a non-resource
+        request) repeats from request to request.  Remembered per digested list of schemas.
+        """
+        schemas = self.flow_schemas
+        if self._matched_in is not schemas or len(self._matched) >= MATCHES_REMEMBERED:
+            self._matched_in, self._matched = schemas, {}
+        alike = (user_name, groups, info.verb, info.group, info.resource, info.subresource, info.namespace) \
+            if info.is_resource_request else (user_name, groups, info.verb, None, info.path)
+        chosen = self._matched.get(alike)
+        if chosen is None:
+            chosen = next((fs for fs in schemas if matches_flow_schema(user_name, groups, info, fs)), None)
+            if chosen is None:  # nothing matched (no catch-all group on the user): catch-all anyway, as upstream
+                chosen = next(fs for fs in schemas if fs["metadata"]["name"] == bootstrap.CATCH_ALL)
+            self._matched[alike] = chosen
+        return chosen
+
     def classify(self, user_name: str, groups: tuple[str, ...], info: RequestInfo) -> Classification:
         """The first flow schema (in matching order) the request matches, its level and its flow."""
-        chosen = None
-        for fs in self.flow_schemas:
-            if matches_flow_schema(user_name, groups, info, fs):
-                chosen = fs
-                break
-        if chosen is None:  # nothing matched (no catch-all group on the user): catch-all anyway, as upstream
-            chosen = next(fs for fs in self.flow_schemas if fs["metadata"]["name"] == bootstrap.CATCH_ALL)
+        chosen = self._matching_schema(user_name, groups, info)
         spec = chosen.get("spec") or {}
         state = self.levels[spec["priorityLevelConfiguration"]["name"]]
         distinguisher = ""

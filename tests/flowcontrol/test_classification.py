@@ -61,6 +61,30 @@ class ClassificationTests(unittest.TestCase):
         for request, expected in cases:
             self.assertEqual(classify(c, *request), expected, request)
 
+    def test_requests_alike_follow_a_new_configuration(self):
+        # the schema chosen is remembered for requests alike, until the next digest
+        c = configured()
+        request = ("alice", (AUTHENTICATED,), "GET", "/api/v1/namespaces/a/configmaps/x")
+        self.assertEqual(classify(c, *request)[0], "global-default")
+        self.assertEqual(classify(c, "alice", (AUTHENTICATED,), "GET", "/api/v1/namespaces/b/configmaps/y")[0],
+                         "global-default")
+        mine = copy.deepcopy(bootstrap.SUGGESTED_FLOW_SCHEMAS[-1])
+        mine["metadata"] = {"name": "alice-configmaps"}
+        mine["spec"] = {"matchingPrecedence": 50, "priorityLevelConfiguration": {"name": "workload-low"},
+                        "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                                   "resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"],
+                                                      "namespaces": ["a"]}]}]}
+        c.digest(copy.deepcopy(bootstrap.MANDATORY_PRIORITY_LEVELS + bootstrap.SUGGESTED_PRIORITY_LEVELS),
+                 copy.deepcopy(bootstrap.MANDATORY_FLOW_SCHEMAS + bootstrap.SUGGESTED_FLOW_SCHEMAS) + [mine])
+        self.assertEqual(classify(c, *request)[:2], ("alice-configmaps", "workload-low"))
+        # what the rule does not name is not alike
+        self.assertEqual(classify(c, "alice", (AUTHENTICATED,), "GET", "/api/v1/namespaces/b/configmaps/y")[0],
+                         "global-default")
+        self.assertEqual(classify(c, "bob", (AUTHENTICATED,), "GET", "/api/v1/namespaces/a/configmaps/x")[0],
+                         "global-default")
+        self.assertEqual(classify(c, "alice", (AUTHENTICATED,), "GET", "/api/v1/namespaces/a/configmaps/z")[0],
+                         "alice-configmaps")
+
     def test_levels_share_the_server_concurrency(self):
         c = configured(600)
         limits = {name: state.concurrency_limit for name, state in c.levels.items()}
