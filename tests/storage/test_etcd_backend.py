@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage
@@ -45,6 +46,23 @@ class EtcdBackendTests(unittest.TestCase):
         # The shared etcd sends progress notifications every 500ms.
         await until(lambda: rec.progress and rec.progress[-1] >= current, timeout=5, what="a progress notification")
         self.assertEqual(rec.events, [])
+
+    async def test_reads_that_wait_share_a_round_trip_and_see_every_write_before_them(self):
+        for i in range(0, 30, 2):
+            await self.store.create(f"/batch/k{i}", str(i).encode())
+        reads = self.store._latest
+        trips, served = reads.round_trips, reads.reads
+        got = await defer.gatherResults([self.store.get(f"/batch/k{i}") for i in range(30)])
+        self.assertEqual([kv.value if kv else None for kv in got],
+                         [str(i).encode() if i % 2 == 0 else None for i in range(30)])
+        self.assertEqual(reads.reads - served, 30)
+        self.assertLessEqual(reads.round_trips - trips, 2)  # the first alone, the rest together
+        # a write acknowledged before a read is seen by it, whatever batch the read joins
+        first = self.store.get("/batch/k0")
+        updated = await self.store.update("/batch/k2", b"new", got[2].mod_revision)
+        after = await defer.gatherResults([self.store.get("/batch/k2"), self.store.get("/batch/k1")])
+        self.assertEqual((await first).value, b"0")
+        self.assertEqual((after[0].value, after[0].mod_revision, after[1]), (b"new", updated.mod_revision, None))
 
     async def test_update_keeps_the_lease(self):
         lease = await self.store.grant_lease(30)

@@ -14,6 +14,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.storage.etcd.client import Compare, EtcdClient, EtcdKV, Op, RangeResponse, prefix_end
+from kapiserver.storage.etcd.read_batch import LatestReads
 from kapiserver.storage.etcd.tls import EtcdTLS
 from kapiserver.storage.etcd.watch import EtcdWatch
 from kapiserver.storage.interface import (CompactedError, ConflictError, ErrorHandler, EventHandler,
@@ -37,6 +38,8 @@ class EtcdStorage:
     def __init__(self, endpoints: list[str], prefix: str = "/registry", tls: Optional[EtcdTLS] = None,
                  request_timeout: float = 10.0, reactor=None, watch_silence_timeout: float = 0.0):
         self.client = EtcdClient(endpoints, tls=tls, request_timeout=request_timeout, reactor=reactor)
+        # reads of one key at the latest revision, sharing round trips under load
+        self._latest = LatestReads(self.client)
         self.watch_silence_timeout = watch_silence_timeout
         self.reactor = self.client.reactor
         self.prefix = prefix.rstrip("/")
@@ -141,6 +144,9 @@ class EtcdStorage:
         return _deferred(self._get(key, revision))
 
     async def _get(self, key: str, revision: int) -> Optional[KeyValue]:
+        if revision == 0:
+            latest = await self._latest.get(self._key(key))
+            return self._kv(latest) if latest is not None else None
         r = await self._range(self._key(key), revision=revision)
         return self._kv(r.kvs[0]) if r.kvs else None
 
