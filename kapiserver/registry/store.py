@@ -175,6 +175,40 @@ class StoredList:
                 "items": [self.external(item) for item in self.items]}
 
 
+class WriteBase:
+    """The value an update or delete works from, and whether it is surely the current one.
+
+    As upstream's cacher does, a write starts from the watch cache's copy when there is
+    one: the compare-and-swap on its mod revision catches a copy that is behind (the
+    conflict brings the current value: :meth:`replace`), and a refusal or a no-op decided
+    on the copy is checked against the backend before it stands (:meth:`decision_stands`).
+    That spares etcd a read per update and delete.
+    """
+
+    def __init__(self, storage: st.Storage, key: str, kv: Optional[st.KeyValue], current: bool) -> None:
+        self.storage = storage
+        self.key = key
+        self.kv = kv
+        self.current = current
+
+    def replace(self, kv: Optional[st.KeyValue]) -> None:
+        """The backend's current value (a conflict's answer, or None when the key is gone)."""
+        self.kv, self.current = kv, True
+
+    async def decision_stands(self) -> bool:
+        """After a refusal or a no-op decided on :attr:`kv`: True when that was the current
+        value; otherwise :attr:`kv` is now the current one, to decide on again."""
+        if self.current:
+            return True
+        assert self.kv is not None
+        latest = await self.storage.get(self.key)
+        if latest is not None and latest.mod_revision == self.kv.mod_revision:
+            self.current = True
+            return True
+        self.replace(latest)
+        return False
+
+
 @dataclass
 class StoredObject:
     """One object as read from storage, for a GET: its stored value, decoded only when
@@ -663,29 +697,16 @@ class Store:
         return await self.guaranteed_update(namespace, name, replace, subresource, ctx,
                                             precondition_rv=wanted_rv, create_if_missing=True)
 
-    async def _state_for_write(self, key: str, dry_run: bool) -> tuple[Optional[st.KeyValue], bool]:
-        """The value an update or delete starts from, and whether it is surely the current one.
-
-        As upstream's cacher does, a write starts from the watch cache's copy when there is
-        one: the compare-and-swap on its mod revision catches a copy that is behind, and a
-        refusal or no-op decided on it is checked against the backend (:meth:`_recheck`).
-        That spares etcd a read per update and delete.  A dry run answers without writing,
-        so it reads the backend.
-        """
+    async def _write_base(self, key: str, dry_run: bool) -> "WriteBase":
+        """The value an update or delete starts from: the watch cache's copy when there is
+        one (see :class:`WriteBase`); a dry run reads the backend, since it writes nothing
+        that would catch a stale copy."""
         peek = getattr(self.storage, "peek", None)
         if peek is not None and not dry_run:
             kv = peek(key)
             if kv is not None:
-                return kv, False
-        return await self.storage.get(key), True
-
-    async def _recheck(self, key: str, kv: st.KeyValue) -> tuple[Optional[st.KeyValue], bool]:
-        """After a refusal or a no-op decided on the watch cache's copy ``kv``: the backend's
-        current value, and whether ``kv`` was that value after all (then the decision stands)."""
-        latest = await self.storage.get(key)
-        if latest is not None and latest.mod_revision == kv.mod_revision:
-            return kv, True
-        return latest, False
+                return WriteBase(self.storage, key, kv, current=False)
+        return WriteBase(self.storage, key, await self.storage.get(key), current=True)
 
     async def guaranteed_update(self, namespace: str, name: str,
                                 mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
@@ -701,8 +722,9 @@ class Store:
         """
         ctx = ctx or Context()
         key = self.key(namespace, name)
-        kv, current_for_sure = await self._state_for_write(key, ctx.dry_run)
+        base = await self._write_base(key, ctx.dry_run)
         while True:
+            kv = base.kv
             if kv is None:
                 allow_create = self.strategy.allow_create_on_update or force_allow_create
                 if not (create_if_missing and allow_create and not subresource):
@@ -714,7 +736,7 @@ class Store:
                     return await self.create(namespace, desired, ctx), True
                 except errors.StatusError as e:
                     if e.reason == "AlreadyExists":
-                        kv = await self.storage.get(key)
+                        base.replace(await self.storage.get(key))
                         continue
                     raise
             try:
@@ -741,19 +763,11 @@ class Store:
                 new = await self._prepare_update(namespace, name, desired, current, subresource, ctx,
                                                  force=kv.stale)
             except errors.StatusError:
-                if current_for_sure:
+                if await base.decision_stands():
                     raise
-                kv, stands = await self._recheck(key, kv)
-                current_for_sure = True
-                if stands:
-                    raise  # the copy was current: the refusal stands
                 continue
             if new is None:  # nothing changed: no write, as upstream
-                if current_for_sure:
-                    return current, False
-                kv, stands = await self._recheck(key, kv)
-                current_for_sure = True
-                if stands:
+                if await base.decision_stands():
                     return current, False
                 continue
             finalized = self._finalized(new, current)
@@ -772,14 +786,14 @@ class Store:
                 written = await self.storage.update(key, await self._encode_async(new),
                                                     expected_mod_revision=kv.mod_revision)
             except st.ConflictError as e:
-                if precondition_rv and current_for_sure:
+                if precondition_rv and base.current:
                     raise self._conflict(name)
                 # someone wrote in between (or the watch cache's copy was behind): re-apply the
                 # change to the new state; a resourceVersion the change carries is checked again there
-                kv, current_for_sure = e.current, True
+                base.replace(e.current)
                 continue
             except st.KeyNotFoundError:
-                kv, current_for_sure = None, True
+                base.replace(None)
                 continue
             finally:
                 if finish is not None:
@@ -889,15 +903,16 @@ class Store:
         marked (deletionTimestamp) and stays readable until they are gone."""
         ctx = ctx or Context()
         key = self.key(namespace, name)
-        kv, current_for_sure = await self._state_for_write(key, ctx.dry_run or opts.dry_run)
+        base = await self._write_base(key, ctx.dry_run or opts.dry_run)
         while True:
+            kv = base.kv
             if kv is None:
                 raise self._not_found(name)
             try:
                 current = await self._from_kv_async(kv)
             except CorruptObjectError:
-                if not current_for_sure:
-                    kv, current_for_sure = await self.storage.get(key), True
+                if not base.current:
+                    base.replace(await self.storage.get(key))
                     continue
                 if not opts.ignore_store_read_error:
                     raise
@@ -907,7 +922,7 @@ class Store:
                 try:
                     deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
                 except st.ConflictError as e:
-                    kv, current_for_sure = e.current, True
+                    base.replace(e.current)
                     continue
                 except st.KeyNotFoundError:
                     raise self._not_found(name)
@@ -932,12 +947,8 @@ class Store:
                 await self.admission.admit(attrs)
                 await self.admission.validate(attrs)
             except errors.StatusError:
-                if current_for_sure:
+                if await base.decision_stands():
                     raise
-                kv, stands = await self._recheck(key, kv)
-                current_for_sure = True
-                if stands:
-                    raise  # the copy was current: the refusal stands
                 continue
             marked = copy.deepcopy(current)
             pending = self.strategy.delete_pending(self.rtype, marked)
@@ -948,11 +959,8 @@ class Store:
             finalizers_changed = set(finalizers) != set(cmd.get("finalizers") or [])
             if finalizers or pending:
                 if cmd.get("deletionTimestamp") and not finalizers_changed:
-                    if not current_for_sure:
-                        kv, stands = await self._recheck(key, kv)
-                        current_for_sure = True
-                        if not stands:
-                            continue
+                    if not await base.decision_stands():
+                        continue
                     return current, False
                 if finalizers:
                     mmd["finalizers"] = finalizers
@@ -969,10 +977,10 @@ class Store:
                     written = await self.storage.update(key, await self._encode_async(marked),
                                                         expected_mod_revision=kv.mod_revision)
                 except st.ConflictError as e:
-                    kv, current_for_sure = e.current, True
+                    base.replace(e.current)
                     continue
                 except st.KeyNotFoundError:
-                    kv, current_for_sure = None, True
+                    base.replace(None)
                     continue
                 marked["metadata"]["resourceVersion"] = str(written.mod_revision)
                 return await self._external(marked), False
@@ -981,7 +989,7 @@ class Store:
             try:
                 deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
             except st.ConflictError as e:
-                kv, current_for_sure = e.current, True
+                base.replace(e.current)
                 continue
             except st.KeyNotFoundError:
                 raise self._not_found(name)
