@@ -65,6 +65,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
                  "twisted/web/resource.py")),
     ("HTTP parsing and writing", ("twisted/web/http.py", "twisted/web/server.py", "twisted/web/_http2.py", "h2/",
                                   "hpack/", "hyperframe/")),
+    ("Deferreds", ("twisted/internet/defer.py",)),
     ("reactor and I/O", ("twisted/internet/", "twisted/python/")),
 ]
 # leaves of a thread that waits (py-spy's own idle detection misses these): not work, not counted
