@@ -21,7 +21,8 @@ What is served from where:
   RequestWatchProgress, which the JSON gateway cannot carry).  Before either,
   a backend that can (``unchanged_since``: etcd) is asked whether anything
   under the cache's prefix changed between the cache's revision and the
-  current one; if not, the cache answers at the current revision.  ``list`` at the
+  current one; if not, the cache answers at the current revision, and so do
+  the next consistent reads while neither moves (one round trip each, not two).  ``list`` at the
   cache's own revision is served from memory; other past revisions go to the
   backend (exactness matters for paginated lists).
 * ``list_cached(prefix)``: the ``resourceVersion=0`` fast path ("any recent
@@ -219,11 +220,14 @@ class CachedStorage:
         if cache.revision >= current:
             cache.futile_wait = False
             return cache.revision
+        if cache.same_state_at(current):  # the backend said so for this revision already
+            return current
         unchanged_since = getattr(self.backend, "unchanged_since", None)
         if unchanged_since is not None:
             seen = cache.revision
             if await unchanged_since(cache.prefix, seen, current, cache.count(cache.prefix)) and \
                     cache.revision == seen:
+                cache.note_same_state(current)
                 return current
             if cache.revision >= current:  # events arrived meanwhile
                 return cache.revision

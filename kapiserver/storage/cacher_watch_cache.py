@@ -79,6 +79,8 @@ class WatchCache:
         self._pending_ready: list[defer.Deferred] = []
         self._upstream: Optional[Watch] = None
         self._watchers: dict[str, list[CacheWatcher]] = {}  # by watched prefix
+        # (the cache's revision, a later backend revision with the same objects): note_same_state
+        self._same_state: Optional[tuple[int, int]] = None
         # the last page listed, (prefix, limit, start_key) and the page, until the next event:
         # a list repeated on unchanged objects reuses what was derived from it (ListResult.memo)
         self._last_page: Optional[tuple[tuple[str, int, str], ListResult]] = None
@@ -160,6 +162,7 @@ class WatchCache:
         self._generation += 1
         self.ready = False
         self._last_page = None
+        self._same_state = None
         upstream, self._upstream = self._upstream, None
         if upstream is not None:
             upstream.cancel()
@@ -248,6 +251,20 @@ class WatchCache:
                 d.callback(True)
 
     # ------------------------------------------------------------ reads
+
+    def note_same_state(self, revision: int) -> None:
+        """The backend said that its state under the prefix at ``revision`` is the cache's now.
+
+        Not a progress notification: a key created and deleted in between leaves the state
+        the same, and its events are still on their way to the watchers.
+        """
+        self._same_state = (self.revision, revision)
+
+    def same_state_at(self, revision: int) -> bool:
+        """Whether the cache's objects are the backend's at ``revision`` (:meth:`note_same_state`,
+        and no event since)."""
+        same = self._same_state
+        return same is not None and same[0] == self.revision and revision <= same[1]
 
     def get(self, key: str) -> Optional[KeyValue]:
         return self._objects.get(key)

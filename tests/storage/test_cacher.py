@@ -109,6 +109,30 @@ class CachedEtcdConsistencyTests(unittest.TestCase):
         self.assertEqual((backend.calls.get("list", 0), store.consistent_fallbacks), (lists, 0))
 
 
+    async def test_the_backend_is_asked_once_while_nothing_moves_and_watchers_miss_nothing(self):
+        store, backend = await self.open()
+        await store.create("/configmaps/ns/a", b"1")
+        await store.list("/configmaps/")  # builds the cache
+        await sleep(0.2)  # its watch is established
+        await store.create("/leases/ns/l", b"1")  # others move the revision on
+        first = await store.list("/configmaps/")
+        asked = backend.calls.get("unchanged_since", 0)
+        self.assertGreaterEqual(asked, 1)
+        again = await store.list("/configmaps/")
+        self.assertEqual((again.revision, backend.calls.get("unchanged_since", 0)), (first.revision, asked))
+        # a key created and deleted under the prefix leaves the same objects; its events still arrive
+        rec = Recorder()
+        handle = store.watch("/configmaps/", first.revision, rec.on_event, rec.on_error)
+        self.addCleanup(handle.cancel)
+        await store.create("/configmaps/ns/tmp", b"1")
+        await store.delete("/configmaps/ns/tmp")
+        await until(lambda: len(rec.events) == 2, what="the created and deleted key's events")
+        self.assertEqual([(e.type, e.kv.key) for e in rec.events],
+                         [(PUT, "/configmaps/ns/tmp"), (DELETE, "/configmaps/ns/tmp")])
+        later = await store.list("/configmaps/")
+        self.assertEqual(([kv.key for kv in later.items], store.consistent_fallbacks), (["/configmaps/ns/a"], 0))
+
+
 class Recording:
     """A Storage wrapper that counts backend calls and exposes the backend's watches."""
 
