@@ -9,6 +9,7 @@ discovery (``APIGroupDiscoveryList`` of apidiscovery.k8s.io).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -75,6 +76,18 @@ def _parse_accept(header: str) -> list[_Clause]:
 
 def negotiate(accept: Optional[str], allowed_as: Iterable[tuple[str, str, str]] = (),
               protobuf_objects: bool = True) -> MediaTarget:
+    """Pick the first acceptable clause (see :func:`_negotiate`).
+
+    Remembered for the last few hundred Accept headers: clients send the same
+    one with every request, and parsing it was a few percent of a GET.
+    """
+    if not accept:
+        return MediaTarget(codec.JSON)
+    return _negotiate(accept, tuple(allowed_as), protobuf_objects)
+
+
+@functools.lru_cache(maxsize=512)
+def _negotiate(accept: str, allowed_as: tuple[tuple[str, str, str], ...], protobuf_objects: bool) -> MediaTarget:
     """Pick the first acceptable clause.
 
     ``allowed_as`` lists the (kind, group, version) shapes this endpoint can
@@ -86,8 +99,6 @@ def negotiate(accept: Optional[str], allowed_as: Iterable[tuple[str, str, str]] 
     ``stream=watch`` is accepted on any clause (the watch handler frames the
     chosen encoding).
     """
-    if not accept:
-        return MediaTarget(codec.JSON)
     allowed = set(allowed_as)
     prefer_protobuf = False
     status_protobuf = False
