@@ -62,3 +62,27 @@ class NotifyTests(unittest.TestCase):
         clock.advance(5)
         sock.settimeout(0.05)
         self.assertRaises(socket.timeout, sock.recv, 100)
+
+    def test_ready_and_stopping_wait_for_room_in_a_full_queue(self) -> None:
+        sock, addr = self.listen()
+        clock = task.Clock()
+        notifier = systemd.Notifier({"NOTIFY_SOCKET": addr, "WATCHDOG_USEC": "1000000"}, clock)
+        filler = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(filler.close)
+        filler.setblocking(False)
+        queued = 0
+        while True:  # systemd has not read anything for a while: its queue is full
+            try:
+                filler.sendto(b"OLD", addr)
+            except BlockingIOError:
+                break
+            queued += 1
+        notifier.ready()  # its watchdog's first ping is dropped: the next one will do
+        notifier.stopping()
+        clock.advance(systemd.QUEUE_FULL_RETRY_SECONDS)  # still full: both wait again
+        self.assertEqual([sock.recv(100) for _ in range(queued)], [b"OLD"] * queued)
+        clock.advance(systemd.QUEUE_FULL_RETRY_SECONDS)
+        self.assertEqual([sock.recv(100), sock.recv(100)], [b"READY=1", b"STOPPING=1"])  # in order
+        clock.advance(systemd.QUEUE_FULL_GIVE_UP_SECONDS)
+        sock.settimeout(0.05)
+        self.assertRaises(socket.timeout, sock.recv, 100)  # delivered once each, the watchdog stopped
