@@ -71,7 +71,8 @@ class AllocationTests(ServerTestCase):
         await self.client.post(NS + "/services", service("np", type="NodePort", ports=[{"port": 80,
                                                                                        "nodePort": 30080}]))
         before_ips, before_ports = await self.taken_ips(), await self.taken_ports()
-        r = await self.client.post(NS + "/services", service("clash", type="NodePort", clusterIP="10.0.0.50",
+        # addresses from the static band: "np" cannot have drawn them at random
+        r = await self.client.post(NS + "/services", service("clash", type="NodePort", clusterIP="10.0.0.10",
                                                              ports=[{"name": "a", "port": 81},
                                                                     {"name": "b", "port": 82, "nodePort": 30080}]))
         self.assertEqual((r.code, r.body["reason"]), (422, "Invalid"))
@@ -80,9 +81,9 @@ class AllocationTests(ServerTestCase):
             "message": "Invalid value: 30080: provided port is already allocated"}])
         self.assertEqual((await self.taken_ips(), await self.taken_ports()), (before_ips, before_ports))
         # an AlreadyExists after allocating gives the values back as well
-        r = await self.client.post(NS + "/services", service("np", clusterIP="10.0.0.51"))
+        r = await self.client.post(NS + "/services", service("np", clusterIP="10.0.0.11"))
         self.assertEqual(r.code, 409)
-        self.assertNotIn("10.0.0.51", await self.taken_ips())
+        self.assertNotIn("10.0.0.11", await self.taken_ips())
 
     @run
     async def test_updates_take_and_give_back(self) -> None:
@@ -172,7 +173,7 @@ class AllocationTests(ServerTestCase):
         self.assertEqual(r.code, 422)
         self.assertIn("provided IP is already allocated", r.body["details"]["causes"][0]["message"])
         # a value marked with no Service holding it is freed on the third repair that finds it unowned
-        leaked = IPS.offset_of("10.0.0.200")
+        leaked = IPS.offset_of("10.0.0.12")  # the static band: "kept" cannot have drawn it
 
         def leak(bitmap: AllocationBitmap):
             bitmap.allocate(leaked)
@@ -180,9 +181,9 @@ class AllocationTests(ServerTestCase):
         await self.repair().ranges[0].stored.change(leak)
         for _ in range(2):
             await self.repair().run_once()
-            self.assertIn("10.0.0.200", await self.taken_ips())
+            self.assertIn("10.0.0.12", await self.taken_ips())
         await self.repair().run_once()
-        self.assertNotIn("10.0.0.200", await self.taken_ips())
+        self.assertNotIn("10.0.0.12", await self.taken_ips())
         self.assertEqual(await self.taken_ports(), {kept["spec"]["ports"][0]["nodePort"]})
 
     @run
