@@ -168,7 +168,7 @@ class StoredList:
 
     def external(self, item: Any) -> dict:
         """One item as clients see it (a fresh dict for a stored value)."""
-        return item if isinstance(item, dict) else self.store.to_external(decode(item))
+        return item if isinstance(item, dict) else self.store._from_kv(item)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "apiVersion": self.api_version, "metadata": self.metadata,
@@ -220,7 +220,7 @@ class StoredObject:
 
     def external(self) -> dict:
         """The object as clients see it (a fresh dict)."""
-        return self.store.to_external(decode(self.item))
+        return self.store._from_kv(self.item)
 
 
 class Store:

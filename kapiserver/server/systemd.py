@@ -35,10 +35,13 @@ QUEUE_FULL_GIVE_UP_SECONDS = 10.0
 
 def notify(state: str, env: Optional[Mapping[str, str]] = None) -> bool:
     """Send ``state`` (e.g. ``"READY=1"``) to systemd; True if a datagram was sent."""
-    error = _send(state, os.environ if env is None else env)
+    env = os.environ if env is None else env
+    if _address(env) is None:
+        return False
+    error = _send(state, env)
     if error is not None:
         log.warn("sd_notify {state!r} failed: {error}", state=state, error=error)
-    return error is None and _address(os.environ if env is None else env) is not None
+    return error is None
 
 
 def _send(state: str, env: Mapping[str, str]) -> Optional[OSError]:

@@ -22,9 +22,9 @@ What is served from where:
   a backend that can (``unchanged_since``: etcd) is asked whether anything
   under the cache's prefix changed between the cache's revision and the
   current one; if not, the cache answers at the current revision, and so do
-  the next consistent reads while neither moves (one round trip each, not two).  ``list`` at the
-  cache's own revision is served from memory; other past revisions go to the
-  backend (exactness matters for paginated lists).
+  the next consistent reads while neither moves (one round trip each, not
+  two).  ``list`` at the cache's own revision is served from memory; other
+  past revisions go to the backend (exactness matters for paginated lists).
 * ``list_cached(prefix)``: the ``resourceVersion=0`` fast path ("any recent
   state"): memory, at once, no round trip to the backend.
 * ``get(key)``: memory, when the backend knows its latest revision without a
@@ -273,11 +273,16 @@ class CachedStorage:
 
     def peek(self, key: str) -> Optional[KeyValue]:
         """The ready watch cache's copy of ``key`` now (None: no ready cache, or not in it)."""
-        rp = self.resource_prefix_of(key)
+        cache = self._ready_cache(key)
+        return cache.get(key) if cache is not None else None
+
+    def _ready_cache(self, key_or_prefix: str) -> Optional[WatchCache]:
+        """The watch cache serving ``key_or_prefix`` if it exists and is ready (never builds one)."""
+        rp = self.resource_prefix_of(key_or_prefix)
         cache = self._caches.get(rp) if rp is not None else None
-        if cache is None or not cache.ready or not key.startswith(cache.prefix):
+        if cache is None or not cache.ready or not key_or_prefix.startswith(cache.prefix):
             return None
-        return cache.get(key)
+        return cache
 
     # ------------------------------------------------------------ watch
 
@@ -313,11 +318,8 @@ class CachedStorage:
 
     def cached_count(self, prefix: str) -> Optional[int]:
         """How many keys under ``prefix`` the watch cache holds now (None: no ready cache for it)."""
-        rp = self.resource_prefix_of(prefix)
-        cache = self._caches.get(rp) if rp is not None else None
-        if cache is None or not cache.ready:
-            return None
-        return cache.count(prefix)
+        cache = self._ready_cache(prefix)
+        return cache.count(prefix) if cache is not None else None
 
     def cached_prefixes(self) -> "builtins.list[str]":  # (``list`` is a method here)
         return sorted(self._caches)
