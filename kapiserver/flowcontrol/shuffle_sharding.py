@@ -4,6 +4,9 @@ from __future__ import annotations
 import math
 
 MAX_HASH_BITS = 60
+# hands remembered per dealer: a flow (flow schema + user or namespace) keeps its hash,
+# so the same few hands are dealt again and again
+HANDS_REMEMBERED = 4096
 
 
 def required_entropy_bits(deck_size: int, hand_size: int) -> int:
@@ -25,8 +28,17 @@ class Dealer:
                              f"than {MAX_HASH_BITS}")
         self.deck_size = deck_size
         self.hand_size = hand_size
+        self._hands: dict[int, tuple[int, ...]] = {}
 
-    def deal(self, hash_value: int) -> list[int]:
+    def deal(self, hash_value: int) -> tuple[int, ...]:
+        hand = self._hands.get(hash_value)
+        if hand is None:
+            if len(self._hands) >= HANDS_REMEMBERED:
+                self._hands.clear()
+            hand = self._hands[hash_value] = tuple(self._deal(hash_value))
+        return hand
+
+    def _deal(self, hash_value: int) -> list[int]:
         remainders = []
         for i in range(self.hand_size):
             hash_value, remainder = divmod(hash_value, self.deck_size - i)

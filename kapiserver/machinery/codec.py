@@ -30,6 +30,12 @@ _GO_ESCAPES = {b"<": b"\\u003c", b">": b"\\u003e", b"&": b"\\u0026",
 _GO_ESCAPE_RE = re.compile(b"[<>&]|\xe2\x80[\xa8\xa9]")
 
 
+def _needs_go_escapes(body: bytes) -> bool:
+    # four substring searches (memchr-fast) instead of the regex: on most bodies,
+    # which hold none of these, the regex's scan cost several times orjson's encoding
+    return b"<" in body or b">" in body or b"&" in body or b"\xe2\x80" in body
+
+
 def encode_json(obj: Any, pretty: bool = False) -> bytes:
     """JSON with the bytes kube-apiserver writes: Go's escaping; a compact body ends
     with a newline (json.Encoder), a pretty one does not (json.MarshalIndent)."""
@@ -37,7 +43,7 @@ def encode_json(obj: Any, pretty: bool = False) -> bytes:
         body = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     else:
         body = orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
-    if _GO_ESCAPE_RE.search(body) is not None:
+    if _needs_go_escapes(body):
         body = _GO_ESCAPE_RE.sub(lambda m: _GO_ESCAPES[m.group(0)], body)
     return body
 

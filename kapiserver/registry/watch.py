@@ -70,6 +70,10 @@ class ResourceWatch:
         self.reactor = reactor
         self.bookmark_interval = bookmark_interval
         self.matches = store.matcher(opts)
+        # a name the field selector pins, that the watched prefix does not (a cluster-wide
+        # watch of one name, as the API server's own kube-root-ca.crt informer): events of
+        # other keys are passed over without decoding them
+        self._key_suffix = self._pinned_name_suffix(namespace, opts)
         self.revision = 0
         self._watch: Optional[st.Watch] = None
         self._timer = None
@@ -79,6 +83,12 @@ class ResourceWatch:
         # asynchronous conversion: events (or progress revisions) waiting, in order
         self._pending: deque[Union[st.Event, int]] = deque()
         self._draining = False
+
+    def _pinned_name_suffix(self, namespace: str, opts: ListOptions) -> Optional[str]:
+        name = opts.field_selector.requires_exact_match("metadata.name")
+        if not name or not self.rtype.namespaced or self.store.watch_prefix(namespace, opts).endswith("/" + name):
+            return None
+        return "/" + name
 
     # ------------------------------------------------------------ lifecycle
 
@@ -163,6 +173,8 @@ class ResourceWatch:
             self._enqueue(event)
             return
         self.revision = event.revision
+        if self._key_suffix is not None and not event.kv.key.endswith(self._key_suffix):
+            return  # another object: the selector cannot match it, before or after
         memo_key = getattr(self.sink, "encoding_key", None) if self.matches is None else None
         try:
             if memo_key is not None:

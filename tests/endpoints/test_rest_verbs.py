@@ -526,6 +526,26 @@ class WatchTests(ServerTestCase):
                          ["kube-root-ca.crt", "p1", "p10", "p2"])
 
     @run
+    async def test_cluster_wide_watch_of_one_name_sees_it_in_every_namespace(self):
+        # the pinned name is checked on each event's key before decoding (the API server's
+        # kube-root-ca.crt informer watches this way): every namespace's object, no other
+        start = (await self.client.get(CM)).body["metadata"]["resourceVersion"]
+        await self.client.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": "other"}})
+        other = "/api/v1/namespaces/other/configmaps"
+        for path, name in ((CM, "n1"), (CM, "n10"), (other, "n1"), (other, "x-n1")):
+            await self.client.post(path, cm(name))
+        await self.client.patch(other + "/n1", {"data": {"k": "v"}})
+        await self.client.delete(CM + "/n1")
+        await self.client.delete(CM + "/n10")
+        self.watch_path = "/api/v1/configmaps"
+        events = await self._watch(f"resourceVersion={start}&timeoutSeconds=1&fieldSelector=metadata.name%3Dn1")
+        self.assertEqual([(e["type"], e["object"]["metadata"]["namespace"], e["object"]["metadata"]["name"])
+                          for e in events],
+                         [("ADDED", "default", "n1"), ("ADDED", "other", "n1"), ("MODIFIED", "other", "n1"),
+                          ("DELETED", "default", "n1")])
+
+    @run
     async def test_compacted_watch_is_410_error_event(self):
         a = (await self.client.post(CM, cm("old"))).body
         for i in range(3):

@@ -55,7 +55,7 @@ class WithAudit(Filter):
         event.long_running = _long_running(request, ctx)
         if event.long_running:
             self._watch_first_write(request, event)
-        request.notifyFinish().addBoth(lambda _: self._complete(request, event))
+        ctx.when_finished(request, lambda: self._complete(request, event))
         return None
 
     def proceed(self, request: server.Request) -> Any:

@@ -37,7 +37,7 @@ class WithAuditInit(Filter):
         if not request.responseHeaders.hasHeader(HEADER):
             request.setHeader(b"Audit-Id", ctx.audit_id.encode("utf-8"))
         if self.auditing is not None:
-            request.notifyFinish().addBoth(lambda _: self._failed_authentication(request, ctx))
+            ctx.when_finished(request, lambda: self._failed_authentication(request, ctx))
         return None
 
     def _failed_authentication(self, request: Any, ctx: RequestContext) -> None:

@@ -54,5 +54,5 @@ class WithMaxInFlightLimit(Filter):
             return None
         mutating = info.verb in MUTATING_VERBS
         self.limiter.acquire(mutating)
-        request.notifyFinish().addBoth(lambda _: self.limiter.release(mutating))
+        ctx.when_finished(request, lambda: self.limiter.release(mutating))
         return None

@@ -22,6 +22,5 @@ class WithRequestMetrics(Filter):
 
     def apply(self, request: server.Request, ctx: RequestContext) -> Optional[defer.Deferred]:
         info = ctx.require_info()
-        request.notifyFinish().addBoth(
-            lambda _: self.record(info, request.code, time.monotonic() - ctx.received_at))
+        ctx.when_finished(request, lambda: self.record(info, request.code, time.monotonic() - ctx.received_at))
         return None

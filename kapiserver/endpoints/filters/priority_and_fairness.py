@@ -74,20 +74,19 @@ class WithPriorityAndFairness(Filter):
             self._reject(request, level)
             return defer.succeed(None)  # answered: the chain does not go on
         release = self._releaser(level, ticket)
-        request.notifyFinish().addBoth(release)
+        ctx.when_finished(request, release)
         if watch:
             ctx.watch_initialized = release
         if ticket.state == EXECUTING:
             return None
         return self._wait(request, level, ticket)
 
-    def _releaser(self, level: PriorityLevelState, ticket: Request) -> Callable[..., Any]:
-        def release(result: Any = None) -> Any:
+    def _releaser(self, level: PriorityLevelState, ticket: Request) -> Callable[[], None]:
+        def release() -> None:
             if ticket.state == WAITING:
                 level.queues.cancel(ticket)
             elif ticket.state == EXECUTING:
                 level.queues.finish(ticket)
-            return None  # a failed notifyFinish (client gone) is expected: consumed here
         return release
 
     def _wait(self, request: server.Request, level: PriorityLevelState, ticket: Request) -> defer.Deferred:

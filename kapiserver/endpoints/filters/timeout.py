@@ -46,7 +46,7 @@ class WithTimeout(Filter):
             if parsed > 0:
                 seconds = min(seconds, parsed)
         call = self.reactor.callLater(seconds, self._expire, request, ctx)
-        request.notifyFinish().addBoth(lambda _: call.cancel() if call.active() else None)
+        ctx.when_finished(request, lambda: call.cancel() if call.active() else None)
         return None
 
     @staticmethod

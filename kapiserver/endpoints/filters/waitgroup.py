@@ -53,5 +53,5 @@ class WithWaitGroup(Filter):
                 raise errors.StatusError(503, "ServiceUnavailable", "apiserver is shutting down",
                                          headers={"Retry-After": "1"})
         self.group.add()
-        request.notifyFinish().addBoth(lambda _: self.group.done())
+        ctx.when_finished(request, self.group.done)
         return None
