@@ -122,6 +122,22 @@ class TimeLimitTests(unittest.TestCase):
         self.assertLess(waited, IDLE_TIMEOUT + 3)
 
 
+    def test_a_keep_alive_connection_moves_between_its_limits(self) -> None:
+        # one timer per connection serves the head, answer and idle phases: a pause longer
+        # than the head limit (shorter than the idle one) between requests keeps the
+        # connection; a slow head of the next request is then cut off at the head limit
+        sock = connect(self.server)
+        sock.settimeout(10)
+        for _ in range(2):
+            sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            self.assertEqual(head_of(sock.recv(65536))[0], 200)
+            time.sleep(HEADER_TIMEOUT + 0.5)
+        sock.sendall(b"GET /readyz HTTP/1.1\r\n")
+        data, waited = read_until_closed(sock, timeout=HEADER_TIMEOUT + 10)
+        self.assertEqual(data, b"")
+        self.assertLess(waited, HEADER_TIMEOUT + 3)
+
+
 class HTTP2LivenessTests(unittest.TestCase):
     def setUp(self) -> None:
         self.server = _server()

@@ -221,3 +221,38 @@ class HandlerChainTests(unittest.TestCase):
         self.leaf.held[0].finish()
         self.answer(held)
         self.assertEqual(self.wait_group.count, 0)
+
+
+class FinishHookTests(unittest.TestCase):
+    """RequestContext.when_finished: what the filters run once a request is over."""
+
+    def _request(self) -> Any:
+        from twisted.web.test.requesthelper import DummyRequest
+        return DummyRequest([b""])
+
+    def test_hooks_run_once_in_order_when_the_request_finishes(self):
+        request = self._request()
+        ctx = context_of(request)
+        ran: list[str] = []
+        ctx.when_finished(request, lambda: ran.append("metrics"))
+        ctx.when_finished(request, lambda: ran.append("seat"))
+        self.assertEqual(ran, [])
+        request.finish()
+        self.assertEqual(ran, ["metrics", "seat"])
+        ctx.when_finished(request, lambda: ran.append("late"))  # after the end: at once
+        self.assertEqual(ran, ["metrics", "seat", "late"])
+
+    def test_hooks_run_when_the_client_goes_away_and_a_failing_one_stops_no_other(self):
+        from twisted.internet.error import ConnectionLost
+        from twisted.python.failure import Failure
+        request = self._request()
+        ctx = context_of(request)
+        ran: list[str] = []
+
+        def broken() -> None:
+            raise RuntimeError("boom")
+        ctx.when_finished(request, broken)
+        ctx.when_finished(request, lambda: ran.append("seat"))
+        request.processingFailed(Failure(ConnectionLost()))  # notifyFinish's errback, as a lost client's
+        self.assertEqual(ran, ["seat"])
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)

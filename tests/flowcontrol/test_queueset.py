@@ -50,6 +50,26 @@ class QueueSetTests(unittest.TestCase):
             served.append(running[0])
         self.assertIn(polite, served[:2])  # not after the 29 requests of the hog
 
+    def test_flows_waiting_alike_are_served_in_turn(self):
+        # three flows, each with requests in its own queue (hand of one): the seat goes
+        # round robin among them, never twice in a row to one while the others wait
+        qs, clock = queue_set(16, 1, 100, 1)
+        blocker = qs.start_request(ONE, 0, "fs", "blocker")
+        flows = {name: [qs.start_request(ONE, value, "fs", name) for _ in range(3)]
+                 for name, value in (("a", 3), ("b", 7), ("c", 11))}
+        self.assertEqual(len({reqs[0].queue.index for reqs in flows.values()}), 3)
+        order = []
+        running = blocker
+        for _ in range(9):
+            clock.advance(0.001)
+            qs.finish(running)
+            running = next(r for reqs in flows.values() for r in reqs if r.state == EXECUTING)
+            order.append(next(name for name, reqs in flows.items() if running in reqs))
+        self.assertEqual(sorted(order[:3]), ["a", "b", "c"])
+        self.assertEqual(order[3:6], order[:3])
+        self.assertEqual(order[6:], order[:3])
+        self.assertEqual(qs.current_r > 0, True)  # virtual time went on while queues were busy
+
     def test_a_request_may_wait_no_longer_than_it_wants(self):
         qs, _ = queue_set(1, 1, 5, 1)
         qs.start_request(ONE, 1, "fs", "a")
