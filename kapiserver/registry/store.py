@@ -68,6 +68,9 @@ class Context:
     audit_annotations: dict = field(default_factory=dict)
     # admission sees this update through a subresource's own kind (a Scale for ``/scale``)
     admission_view: Optional[SubresourceView] = None
+    # set by the Store whose write succeeded: (the object it returned, the value it stored,
+    # itself), so the handler can answer from the stored value (Store.stored_answer)
+    written: Optional[tuple[dict, st.KeyValue, "Store"]] = None
 
 
 class CorruptObjectError(errors.StatusError):
@@ -648,7 +651,7 @@ class Store:
             if ctx.dry_run:
                 return obj
             md["resourceVersion"] = str(kv.mod_revision)
-            return await self._external(obj)
+            return self._written(await self._external(obj), kv, ctx)
         raise errors.already_exists(self.rtype.plural, self.rtype.group, md.get("name", ""))
 
     async def _create_once(self, namespace: str, obj: dict, attrs: Attributes, ctx: Context,
@@ -677,6 +680,24 @@ class Store:
             if generated:
                 return None
             raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
+
+    def _written(self, result: dict, kv: st.KeyValue, ctx: Context) -> dict:
+        ctx.written = (result, kv, self)
+        return result
+
+    def stored_answer(self, result: dict, ctx: Context) -> "StoredObject | dict":
+        """What a write's handler answers for ``result``, what this Store's create or update
+        returned: the value it stored, read back as a GET reads it (upstream answers a write
+        with the object decoded from what etcd stored).  Its encoding is then memoized on the
+        value, which the embedded store's watch cache holds too, so the next GET and list of
+        the object reuse the bytes.  ``result`` itself when it is not what this Store stored:
+        a dry run, a kind converted asynchronously, a store that answers something else (a
+        Binding's Status after writing a Pod)."""
+        written = ctx.written
+        if (written is None or written[0] is not result or written[2] is not self
+                or self.rtype.convert_from_storage_async is not None):
+            return result
+        return StoredObject(written[1], self)
 
     # ------------------------------------------------------------ update & patch
 
@@ -800,7 +821,7 @@ class Store:
                     await finish(written is not None)
             assert written is not None
             new["metadata"]["resourceVersion"] = str(written.mod_revision)
-            return await self._external(new), False
+            return self._written(await self._external(new), written, ctx), False
 
     async def _after_delete(self, obj: dict) -> None:
         """The strategy's after_delete; the delete happened, so a failure here is only logged."""

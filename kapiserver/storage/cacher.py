@@ -166,11 +166,16 @@ class CachedStorage:
         return self.backend.count(prefix)
 
     def create(self, key: str, value: bytes, lease: int = 0) -> defer.Deferred:
-        return self.backend.create(key, value, lease)
+        return self.backend.create(key, value, lease).addCallback(self._adopt)
 
     def update(self, key: str, value: bytes, expected_mod_revision: int = 0,
                lease: Optional[int] = None) -> defer.Deferred:
-        return self.backend.update(key, value, expected_mod_revision, lease)
+        return self.backend.update(key, value, expected_mod_revision, lease).addCallback(self._adopt)
+
+    def _adopt(self, written: KeyValue) -> KeyValue:
+        """The written value as the object the ready cache holds, or will hold, for it."""
+        cache = self._ready_cache(written.key)
+        return cache.adopt(written) if cache is not None else written
 
     def delete(self, key: str, expected_mod_revision: int = 0) -> defer.Deferred:
         return self.backend.delete(key, expected_mod_revision)

@@ -85,6 +85,8 @@ class WatchCache:
         # a list repeated on unchanged objects reuses what was derived from it (ListResult.memo)
         self._last_page: Optional[tuple[tuple[str, int, str], ListResult]] = None
         self._waiters: list[tuple[int, int, defer.Deferred]] = []  # heap of (revision, seq, d)
+        # values written through this process whose event has not arrived yet (adopt)
+        self._adopted: dict[str, KeyValue] = {}
         self._seq = itertools.count()
         self._stopped = False
 
@@ -161,6 +163,7 @@ class WatchCache:
     def _reset(self) -> None:
         self._generation += 1
         self.ready = False
+        self._adopted.clear()
         self._last_page = None
         self._same_state = None
         upstream, self._upstream = self._upstream, None
@@ -174,13 +177,20 @@ class WatchCache:
             return
         key = event.kv.key
         if event.type == DELETE:
+            if self._adopted:
+                self._adopted.pop(key, None)
             if self._objects.pop(key, None) is not None:
                 i = bisect.bisect_left(self._keys, key)
                 del self._keys[i]
         else:
             if key not in self._objects:
                 bisect.insort(self._keys, key)
-            self._objects[key] = event.kv
+            kv = event.kv
+            if self._adopted:
+                adopted = self._adopted.pop(key, None)
+                if adopted is not None and adopted.mod_revision == kv.mod_revision and adopted.value == kv.value:
+                    kv = adopted
+            self._objects[key] = kv
         self.revision = event.revision
         self._last_page = None
         self._append(event)
@@ -265,6 +275,21 @@ class WatchCache:
         and no event since)."""
         same = self._same_state
         return same is not None and same[0] == self.revision and revision <= same[1]
+
+    def adopt(self, written: KeyValue) -> KeyValue:
+        """One object for a value written through this process and the cache's copy of it.
+
+        What a write's answer memoizes on its value (its encoding, Store.stored_answer)
+        then serves the cache's next GET and list of it.  If the cache already has the
+        value (its event came first), that copy is returned for the writer to use;
+        otherwise the cache keeps ``written`` when the event arrives.  The embedded
+        store's events carry the written object itself; etcd's come from its watch.
+        """
+        held = self._objects.get(written.key)
+        if held is not None and held.mod_revision >= written.mod_revision:
+            return held if held.mod_revision == written.mod_revision and held.value == written.value else written
+        self._adopted[written.key] = written
+        return written
 
     def get(self, key: str) -> Optional[KeyValue]:
         return self._objects.get(key)

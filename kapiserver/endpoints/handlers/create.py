@@ -8,5 +8,6 @@ async def create(scope: RequestScope) -> Response:
     scope.check_write_options("CreateOptions")
     manager = scope.field_manager("CreateOptions")
     obj = scope.decode_object()
-    created = await scope.store.create(scope.info.namespace, obj, scope.context(manager))
-    return Response(201, created)
+    ctx = scope.context(manager)
+    created = await scope.store.create(scope.info.namespace, obj, ctx)
+    return Response(201, scope.store.stored_answer(created, ctx))

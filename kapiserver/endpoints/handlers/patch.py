@@ -212,10 +212,10 @@ async def apply(scope: RequestScope) -> Response:
             del scope.warnings[warnings:]
         checked.append(True)
         return result
-    result, created = await scope.store.guaranteed_update(
-        info.namespace, info.name, mutate, info.subresource, scope.context(manager, managed_fields_set=True),
-        create_if_missing=True, force_allow_create=True)
-    return Response(201 if created else 200, result)
+    ctx = scope.context(manager, managed_fields_set=True)
+    result, created = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource, ctx,
+                                                          create_if_missing=True, force_allow_create=True)
+    return Response(201 if created else 200, scope.store.stored_answer(result, ctx))
 
 
 async def patch(scope: RequestScope) -> Response:
@@ -238,9 +238,9 @@ async def patch(scope: RequestScope) -> Response:
         checked.append(True)
         check_name(result, info.name, info.namespace)
         return result
-    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource,
-                                                    scope.context(manager))
-    return Response(200, result)
+    ctx = scope.context(manager)
+    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource, ctx)
+    return Response(200, scope.store.stored_answer(result, ctx))
 
 
 def check_name(obj: dict, name: str, namespace: str) -> None:

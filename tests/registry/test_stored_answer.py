@@ -1,0 +1,146 @@
+"""A write is answered from the value it stored (Store.stored_answer).
+
+The answer is the stored value read back as a GET reads it, so it is what the
+next GET returns, and on the embedded store its encoding is memoized on the
+very value the watch cache holds: the next GET and list of the object reuse
+those bytes instead of decoding and encoding it again.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.endpoints.list_encoding import stored_body
+from kapiserver.endpoints.negotiation import MediaTarget
+from kapiserver.machinery import codec
+from kapiserver.registry.store import Context, Store, StoredObject
+from kapiserver.storage.cacher import CachedStorage
+from kapiserver.storage.sqlite import SQLiteStorage
+from tests.storage.contract import until
+
+KEY = "/configmaps/default/cm"
+JSON_TARGET = MediaTarget(codec.JSON)
+
+
+class StoredAnswerTests(unittest.TestCase):
+    async def open(self) -> tuple[Store, CachedStorage]:
+        storage = CachedStorage(SQLiteStorage(":memory:"))
+        await storage.start()
+        self.addCleanup(storage.stop)
+        rtype = next(r for r in builtin_resource_types() if (r.group, r.plural) == ("", "configmaps"))
+        store = Store(rtype, storage)
+        await store.create("default", {"metadata": {"name": "seed"}})
+        await storage.list("/configmaps/")  # builds the cache
+        return store, storage
+
+    def answer_bytes(self, answer: object) -> bytes:
+        assert isinstance(answer, StoredObject)
+        encoded = stored_body(answer, JSON_TARGET)
+        assert encoded is not None
+        return encoded[1]
+
+    @defer.inlineCallbacks
+    def test_create_and_update_answer_the_stored_value_the_cache_then_serves(self):
+        store, storage = yield defer.Deferred.fromCoroutine(self.open())
+        for write in ("create", "update"):
+            ctx = Context()
+            if write == "create":
+                result = yield defer.Deferred.fromCoroutine(store.create(
+                    "default", {"metadata": {"name": "cm"}, "data": {"a": "<1>"}}, ctx))
+            else:
+                result, _ = yield defer.Deferred.fromCoroutine(store.guaranteed_update(
+                    "default", "cm", lambda cur: {**cur, "data": {"a": "2"}}, ctx=ctx))
+            answer = store.stored_answer(result, ctx)
+            body = self.answer_bytes(answer)
+            self.assertEqual(codec.decode_json(body), result)  # the same object the Store returned
+            yield until(lambda: (storage.peek(KEY) or answer.item).mod_revision == answer.item.mod_revision)
+            cached = storage.peek(KEY)
+            self.assertIs(cached, answer.item)  # the cache holds the value the answer was encoded on
+            self.assertTrue(cached.encodings)  # ... with the answer's encoding memoized on it
+            got = yield defer.Deferred.fromCoroutine(store.get_stored("default", "cm"))
+            self.assertIs(got.item, answer.item)  # so the GET reuses those bytes
+            self.assertEqual(self.answer_bytes(got), body)
+
+    @defer.inlineCallbacks
+    def test_what_the_store_did_not_store_is_answered_as_returned(self):
+        store, _ = yield defer.Deferred.fromCoroutine(self.open())
+        dry = Context(dry_run=True)
+        result = yield defer.Deferred.fromCoroutine(store.create("default", {"metadata": {"name": "dry"}}, dry))
+        self.assertIs(store.stored_answer(result, dry), result)
+        ctx = Context()
+        result = yield defer.Deferred.fromCoroutine(store.create("default", {"metadata": {"name": "x"}}, ctx))
+        other = dict(result)  # not what the Store returned (a store answering something else)
+        self.assertIs(store.stored_answer(other, ctx), other)
+
+
+class CopiedEvents:
+    """A backend whose watch hands out copies of the written values, as etcd's watch does
+    (a value written and its event are two objects), and can hold its events back."""
+
+    def __init__(self, backend: SQLiteStorage) -> None:
+        self.backend = backend
+        self.holding = False
+        self.held: list = []
+
+    def __getattr__(self, name: str):
+        if name == "local_revision":
+            raise AttributeError(name)
+        return getattr(self.backend, name)
+
+    def watch(self, prefix, after, on_event, on_error, on_progress=None):
+        def deliver(event) -> None:
+            copied = dataclasses.replace(event, kv=dataclasses.replace(event.kv))
+            if self.holding:
+                self.held.append((on_event, copied))
+            else:
+                on_event(copied)
+        return self.backend.watch(prefix, after, deliver, on_error, None)
+
+    def release(self) -> None:
+        self.holding = False
+        held, self.held = self.held, []
+        for on_event, event in held:
+            on_event(event)
+
+
+class AdoptedValueTests(unittest.TestCase):
+    """On a backend like etcd the cache adopts the value a write answered from, whichever
+    of the write's answer and its event comes first."""
+
+    async def open(self) -> tuple[Store, CachedStorage, CopiedEvents]:
+        backend = CopiedEvents(SQLiteStorage(":memory:"))
+        storage = CachedStorage(backend)  # type: ignore[arg-type]
+        await storage.start()
+        self.addCleanup(storage.stop)
+        rtype = next(r for r in builtin_resource_types() if (r.group, r.plural) == ("", "configmaps"))
+        store = Store(rtype, storage)
+        await store.create("default", {"metadata": {"name": "cm"}, "data": {"a": "0"}})
+        await storage.list("/configmaps/")
+        await until(lambda: storage.peek(KEY) is not None)
+        return store, storage, backend
+
+    async def update(self, store: Store, value: str) -> StoredObject:
+        ctx = Context()
+        result, _ = await store.guaranteed_update("default", "cm", lambda cur: {**cur, "data": {"a": value}},
+                                                  ctx=ctx)
+        answer = store.stored_answer(result, ctx)
+        assert isinstance(answer, StoredObject)
+        return answer
+
+    @defer.inlineCallbacks
+    def test_the_event_arriving_first_or_last_leaves_one_object(self):
+        store, storage, backend = yield defer.Deferred.fromCoroutine(self.open())
+        answer = yield defer.Deferred.fromCoroutine(self.update(store, "1"))  # its event came first
+        yield until(lambda: storage.peek(KEY).mod_revision == answer.item.mod_revision)
+        self.assertIs(storage.peek(KEY), answer.item)
+        backend.holding = True
+        answer = yield defer.Deferred.fromCoroutine(self.update(store, "2"))  # its event comes after
+        self.assertNotEqual(storage.peek(KEY).mod_revision, answer.item.mod_revision)
+        backend.release()
+        yield until(lambda: storage.peek(KEY).mod_revision == answer.item.mod_revision)
+        self.assertIs(storage.peek(KEY), answer.item)
+        got = yield defer.Deferred.fromCoroutine(store.get("default", "cm", resource_version="0"))
+        self.assertEqual(got["data"], {"a": "2"})
