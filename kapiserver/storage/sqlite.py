@@ -45,7 +45,7 @@ from kapiserver.storage.interface import (
     DELETE, PUT, CompactedError, ConflictError, ErrorHandler, Event, EventHandler, FutureRevisionError,
     KeyExistsError, KeyNotFoundError, KeyValue, ListResult, ProgressHandler, StorageError,
     UnavailableError, Watch)
-from kapiserver.storage.sqlite_peers import CommitBell, SharedRevision
+from kapiserver.storage.sqlite_peers import CommitBell, SharedRevision, encode_batch
 from kapiserver.storage.sqlite_watch import HISTORY_PAGE, WatchHub
 
 log = Logger()
@@ -179,7 +179,9 @@ class SQLiteStorage:
         self._shared_revision: Optional[SharedRevision] = None
         self._catch_up_target = 0
         self._catching_up = False
-        self._own_batches: list[tuple[int, int, builtins.list[Event]]] = []  # (start, end, events)
+        # batches whose events are known without a read: ours, and the others' that their
+        # commit datagram carried: (start, end, events)
+        self._known_batches: list[tuple[int, int, builtins.list[Event]]] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -191,7 +193,7 @@ class SQLiteStorage:
         if self._readers is not self._writer:
             self._readers.start()
         if self.shared:
-            self._bell = CommitBell(self._reactor, self._catch_up)
+            self._bell = CommitBell(self._reactor, self._catch_up, self._committed_elsewhere)
             self._bell.listen()
         self._revision, self._compacted, leases = await self._on_writer(self._open)
         self._leases = dict(leases)
@@ -508,7 +510,8 @@ class SQLiteStorage:
                 conn.execute("ROLLBACK")
             raise
         if peers and self._bell is not None:
-            self._bell.ring(peers, self._w_rev)
+            events = [e for ok, _, evs in results if ok for e in evs]
+            self._bell.ring(peers, self._w_rev, encode_batch(start, self._w_rev, events))
         return start, self._w_rev, results
 
     # Each op runs on the writer thread inside the batch transaction, checks
@@ -724,7 +727,15 @@ class SQLiteStorage:
         """Publish a batch of ours, in order with the other processes' writes."""
         if end <= start:
             return
-        self._own_batches.append((start, end, events))
+        self._known_batches.append((start, end, events))
+        self._catch_up(end)
+
+    def _committed_elsewhere(self, start: int, end: int, events: builtins.list[Event]) -> None:
+        """Another process's batch, carried by its commit datagram: published as ours are
+        (when it follows on from what is published; a gap before it is read first)."""
+        if end <= start or end <= self._hub.published:
+            return
+        self._known_batches.append((start, end, events))
         self._catch_up(end)
 
     def _poll_shared(self) -> None:
@@ -744,11 +755,11 @@ class SQLiteStorage:
     async def _catch_up_loop(self) -> None:
         try:
             while self._running and self._catch_up_target > self._hub.published:
-                if self._publish_own_batch():
+                if self._publish_known_batch():
                     continue
-                # read the others' writes only: up to where a batch of ours starts, if one is waiting
+                # read only what is not known: up to where a known batch starts, if one is waiting
                 published = self._hub.published
-                bound = min((start for start, _, _ in self._own_batches if start > published), default=0)
+                bound = min((start for start, _, _ in self._known_batches if start > published), default=0)
                 try:
                     events, upto, compacted = await self._read(self._read_tail, published, bound)
                 except CompactedError as err:
@@ -761,16 +772,16 @@ class SQLiteStorage:
             pass  # stopping
         finally:
             self._catching_up = False
-            self._own_batches = [b for b in self._own_batches if b[1] > self._hub.published]
+            self._known_batches = [b for b in self._known_batches if b[1] > self._hub.published]
 
-    def _publish_own_batch(self) -> bool:
-        """Publish a batch of ours that follows on from what is published (no read needed)."""
+    def _publish_known_batch(self) -> bool:
+        """Publish a known batch that follows on from what is published (no read needed)."""
         published = self._hub.published
-        self._own_batches = [b for b in self._own_batches if b[1] > published]
-        for batch in self._own_batches:
+        self._known_batches = [b for b in self._known_batches if b[1] > published]
+        for batch in self._known_batches:
             start, end, events = batch
             if start == published:
-                self._own_batches.remove(batch)
+                self._known_batches.remove(batch)
                 self._revision = max(self._revision, end)
                 self._hub.publish(events, end)
                 return True

@@ -8,12 +8,15 @@ writes alternate between them and reads and watches go to the other one.
 from __future__ import annotations
 
 import os
+import struct
 from typing import Any
 
 from twisted.internet import defer
 from twisted.trial import unittest
 
+from kapiserver.storage.interface import DELETE, PUT, Event, KeyValue
 from kapiserver.storage.sqlite import SQLiteStorage
+from kapiserver.storage.sqlite_peers import MAX_BATCH_DATAGRAM, decode_batch, encode_batch
 from tests.storage.contract import Recorder, StorageContractTests, until
 
 
@@ -120,6 +123,46 @@ class SharedSQLiteTests(unittest.TestCase):
         peers = [r[0] for r in later._wconn.execute("SELECT name FROM peers")]
         self.assertNotIn(name, peers)
         self.assertIn(later._bell.name, peers)
+
+    async def test_the_others_commits_arrive_with_their_events_not_read_back(self):
+        pair = await self.open_pair()
+        a, b = pair.maintainer, pair.reader
+        reads: list[int] = []
+        read = b._read
+
+        def counted(fn: Any, *args: Any) -> defer.Deferred:
+            if fn == b._read_tail:
+                reads.append(1)
+            return read(fn, *args)
+        b._read = counted  # type: ignore[method-assign]
+        for loop in b._loops:  # only the datagrams tell b of a's commits, not its periodic look
+            if loop.f == b._poll_shared and loop.running:
+                loop.stop()
+        seen = Recorder()
+        b.watch("/e/", await b.current_revision(), seen.on_event, seen.on_error)
+        created = await a.create("/e/x", b"1")
+        updated = await a.update("/e/x", b"2", created.mod_revision)
+        await a.delete("/e/x", updated.mod_revision)
+        await until(lambda: len(seen.events) == 3, what="three events")
+        self.assertEqual(reads, [])  # every batch came with the commit's datagram
+        self.assertEqual([(e.type, e.kv.value, e.prev_kv.value if e.prev_kv else None) for e in seen.events],
+                         [(PUT, b"1", None), (PUT, b"2", b"1"), (DELETE, b"2", b"2")])
+        big = b"v" * (MAX_BATCH_DATAGRAM + 1)  # does not fit a datagram: read back
+        await a.create("/e/big", big)
+        await until(lambda: len(seen.events) == 4, what="the big value's event")
+        self.assertEqual(seen.events[-1].kv.value, big)
+        self.assertEqual(len(reads), 1)
+
+    def test_a_batch_survives_its_datagram(self):
+        first = KeyValue("/k/a", b"1", 5, 5)
+        events = [Event(PUT, first, None, 5), Event(PUT, KeyValue("/k/a", b"2", 5, 6, lease=7), first, 6),
+                  Event(DELETE, KeyValue("/k/\u00e9", b"", 3, 7), KeyValue("/k/\u00e9", b"", 3, 4), 7)]
+        data = encode_batch(4, 7, events)
+        assert data is not None
+        self.assertEqual(decode_batch(data), (4, 7, events))
+        self.assertIsNone(encode_batch(4, 5, [Event(PUT, KeyValue("/k", b"x" * MAX_BATCH_DATAGRAM, 5, 5), None, 5)]))
+        with self.assertRaises((ValueError, struct.error)):
+            decode_batch(data[:-1])
 
     def test_an_in_memory_database_cannot_be_shared(self):
         self.assertRaises(ValueError, SQLiteStorage, ":memory:", shared=True)
