@@ -71,7 +71,9 @@ def _from(attempts: Sequence[Callable[[], Outcome]], index: int, failures: list[
         try:
             outcome = attempts[position]()
         except AuthenticationError as e:
-            failures.append(e)
+            # only its message is used: without its traceback it does not hold the stack
+            # (and the request) alive in a reference cycle until the next collection
+            failures.append(e.with_traceback(None))
             continue
         if isinstance(outcome, defer.Deferred):
             return outcome.addCallbacks(

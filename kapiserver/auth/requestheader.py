@@ -30,6 +30,19 @@ class RequestHeaderAuthenticator:
         self.extra_prefixes = tuple(p.lower().encode("latin-1") for p in extra_headers_prefix)
 
     def authenticate(self, request: Any) -> Outcome:
+        headers = request.requestHeaders
+        user = ""
+        for header in self.username_headers:
+            values = headers.getRawHeaders(header)
+            if values and values[0]:
+                user = _text(values[0])
+                break
+        # Without a user header this cannot recognise the request, whoever signed its
+        # certificate, so it says nothing: checking the certificate first (as upstream's
+        # wrapper does) made every client-certificate request raise, and keep its stack
+        # alive in the garbage until a collection, only for the error to be dropped.
+        if not user:
+            return None
         chain = x509.peer_chain(request)
         if not chain:
             return None
@@ -40,15 +53,6 @@ class RequestHeaderAuthenticator:
             name = x509.common_name(chain[0])
             if name not in self.allowed_names:
                 raise AuthenticationError(f"x509: subject with cn={name} is not in the allowed list")
-        headers = request.requestHeaders
-        user = ""
-        for header in self.username_headers:
-            values = headers.getRawHeaders(header)
-            if values and values[0]:
-                user = _text(values[0])
-                break
-        if not user:
-            return None
         groups = [_text(v) for header in self.group_headers for v in headers.getRawHeaders(header) or () if v]
         extra: dict[str, list[str]] = {}
         for key, values in list(headers.getAllRawHeaders()):

@@ -57,3 +57,37 @@ class UnionTests(unittest.TestCase):
         static = AudienceAgnosticToken(API, StaticTokenAuthenticator({"t": UserInfo("alice")}))
         self.assertIsNone(static.authenticate_token("t", ("vault",)))
         self.assertEqual(static.authenticate_token("t", ("vault", API[0])).audiences, API)
+
+
+class First:
+    """An authenticator that does not recognise anything, by failing (as one whose credential
+    kind is present but invalid for it)."""
+
+    def authenticate(self, request):
+        raise AuthenticationError("not mine")
+
+
+class Second:
+    def authenticate(self, request):
+        from kapiserver.auth.authenticator import AuthResult
+        return AuthResult(UserInfo("bob"))
+
+
+class NoCycleTests(unittest.TestCase):
+    def test_a_request_authenticated_after_a_failure_is_freed_at_once(self) -> None:
+        # a failure kept with its traceback held the stack, and the request, in a reference
+        # cycle until the next collection: on every client-certificate request, when the
+        # front-proxy authenticator raised before the client-certificate one answered
+        import gc
+        import weakref
+        chain = UnionAuthenticator([First(), Second()], anonymous=False)
+        gc.collect()
+        gc.disable()
+        try:
+            request = Request()
+            gone = weakref.ref(request)
+            self.assertEqual(chain.authenticate(request).user.name, "bob")
+            del request
+            self.assertIsNone(gone())
+        finally:
+            gc.enable()
