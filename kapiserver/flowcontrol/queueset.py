@@ -166,9 +166,10 @@ class QueueSet:
 
     def sync_time(self) -> None:
         now = self.clock()
-        elapsed = max(now - self.last_time, 0.0)
+        if self._active_queues:  # otherwise the ratio is 0 (always on exempt and reject levels)
+            elapsed = max(now - self.last_time, 0.0)
+            self.current_r += seats_times_duration(self._virtual_time_ratio(), elapsed)
         self.last_time = now
-        self.current_r += seats_times_duration(self._virtual_time_ratio(), elapsed)
 
     def _virtual_time_ratio(self) -> float:
         # upstream sums over every queue; a queue contributes only from its first enqueue
