@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import mmap
 import os
@@ -186,7 +187,7 @@ class CommitBell:
         """Writer thread: list this process as a peer, and forget peers that are gone."""
         conn.executescript(PEERS_SCHEMA)
         for (name,) in conn.execute("SELECT name FROM peers").fetchall():
-            if not self._send(name, _REVISION.pack(0)):
+            if self._send(name, _REVISION.pack(0)) is False:
                 conn.execute("DELETE FROM peers WHERE name = ?", (name,))
         conn.execute("INSERT OR IGNORE INTO peers VALUES (?)", (self.name,))
 
@@ -201,12 +202,14 @@ class CommitBell:
     def ring(self, peers: list[str], revision: int, batch: Optional[bytes] = None) -> None:
         """Writer thread, after the commit: tell each peer ``revision`` is committed, with
         the commit's events when they are given (:func:`encode_batch`)."""
-        datagram = batch if batch is not None else _REVISION.pack(revision)
+        bell = _REVISION.pack(revision)
         for name in peers:
-            self._send(name, datagram)
+            if batch is None or self._send(name, batch) is None:
+                self._send(name, bell)
 
-    def _send(self, name: str, datagram: bytes) -> bool:
-        """False if nobody listens on ``name`` any more (its process is gone)."""
+    def _send(self, name: str, datagram: bytes) -> Optional[bool]:
+        """False if nobody listens on ``name`` any more (its process is gone); None when the
+        datagram is bigger than this socket may send (the caller sends the revision alone)."""
         sock = self._sock
         if sock is None:
             return True
@@ -214,8 +217,11 @@ class CommitBell:
             sock.sendto(datagram, "\0" + name)
         except (ConnectionRefusedError, FileNotFoundError):
             return False
-        except OSError:
-            pass  # a full buffer: the peer's periodic look at SharedRevision catches up
+        except OSError as e:
+            if e.errno == errno.EMSGSIZE:
+                return None
+            # a full buffer: the next datagram, or the peer's periodic look at
+            # SharedRevision, has it catch up
         return True
 
     def close(self) -> None:

@@ -153,6 +153,20 @@ class SharedSQLiteTests(unittest.TestCase):
         self.assertEqual(seen.events[-1].kv.value, big)
         self.assertEqual(len(reads), 1)
 
+    async def test_a_batch_the_socket_cannot_send_still_reaches_the_others_at_once(self):
+        import socket
+        pair = await self.open_pair()
+        a, b = pair.maintainer, pair.reader
+        for loop in b._loops:  # not the periodic look: the revision-only datagram must come
+            if loop.f == b._poll_shared and loop.running:
+                loop.stop()
+        a._bell._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # EMSGSIZE over ~4 KB
+        seen = Recorder()
+        b.watch("/m/", await b.current_revision(), seen.on_event, seen.on_error)
+        await a.create("/m/x", b"v" * 20000)
+        await until(lambda: len(seen.events) == 1, timeout=3, what="the event, read back")
+        self.assertEqual(seen.events[0].kv.value, b"v" * 20000)
+
     def test_a_batch_survives_its_datagram(self):
         first = KeyValue("/k/a", b"1", 5, 5)
         events = [Event(PUT, first, None, 5), Event(PUT, KeyValue("/k/a", b"2", 5, 6, lease=7), first, 6),
