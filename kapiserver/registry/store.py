@@ -422,21 +422,25 @@ class Store:
                                          + '", "'.join(sorted(allowed)) + '"'
                                          if self.rtype.is_crd else f"field label not supported: {name}")
 
-    def watch_prefix(self, namespace: str, opts: ListOptions) -> str:
-        """The narrowest key prefix holding every object a watch with ``opts`` can match.
+    def watch_scope(self, namespace: str, opts: ListOptions) -> tuple[str, Optional[str]]:
+        """The narrowest key prefix holding every object a watch with ``opts`` can match,
+        and the key suffix they all end with when the prefix cannot say (or None).
 
         A field selector pinning ``metadata.namespace`` (and ``metadata.name``) narrows a
         watch, as upstream's cacher scopes it, so the watcher is not handed, and does not
-        decode, every other object's events (the API server's own single-object
-        informers watch cluster-wide ConfigMaps this way).  The selectors still decide.
+        decode, every other object's events.  A name pinned without a namespace (the API
+        server's own kube-root-ca.crt informer watches cluster-wide ConfigMaps this way)
+        cannot be in the prefix: events of keys without that last segment are passed over
+        before they are decoded.  The selectors still decide.
         """
         fields = opts.field_selector
         if self.rtype.namespaced and not namespace:
             namespace = fields.requires_exact_match("metadata.namespace") or ""
         prefix = self.rtype.storage_prefix(namespace)
+        name = fields.requires_exact_match("metadata.name") or ""
         if namespace or not self.rtype.namespaced:
-            prefix += fields.requires_exact_match("metadata.name") or ""
-        return prefix
+            return prefix + name, None
+        return prefix, ("/" + name if name else None)
 
     def matcher(self, opts: ListOptions) -> Optional[Callable[[dict], bool]]:
         """A predicate for the list options' selectors (None when everything matches)."""

@@ -70,10 +70,7 @@ class ResourceWatch:
         self.reactor = reactor
         self.bookmark_interval = bookmark_interval
         self.matches = store.matcher(opts)
-        # a name the field selector pins, that the watched prefix does not (a cluster-wide
-        # watch of one name, as the API server's own kube-root-ca.crt informer): events of
-        # other keys are passed over without decoding them
-        self._key_suffix = self._pinned_name_suffix(namespace, opts)
+        self._prefix, self._key_suffix = store.watch_scope(namespace, opts)
         self.revision = 0
         self._watch: Optional[st.Watch] = None
         self._timer = None
@@ -84,17 +81,11 @@ class ResourceWatch:
         self._pending: deque[Union[st.Event, int]] = deque()
         self._draining = False
 
-    def _pinned_name_suffix(self, namespace: str, opts: ListOptions) -> Optional[str]:
-        name = opts.field_selector.requires_exact_match("metadata.name")
-        if not name or not self.rtype.namespaced or self.store.watch_prefix(namespace, opts).endswith("/" + name):
-            return None
-        return "/" + name
-
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         opts = self.opts
-        prefix = self.store.watch_prefix(self.namespace, opts)
+        prefix = self._prefix
         initial = opts.send_initial_events
         if initial is None:
             initial = opts.resource_version in ("", "0")

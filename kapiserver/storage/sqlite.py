@@ -19,11 +19,12 @@ Shared (``shared=True``, for ``workers: N``): several processes open the same
 file, each with its own writer.  A lock file (``flock``, beside SQLite's own
 write lock) serialises their transactions; each batch reads the revision from
 ``meta`` under it, so revisions stay one sequence.  A process learns of the
-others' commits from :mod:`kapiserver.storage.sqlite_peers` and reads them
-back from the database ("catching up"), publishing every revision to its
-watchers exactly once and in order; its own batches are published directly
-when they follow on from what it has already published.  Only the process with ``maintenance=True`` runs
-compaction and lease expiry.
+others' commits from :mod:`kapiserver.storage.sqlite_peers`, whose datagram
+carries each commit's events when they fit, and publishes every revision to
+its watchers exactly once and in order: batches whose events it knows (its
+own, and those the datagrams carried) directly when they follow on from what
+it has published, anything else read back from the database ("catching up").
+Only the process with ``maintenance=True`` runs compaction and lease expiry.
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ those bytes instead of decoding and encoding it again.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -19,6 +20,7 @@ from kapiserver.machinery import codec
 from kapiserver.registry.store import Context, Store, StoredObject
 from kapiserver.storage.cacher import CachedStorage
 from kapiserver.storage.sqlite import SQLiteStorage
+from tests.registry.test_writes_from_cache import HeldEvents
 from tests.storage.contract import until
 
 KEY = "/configmaps/default/cm"
@@ -76,34 +78,12 @@ class StoredAnswerTests(unittest.TestCase):
         self.assertIs(store.stored_answer(other, ctx), other)
 
 
-class CopiedEvents:
+class CopiedEvents(HeldEvents):
     """A backend whose watch hands out copies of the written values, as etcd's watch does
     (a value written and its event are two objects), and can hold its events back."""
 
-    def __init__(self, backend: SQLiteStorage) -> None:
-        self.backend = backend
-        self.holding = False
-        self.held: list = []
-
-    def __getattr__(self, name: str):
-        if name == "local_revision":
-            raise AttributeError(name)
-        return getattr(self.backend, name)
-
-    def watch(self, prefix, after, on_event, on_error, on_progress=None):
-        def deliver(event) -> None:
-            copied = dataclasses.replace(event, kv=dataclasses.replace(event.kv))
-            if self.holding:
-                self.held.append((on_event, copied))
-            else:
-                on_event(copied)
-        return self.backend.watch(prefix, after, deliver, on_error, None)
-
-    def release(self) -> None:
-        self.holding = False
-        held, self.held = self.held, []
-        for on_event, event in held:
-            on_event(event)
+    def delivered(self, event: Any) -> Any:
+        return dataclasses.replace(event, kv=dataclasses.replace(event.kv))
 
 
 class AdoptedValueTests(unittest.TestCase):

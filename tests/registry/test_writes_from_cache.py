@@ -48,11 +48,16 @@ class HeldEvents:
 
     def watch(self, prefix, after, on_event, on_error, on_progress=None):
         def deliver(event) -> None:
+            event = self.delivered(event)
             if self.holding:
                 self.held.append((on_event, event))
             else:
                 on_event(event)
         return self.backend.watch(prefix, after, deliver, on_error, None)
+
+    def delivered(self, event: Any) -> Any:
+        """What the watch hands out for ``event`` (the event itself here)."""
+        return event
 
     def release(self) -> None:
         self.holding = False
