@@ -2,8 +2,8 @@
 
 ``python3 bench/etcd_call_cost.py [--calls 4000] [--concurrency 4] [--etcd URL]``
 
-Runs ``--calls`` range requests of one key through ``EtcdClient.call`` (treq,
-Twisted's HTTP/1.1 client, JSON) from ``--concurrency`` coroutines against a
+Runs ``--calls`` range requests of one key through ``EtcdClient.call`` (its unary
+HTTP/1.1 client, JSON) from ``--concurrency`` coroutines against a
 throw-away etcd (or ``--etcd``), and prints this process's CPU per call (user
 and system, from ``time.process_time``) and the calls per second.  Every
 storage operation on etcd (a GET, a create's txn, an update's txn) pays this

@@ -1,9 +1,14 @@
-"""A typed client for etcd v3's JSON gRPC gateway, driven by treq.
+"""A typed client for etcd v3's JSON gRPC gateway.
 
 Why the gateway: it needs no gRPC dependency, every call is a plain HTTP POST
 of a JSON body, and a watch is one long streaming response.  Conventions of
 the gateway this module hides: keys and values are base64, int64 fields are
 JSON strings, and fields equal to their zero value are omitted.
+
+Unary calls (ranges, txns, leases) go over persistent connections through a
+small HTTP/1.1 client of their own (:mod:`.unary_http`: a fifth of what treq
+and Twisted's Agent cost per call); watches, one long stream each, go
+through treq.
 
 Every call has a deadline; with several endpoints, a connection failure moves
 on to the next one.  Connections use TCP keepalive (:mod:`.keepalive`).  Failures surface as the storage errors of
@@ -18,7 +23,6 @@ from typing import Any, Optional
 
 import orjson
 import treq
-from hyperlink import EncodedURL
 from twisted.internet import defer, error as net_error
 from twisted.internet.interfaces import IProtocol
 from twisted.logger import Logger
@@ -27,6 +31,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 
 from kapiserver.storage.etcd.keepalive import KeepAliveEndpointFactory
 from kapiserver.storage.etcd.tls import EtcdTLS
+from kapiserver.storage.etcd.unary_http import ConnectionBroke, UnaryHTTPClient
 from kapiserver.storage.interface import (CompactedError, FutureRevisionError, StorageError,
                                           UnavailableError)
 
@@ -37,7 +42,7 @@ log = Logger()
 _NOT_SENT = (net_error.ConnectError, _newclient.RequestNotSent)
 # Failures after the request may have been sent: only reads are retried.
 _MAYBE_SENT = (_newclient.ResponseNeverReceived, _newclient.RequestTransmissionFailed,
-               _newclient.ResponseFailed, net_error.ConnectionLost, net_error.ConnectionDone)
+               _newclient.ResponseFailed, net_error.ConnectionLost, net_error.ConnectionDone, ConnectionBroke)
 
 
 def b64(data: bytes) -> str:
@@ -276,24 +281,6 @@ def _error_from_body(status: int, body: bytes, path: str, revision: int = 0) -> 
 # ---------------------------------------------------------------- client
 
 
-class _URI(EncodedURL):
-    """A URL that is already a URI (an endpoint and a gateway path, ASCII): treq asks for
-    ``to_uri().to_text()`` on every request, which for hyperlink's URL runs IDNA over the
-    host each time, about a sixth of an etcd call's CPU; this one answers itself and its
-    text, worked out once."""
-
-    def to_uri(self) -> "_URI":
-        return self
-
-    def to_text(self, with_password: bool = False) -> str:
-        if with_password:
-            return super().to_text(with_password)
-        text = self.__dict__.get("_text")
-        if text is None:
-            text = self.__dict__["_text"] = super().to_text()
-        return text
-
-
 class EtcdClient:
     """Calls etcd's gateway on ``endpoints`` (``http(s)://host:port``), with failover.
 
@@ -312,28 +299,16 @@ class EtcdClient:
         self.endpoints = [e.rstrip("/") for e in endpoints]
         self.request_timeout = request_timeout
         self._preferred = 0
-        self._urls: dict[tuple[str, str], EncodedURL] = {}
-        self._pool = HTTPConnectionPool(reactor, persistent=True)
-        self._pool.maxPersistentPerHost = max_in_flight
         # Bounds the number of concurrent unary calls (and so of connections):
         # a burst of writes queues here instead of opening a socket each.
         self._slots = defer.DeferredSemaphore(max_in_flight)
-        self._pool.retryAutomatically = False
         connect_timeout = max(1, min(5, int(request_timeout)))
         endpoint_factory = KeepAliveEndpointFactory(reactor, tls.policy() if tls is not None else None,
                                                      connect_timeout)
-        self._http = treq.client.HTTPClient(Agent.usingEndpointFactory(reactor, endpoint_factory, self._pool))
-        # Streams (watches) get their own non-pooled connections.
+        self._unary = UnaryHTTPClient(endpoint_factory)
+        # Streams (watches) go through treq, each on a connection of its own.
         self._stream_http = treq.client.HTTPClient(Agent.usingEndpointFactory(
             reactor, endpoint_factory, HTTPConnectionPool(reactor, persistent=False)))
-
-    def _url(self, endpoint: str, path: str) -> EncodedURL:
-        """The parsed URL of ``path`` at ``endpoint`` (parsed once: there are a handful)."""
-        url = self._urls.get((endpoint, path))
-        if url is None:
-            text = endpoint + path
-            url = self._urls[(endpoint, path)] = (_URI if text.isascii() else EncodedURL).from_text(text)
-        return url
 
     def describe_endpoints(self) -> str:
         return ", ".join(self.endpoints)
@@ -373,10 +348,7 @@ class EtcdClient:
         for endpoint in self._order():
             await self._slots.acquire()
             try:
-                # a parsed URL, no redirects and no buffering layer: less of treq's work per call
-                response = await self._http.post(self._url(endpoint, path), data=data, headers=_JSON_HEADERS,
-                                                 allow_redirects=False, unbuffered=True)
-                content = await response.content()
+                code, content = await self._unary.post(endpoint, path, data)
             except _NOT_SENT as e:
                 last = e
                 continue
@@ -389,8 +361,8 @@ class EtcdClient:
             finally:
                 self._slots.release()
             self._prefer(endpoint)
-            if response.code != 200:
-                raise _error_from_body(response.code, content, path, revision)
+            if code != 200:
+                raise _error_from_body(code, content, path, revision)
             return orjson.loads(content) if content else {}
         raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
 
@@ -424,8 +396,8 @@ class EtcdClient:
         raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
 
     def close(self) -> defer.Deferred:
-        """Close pooled connections (streams are closed by their owners)."""
-        return self._pool.closeCachedConnections()
+        """Close the unary calls' connections (streams are closed by their owners)."""
+        return self._unary.close()
 
     # ------------------------------------------------------------ KV
 
