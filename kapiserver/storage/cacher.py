@@ -32,7 +32,10 @@ What is served from where:
   it, which it has unless a watch is replaying history: the same answer
   the backend would give, without the thread hop. Otherwise the backend: on
   etcd a consistent read from memory would cost the same revision round trip
-  plus a wait. ``get_cached(key)`` is the ``resourceVersion=0`` fast path.
+  plus a wait.  When the cache holds the very version the backend read (same
+  mod revision), the answer is the cache's copy, so the encoding an earlier
+  read memoized on it is reused.  ``get_cached(key)`` is the
+  ``resourceVersion=0`` fast path.
 * ``peek(key)``: what a ready cache holds now, or None; never waits, never asks
   the backend.  A write starts from it (upstream's ``cachedExistingObject``):
   its compare-and-swap on the mod revision catches a copy that is behind, so
@@ -160,7 +163,18 @@ class CachedStorage:
                     self._flush_progress()
                 if latest is not None and cache.revision >= latest:
                     return defer.succeed(cache.get(key))
-        return self.backend.get(key, revision)
+        return self.backend.get(key, revision).addCallback(self._held_copy)
+
+    def _held_copy(self, read: Optional[KeyValue]) -> Optional[KeyValue]:
+        """The ready cache's copy of what the backend read, if it holds that very version:
+        what earlier reads memoized on it (their encodings) serves this one too."""
+        if read is None:
+            return None
+        cache = self._ready_cache(read.key)
+        held = cache.get(read.key) if cache is not None else None
+        if held is not None and held.mod_revision == read.mod_revision and held.value == read.value:
+            return held
+        return read
 
     def count(self, prefix: str) -> defer.Deferred:
         return self.backend.count(prefix)

@@ -243,8 +243,18 @@ class CacherTests(unittest.TestCase):
         await store.create("/configmaps/ns1/a", b"0")
         await store.list("/configmaps/")
         gets = backend.calls.get("get", 0)
-        self.assertEqual((await store.get("/configmaps/ns1/a")).value, b"0")
+        read = await store.get("/configmaps/ns1/a")
+        self.assertEqual(read.value, b"0")
         self.assertEqual(backend.calls["get"], gets + 1)
+        # the cache holds that very version: its copy answers (with what earlier reads memoized on it)
+        self.assertIs(read, store.peek("/configmaps/ns1/a"))
+        self.assertIs(await store.get("/configmaps/ns1/a"), read)
+        # a version the cache does not hold is the backend's own answer
+        newer = await store.update("/configmaps/ns1/a", b"1", read.mod_revision)
+        await until(lambda: store.peek("/configmaps/ns1/a").mod_revision == newer.mod_revision, what="catch-up")
+        old = await store.get("/configmaps/ns1/a", revision=read.mod_revision)
+        self.assertEqual((old.value, old.mod_revision), (b"0", read.mod_revision))
+        self.assertIsNot(old, read)
 
     async def test_after_a_futile_wait_consistent_lists_read_the_backend_at_once(self):
         class NoProgress(Recording):  # as an etcd others write to, without progress notifications
