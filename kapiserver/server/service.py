@@ -314,9 +314,9 @@ class KapiService(ProcessService):
         except AuditConfigError as e:
             raise StartupError(str(e)) from None
         site = self.apiserver.site
-        from twisted.protocols.tls import TLSMemoryBIOFactory
+        from kapiserver.server.tls_transport import ServingTLSFactory
         tls_options = serving_context_factory(self.bundle, self.apiserver.authentication.handshake_client_cas or None)
-        tls = TLSMemoryBIOFactory(tls_options, False, site)
+        tls = ServingTLSFactory(tls_options, False, site)
         self.limiter = ConnectionLimiter(tls, site.policy, self.reactor,
                                          max_connections=descriptor_budget(site.policy.max_connections))
         if self.listen_fd is not None:
