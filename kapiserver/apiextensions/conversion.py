@@ -20,7 +20,6 @@ answer it without a reason (upstream's plain error), writes as InternalError.
 """
 from __future__ import annotations
 
-import uuid
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
@@ -34,6 +33,7 @@ from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionP
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.duration import format_go_duration
 from kapiserver.machinery.go_http_client import CLIENT_TIMEOUT, describe_post_failure, trust_root_from_ca_bundle
+from kapiserver.machinery.meta import new_uid
 
 log = Logger()
 
@@ -146,7 +146,7 @@ class WebhookConverter:
             client = self._http()
         except ConversionFailed as e:
             raise ConversionFailed(f"failed: {e}") from None
-        uid = str(uuid.uuid4())
+        uid = new_uid()
         body = orjson.dumps({"apiVersion": REVIEW_API_VERSION, "kind": "ConversionReview",
                              "request": {"uid": uid, "desiredAPIVersion": desired_api_version,
                                          "objects": objs}})

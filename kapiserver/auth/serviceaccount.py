@@ -28,7 +28,6 @@ import datetime
 import hmac
 import json
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
@@ -39,6 +38,7 @@ from kapiserver.auth import jose
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, Outcome
 from kapiserver.auth.user import CREDENTIAL_ID_KEY, UserInfo
 from kapiserver.machinery import errors
+from kapiserver.machinery.meta import new_uid
 
 if TYPE_CHECKING:
     from kapiserver.registry.store import Store
@@ -136,7 +136,7 @@ def bound_claims(sa: dict, audiences: list[str], expiration_seconds: int, now: i
     if warn_after_seconds:
         private["warnafter"] = now + warn_after_seconds
     claims = {"sub": username(md["namespace"], md["name"]), "iat": now, "nbf": now,
-              "exp": now + expiration_seconds, "jti": str(uuid.uuid4()), "kubernetes.io": private}
+              "exp": now + expiration_seconds, "jti": new_uid(), "kubernetes.io": private}
     if audiences:
         claims["aud"] = list(audiences)
     return claims

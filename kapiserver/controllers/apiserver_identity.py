@@ -19,7 +19,6 @@ import datetime
 import hashlib
 import socket
 import struct
-import uuid
 from typing import Any, Optional
 
 from twisted.internet import defer
@@ -67,7 +66,7 @@ class APIServerIdentityController:
         self.reactor = reactor
         self.hostname = hostname or socket.gethostname()
         self.name = apiserver_id(self.hostname)
-        self.holder = f"{self.name}_{uuid.uuid4()}"
+        self.holder = f"{self.name}_{meta.new_uid()}"
         self._renew_timer: Any = None
         self._gc_timer: Any = None
         self._stopped = False

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import random
 import socket
-import uuid
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
@@ -43,7 +42,7 @@ JITTER_FACTOR = 1.2  # client-go's JitterFactor for the acquire loop
 
 def default_identity() -> str:
     """kube-controller-manager's holder identity: ``<hostname>_<uuid>``."""
-    return f"{socket.gethostname()}_{uuid.uuid4()}"
+    return f"{socket.gethostname()}_{meta.new_uid()}"
 
 
 class LeaderElector:

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import datetime
+import os
 import secrets
 import time
-import uuid
 
 # Upstream's utilrand alphabet: no vowels (no accidental words) and no
 # look-alike characters.
@@ -36,7 +36,16 @@ def parse_rfc3339(value: str) -> datetime.datetime:
 
 
 def new_uid() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID in its text form: an object's uid, a request's Audit-ID.
+
+    Formatted from 16 random bytes directly; ``str(uuid.uuid4())`` builds a UUID object
+    on the way, which costs about 1 % of a GET when every request needs one."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_UUID_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+# RFC 4122's variant: the high two bits of the 9th byte are 10 (hex digit 8, 9, a or b)
+_UUID_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 def generate_name(prefix: str) -> str:

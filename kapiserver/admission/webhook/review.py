@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from kapiserver.admission.interface import Attributes, GroupVersionKind, GroupVersionResource
+from kapiserver.machinery.meta import new_uid
 
 V1 = "admission.k8s.io/v1"
 V1BETA1 = "admission.k8s.io/v1beta1"
@@ -42,7 +42,7 @@ def build_request(version: str, attrs: Attributes, obj: Optional[dict], old_obj:
                   resource: GroupVersionResource, kind: GroupVersionKind) -> tuple[str, dict]:
     """``(uid, review)``: the AdmissionReview of ``version`` sent to one webhook; ``obj`` and
     ``old_obj`` are the objects in the version the webhook matched (``resource``/``kind``)."""
-    uid = str(uuid.uuid4())
+    uid = new_uid()
     request: dict[str, Any] = {
         "uid": uid,
         "kind": kind.to_dict(),

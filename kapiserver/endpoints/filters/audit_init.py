@@ -10,7 +10,6 @@ it, with the policy evaluated for no user.
 """
 from __future__ import annotations
 
-import uuid
 from typing import Any, Optional
 
 from twisted.internet import defer
@@ -22,6 +21,7 @@ from kapiserver.audit.policy import LEVEL_NONE, STAGE_RESPONSE_STARTED
 from kapiserver.endpoints.filters.authorization import attributes_for
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
+from kapiserver.machinery.meta import new_uid
 
 HEADER = b"audit-id"
 
@@ -33,7 +33,7 @@ class WithAuditInit(Filter):
 
     def apply(self, request: server.Request, ctx: RequestContext) -> Optional[defer.Deferred]:
         sent = request.getHeader(HEADER)
-        ctx.audit_id = sent.decode("utf-8", "replace") if sent else str(uuid.uuid4())
+        ctx.audit_id = sent.decode("utf-8", "replace") if sent else new_uid()
         if not request.responseHeaders.hasHeader(HEADER):
             request.setHeader(b"Audit-Id", ctx.audit_id.encode("utf-8"))
         if self.auditing is not None:
