@@ -56,6 +56,18 @@ class FramingTests(unittest.TestCase):
             self.assertEqual(self.successResultOf(d), (400, b'{"a":"xy"}'))
             self.assertEqual(c.idle, [c.protocol])
 
+    def test_a_large_chunk_arriving_in_many_reads(self):
+        big = bytes(range(256)) * 800  # 200 KiB: one chunk, as the gateway writes a large answer
+        answer = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(big) + big +
+                  b"\r\n3\r\nend\r\n0\r\n\r\n")
+        for step in (1000, 4096, 65536, 7):
+            c = Connection()
+            d = c.ask()
+            for i in range(0, len(answer), step):
+                c.answer(answer[i:i + step])
+            self.assertEqual(self.successResultOf(d), (200, big + b"end"), step)
+            self.assertEqual(c.idle, [c.protocol])
+
     def test_connection_reused_for_the_next_answer(self):
         c = Connection()
         first = c.ask()

@@ -76,6 +76,11 @@ class GatewayConnection(Protocol):
         self._on_idle = on_idle
         self._on_gone = on_gone
         self._buffer = b""
+        # a chunk still arriving: its pieces, their length, and how long the buffer must get
+        # before parsing can go on (so a large chunk is joined once, not once per read)
+        self._arriving: list[bytes] = []
+        self._arriving_bytes = 0
+        self._need = 0
         self._waiting: Optional[defer.Deferred] = None
         self._response: Optional[_Response] = None
         self._head_done = False
@@ -103,7 +108,15 @@ class GatewayConnection(Protocol):
         if self._waiting is None:  # nothing was asked: a gateway that talks out of turn is dropped
             self.transport.abortConnection()
             return
-        self._buffer = self._buffer + data if self._buffer else data
+        if self._need:
+            self._arriving.append(data)
+            self._arriving_bytes += len(data)
+            if self._arriving_bytes < self._need:
+                return
+            self._buffer = b"".join(self._arriving)
+            self._arriving, self._arriving_bytes, self._need = [], 0, 0
+        else:
+            self._buffer = self._buffer + data if self._buffer else data
         try:
             self._parse()
         except ConnectionBroke as e:
@@ -178,6 +191,11 @@ class GatewayConnection(Protocol):
                     continue
                 start = eol + 2
                 if len(buffer) < start + size + 2:
+                    if size > MAX_LINE:  # a large chunk: gather its pieces until it is all here
+                        self._arriving = [buffer[at:]]
+                        self._arriving_bytes = len(buffer) - at
+                        self._need = start + size + 2 - at
+                        buffer, at = b"", 0
                     return False
                 if buffer[start + size:start + size + 2] != b"\r\n":
                     raise ConnectionBroke("etcd sent a chunk without its line end")
