@@ -38,6 +38,7 @@ from kapiserver.server.config import Config, worker_count
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.server.kubeconfig import write_admin_kubeconfig
+from kapiserver.server.tcp_transport import send_writes_at_once
 from kapiserver.server.version import version_info
 
 log = Logger()
@@ -337,6 +338,7 @@ class KapiService(ProcessService):
                 raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
             log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
             write_kubeconfig(config, self.bundle, self.bound_port)
+        send_writes_at_once(self.port)
         self.apiserver.secure_port = self.bound_port  # the kubernetes Service's targetPort and endpoints
         await self.apiserver.start()
         self.started = True
