@@ -22,7 +22,7 @@ class EagerWriteServer(tcp.Server):
 
     def write(self, data: bytes) -> None:  # type: ignore[override]
         if (self._tempDataLen or self.offset != len(self.dataBuffer) or not self.connected
-                or self._writeDisconnected or type(data) is not bytes or not data):
+                or self._writeDisconnected or self._aborting or type(data) is not bytes or not data):
             super().write(data)
             return
         try:

@@ -40,6 +40,18 @@ class EagerWriteTests(unittest.TestCase):
         self.assertEqual(client.recv(100), b"answer")
         self.assertFalse(server.transport.dataBuffer or server.transport._tempDataBuffer)
 
+    async def test_nothing_is_sent_after_an_abort(self):
+        server, client = await self.connect()
+        server.transport.abortConnection()
+        server.transport.write(b"late")  # before the abort's connectionLost has run
+        await task.deferLater(reactor, 0.01, lambda: None)
+        client.settimeout(1)
+        try:
+            received = client.recv(100)
+        except ConnectionResetError:
+            received = b""
+        self.assertEqual(received, b"")
+
     async def test_what_the_socket_cannot_take_follows_in_order(self):
         server, client = await self.connect()
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
