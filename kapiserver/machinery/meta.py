@@ -35,6 +35,10 @@ def parse_rfc3339(value: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+# RFC 4122's variant: the high two bits of the 9th byte are 10 (hex digit 8, 9, a or b)
+_UUID_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
 def new_uid() -> str:
     """A random (version 4) UUID in its text form: an object's uid, a request's Audit-ID.
 
@@ -43,9 +47,6 @@ def new_uid() -> str:
     h = os.urandom(16).hex()
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_UUID_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
-
-# RFC 4122's variant: the high two bits of the 9th byte are 10 (hex digit 8, 9, a or b)
-_UUID_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 def generate_name(prefix: str) -> str:

@@ -166,15 +166,11 @@ class CachedStorage:
         return self.backend.get(key, revision).addCallback(self._held_copy)
 
     def _held_copy(self, read: Optional[KeyValue]) -> Optional[KeyValue]:
-        """The ready cache's copy of what the backend read, if it holds that very version:
-        what earlier reads memoized on it (their encodings) serves this one too."""
+        """What the backend read, as the ready cache's copy when it holds that very version."""
         if read is None:
             return None
         cache = self._ready_cache(read.key)
-        held = cache.get(read.key) if cache is not None else None
-        if held is not None and held.mod_revision == read.mod_revision and held.value == read.value:
-            return held
-        return read
+        return cache.held_copy(read) if cache is not None else read
 
     def count(self, prefix: str) -> defer.Deferred:
         return self.backend.count(prefix)

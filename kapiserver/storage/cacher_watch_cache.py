@@ -50,6 +50,11 @@ def prefix_end(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
+def _same_version(a: KeyValue, b: KeyValue) -> bool:
+    """The same write of the same key (its mod revision names it; the value confirms it)."""
+    return a.mod_revision == b.mod_revision and a.value == b.value
+
+
 class WatchCache:
     """Objects, event window and client watches of one resource prefix."""
 
@@ -188,7 +193,7 @@ class WatchCache:
             kv = event.kv
             if self._adopted:
                 adopted = self._adopted.pop(key, None)
-                if adopted is not None and adopted.mod_revision == kv.mod_revision and adopted.value == kv.value:
+                if adopted is not None and _same_version(adopted, kv):
                     kv = adopted
             self._objects[key] = kv
         self.revision = event.revision
@@ -287,9 +292,15 @@ class WatchCache:
         """
         held = self._objects.get(written.key)
         if held is not None and held.mod_revision >= written.mod_revision:
-            return held if held.mod_revision == written.mod_revision and held.value == written.value else written
+            return held if _same_version(held, written) else written
         self._adopted[written.key] = written
         return written
+
+    def held_copy(self, read: KeyValue) -> KeyValue:
+        """The cache's copy of ``read`` when it holds that very version (with what earlier
+        readers memoized on it), else ``read``."""
+        held = self._objects.get(read.key)
+        return held if held is not None and _same_version(held, read) else read
 
     def get(self, key: str) -> Optional[KeyValue]:
         return self._objects.get(key)

@@ -107,6 +107,7 @@ class FramingTests(unittest.TestCase):
     def test_malformed_answers_fail_the_call_and_drop_the_connection(self):
         for answer in (b"SMTP ready\r\n\r\n",
                        b"HTTP/1.1 abc OK\r\n\r\n",
+                       b"HTTP/1.1 0 Zero\r\n\r\n",
                        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
                        b"HTTP/1.1 200 OK\r\nContent-Length: -3\r\n\r\n",
                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",

@@ -6,8 +6,8 @@ the gateway this module hides: keys and values are base64, int64 fields are
 JSON strings, and fields equal to their zero value are omitted.
 
 Unary calls (ranges, txns, leases) go over persistent connections through a
-small HTTP/1.1 client of their own (:mod:`.unary_http`: a fifth of what treq
-and Twisted's Agent cost per call); watches, one long stream each, go
+small HTTP/1.1 client of their own (:mod:`.unary_http`: about a third of what
+treq and Twisted's Agent cost per call); watches, one long stream each, go
 through treq.
 
 Every call has a deadline; with several endpoints, a connection failure moves

@@ -14,7 +14,7 @@ So unary calls use this small client: persistent connections (one request at
 a time each, kept in a per-endpoint idle list), the request written as one
 pre-formatted head plus the body, and the answer parsed from a buffer (status
 line, the two framing headers, a ``Content-Length`` or chunked body).  It
-costs a fifth of the Agent's CPU per call.  Watches, which are long streams,
+costs about a third of the Agent's CPU per call.  Watches, which are long streams,
 still go through treq (:meth:`EtcdClient.open_stream`).
 
 Failures say whether the request can have reached etcd: a connection that
@@ -53,7 +53,7 @@ class _Response:
     __slots__ = ("code", "length", "chunked", "in_trailers", "close", "body", "received")
 
     def __init__(self) -> None:
-        self.code = 0
+        self.code = 0           # until the head is read
         self.length = -1        # Content-Length, or -1 (chunked, or up to the close)
         self.chunked = False
         self.in_trailers = False  # chunked: the last chunk is read, trailer lines follow
@@ -83,7 +83,6 @@ class GatewayConnection(Protocol):
         self._need = 0
         self._waiting: Optional[defer.Deferred] = None
         self._response: Optional[_Response] = None
-        self._head_done = False
         self.gone = False
 
     # ------------------------------------------------------------ requests
@@ -93,7 +92,6 @@ class GatewayConnection(Protocol):
         assert self._waiting is None, "one request at a time"
         self._waiting = defer.Deferred(self._cancel)
         self._response = _Response()
-        self._head_done = False
         self.transport.writeSequence((head, body))
         return self._waiting
 
@@ -126,7 +124,7 @@ class GatewayConnection(Protocol):
     def _parse(self) -> None:
         response = self._response
         assert response is not None
-        if not self._head_done:
+        if not response.code:  # the head first
             end = self._buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(self._buffer) > MAX_HEAD:
@@ -134,7 +132,6 @@ class GatewayConnection(Protocol):
                 return
             _read_head(self._buffer[:end], response)
             self._buffer = self._buffer[end + 4:]
-            self._head_done = True
         if response.chunked:
             done = self._read_chunks(response)
         elif response.length >= 0:
@@ -223,7 +220,7 @@ class GatewayConnection(Protocol):
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self.gone = True
         response = self._response
-        if response is not None and self._head_done and response.length == -1 and not response.chunked:
+        if response is not None and response.code and response.length == -1 and not response.chunked:
             self._finish(response)  # a body that runs to the close is complete now
         else:
             self._fail(ConnectionBroke(f"the connection to etcd ended before the whole answer came: "
@@ -238,9 +235,12 @@ def _read_head(head: bytes, response: _Response) -> None:
     if len(status) < 2 or not status[0].startswith(b"HTTP/1."):
         raise ConnectionBroke(f"etcd sent a malformed status line {lines[0][:80]!r}")
     try:
-        response.code = int(status[1])
+        code = int(status[1])
     except ValueError:
-        raise ConnectionBroke(f"etcd sent a malformed status line {lines[0][:80]!r}") from None
+        code = 0
+    if not 100 <= code <= 999:
+        raise ConnectionBroke(f"etcd sent a malformed status line {lines[0][:80]!r}")
+    response.code = code
     if status[0] == b"HTTP/1.0":
         response.close = True
     for line in lines[1:]:
