@@ -66,6 +66,15 @@ class UpdateTests(unittest.TestCase):
             "fieldsType": "FieldsV1",
             "fieldsV1": {"f:data": {".": {}, "f:a": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}}}])
 
+    def test_creates_do_not_depend_on_earlier_creates(self):
+        # one field manager serves every create of its kind (the empty live side is made once)
+        fm = configmap_manager(now=lambda: T0)
+        first = fm.update(None, cm({"a": "1"}), None, "one")
+        fm.update(None, cm({"b": "2"}, {"app": "x"}, annotations={"n": "v"}), None, "two")
+        fm.update(None, cm(), None, "three")
+        self.assertEqual(fm.update(None, cm({"a": "1"}), None, "one"), first)
+        self.assertEqual(owners(first), {("one", "Update"): {"f:data": {".": {}, "f:a": {}}}})
+
     def test_updates_of_one_manager_merge_and_take_ownership(self):
         fm = configmap_manager()
         live = stored(cm({"a": "1"}), fm.update(None, cm({"a": "1"}), None, "creator"))

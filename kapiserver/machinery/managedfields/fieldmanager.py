@@ -83,6 +83,8 @@ class FieldManager:
         self.root = root
         # built-in kinds: objects are compared in the shape of their Go type (see goshape)
         self.shape = shape or _as_is
+        # the shape of no object (a create's live side), made once: comparisons only read it
+        self._no_object = self.shape({})
         self.api_version = api_version
         self.kind = kind
         self.subresource = subresource
@@ -103,8 +105,8 @@ class FieldManager:
         if not managed.fields and live is not None:
             return None  # an existing object nobody tracked: only an apply starts tracking it
         with typed.memo():
-            managed = self._update(self.shape(without_managed_fields(live)),
-                                   self.shape(without_managed_fields(new)), managed, manager)
+            live_shape = self.shape(without_managed_fields(live)) if live else self._no_object
+            managed = self._update(live_shape, self.shape(without_managed_fields(new)), managed, manager)
             return entries.encode(managed)
 
     def _live_or_requested(self, live: Optional[dict], requested: Any) -> Managed:
@@ -212,7 +214,7 @@ class FieldManager:
                ) -> tuple[dict, Managed]:
         live_view = without_managed_fields(live)
         if not managed.fields:
-            managed = self._update(self.shape({}), self.shape(live_view), managed, BEFORE_FIRST_APPLY)
+            managed = self._update(self._no_object, self.shape(live_view), managed, BEFORE_FIRST_APPLY)
         md = config.get("metadata")
         if isinstance(md, dict) and md.get("managedFields") is not None:
             raise errors.bad_request("metadata.managedFields must be nil")
