@@ -70,12 +70,6 @@ def server_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def pin(pid: int, cpus: set[int]) -> None:
-    """Pin every thread of ``pid`` (``taskset -a``)."""
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        os.sched_setaffinity(int(tid), cpus)
-
-
 def operation(op: str, base: str, tag: str, objects: int):
     """kbench's requests on ConfigMaps ``pre-<i>`` (``objects`` of them stored) or, to create,
     ``<tag>-<i>``: ``op(client, i)`` returns the HTTP status."""
@@ -96,8 +90,7 @@ def read_report(server: ServerProcess, path: str) -> dict:
         os.unlink(path)
     server.proc.send_signal(signal.SIGUSR2)
     for _ in range(100):
-        if os.path.exists(path) and os.path.getsize(path):
-            time.sleep(0.05)  # written whole by then (one json.dump)
+        if os.path.exists(path):  # renamed into place whole
             with open(path) as f:
                 return json.load(f)
         time.sleep(0.05)
@@ -118,8 +111,11 @@ def main() -> None:
     functions = ([f.strip() for f in args.functions.split(",") if f.strip()]
                  or [*REQUEST_FUNCTIONS, *BACKEND_FUNCTIONS[args.backend]])
 
+    cpus = sorted(os.sched_getaffinity(0))
+    # the server on the first CPU from its start (as watch_latency.py's --server-cpus), the clients on the others
+    pinned = ("taskset", "-c", str(cpus[0])) if len(cpus) > 1 else ()
     etcd = start_etcd() if args.backend == "etcd" else None
-    server = ServerProcess(server_config(args.backend, etcd))
+    server = ServerProcess(server_config(args.backend, etcd), command_prefix=pinned)
     report_path = os.path.join(server.workdir, "function-cost.json")
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "KAPI_TIME_FUNCTIONS", "KAPI_TIME_OUT")}
     os.environ.update(PYTHONPATH=TIMER_PATH + os.pathsep + (saved["PYTHONPATH"] or ""),
@@ -133,9 +129,7 @@ def main() -> None:
             else:
                 os.environ[k] = v
     try:
-        cpus = sorted(os.sched_getaffinity(0))
-        if len(cpus) > 1:
-            pin(server.proc.pid, {cpus[0]})
+        if pinned:
             os.sched_setaffinity(0, set(cpus[1:]))
         admin = Client(server)
         ensure_namespace(admin, NAMESPACE)

@@ -85,8 +85,10 @@ def _dump(signum, frame):
     report = {"functions": {name: {"calls": calls, "cpu_seconds": seconds}
                             for name, (calls, seconds) in _totals.items()},
               "not_timed": dict(_problems)}
-    with open(_OUT, "w") as f:
+    partial = _OUT + ".partial"
+    with open(partial, "w") as f:
         json.dump(report, f)
+    os.replace(partial, _OUT)  # the reader never sees half a report
     for totals in _totals.values():
         totals[0], totals[1] = 0, 0.0
 

@@ -48,7 +48,6 @@ def new_uid() -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_UUID_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
-
 def generate_name(prefix: str) -> str:
     """``generateName`` + 5 random characters; the prefix is cut to keep the name <= 63."""
     max_prefix = 63 - GENERATED_SUFFIX_LENGTH
