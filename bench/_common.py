@@ -73,26 +73,46 @@ def start_server(backend: str, etcd: Optional[EtcdServer] = None, workdir: Optio
     return ServerProcess(extra_config=config or server_config(backend, etcd), workdir=workdir).start()
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set size of a process in MiB (VmRSS of /proc/<pid>/status)."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident set size of a process in MiB (``field`` of /proc/<pid>/status: VmRSS, or
+    RssFile for its file-backed part: shared libraries and other mapped files)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    raise RuntimeError(f"no {field} for pid {pid}")
 
 
 # ------------------------------------------------------------------ HTTPS
 
 
-def tree_rss_mb(pid: int) -> float:
-    """RSS of a process and its children (a supervisor and its workers), MiB."""
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a supervisor and its workers)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             children = [int(p) for p in f.read().split()]
     except OSError:
         children = []
-    return rss_mb(pid) + sum(tree_rss_mb(c) for c in children)
+    return [pid] + [p for c in children for p in process_tree(c)]
+
+
+def tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """:func:`rss_mb` of a process and its descendants."""
+    return sum(rss_mb(p, field) for p in process_tree(pid))
+
+
+def cpu_seconds(pid: int, waited_for_children: bool = False) -> float:
+    """User and system CPU of every thread of ``pid`` so far, or with ``waited_for_children``
+    that of its children that have exited and been waited for (a finished process pool's)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    first = 13 if waited_for_children else 11  # cutime, cstime; else utime, stime
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """:func:`cpu_seconds` of a process and its living descendants."""
+    return sum(cpu_seconds(p) for p in process_tree(pid))
 
 def ssl_context(server: ServerProcess, client_certificate: bool = True) -> ssl.SSLContext:
     """Verify the server with its CA and present the admin client certificate (unless not asked)."""

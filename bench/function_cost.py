@@ -30,8 +30,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import (Client, ServerProcess, configmap, ensure_namespace, machine, print_table,  # noqa: E402
-                     run_parallel, server_config, start_etcd)
+from _common import (Client, ServerProcess, configmap, cpu_seconds, ensure_namespace, machine,  # noqa: E402
+                     print_table, run_parallel, server_config, start_etcd)
 
 TIMER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "function_timer")
 NAMESPACE = "function-cost"
@@ -61,13 +61,6 @@ BACKEND_FUNCTIONS = {
         "kapiserver.storage.etcd.watch:_LineStream.dataReceived",  # watch events, parsed and delivered
     ),
 }
-
-
-def server_cpu_seconds(pid: int) -> float:
-    """User and system CPU of every thread of ``pid`` so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def operation(op: str, base: str, tag: str, objects: int):
@@ -149,9 +142,9 @@ def main() -> None:
             count = max(500, int(probe.rate * args.seconds))
         run = operation(args.op, base, "timed", args.objects)
         read_report(server, report_path)  # reset
-        cpu_before = server_cpu_seconds(server.proc.pid)
+        cpu_before = cpu_seconds(server.proc.pid)
         result = run_parallel(server, args.clients, count, run)
-        cpu_after = server_cpu_seconds(server.proc.pid)
+        cpu_after = cpu_seconds(server.proc.pid)
         report = read_report(server, report_path)
     finally:
         server.cleanup()

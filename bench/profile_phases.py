@@ -33,7 +33,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Callable, Optional
 

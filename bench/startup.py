@@ -14,6 +14,13 @@ the supervisor and its workers).  Rows:
   server restarted on it; "RSS after list" is after one full list of them
   (which fills the watch cache for ConfigMaps).
 
+The first row is the floor: ``twistd -n web`` serving a directory over TLS
+with a serving certificate kapiserver made, timed to its "starting on" line.
+It is what the interpreter, twistd, Twisted's web server and pyOpenSSL cost
+before an API server does anything, so a start or an idle RSS can be read as
+the floor plus what kapiserver adds.  "File-backed" is the part of the RSS that
+is mapped files (RssFile: libpython, OpenSSL, cryptography's Rust library).
+
 ``--profile`` instead prints where the time of one start goes: the slowest
 imports (``python -X importtime``) and a cProfile of the process up to READY.
 """
@@ -23,6 +30,7 @@ import argparse
 import os
 import pstats
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,33 +40,64 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (Client, ServerProcess, create_many, ensure_namespace, machine, median, print_table,  # noqa: E402
                      server_config, start_etcd, tree_rss_mb)
 
+from kapiserver.testing.process import child_env, twistd_command  # noqa: E402
+
 TARGET_SECONDS = 0.3  # issue 14: start to /readyz on the embedded store
 TARGET_RSS_MB = 60.0  # issue 14: idle RSS of one process
 
 
-def timed_start(server: ServerProcess) -> tuple[float, float]:
-    """Start ``server``; return (seconds to READY=1, idle RSS MiB)."""
+class TwistdWebFloor:
+    """``twistd -n web`` over TLS with kapiserver's serving certificate from ``certs``:
+    started, it is up once it logs that its site is listening."""
+
+    def __init__(self, certs: str, workdir: str) -> None:
+        self.certs = certs
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "TwistdWebFloor":
+        key, crt = (os.path.join(self.certs, name) for name in ("apiserver.key", "apiserver.crt"))
+        listen = f"ssl:0:interface=127.0.0.1:privateKey={key}:certKey={crt}"
+        self.proc = subprocess.Popen(twistd_command(None, "--listen", listen, "--path", self.workdir, plugin="web"),
+                                     cwd=self.workdir, env=child_env(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if b"starting on" in line:
+                return self
+        raise RuntimeError(f"twistd web exited with {self.proc.wait()} before listening")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.communicate(timeout=10)
+
+
+def timed_start(server: ServerProcess | TwistdWebFloor) -> tuple[float, float, float]:
+    """Start ``server``; return (seconds until it serves, idle RSS MiB, of it file-backed MiB)."""
     t0 = time.perf_counter()
     server.start()
     elapsed = time.perf_counter() - t0
     time.sleep(1.0)
-    return elapsed, tree_rss_mb(server.proc.pid)
+    assert server.proc is not None
+    return elapsed, tree_rss_mb(server.proc.pid), tree_rss_mb(server.proc.pid, "RssFile")
 
 
 def measure(label: str, make, runs: int, after=None) -> list:
-    """``make(run)`` returns an unstarted ServerProcess; ``after(server)`` optionally returns an extra RSS."""
-    times, rss, extra = [], [], []
+    """``make(run)`` returns an unstarted server; ``after(server)`` optionally returns an extra RSS."""
+    times, rss, file_rss, extra = [], [], [], []
     for run in range(runs):
         server = make(run)
         try:
-            t, r = timed_start(server)
+            t, r, f = timed_start(server)
             times.append(t)
             rss.append(r)
+            file_rss.append(f)
             if after is not None:
                 extra.append(after(server))
         finally:
             server.stop()
-    row = [label, median(times), min(times), max(times), median(rss)]
+    row = [label, median(times), min(times), max(times), median(rss), median(file_rss)]
     row.append(median(extra) if extra else "")
     print(f"  {label}: {', '.join(f'{t:.2f}s' for t in times)}", file=sys.stderr)
     return row
@@ -104,6 +143,18 @@ def backend_rows(backend: str, runs: int, objects: int, workers: int = 1) -> lis
     return rows
 
 
+def floor_row(runs: int) -> list:
+    tmp = tempfile.mkdtemp(prefix="kapi-bench-floor-")
+    try:
+        certs_from = ServerProcess(server_config("sqlite"), workdir=tempfile.mkdtemp(dir=tmp))
+        certs_from.start().stop()  # its certificates, made as for any start
+        certs = os.path.join(certs_from.workdir, "certs")
+        return measure("floor: twistd web on TLS, no API server",
+                       lambda run: TwistdWebFloor(certs, tempfile.mkdtemp(dir=tmp)), runs)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def profile() -> None:
     """Where one start's time goes: slowest imports (-X importtime), then cProfile to READY."""
     from kapiserver.testing import process
@@ -113,7 +164,7 @@ def profile() -> None:
         try:
             server = ServerProcess(server_config("sqlite"), workdir=os.path.join(tmp, "imports"))
             os.makedirs(server.workdir)
-            t, _ = timed_start(server)
+            t, _, _ = timed_start(server)
             server.stop()
         finally:
             del os.environ["PYTHONPROFILEIMPORTTIME"]
@@ -139,7 +190,7 @@ def profile() -> None:
         try:
             server = ServerProcess(server_config("sqlite"), workdir=os.path.join(tmp, "cprofile"))
             os.makedirs(server.workdir)
-            t, _ = timed_start(server)
+            t, _, _ = timed_start(server)
             server.stop()
         finally:
             process.twistd_command = original
@@ -162,10 +213,11 @@ def main() -> None:
     if args.profile:
         profile()
         return
-    rows = []
+    rows = [floor_row(args.runs)]
     for backend in (("sqlite", "etcd") if args.backend == "both" else (args.backend,)):
         rows += backend_rows(backend, args.runs, args.objects, args.workers)
-    print_table(["case", "median s", "min s", "max s", "idle RSS MiB", "RSS after list MiB"], rows,
+    print_table(["case", "median s", "min s", "max s", "idle RSS MiB", "of it file-backed MiB",
+                 "RSS after list MiB"], rows,
                 title=f"Startup to READY=1, median of {args.runs} ({machine()}); "
                       f"targets: <= {TARGET_SECONDS:g} s, <= {TARGET_RSS_MB:.0f} MB")
 

@@ -27,14 +27,14 @@ READY_TIMEOUT_SECONDS = 30.0
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def twistd_command(config_path: Optional[str], *extra: str) -> list[str]:
-    """``twistd -n kapiserver`` with this interpreter.
+def twistd_command(config_path: Optional[str], *extra: str, plugin: str = "kapiserver") -> list[str]:
+    """``twistd -n kapiserver`` (or another twistd ``plugin``) with this interpreter.
 
     (``python -m twisted.scripts.twistd`` does nothing: that module has no
     __main__ block, so call ``run()`` as the console script does.)
     """
     cmd = [sys.executable, "-c", "import sys; sys.argv[0] = 'twistd'; from twisted.scripts.twistd import run; run()",
-           "-n", "--pidfile=", "kapiserver"]
+           "-n", "--pidfile=", plugin]
     if config_path is not None:
         cmd += ["--config", config_path]
     return cmd + list(extra)
