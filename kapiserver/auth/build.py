@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from twisted.logger import Logger
 
@@ -28,6 +27,7 @@ from kapiserver.auth.authentication_configuration import (AuthenticationConfigur
                                                          load_authentication_configuration)
 from kapiserver.auth.bearertoken import AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion
 from kapiserver.auth.oidc import JWTAuthenticator
+from kapiserver.auth.private_key import InvalidKeyError, load_private_key
 from kapiserver.auth.requestheader import RequestHeaderAuthenticator
 from kapiserver.auth.serviceaccount import (LEGACY_ISSUER, BoundTokenValidator, JWTTokenAuthenticator,
                                             LegacyTokenValidator, ServiceAccountTokens, StoreObjectGetter,
@@ -111,7 +111,9 @@ def _ca_bundle(pem: bytes, path: str) -> CABundle:
 
 def _signing_key(pem: bytes, path: str) -> Any:
     try:
-        key = serialization.load_pem_private_key(pem, password=None)
+        key = load_private_key(pem)
+    except InvalidKeyError as e:
+        raise CredentialsError(f"{path}: {e}") from None
     except (ValueError, TypeError):
         raise CredentialsError(f"{path}: not an unencrypted PEM private key") from None
     if not isinstance(key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)):

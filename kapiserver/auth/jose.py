@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
+from kapiserver.auth.private_key import load_private_key
+
 PublicKey = Union[rsa.RSAPublicKey, ec.EllipticCurvePublicKey]
 PrivateKey = Union[rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey]
 
@@ -194,7 +196,7 @@ def load_keys(pem: bytes, where: str) -> list[Any]:
             if label == b"CERTIFICATE":
                 keys.append(x509.load_pem_x509_certificate(text).public_key())
             elif label.endswith(b"PRIVATE KEY"):
-                keys.append(serialization.load_pem_private_key(text, password=None).public_key())
+                keys.append(load_private_key(text).public_key())
             elif label.endswith(b"PUBLIC KEY"):
                 keys.append(serialization.load_pem_public_key(text))
         except (ValueError, TypeError) as e:

@@ -146,6 +146,7 @@ class APFController:
         self.dropped = DroppedRequests(reactor.seconds)
         self.flow_schema_store: Any = None
         self._informers: list = []
+        self._listed = False  # both informers have listed their kind
         self._digest_call: Any = None
         self._recent_updates: list[tuple[float, str]] = []
         self._retry_call: Any = None
@@ -165,7 +166,7 @@ class APFController:
         for informer in self._informers:
             informer.start()
         both = defer.gatherResults([self._fs.synced, self._pl.synced])
-        both.addCallback(lambda _: self.digest_now())
+        both.addCallback(self._informers_synced)
         both.addCallback(lambda _: self.synced.called or self.synced.callback(None))
         both.addErrback(lambda f: log.failure("APF configuration informers", f))
 
@@ -182,8 +183,14 @@ class APFController:
         if self._digest_call is None or not self._digest_call.active():
             self._digest_call = self.reactor.callLater(0, self.digest_now)
 
+    def _informers_synced(self, _: object = None) -> None:
+        self._listed = True
+        self.digest_now()
+
     def digest_now(self) -> None:
-        if not self._informers or self._stopped:
+        # Not before both kinds are listed: with the flow schemas and not yet their
+        # levels, every schema would be written Dangling, and then not again.
+        if not self._listed or self._stopped:
             return
         levels = list(self._pl.objects.values())
         schemas = list(self._fs.objects.values())

@@ -32,6 +32,7 @@ from OpenSSL import SSL, crypto
 from twisted.internet import ssl
 from twisted.logger import Logger
 
+from kapiserver.auth.private_key import InvalidKeyError, load_private_key
 from kapiserver.machinery.private_files import make_private_dir
 
 if TYPE_CHECKING:
@@ -221,7 +222,9 @@ def _load_cert(path: str, data: bytes) -> x509.Certificate:
 
 def _load_key(path: str, data: bytes):
     try:
-        return serialization.load_pem_private_key(data, password=None)
+        return load_private_key(data)
+    except InvalidKeyError as e:
+        raise CertificateError(f"{path}: {e}") from None
     except (ValueError, TypeError):
         raise CertificateError(f"{path}: not an unencrypted PEM private key") from None
 
@@ -357,7 +360,7 @@ def _ensure_service_account_key(cert_dir: str) -> None:
         key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
         _write(key_path, key_pem, private=True)
-        public_key = key.public_key()  # not read back: loading an RSA key checks it (~35 ms)
+        public_key = key.public_key()  # the key just made: no need to read it back
     elif _read(pub_path) is not None:
         return
     else:  # sa.pub is missing: derive it from the key again

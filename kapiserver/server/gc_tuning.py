@@ -33,7 +33,7 @@ def begin_startup() -> None:
     What exists now (the interpreter's and twistd's modules, no garbage) lives as
     long as the process: freeze it.  Then young collections are spaced out and the
     older generations are left alone until READY, where :func:`tune_after_startup`
-    makes the one full pass: with the defaults, about 70 ms of a ~0.7 s start went
+    freezes what startup made: with the defaults, about 70 ms of a ~0.7 s start went
     to repeated full and middle passes over the freshly imported modules.  If the
     start drags on (storage unreachable), older passes still come, only later.
     """
@@ -42,7 +42,11 @@ def begin_startup() -> None:
 
 
 def tune_after_startup() -> None:
-    """Freeze what startup allocated and space collections out (call once, when ready)."""
-    gc.collect()
+    """Freeze what startup allocated and space collections out (call once, when ready).
+
+    There is no full collection first: it took 20–27 ms of a 0.56 s restart to find
+    about 80 unreachable objects (11 KB, left over from building classes), which now
+    stay, frozen.
+    """
     gc.freeze()
     gc.set_threshold(*THRESHOLDS)

@@ -1,6 +1,7 @@
 """The server process as an operator meets it: twistd, systemd notifications, certificates, SIGTERM."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -10,11 +11,12 @@ import subprocess
 import tempfile
 import time
 
+from cryptography.hazmat.primitives import serialization
 from twisted.trial import unittest
 
 from kapiserver import kube_version
 
-from tests.server.process import ServerProcess, https_get, server_port, wait_for_file, write_config
+from tests.server.process import ServerProcess, https_get, server_port, write_config
 
 KUBECTL = shutil.which("kubectl")
 
@@ -150,3 +152,29 @@ class EmptyDatabaseFileTests(unittest.TestCase):
         self.assertEqual(len(lines), 1, server.log())
         self.assertIn("the SQLite database file is empty (0 bytes)", lines[0])
         self.assertEqual(os.path.getsize(path), 0, "the file must be left as it was")
+
+
+class DamagedSigningKeyTests(unittest.TestCase):
+    def test_a_damaged_service_account_key_is_refused_with_one_line(self) -> None:
+        """The signing key is checked as Go checks it (not OpenSSL's slow primality tests):
+        a key whose numbers disagree does not start the server."""
+        from kapiserver.server.certs import ensure_certificates
+        from kapiserver.testing.process import ServerProcess as E2EServer
+
+        from tests.auth.test_private_key import Numbers
+
+        server = E2EServer()
+        self.addCleanup(shutil.rmtree, server.workdir, True)
+        certs = os.path.join(server.workdir, "certs")
+        ensure_certificates(certs, [])
+        key_path = os.path.join(certs, "sa.key")
+        with open(key_path, "rb") as f:
+            numbers = Numbers.of(serialization.load_pem_private_key(f.read(), None))
+        with open(key_path, "wb") as f:
+            f.write(dataclasses.replace(numbers, iqmp=numbers.iqmp + 1).pem())
+        with self.assertRaises(RuntimeError) as caught:
+            server.start()
+        self.assertIn("exited with 1", str(caught.exception))
+        lines = [line for line in server.log().splitlines() if line.startswith("kapiserver: ")]
+        self.assertEqual(lines, [f"kapiserver: {key_path}: invalid RSA key: its CRT values do not match its primes "
+                                 "and exponent"], server.log())
