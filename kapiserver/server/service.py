@@ -26,7 +26,7 @@ import sys
 from typing import Any, Optional
 
 from twisted.application import service
-from twisted.internet import defer, endpoints, error as net_error, task
+from twisted.internet import defer, endpoints, error as net_error, task, threads
 from twisted.logger import Logger
 
 from kapiserver.endpoints.connection.limits import ConnectionLimiter, descriptor_budget
@@ -292,7 +292,8 @@ class KapiService(ProcessService):
 
     def startService(self) -> None:
         super().startService()
-        version_info()  # warm the cache (it runs git) before serving
+        # /version runs git (in a checkout, ~10 ms): in a thread, while the server is built
+        self._version_known = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), version_info)
         self._startup = defer.Deferred.fromCoroutine(self._start())
         self._startup.addErrback(self._startup_failed)
 
@@ -314,6 +315,7 @@ class KapiService(ProcessService):
                                        reactor=self.reactor)
         except AuditConfigError as e:
             raise StartupError(str(e)) from None
+        await self._version_known
         site = self.apiserver.site
         from kapiserver.server.tls_transport import ServingTLSFactory
         tls_options = serving_context_factory(self.bundle, self.apiserver.authentication.handshake_client_cas or None)
