@@ -196,7 +196,12 @@ class SQLiteStorage:
         if self.shared:
             self._bell = CommitBell(self._reactor, self._catch_up, self._committed_elsewhere)
             self._bell.listen()
-        self._revision, self._compacted, leases = await self._on_writer(self._open)
+        try:
+            self._revision, self._compacted, leases = await self._on_writer(self._open)
+        except BaseException:
+            self._release_shared()
+            self._stop_threads()  # threads left running would keep the process from exiting
+            raise
         self._leases = dict(leases)
         self._hub.published = self._revision
         self._running = True
@@ -238,10 +243,16 @@ class SQLiteStorage:
             if self._batch is not None:
                 await self._batch
         await self._on_writer(self._close_writer)
+        self._release_shared()
+        self._stop_threads()
+
+    def _release_shared(self) -> None:
         if self._bell is not None:
             self._bell.close()
         if self._shared_revision is not None:
             self._shared_revision.close()
+
+    def _stop_threads(self) -> None:
         if self._readers is not self._writer:
             # stop() lets in-flight reads finish (joining idle threads is
             # quick); only then are their connections closed.
@@ -253,7 +264,21 @@ class SQLiteStorage:
         if not self._memory:
             # 0600 whatever the umask; SQLite gives its -wal and -shm files the database's mode
             private_files.ensure_private_file(self.path)
-        conn = _connect(self.path)
+        if self._bell is not None:
+            self._shared_revision = SharedRevision(self.path + "-rev")
+        # Processes opening a new file at once take turns: setting up the journal and the
+        # tables upgrades a read lock to a write lock, which SQLite refuses at once (no
+        # busy wait: it could deadlock) while another process does the same.
+        with self._exclusive():
+            conn = _connect(self.path)
+            try:
+                return self._open_locked(conn)
+            except BaseException:
+                self._wconn = None
+                conn.close()
+                raise
+
+    def _open_locked(self, conn: sqlite3.Connection) -> tuple[int, int, list[tuple[int, float]]]:
         # auto_vacuum must be chosen before the first table exists; INCREMENTAL
         # lets compaction hand freed pages back to the file system.
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
@@ -274,7 +299,6 @@ class SQLiteStorage:
         self._wconn = conn
         if self._bell is not None:
             self._bell.join(conn)
-            self._shared_revision = SharedRevision(self.path + "-rev")
         meta = dict(conn.execute("SELECT name, value FROM meta"))
         top = conn.execute("SELECT max(rev) FROM kv").fetchone()[0] or 0
         self._w_rev = max(meta["revision"], top)
