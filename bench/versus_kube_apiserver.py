@@ -59,8 +59,8 @@ def kbench(kubeconfig: str, args: argparse.Namespace, server_pid: int, etcd_pid:
         m = LINE.match(line)
         if m:
             after, n = cpu(), int(m["n"])
-            per_op = tuple(1e6 * (a - b) / n for a, b in zip(after, before))
-            phases[m["phase"]] = Phase(float(m["ops"]), float(m["p99"]), int(m["errors"]), per_op)  # type: ignore[arg-type]
+            server, etcd, clients = (1e6 * (a - b) / n for a, b in zip(after, before))
+            phases[m["phase"]] = Phase(float(m["ops"]), float(m["p99"]), int(m["errors"]), (server, etcd, clients))
             before = after
     if proc.wait():
         raise subprocess.CalledProcessError(proc.returncode, proc.args)
