@@ -26,11 +26,11 @@ def load_private_key(pem: bytes) -> PrivateKeyTypes:
     (InvalidKeyError, saying why, when it is a damaged RSA key)."""
     key = serialization.load_pem_private_key(pem, password=None, unsafe_skip_rsa_key_validation=True)
     if isinstance(key, rsa.RSAPrivateKey):
-        check_rsa_key(key.private_numbers())
+        _check_rsa_key(key.private_numbers())
     return key
 
 
-def check_rsa_key(numbers: rsa.RSAPrivateNumbers) -> None:
+def _check_rsa_key(numbers: rsa.RSAPrivateNumbers) -> None:
     """InvalidKeyError unless the key's numbers are consistent with one another."""
     p, q, d = numbers.p, numbers.q, numbers.d
     n, e = numbers.public_numbers.n, numbers.public_numbers.e

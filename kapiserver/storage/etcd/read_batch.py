@@ -5,9 +5,9 @@ JSON gateway each round trip costs this process about 80 µs of CPU (HTTP,
 JSON) and etcd about twice that (the gateway's translation), more than the
 read itself.  So while one read is in flight, the reads that arrive
 meanwhile wait for it and then go together, as one txn of ranges: one round
-trip, one revision for all of them.  A read alone goes at once, so an idle server answers as fast as
-before; under load the batches grow with the round trip's length (as group
-commit does for writes).
+trip, one revision for all of them.  A read alone goes at once, so an idle
+server answers as fast as before; under load the batches grow with the round
+trip's length (as group commit does for writes).
 
 Each read is still linearizable: its range is sent after the read was asked
 for, and a txn is served at etcd's latest revision like a range.
