@@ -25,6 +25,13 @@ changed since) reuses the whole run of encoded items, kept in the page's
 whatever its length.  The run is dropped with the page at the next change; it
 joins encodings each item keeps anyway, so it at most doubles what they take.
 
+The items of a built-in kind's list carry no ``kind`` and ``apiVersion``, as
+upstream's typed lists encode them (a custom resource's items, unstructured
+upstream, keep theirs; so do watch events and GETs).  The compact JSON of
+such an item is the memoized encoding of the object with that prefix cut
+off (``Store._stamp_type`` puts it first), so a GET, a watch and a list share
+one encoding per object.
+
 Protobuf frames the items inside a length-prefixed envelope: every item's
 size must be known before the first byte is written, so :meth:`ListBody.prepare`
 encodes them all first (in slices, yielding to the reactor); memoized on
@@ -73,6 +80,23 @@ def _json_value(obj: Any) -> bytes:
 
 def _indent(body: bytes, spaces: bytes) -> bytes:
     return spaces + body.replace(b"\n", b"\n" + spaces)
+
+
+def _without_type_meta(obj: Any) -> Any:
+    return {k: v for k, v in obj.items() if k != "kind" and k != "apiVersion"}
+
+
+class _TypeMetaTrim:
+    """Cuts a built-in kind's ``kind`` and ``apiVersion`` from the compact JSON of its objects."""
+
+    def __init__(self, kind: str, api_version: str) -> None:
+        self._prefix = b'{"kind":' + _json_value(kind) + b',"apiVersion":' + _json_value(api_version) + b","
+
+    def __call__(self, body: bytes) -> bytes:
+        if body.startswith(self._prefix):
+            return b"{" + body[len(self._prefix):]
+        # not stamped by the Store (cannot happen for a stored value): decode and encode anew
+        return _json_value(_without_type_meta(codec.decode_json(body)))
 
 
 class _Run:
@@ -147,7 +171,8 @@ class _TextList(ListBody):
     placeholder where the items go, split around it."""
 
     def __init__(self, listed: StoredList, target: MediaTarget, envelope: dict, items_key: str,
-                 shape: Callable[[Any], Any], memo_key: Optional[Hashable], pretty: bool) -> None:
+                 shape: Callable[[Any], Any], memo_key: Optional[Hashable], pretty: bool,
+                 trim: Optional[_TypeMetaTrim] = None) -> None:
         yaml = target.media_type == codec.YAML
         pretty = pretty and not yaml
         memo_key = None if memo_key is None or yaml or pretty else (memo_key, "json")
@@ -157,6 +182,7 @@ class _TextList(ListBody):
         self.pretty = pretty
         self.shape = shape
         self.memo_key = memo_key
+        self.trim = trim
         whole = codec.encode({**envelope, items_key: _MARKER}, target.media_type, self.pretty)
         if self.yaml:
             placeholder = f"{items_key}: {_MARKER}\n".encode()
@@ -189,9 +215,12 @@ class _TextList(ListBody):
     def item(self, index: int) -> bytes:
         item = self.items[index]
         if self.memo_key is None:
-            body = self._encode(self.shape(self.listed.external(item)))
+            obj = self.shape(self.listed.external(item))
+            body = self._encode(obj if self.trim is None else _without_type_meta(obj))
         else:
             body = memoized(item, self.memo_key, lambda: self._encode(self.shape(self.listed.external(item))))
+            if self.trim is not None:
+                body = self.trim(body)
         if self.yaml:
             return body
         if self.pretty:
@@ -319,6 +348,7 @@ def list_body(listed: StoredList, target: MediaTarget, pretty: bool,
     ``?includeObject=`` (asked only for Tables: it may answer 400)."""
     token = listed.store.encoding_token
     meta_version = f"{target.group}/{target.version}"
+    trim: Optional[_TypeMetaTrim] = None
     if target.as_kind == "Table":
         include = include_object()
         rtype = listed.store.rtype
@@ -338,12 +368,14 @@ def list_body(listed: StoredList, target: MediaTarget, pretty: bool,
                     "items": []}
         shape = _unchanged
         memo_key = (token, "")
+        if not listed.store.rtype.is_crd:  # a typed list: its items without TypeMeta
+            trim = _TypeMetaTrim(listed.store.rtype.kind, listed.store.rtype.api_version)
     if target.prefer_protobuf and (not target.as_kind or target.as_kind in PROTOBUF_SHAPE_KINDS):
         message = _list_message(envelope["apiVersion"], envelope["kind"])
         if message is not None:
             return _ProtobufList(listed, envelope["apiVersion"], envelope["kind"], message, envelope, shape,
                                  memo_key)
-    return _TextList(listed, target, envelope, "items", shape, memo_key, pretty)
+    return _TextList(listed, target, envelope, "items", shape, memo_key, pretty, trim)
 
 
 def _unchanged(obj: Any) -> Any:

@@ -312,8 +312,13 @@ class Store:
         return obj
 
     def _stamp_type(self, obj: dict) -> dict:
-        obj["apiVersion"] = self.rtype.api_version
+        """Set the object's kind and apiVersion, first and in that order, as Go encodes a
+        typed object's TypeMeta (the list encoder trims them from items by that prefix)."""
+        rest = [(k, v) for k, v in obj.items() if k != "kind" and k != "apiVersion"]
+        obj.clear()
         obj["kind"] = self.rtype.kind
+        obj["apiVersion"] = self.rtype.api_version
+        obj.update(rest)
         return obj
 
     def to_external(self, obj: dict) -> dict:

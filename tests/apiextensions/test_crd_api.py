@@ -287,6 +287,9 @@ class CustomResourceTests(CRDTestCase):
         r = await self.client.get(ISSUERS + "?fieldSelector=spec.type%3DCA")
         self.assertEqual([i["metadata"]["name"] for i in r.body["items"]], ["internal-ca"])
         self.assertEqual(r.body["kind"], "IssuerList")
+        # unstructured upstream: a custom resource's list items keep their kind and apiVersion
+        self.assertEqual([(i["kind"], i["apiVersion"]) for i in r.body["items"]],
+                         [("Issuer", "certs.example.com/v1")])
         r = await self.client.get(ISSUERS + "?fieldSelector=spec.port%3D1")
         self.assertEqual(r.code, 400)
         self.assertEqual(r.body["message"], '"spec.port" is not a known field selector: only "metadata.name", '

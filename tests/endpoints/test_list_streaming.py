@@ -9,6 +9,7 @@ import time
 
 import orjson
 from twisted.internet import reactor, task
+from twisted.trial import unittest
 
 from kapiserver.endpoints import list_encoding, list_stream, table
 from kapiserver.machinery import codec, protobuf
@@ -32,13 +33,17 @@ class ListBytesTests(ServerTestCase):
             r = await self.client.post(CM, configmap(f"cm-{i}", n=str(i), **odd))
             self.assertEqual(r.code, 201)
 
-    async def expected(self, query: str = "", answer: bytes = b"") -> dict:
+    async def expected(self, query: str = "", answer: bytes = b"", typed: bool = True) -> dict:
         """The list as one object, as the Store reads it (what used to be encoded whole); with
         the ListMeta of ``answer`` (JSON or YAML) when given, since writes elsewhere (the
-        bootstrap controllers') move the revision in between."""
+        bootstrap controllers') move the revision in between.  ``typed``: as a ConfigMapList
+        carries its items, without their kind and apiVersion (a Table's rows keep them)."""
         store = self.server.api.store("", "v1", "configmaps")
         args = {k.encode(): [v.encode()] for k, v in (p.split("=", 1) for p in query.split("&") if p)}
         listed = await store.list("default", ListOptions.from_args(args))
+        if typed:  # kube-apiserver's typed (built-in) lists carry their items without TypeMeta
+            listed["items"] = [{k: v for k, v in item.items() if k not in ("kind", "apiVersion")}
+                               for item in listed["items"]]
         if answer:
             listed["metadata"] = codec.decode_yaml(answer)["metadata"]
         return listed
@@ -49,6 +54,7 @@ class ListBytesTests(ServerTestCase):
         r = await self.client.get(CM + "?resourceVersion=0")
         self.assertEqual(r.code, 200)
         self.assertIsNone(r.header("content-length"))  # chunked
+        self.assertEqual({"kind", "apiVersion"} & {key for item in r.body["items"] for key in item}, set())
         self.assertEqual(r.raw, codec.encode_json(await self.expected("resourceVersion=0", r.raw)))
         r = await self.client.get(CM + "?resourceVersion=0&pretty=true")
         self.assertEqual(r.raw, codec.encode_json(await self.expected("resourceVersion=0", r.raw), pretty=True))
@@ -129,7 +135,7 @@ class ListBytesTests(ServerTestCase):
         accept = "application/json;as=Table;g=meta.k8s.io;v=v1"
         for include in ("", "&includeObject=Object", "&includeObject=None"):
             r = await self.client.get(CM + "?resourceVersion=0" + include, headers={"Accept": accept})
-            expected = await self.expected("resourceVersion=0")
+            expected = await self.expected("resourceVersion=0", typed=False)
             whole = table.to_table(self.server.api.store("", "v1", "configmaps").rtype, expected["items"],
                                    include.rsplit("=", 1)[-1] if include else "Metadata", expected["metadata"])
             got = json.loads(r.raw)
@@ -345,3 +351,11 @@ class SlowWatchListReaderTests(ServerTestCase):
         self.assertEqual(sum(1 for n in initial if n.startswith(b"big-")), 100)
         self.assertEqual(names[-1], (b"ADDED", b"late"))
         self.assertFalse(stream.feeding)
+
+
+class TypeMetaTrimTests(unittest.SynchronousTestCase):
+    def test_an_item_not_stamped_first_is_encoded_anew_without_type_meta(self):
+        trim = list_encoding._TypeMetaTrim("ConfigMap", "v1")
+        self.assertEqual(trim(b'{"kind":"ConfigMap","apiVersion":"v1","data":{"a":"b"}}'), b'{"data":{"a":"b"}}')
+        self.assertEqual(trim(b'{"apiVersion":"v1","data":{"a":"b"},"kind":"ConfigMap"}'), b'{"data":{"a":"b"}}')
+        self.assertEqual(trim(b'{"kind":"ConfigMap","apiVersion":"v1"}'), b"{}")
