@@ -47,6 +47,7 @@ class CRDState:
 
 @dataclass
 class CustomResourceStrategy(Strategy):
+    tracks_generation = True
     status_fixed_metadata = None  # a status write changes only status (upstream's statusStrategy)
     schema: Optional[dict] = None
     rules: Optional[CompiledRules] = None

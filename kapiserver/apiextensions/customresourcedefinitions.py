@@ -80,6 +80,8 @@ def _add_stored_version(crd: dict) -> None:
 
 
 class CRDStrategy(Strategy):
+    tracks_generation = True
+
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         obj["status"] = {"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": []}
         _add_stored_version(obj)

@@ -622,9 +622,10 @@ class Store:
         md = meta.metadata(obj)
         requested_managed_fields = md.pop("managedFields", _ABSENT)
         for transient in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp",
-                          "deletionGracePeriodSeconds", "selfLink", "generation"):
+                          "deletionGracePeriodSeconds", "selfLink"):
             md.pop(transient, None)
-        md["generation"] = 1
+        if self.strategy.tracks_generation:
+            md["generation"] = 1
         snapshot = self._snapshot(obj, ctx)
         # upstream's order: the decoded (defaulted) object goes through mutating admission,
         # then the strategy prepares and validates it
@@ -890,7 +891,7 @@ class Store:
         md.pop("managedFields", None)  # a status update starts from the old object
         self.strategy.default(self.rtype, new)
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
-            md["generation"] = (old_md.get("generation") or 1) + 1
+            md["generation"] = (old_md.get("generation") or 0) + 1
         self._track_fields(old, new, snapshot, requested_managed_fields, subresource, ctx)
         if subresource == "status":
             kind_causes = self.strategy.validate_status_update(self.rtype, new, old)

@@ -40,6 +40,10 @@ class Strategy:
     allow_create_on_update: bool = False
     # PUT without metadata.resourceVersion is allowed (AllowUnconditionalUpdate).
     allow_unconditional_update: bool = True
+    # metadata.generation is 1 on create and moves with the spec (generation_changes), as
+    # upstream's PrepareForCreate/PrepareForUpdate set it for workloads, policies, CRDs and
+    # custom resources.  Other kinds keep what the creating request sent (usually none).
+    tracks_generation: bool = False
 
     def prepare_for_create(self, rtype: "ResourceType", obj: dict) -> None:
         """Clear what a client may not set on create (status behind a subresource)."""
@@ -144,7 +148,11 @@ class Strategy:
         """The object was removed from storage (upstream's AfterDelete): give back what it held."""
 
     def generation_changes(self, rtype: "ResourceType", new: dict, old: dict) -> bool:
-        """Whether an update bumps metadata.generation: anything but metadata and status changed."""
+        """Whether an update raises metadata.generation by one.  For a kind that tracks its
+        generation, when anything but metadata and status changed; others never do."""
+        if not self.tracks_generation:
+            return False
+
         def spec_part(o: dict) -> dict:
             return {k: v for k, v in o.items() if k not in ("metadata", "status", "apiVersion", "kind")}
         return spec_part(new) != spec_part(old)

@@ -91,7 +91,8 @@ def _stamp(rt: ResourceType, obj: dict) -> dict:
         md.pop("namespace", None)
     md.setdefault("uid", "6b3d5c5e-0000-4000-8000-000000000001")
     md.setdefault("creationTimestamp", "2024-01-01T00:00:00Z")
-    md["generation"] = 1
+    if rt.strategy.tracks_generation:
+        md["generation"] = 1
     return obj
 
 

@@ -25,7 +25,7 @@ class CreateGetTests(ServerTestCase):
         self.assertEqual(r.code, 201, r.body)
         md = r.body["metadata"]
         self.assertEqual(md["namespace"], "default")
-        self.assertEqual(md["generation"], 1) if "generation" in md else None
+        self.assertNotIn("generation", md)  # a ConfigMap has none, as upstream's
         self.assertRegex(md["uid"], r"^[0-9a-f-]{36}$")
         self.assertRegex(md["creationTimestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
         self.assertTrue(md["resourceVersion"].isdigit())
@@ -198,19 +198,46 @@ class UpdateTests(ServerTestCase):
         r = await self.client.put(CM + "/a", created)
         self.assertEqual(r.body["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"])
 
+    async def _generations(self, path: str, obj: dict, *changes: dict) -> list:
+        """metadata.generation after creating ``obj`` at ``path`` and after each merge patch."""
+        r = await self.client.post(path, obj)
+        self.assertEqual(r.code, 201, r.body)
+        seen = [r.body["metadata"].get("generation")]
+        for change in changes:
+            r = await self.client.patch(f"{path}/{obj['metadata']['name']}", change)
+            self.assertEqual(r.code, 200, r.body)
+            seen.append(r.body["metadata"].get("generation"))
+        return seen
+
     @run
-    async def test_generation_bumps_on_spec_change_only(self):
+    async def test_generation_as_kube_apiserver_keeps_it_for_each_kind(self):
+        # what kube-apiserver 1.32 answers for the same requests (checked side by side)
+        labels, annotations = {"metadata": {"labels": {"x": "y"}}}, {"metadata": {"annotations": {"x": "y"}}}
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
                  "spec": {"holderIdentity": "a"}}
-        lease = (await self.client.post(LEASES, lease)).body
-        self.assertEqual(lease["metadata"]["generation"], 1)
-        lease["spec"]["holderIdentity"] = "b"
-        lease = (await self.client.put(LEASES + "/l", lease)).body
-        self.assertEqual(lease["metadata"]["generation"], 2)
-        lease["metadata"]["labels"] = {"x": "y"}
-        r = await self.client.put(LEASES + "/l", lease)
-        self.assertEqual(r.code, 200, r.body)
-        self.assertEqual(r.body["metadata"]["generation"], 2)
+        self.assertEqual(await self._generations(LEASES, lease, {"spec": {"holderIdentity": "b"}}), [None, None])
+        # a kind that does not track it keeps what the creating request sent; an update cannot change it
+        sent = cm("sent", {"k": "v"})
+        sent["metadata"]["generation"] = 7
+        self.assertEqual(await self._generations(CM, sent, {"data": {"k": "w"}}, {"metadata": {"generation": 9}}),
+                         [7, 7, 7])
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                      "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+                          "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+        self.assertEqual(await self._generations("/apis/apps/v1/namespaces/default/deployments", deployment,
+                                                 {"spec": {"replicas": 3}}, labels, annotations), [1, 2, 2, 3])
+        priority_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                          "metadata": {"name": "generation"}, "value": 10, "description": "a"}
+        self.assertEqual(await self._generations("/apis/scheduling.k8s.io/v1/priorityclasses", priority_class,
+                                                 {"description": "b"}), [1, 1])
+        slice_ = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "s"},
+                  "addressType": "IPv4", "endpoints": []}
+        self.assertEqual(await self._generations("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+                                                 slice_, labels, annotations), [1, 2, 2])
+        driver = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "g.example.com"},
+                  "spec": {}}
+        self.assertEqual(await self._generations("/apis/storage.k8s.io/v1/csidrivers", driver,
+                                                 {"spec": {"requiresRepublish": True}}), [None, 1])
 
     @run
     async def test_status_subresource_changes_status_and_metadata_not_spec(self):

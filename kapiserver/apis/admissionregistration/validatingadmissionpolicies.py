@@ -37,6 +37,7 @@ def param_kind_text(obj: dict) -> str:
 
 
 class ValidatingAdmissionPolicyStrategy(Strategy):
+    tracks_generation = True
     allow_unconditional_update = False
     status_fixed_metadata = RESET_OBJECT_META_FOR_STATUS
 

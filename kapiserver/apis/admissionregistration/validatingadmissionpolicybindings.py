@@ -29,6 +29,7 @@ def param_ref_text(obj: dict) -> str:
 
 
 class ValidatingAdmissionPolicyBindingStrategy(Strategy):
+    tracks_generation = True
     allow_unconditional_update = False
 
     def default(self, rtype: ResourceType, obj: dict) -> None:

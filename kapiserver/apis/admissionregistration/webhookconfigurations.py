@@ -41,6 +41,7 @@ def default_webhook(hook: dict, mutating: bool) -> None:
 
 
 class WebhookConfigurationStrategy(Strategy):
+    tracks_generation = True
     allow_unconditional_update = False
 
     def __init__(self, mutating: bool) -> None:

@@ -28,10 +28,6 @@ class ControllerRevisionStrategy(Strategy):
         causes = field_checks.kube_object_meta(new) + field_checks.non_negative(new, "", "revision")
         return causes + field_checks.immutable(new.get("data"), old.get("data"), "data", _go_raw_extension)
 
-    def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
-        """Upstream never moves a ControllerRevision's generation."""
-        return False
-
 
 def _go_raw_extension(data: Any) -> str:
     """A runtime.RawExtension as Go's %#v prints it (the bytes of the JSON)."""

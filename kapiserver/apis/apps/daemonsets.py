@@ -111,6 +111,8 @@ class DaemonSetStrategy(Strategy):
     """apps/v1 keeps the template generation in an annotation (upstream's conversion of
     spec.templateGeneration): 1 on create, one more each time the template changes."""
 
+    tracks_generation = True
+
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         super().prepare_for_create(rtype, obj)
         if template_generation(obj) < 1:

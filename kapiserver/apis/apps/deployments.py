@@ -91,6 +91,7 @@ def validate_deployment_spec(spec: dict, opts: podspec.PodOptions) -> list[error
 
 
 class DeploymentStrategy(Strategy):
+    tracks_generation = True
     status_fixed_metadata = ("labels",)  # upstream's deploymentStatusStrategy keeps the old labels
 
     def default(self, rtype: ResourceType, obj: dict) -> None:

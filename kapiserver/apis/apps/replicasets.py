@@ -14,6 +14,8 @@ STATUS = "io.k8s.api.apps.v1.ReplicaSetStatus"
 
 
 class ReplicaSetStrategy(Strategy):
+    tracks_generation = True
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.setdefault("spec", {})
         if isinstance(spec, dict):

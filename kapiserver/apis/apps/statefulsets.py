@@ -121,6 +121,7 @@ def validate_statefulset_spec(spec: dict, opts: podspec.PodOptions) -> list[erro
 
 
 class StatefulSetStrategy(Strategy):
+    tracks_generation = True
     name_validation = DNS1123_LABEL
 
     def default(self, rtype: ResourceType, obj: dict) -> None:

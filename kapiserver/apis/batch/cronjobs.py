@@ -99,6 +99,8 @@ def _options(obj: dict, old: Optional[dict] = None) -> podspec.PodOptions:
 
 
 class CronJobStrategy(Strategy):
+    tracks_generation = True
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         default_cronjob(obj)
 

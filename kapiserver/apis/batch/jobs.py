@@ -396,6 +396,8 @@ def _go_template(_: Any) -> str:
 
 
 class JobStrategy(Strategy):
+    tracks_generation = True
+
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         super().prepare_for_create(rtype, obj)
         md = obj.setdefault("metadata", {})

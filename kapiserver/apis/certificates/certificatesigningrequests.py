@@ -313,9 +313,6 @@ class CertificateSigningRequestStrategy(Strategy):
         opts.setting_approval = subresource == APPROVAL
         return validate_csr_update(new, old, opts)
 
-    def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
-        return False  # spec never changes
-
 
 class CertificateSigningRequestStore(Store):
     """The generic Store, with the requester's identity written into the spec on create."""

@@ -175,9 +175,6 @@ class PodStrategy(Strategy):
             causes += _validate_ips(host_ips, "status.hostIPs")
         return causes
 
-    def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
-        return new.get("spec") != old.get("spec")
-
 
 def validate_ephemeral_containers_update(new: dict, old: dict) -> list[errors.Cause]:
     """upstream's ValidatePodEphemeralContainersUpdate (``pods/{name}/ephemeralcontainers``): the pod is

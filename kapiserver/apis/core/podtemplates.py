@@ -11,6 +11,8 @@ SCHEMA = "io.k8s.api.core.v1.PodTemplate"
 
 
 class PodTemplateStrategy(Strategy):
+    tracks_generation = True
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         podspec.default_pod_template_spec(obj.get("template"))
 

@@ -18,6 +18,8 @@ SELECTOR_MISMATCH = "`selector` does not match template `labels`"
 
 
 class ReplicationControllerStrategy(Strategy):
+    tracks_generation = True
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if not isinstance(spec, dict):

@@ -250,9 +250,6 @@ class ServiceStrategy(Strategy):
     async def after_delete(self, rtype: ResourceType, obj: dict) -> None:
         await self.bound_allocator().release(obj)
 
-    def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
-        return new.get("spec") != old.get("spec")
-
 
 # ------------------------------------------------------------------ validation
 

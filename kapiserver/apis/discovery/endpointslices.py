@@ -101,6 +101,13 @@ def _ports(ports: list) -> list[errors.Cause]:
 
 
 class EndpointSliceStrategy(Strategy):
+    tracks_generation = True
+
+    def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
+        """Labels count too (upstream's endpointSliceStrategy: they pick the slice's Service)."""
+        labels_changed = (new.get("metadata") or {}).get("labels") != (old.get("metadata") or {}).get("labels")
+        return labels_changed or super().generation_changes(rtype, new, old)
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         for port in obj.get("ports") or []:
             if isinstance(port, dict):

@@ -41,6 +41,7 @@ def matching_order(fs: dict) -> tuple:
 
 
 class FlowSchemaStrategy(Strategy):
+    tracks_generation = True
     # a status write replaces the status only (upstream's status strategy keeps all metadata)
     status_fixed_metadata = None
 

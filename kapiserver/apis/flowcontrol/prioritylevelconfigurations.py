@@ -57,6 +57,7 @@ def required_entropy_bits(deck_size: int, hand_size: int) -> int:
 
 
 class PriorityLevelConfigurationStrategy(Strategy):
+    tracks_generation = True
     status_fixed_metadata = None
 
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:

@@ -43,6 +43,8 @@ def validate_spec(spec: dict) -> list[errors.Cause]:
 
 
 class IngressClassStrategy(Strategy):
+    tracks_generation = True
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         params = columns.get_path(obj, "spec", "parameters")
         if isinstance(params, dict) and not params.get("scope"):

@@ -160,6 +160,8 @@ def validate_spec(spec: dict, allow_invalid_secret: bool = False,
 
 
 class IngressStrategy(Strategy):
+    tracks_generation = True
+
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateIngressCreate."""
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}

@@ -110,6 +110,8 @@ def validate_spec(spec: dict, allow_invalid: bool = False) -> list[errors.Cause]
 
 
 class NetworkPolicyStrategy(Strategy):
+    tracks_generation = True
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if not isinstance(spec, dict):

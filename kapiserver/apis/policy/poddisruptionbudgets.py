@@ -43,6 +43,7 @@ def _go_spec(spec: dict) -> gorepr.GoRepr:
 class PodDisruptionBudgetStrategy(Strategy):
     """Upstream validates only the spec here: the name gets the generic path-segment check."""
 
+    tracks_generation = True
     name_validation = PATH_SEGMENT
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:

@@ -17,6 +17,12 @@ PREEMPTION_POLICIES = ["PreemptLowerPriority", "Never"]
 
 
 class PriorityClassStrategy(Strategy):
+    tracks_generation = True
+
+    def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
+        """Upstream sets it on create only (value is immutable; a description does not count)."""
+        return False
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         if not obj.get("preemptionPolicy"):
             obj["preemptionPolicy"] = "PreemptLowerPriority"
