@@ -33,6 +33,9 @@ class CreateGetTests(ServerTestCase):
         self.assertEqual(got.code, 200)
         self.assertEqual(got.body["data"], {"k": "v"})
         self.assertEqual(got.body["metadata"]["resourceVersion"], md["resourceVersion"])
+        missing = await self.client.get(CM + "/missing")
+        # as kube-apiserver: no Server header naming the software and its version
+        self.assertEqual([x.header("server") for x in (r, got, missing)], [None, None, None])
 
     @run
     async def test_already_exists(self):

@@ -62,6 +62,12 @@ class APIRequest(server.Request):
         kwargs["parsePOSTFormSubmission"] = False
         super().__init__(*args, **kwargs)
 
+    def render(self, resrc: Any) -> None:
+        # no "Server: TwistedWeb/<version>" (set by process()): kube-apiserver names no
+        # server software, and the version is of no use to a client
+        self.responseHeaders.removeHeader(b"server")
+        super().render(resrc)
+
     @property
     def max_body_bytes(self) -> int:
         channel: Any = self.channel
