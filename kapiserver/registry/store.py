@@ -314,11 +314,15 @@ class Store:
     def _stamp_type(self, obj: dict) -> dict:
         """Set the object's kind and apiVersion, first and in that order, as Go encodes a
         typed object's TypeMeta (the list encoder trims them from items by that prefix)."""
-        rest = [(k, v) for k, v in obj.items() if k != "kind" and k != "apiVersion"]
-        obj.clear()
+        keys = iter(obj)
+        if next(keys, None) != "kind" or next(keys, None) != "apiVersion":  # once per object, at most
+            rest = [(k, v) for k, v in obj.items() if k != "kind" and k != "apiVersion"]
+            obj.clear()
+            obj["kind"] = ""
+            obj["apiVersion"] = ""
+            obj.update(rest)
         obj["kind"] = self.rtype.kind
         obj["apiVersion"] = self.rtype.api_version
-        obj.update(rest)
         return obj
 
     def to_external(self, obj: dict) -> dict:
