@@ -201,11 +201,18 @@ class DecodedObject:
     problems: list[str]  # unknown / duplicate field messages, for fieldValidation
 
 
-def decode_typed(obj: dict, definition: str, body_kind: str, version: str, kind: str) -> tuple[dict, list[str], int]:
-    """A built-in object through its Go type: (clean copy, unknown field paths, members seen)."""
+def decode_typed(obj: dict, definition: str, body_kind: str, version: str, kind: str,
+                 known: Optional[dict] = None) -> tuple[dict, list[str], int]:
+    """A built-in object through its Go type: (clean copy, unknown field paths, members seen).
+    With ``known`` (the stored object a patch was applied to), the top-level fields the patch
+    left as they were are not decoded again (``Struct.decode_against``)."""
     ctx = schema_decoder.Context()
+    decoder = schema_decoder.decoder_for(definition)
     try:
-        clean = schema_decoder.decode(schema_decoder.decoder_for(definition), obj, ctx)
+        if known is not None and isinstance(decoder, schema_decoder.Struct):
+            clean = decoder.decode_against(obj, known, ctx)
+        else:
+            clean = schema_decoder.decode(decoder, obj, ctx)
     except schema_decoder.DecodeError as e:
         raise cannot_handle(body_kind, version, kind, str(e)) from None
     except limits.TooDeep as e:

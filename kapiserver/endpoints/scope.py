@@ -155,14 +155,16 @@ class RequestScope:
             audit.log_request_object(obj, rtype.group, rtype.version, rtype.plural, self.info.subresource)
         return obj
 
-    def decode_patched(self, obj: Any) -> dict:
-        """A patch's result decoded like a body; what does not fit is upstream's 422 ``patch: Invalid value``."""
+    def decode_patched(self, obj: Any, known: Optional[dict] = None) -> dict:
+        """A patch's result decoded like a body; what does not fit is upstream's 422 ``patch: Invalid value``.
+        ``known``: the stored object the patch was applied to (what it left unchanged was decoded when
+        it was written, and is not decoded again)."""
         try:
             raw = codec.encode_json(obj) if isinstance(obj, (dict, list)) else b""
         except Exception:
             raw = b""
         try:
-            return self._typed(request_decoder.ParsedBody(obj), raw, "", self.rtype.kind, "")
+            return self._typed(request_decoder.ParsedBody(obj), raw, "", self.rtype.kind, "", known)
         except errors.StatusError as e:
             if e.code != 400 or "strict decoding error" in e.message:
                 raise
@@ -176,7 +178,7 @@ class RequestScope:
                                                   "field": "patch"}]}) from None
 
     def _typed(self, parsed: "request_decoder.ParsedBody", body: bytes, definition: str, kind: str,
-               api_version: str) -> dict:
+               api_version: str, known: Optional[dict] = None) -> dict:
         rtype = self.rtype
         custom = rtype.is_crd and not definition
         definition = definition or rtype.schema_name
@@ -187,7 +189,7 @@ class RequestScope:
         unknown = list(parsed.unknown)
         members = -1
         if definition and not custom:
-            obj, found, members = request_decoder.decode_typed(obj, definition, body_kind, version, kind)
+            obj, found, members = request_decoder.decode_typed(obj, definition, body_kind, version, kind, known)
             unknown.extend(p for p in found if p not in unknown)
         else:
             obj = request_decoder.decode_custom(obj, body_kind, version, kind)

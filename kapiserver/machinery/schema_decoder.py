@@ -27,6 +27,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
+import orjson
+
 from kapiserver.machinery import limits, quantity
 
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
@@ -400,6 +402,28 @@ class Struct(Decoder):
 
     def zero(self):
         return {}
+
+    def decode_against(self, value: Any, known: Any, ctx: Context) -> Any:
+        """``value`` decoded, except its fields whose JSON is byte for byte ``known``'s: ``known``
+        was decoded before (the stored object a patch was applied to), so they are kept as they
+        are.  Their keys are not counted in ``ctx.keys``."""
+        if type(value) is not dict or type(known) is not dict:
+            return self.decode(value, None, 0, ctx)
+        same = {k for k, v in value.items() if v is not None and k in known and _same_json(v, known[k])}
+        if not same:
+            return self.decode(value, None, 0, ctx)
+        changed = self.decode({k: v for k, v in value.items() if k not in same}, None, 0, ctx)
+        return {k: value[k] if k in same else changed[k] for k in value if k in same or k in changed}
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two values encode to the same JSON, types included (``1``, ``1.0`` and ``true``
+    differ; so do values that are not plain JSON, which raise instead of encoding)."""
+    strict = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+    try:
+        return orjson.dumps(a, option=strict) == orjson.dumps(b, option=strict)
+    except (TypeError, orjson.JSONEncodeError):
+        return False
 
 
 class _Either(Decoder):

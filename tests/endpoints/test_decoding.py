@@ -284,6 +284,17 @@ class PatchTypeTests(ServerTestCase):
                                    raw=b"metadata: {name: big}\nrevision: 1\ndata: {n: 18446744073709551616}\n",
                                    content_type="application/yaml")
         self.assertEqual(r.code, 201, r.raw)
+        # what a patch leaves as stored is not decoded again: true where the stored value is 1 still is
+        deployments = "/apis/apps/v1/namespaces/default/deployments"
+        r = await self.client.post(deployments, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+            "name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {
+                "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+        self.assertEqual(r.code, 201, r.raw)
+        for replicas in (True, 1.0):
+            r = await self.client.patch(deployments + "/d", {"spec": {"replicas": replicas}})
+            self.assertEqual(r.code, 422, r.raw)
+            self.assertIn("into Go struct field DeploymentSpec.spec.replicas of type int32", r.body["message"])
+        self.assertEqual((await self.client.get(deployments + "/d")).body["spec"]["replicas"], 1)
         r = await self.client.patch(CM + "/p", {"data": {"c": "d"}, "bogus": 1})
         self.assertEqual(r.code, 200, r.raw)
         self.assertEqual(r.headers.getRawHeaders("warning"), ['299 - "unknown field \\"bogus\\""'])

@@ -35,6 +35,24 @@ class DecodeTests(unittest.TestCase):
                           "json: cannot unmarshal number 1099511627776 into Go value of type int32")
         self.assert_error("io.k8s.api.core.v1.Secret", {"data": {"a": "YQ"}}, "illegal base64 data at input byte 0")
 
+    def test_decode_against_a_known_object_decodes_only_what_changed(self):
+        decoder = sd.decoder_for("io.k8s.api.apps.v1.Deployment")
+        known = {"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}}
+        # Python's == holds for true and 1, 1.0 and 1: their JSON does not, so the field is decoded
+        for replicas, message in ((True, "bool"), (1.0, "number 1.0")):
+            with self.assertRaises(sd.DecodeError) as caught:
+                decoder.decode_against({**known, "spec": {"replicas": replicas}}, known, sd.Context())
+            self.assertEqual(str(caught.exception), f"json: cannot unmarshal {message} into Go struct field "
+                             "DeploymentSpec.spec.replicas of type int32")
+        # an unchanged field is the value given (not a new copy); a changed one is decoded
+        patched = {"metadata": known["metadata"], "spec": {"replicas": 2, "bogus": 1}, "top": 1}
+        ctx = sd.Context()
+        clean = decoder.decode_against(patched, known, ctx)
+        self.assertEqual(clean, {"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 2}})
+        self.assertIs(clean["metadata"], known["metadata"])
+        self.assertEqual(ctx.unknown, ["spec.bogus", "top"])
+        self.assertEqual(list(clean), ["metadata", "spec"])
+
     def test_unknown_fields_dropped_with_paths(self):
         value, unknown = decode("io.k8s.api.apps.v1.Deployment", {
             "spec": {"bogus": 1, "template": {"spec": {"containers": [{"name": "a", "x": 2}]}}}, "top": {}})

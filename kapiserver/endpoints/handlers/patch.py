@@ -232,7 +232,7 @@ async def patch(scope: RequestScope) -> Response:
         if not isinstance(result, dict):
             raise errors.bad_request("the patch did not produce an object")
         warnings = len(scope.warnings)
-        result = scope.decode_patched(result)
+        result = scope.decode_patched(result, current)  # the patchers never change ``current``
         if checked:  # report unknown fields once, not per conflict retry
             del scope.warnings[warnings:]
         checked.append(True)
