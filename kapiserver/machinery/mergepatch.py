@@ -21,6 +21,6 @@ def apply_merge_patch(doc: Any, patch: Any) -> Any:
             result.pop(key, None)
         else:
             result[key] = apply_merge_patch(result.get(key), value)
-    # values of ``doc`` not touched by the patch are shared above; copy them so
-    # the result never aliases the input
-    return {k: (v if k in patch else copy_json(v)) for k, v in result.items()}
+    # values of ``doc`` not touched by the patch are shared above; copy the mutable
+    # ones so the result never aliases the input
+    return {k: (copy_json(v) if k not in patch and isinstance(v, (dict, list)) else v) for k, v in result.items()}
