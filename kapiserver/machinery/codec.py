@@ -6,8 +6,9 @@ place that turns them into bytes and back.
 from __future__ import annotations
 
 import copy
+import functools
 import re
-from typing import Any
+from typing import Any, Optional
 
 import orjson
 import yaml
@@ -18,9 +19,55 @@ JSON = "application/json"
 YAML = "application/yaml"
 
 try:  # the C dumper is several times faster when libyaml is present
-    _YamlDumper = yaml.CSafeDumper
+    _BaseYamlDumper = yaml.CSafeDumper
 except AttributeError:  # pragma: no cover
-    _YamlDumper = yaml.SafeDumper  # type: ignore[misc]
+    _BaseYamlDumper = yaml.SafeDumper  # type: ignore[misc]
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()  # the dumpers' (implicit types: YAML 1.1)
+# strings go-yaml v2 reads as booleans that PyYAML's resolver does not
+_GO_YAML_BOOLEANS = frozenset(("y", "Y", "n", "N"))
+
+
+class _YamlDumper(_BaseYamlDumper):  # type: ignore[misc,valid-type]
+    """Strings styled as sigs.k8s.io/yaml (go-yaml v2, a port of libyaml's emitter) styles them."""
+
+
+def _go_yaml_string(dumper: Any, data: str) -> Any:
+    style = _short_string_style(data) if len(data) <= 64 else _string_style(data)
+    return dumper.represent_scalar(_STR_TAG, data, style=style)
+
+
+def _string_style(data: str) -> Optional[str]:
+    # go-yaml v2: a string with a line break asks for a literal block (the emitter falls back
+    # to double quotes where one cannot hold it), one that would read back as another type
+    # ("0", "true", "", a timestamp) for double quotes, any other for plain (else single
+    # quotes, else double: the emitter's choice, libyaml's too)
+    if "\n" in data:
+        return "|"
+    if (data in _GO_YAML_BOOLEANS or _go_yaml_number(data)
+            or _RESOLVER.resolve(yaml.ScalarNode, data, (True, False)) != _STR_TAG):
+        return '"'
+    return None
+
+
+# keys and short values repeat from object to object (the resolver's regexes cost more)
+_short_string_style = functools.lru_cache(maxsize=4096)(_string_style)
+
+
+def _go_yaml_number(data: str) -> bool:
+    """Whether go-yaml v2 reads the string as a number where PyYAML does not (``1e3``): it tries
+    Go's ParseFloat, underscores removed, on anything that starts like a number."""
+    if not data or data[0] not in "0123456789+-." or data != data.strip():
+        return False
+    try:
+        float(data.replace("_", ""))
+    except ValueError:
+        return False
+    return True
+
+
+_YamlDumper.add_representer(str, _go_yaml_string)
 
 
 # Go's encoding/json escapes these inside strings (HTML safety, JavaScript line

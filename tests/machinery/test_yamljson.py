@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from twisted.trial import unittest
 
-from kapiserver.machinery import limits
+from kapiserver.machinery import codec, limits
 from kapiserver.machinery.yamljson import YAMLError, yaml_to_json
 
 
@@ -70,3 +70,59 @@ class StructureTests(unittest.TestCase):
         # shared, not copied: modest aliasing composes fine
         doc = yaml_to_json(b"a: &a [1, 2]\nb: [*a, *a, *a]\n")
         self.assertEqual(doc["b"], [[1, 2]] * 3)
+
+
+class StringStyleTests(unittest.TestCase):
+    """codec.encode_yaml styles strings as kube-apiserver's YAML answers do (go-yaml v2)."""
+
+    # kube-apiserver v1.32's answer to Accept: application/yaml for a ConfigMap with this data
+    KUBE = """data:
+  a0: "0"
+  a1: "true"
+  a2: 'x: y'
+  a3: |
+    a
+    b
+  a4: |-
+    line1
+    line2
+  a5: ""
+  a6: |2-
+     lead
+    x
+  a7: "trail \\nx"
+  a8: "y"
+  a9: "n"
+  b0: "1:20"
+  b1: "2026-11-27T20:40:13Z"
+  b2: "tab\\there"
+  b3: |+
+    a
+
+    b
+
+  b4: "~"
+  b5: "null"
+  b6: "on"
+  b7: ünï
+  b8: '#x'
+  b9: '- x'
+  c0: "\\ta\\nb"
+  c1: |
+    a
+  c2: "x\\r\\ny"
+  c3: "1e3"
+  c4: "0x10"
+  c5: "Yes"
+  c6: "a  \\n"
+"""
+    DATA = {"a0": "0", "a1": "true", "a2": "x: y", "a3": "a\nb\n", "a4": "line1\nline2", "a5": "", "a6": " lead\nx",
+            "a7": "trail \nx", "a8": "y", "a9": "n", "b0": "1:20", "b1": "2026-11-27T20:40:13Z", "b2": "tab\there",
+            "b3": "a\n\nb\n\n", "b4": "~", "b5": "null", "b6": "on", "b7": "ünï", "b8": "#x", "b9": "- x",
+            "c0": "\ta\nb", "c1": "a\n", "c2": "x\r\ny", "c3": "1e3", "c4": "0x10", "c5": "Yes", "c6": "a  \n"}
+
+    def test_the_bytes_kube_apiserver_writes(self):
+        self.assertEqual(codec.encode_yaml({"data": self.DATA}).decode(), self.KUBE)
+
+    def test_every_string_reads_back_as_itself(self):
+        self.assertEqual(yaml_to_json(codec.encode_yaml({"data": self.DATA})), {"data": self.DATA})
