@@ -55,16 +55,22 @@ def _string_style(data: str) -> Optional[str]:
 _short_string_style = functools.lru_cache(maxsize=4096)(_string_style)
 
 
+# go-yaml v2's yamlStyleFloat: what it lets strconv.ParseFloat read as a float
+_GO_YAML_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
 def _go_yaml_number(data: str) -> bool:
-    """Whether go-yaml v2 reads the string as a number where PyYAML does not (``1e3``): it tries
-    Go's ParseFloat, underscores removed, on anything that starts like a number."""
-    if not data or data[0] not in "0123456789+-." or data != data.strip():
+    """Whether go-yaml v2 reads the string as a number where PyYAML may not (``1e3``, ``0o17``):
+    on what starts like a number, underscores removed, Go's ParseInt with base prefixes or its
+    float syntax.  (``+inf`` and non-ASCII digits stay strings there.)"""
+    if not data or data[0] not in "0123456789+-." or not data.isascii() or data != data.strip():
         return False
+    plain = data.replace("_", "") if data[0] != "." else data
     try:
-        float(data.replace("_", ""))
+        int(plain, 0)  # Python's base prefixes are Go's (a leading-zero octal PyYAML resolves itself)
+        return True
     except ValueError:
-        return False
-    return True
+        return _GO_YAML_FLOAT.fullmatch(plain) is not None
 
 
 _YamlDumper.add_representer(str, _go_yaml_string)

@@ -75,7 +75,7 @@ class StructureTests(unittest.TestCase):
 class StringStyleTests(unittest.TestCase):
     """codec.encode_yaml styles strings as kube-apiserver's YAML answers do (go-yaml v2)."""
 
-    # kube-apiserver v1.32's answer to Accept: application/yaml for a ConfigMap with this data
+    # kube-apiserver v1.32's answer to Accept: application/yaml for a ConfigMap with this data (two ConfigMaps: a0-c6, d0-e7)
     KUBE = """data:
   a0: "0"
   a1: "true"
@@ -115,11 +115,32 @@ class StringStyleTests(unittest.TestCase):
   c4: "0x10"
   c5: "Yes"
   c6: "a  \\n"
+  d0: "0o17"
+  d1: +inf
+  d2: ".5"
+  d3: "1_000"
+  d4: '1e3 '
+  d5: "0b11"
+  d6: "-.5e3"
+  d7: "1."
+  d8: 1٣
+  d9: "+.inf"
+  e0: "-0b11"
+  e1: 1e
+  e2: "0x_1F"
+  e3: +nan
+  e4: .e3
+  e5: "12:30:00"
+  e6: "08"
+  e7: "1__0"
 """
     DATA = {"a0": "0", "a1": "true", "a2": "x: y", "a3": "a\nb\n", "a4": "line1\nline2", "a5": "", "a6": " lead\nx",
             "a7": "trail \nx", "a8": "y", "a9": "n", "b0": "1:20", "b1": "2026-11-27T20:40:13Z", "b2": "tab\there",
             "b3": "a\n\nb\n\n", "b4": "~", "b5": "null", "b6": "on", "b7": "ünï", "b8": "#x", "b9": "- x",
-            "c0": "\ta\nb", "c1": "a\n", "c2": "x\r\ny", "c3": "1e3", "c4": "0x10", "c5": "Yes", "c6": "a  \n"}
+            "c0": "\ta\nb", "c1": "a\n", "c2": "x\r\ny", "c3": "1e3", "c4": "0x10", "c5": "Yes", "c6": "a  \n",
+            "d0": "0o17", "d1": "+inf", "d2": ".5", "d3": "1_000", "d4": "1e3 ", "d5": "0b11", "d6": "-.5e3",
+            "d7": "1.", "d8": "1٣", "d9": "+.inf", "e0": "-0b11", "e1": "1e", "e2": "0x_1F", "e3": "+nan",
+            "e4": ".e3", "e5": "12:30:00", "e6": "08", "e7": "1__0"}
 
     def test_the_bytes_kube_apiserver_writes(self):
         self.assertEqual(codec.encode_yaml({"data": self.DATA}).decode(), self.KUBE)
