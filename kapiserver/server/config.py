@@ -127,6 +127,11 @@ class EtcdConfig:
     # notification) for this long; 0 = never.  About 3x etcd's
     # --experimental-watch-progress-notify-interval.
     watch_silence_timeout_seconds: float = 0.0
+    # Consistent reads (GET and LIST at the latest revision) from the watch cache after a
+    # progress request on its watch (kube-apiserver's ConsistentListFromCache), when etcd is
+    # one member of a release that answers those in order (3.4.31+, 3.5.13+); false sends
+    # every consistent read to etcd.
+    consistent_reads_from_cache: bool = True
 
 
 @dataclass

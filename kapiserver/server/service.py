@@ -38,7 +38,7 @@ from kapiserver.server.config import Config, worker_count
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.server.kubeconfig import write_admin_kubeconfig
-from kapiserver.server.tcp_transport import send_writes_at_once
+from kapiserver.machinery.eager_tcp import send_writes_at_once
 from kapiserver.server.version import version_info
 
 log = Logger()
@@ -106,7 +106,8 @@ def _build_backend(config: Config, reactor: Any = None, worker: Optional[int] = 
             tls = EtcdTLS(ca_file=etcd.cafile or None, cert_file=etcd.certfile or None,
                           key_file=etcd.keyfile or None)
         return EtcdStorage(list(etcd.servers), prefix=etcd.prefix, tls=tls, reactor=reactor,
-                           watch_silence_timeout=etcd.watch_silence_timeout_seconds)
+                           watch_silence_timeout=etcd.watch_silence_timeout_seconds,
+                           watch_progress=None if etcd.consistent_reads_from_cache else False)
     from kapiserver.storage.sqlite import SQLiteStorage
     if worker is None:  # (a supervisor checked before starting its workers, which create it together)
         check_sqlite_file(config)

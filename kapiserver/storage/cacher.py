@@ -9,7 +9,14 @@ of clients watching.
 
 What is served from where:
 
-* ``list(prefix)`` at the latest revision: a consistent read from memory: the
+* ``list(prefix)`` and ``get(key)`` at the latest revision, when the backend's
+  watch answers progress requests (``watch_progress``: etcd, one member, a
+  release that answers them in order): the cache's watch is asked for
+  progress, and once etcd's answer arrived on it, after every event it
+  covers, memory answers (kube-apiserver's consistent reads from cache).  No
+  read goes to etcd; requests that arrive while one is out share the next.
+  If the stream breaks first, the steps below answer.
+* ``list(prefix)`` at the latest revision otherwise: a consistent read from memory: the
   backend's current revision is read, the cache waits (at most
   ``consistent_wait`` seconds) until it has caught up with it, then answers;
   if it does not catch up in time, the backend answers.  After such a futile
@@ -17,8 +24,7 @@ What is served from where:
   the cache is already there, until one finds it caught up: on an etcd that
   others write to and that sends no progress notifications, a quiet
   resource's cache never learns the current revision, and every wait would
-  last the whole ``consistent_wait`` (kube-apiserver asks etcd for progress,
-  RequestWatchProgress, which the JSON gateway cannot carry).  Before either,
+  last the whole ``consistent_wait`` (the reason for progress requests above).  Before either,
   a backend that can (``unchanged_since``: etcd) is asked whether anything
   under the cache's prefix changed between the cache's revision and the
   current one; if not, the cache answers at the current revision, and so do
@@ -30,9 +36,10 @@ What is served from where:
 * ``get(key)``: memory, when the backend knows its latest revision without a
   round trip (``local_revision``: the embedded store) and the cache has reached
   it, which it has unless a watch is replaying history: the same answer
-  the backend would give, without the thread hop. Otherwise the backend: on
-  etcd a consistent read from memory would cost the same revision round trip
-  plus a wait.  When the cache holds the very version the backend read (same
+  the backend would give, without the thread hop; or after a progress request
+  (above). Otherwise the backend: without progress requests a consistent read
+  from memory would cost the same revision round trip as the read, plus a
+  wait.  When the cache holds the very version the backend read (same
   mod revision), the answer is the cache's copy, so the encoding an earlier
   read memoized on it is reused.  ``get_cached(key)`` is the
   ``resourceVersion=0`` fast path.
@@ -62,7 +69,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -163,7 +170,17 @@ class CachedStorage:
                     self._flush_progress()
                 if latest is not None and cache.revision >= latest:
                     return defer.succeed(cache.get(key))
+            elif cache is not None:
+                # or when the backend's watch can vouch that the cache has every committed write
+                synced = cache.sync()
+                if synced is not None:
+                    return synced.addCallback(self._get_synced, cache, key)
         return self.backend.get(key, revision).addCallback(self._held_copy)
+
+    def _get_synced(self, synced: bool, cache: WatchCache, key: str) -> Any:
+        if synced:
+            return cache.get(key)
+        return self.backend.get(key).addCallback(self._held_copy)
 
     def _held_copy(self, read: Optional[KeyValue]) -> Optional[KeyValue]:
         """What the backend read, as the ready cache's copy when it holds that very version."""
@@ -228,8 +245,12 @@ class CachedStorage:
         The revision its contents can be answered at, or None when it did not get
         there within ``consistent_wait`` seconds (the caller then reads the backend).
         """
-        current = await self.backend.current_revision()
         await cache.ensure_ready()
+        synced = cache.sync()
+        if synced is not None and await synced:
+            cache.futile_wait = False
+            return cache.revision
+        current = await self.backend.current_revision()
         if cache.revision < current:
             self._flush_progress()
         if cache.revision >= current:

@@ -258,6 +258,26 @@ class WatchCache:
         d.addBoth(lambda r: (timer.active() and timer.cancel(), r)[1])
         return d
 
+    def sync(self) -> Optional[defer.Deferred]:
+        """Fire True once the cache holds every write committed before this call, False when it
+        could not tell; None when the backend's watch cannot be asked (ask the backend instead).
+
+        The backend watch is asked for progress (``request_progress``, etcd's
+        RequestWatchProgress, where the backend vouches for its answers with ``watch_progress``):
+        its answer comes on the stream after the events it covers, so once it is in, so are they.
+        """
+        upstream = self._upstream
+        if not self.ready or upstream is None or not getattr(self.backend, "watch_progress", False):
+            return None
+        request: Optional[Callable[[], defer.Deferred]] = getattr(upstream, "request_progress", None)
+        if request is None:
+            return None
+        generation = self._generation
+
+        def answered(revision: int) -> bool:
+            return generation == self._generation and self.ready and self.revision >= revision
+        return request().addCallbacks(answered, lambda _: False)
+
     def _wake(self, revision: int) -> None:
         waiters = self._waiters
         while waiters and waiters[0][0] <= revision:

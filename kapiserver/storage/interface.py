@@ -196,6 +196,11 @@ class Storage(Protocol):
     # latest committed revision when the backend knows it without a round trip (the
     # embedded store, whose process commits every write). The watch cache then serves
     # consistent single-key reads from memory; backends without it are asked.
+    # Optional too: ``watch_progress: bool``, true when the backend's watches answer
+    # ``request_progress()`` (a Deferred firing with a revision R, the backend's latest at
+    # some moment after the call, once every event up to R was delivered) and those
+    # answers prove that a read began after every write up to R (etcd, see EtcdStorage).
+    # The watch cache then serves consistent reads from memory after such an answer.
 
     def get(self, key: str, revision: int = 0) -> Deferred:
         """Fire with the :class:`KeyValue` at ``revision`` (0 = latest), or ``None``."""

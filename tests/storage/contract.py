@@ -60,6 +60,15 @@ class Recorder:
         return [(e.type, e.kv.key, e.kv.value) for e in self.events]
 
 
+def record_watch(test, store, prefix: str, after: int) -> Recorder:
+    """Watch ``prefix`` of ``store`` after revision ``after`` into a new Recorder (its
+    ``handle``), cancelled when ``test`` ends."""
+    rec = Recorder()
+    rec.handle = store.watch(prefix, after, rec.on_event, rec.on_error, rec.on_progress)
+    test.addCleanup(rec.handle.cancel)
+    return rec
+
+
 class StorageContractTests:
     """Storage semantics every backend must honour (mixin: not a TestCase)."""
 

@@ -13,7 +13,7 @@ from kapiserver.storage.cacher import CachedStorage, default_resource_prefix
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.interface import DELETE, PUT, CompactedError, Event, KeyValue, Storage
 from kapiserver.storage.sqlite import SQLiteStorage
-from tests.storage.contract import Recorder, StorageContractTests, sleep, until
+from tests.storage.contract import record_watch, Recorder, sleep, StorageContractTests, until
 from kapiserver.testing.etcd import shared_etcd, skip_reason
 
 
@@ -169,10 +169,7 @@ class CacherTests(unittest.TestCase):
         return store, backend
 
     def watch(self, store: CachedStorage, prefix: str, after: int) -> Recorder:
-        rec = Recorder()
-        rec.handle = store.watch(prefix, after, rec.on_event, rec.on_error, rec.on_progress)
-        self.addCleanup(rec.handle.cancel)
-        return rec
+        return record_watch(self, store, prefix, after)
 
     def test_default_resource_prefix(self):
         self.assertEqual(default_resource_prefix("/configmaps/ns/cm"), "/configmaps/")

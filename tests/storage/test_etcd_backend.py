@@ -9,7 +9,7 @@ from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.etcd.client import Compare, EtcdClient, LeaseNotFoundError, Op
-from tests.storage.contract import Recorder, sleep, until
+from tests.storage.contract import record_watch, Recorder, sleep, until
 from kapiserver.testing.etcd import EtcdServer, shared_etcd, skip_reason
 
 
@@ -28,10 +28,7 @@ class EtcdBackendTests(unittest.TestCase):
         await self.client.close()
 
     def watch(self, prefix: str, after: int) -> Recorder:
-        rec = Recorder()
-        rec.handle = self.store.watch(prefix, after, rec.on_event, rec.on_error, rec.on_progress)
-        self.addCleanup(rec.handle.cancel)
-        return rec
+        return record_watch(self, self.store, prefix, after)
 
     async def test_keys_are_laid_out_like_kube_apiserver(self):
         await self.store.create("/configmaps/default/cm1", b"{}")

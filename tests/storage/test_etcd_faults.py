@@ -14,7 +14,7 @@ from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.interface import CompactedError, UnavailableError
-from tests.storage.contract import Recorder, sleep, until
+from tests.storage.contract import record_watch, Recorder, sleep, until
 from kapiserver.testing.etcd import EtcdServer, free_port, skip_reason
 
 
@@ -76,10 +76,7 @@ class EtcdFaultTests(unittest.TestCase):
         return store
 
     def watch(self, store: EtcdStorage, prefix: str, after: int) -> Recorder:
-        rec = Recorder()
-        rec.handle = store.watch(prefix, after, rec.on_event, rec.on_error, rec.on_progress)
-        self.addCleanup(rec.handle.cancel)
-        return rec
+        return record_watch(self, store, prefix, after)
 
     async def test_watch_survives_etcd_restart_without_gap_or_duplicate(self):
         store = await self.storage()

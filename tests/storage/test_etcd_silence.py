@@ -22,8 +22,8 @@ from kapiserver.server.config import ConfigError, config_from_dict
 from kapiserver.server.service import build_storage
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.etcd.keepalive import KEEPALIVE_IDLE, KeepAliveEndpointFactory
-from kapiserver.storage.etcd.watch import _LineStream
-from tests.storage.contract import Recorder, sleep, until
+from kapiserver.storage.etcd.websocket import WebSocketStream
+from tests.storage.contract import record_watch, Recorder, sleep, until
 from kapiserver.testing.etcd import shared_etcd, skip_reason
 from kapiserver.testing.tcpproxy import TCPProxy
 
@@ -34,22 +34,25 @@ def seq(i: int) -> bytes:
     return f"seq-{i:05d}".encode()
 
 
-class _FakeBodyTransport:
+class _FakeTransport:
     def __init__(self) -> None:
         self.stopped = False
 
-    def stopProducing(self) -> None:
+    def write(self, data: bytes) -> None:
+        pass
+
+    def abortConnection(self) -> None:
         self.stopped = True
 
 
-class LineStreamSilenceTests(unittest.TestCase):
+class StreamSilenceTests(unittest.TestCase):
     """The silence check itself, on a fake clock."""
 
     def stream(self, timeout: float):
         clock = task.Clock()
         silences: list[float] = []
-        stream = _LineStream(lambda doc: None, clock, timeout, silences.append)
-        transport = _FakeBodyTransport()
+        stream = WebSocketStream(b"127.0.0.1:2379", "/v3/watch", lambda doc: None, clock, timeout, silences.append)
+        transport = _FakeTransport()
         stream.makeConnection(transport)
         return clock, stream, transport, silences
 
@@ -107,10 +110,7 @@ class EtcdWatchSilenceTests(unittest.TestCase):
         return store
 
     def watch(self, store: EtcdStorage, after: int) -> Recorder:
-        rec = Recorder()
-        rec.handle = store.watch("/s/", after, rec.on_event, rec.on_error, rec.on_progress)
-        self.addCleanup(rec.handle.cancel)
-        return rec
+        return record_watch(self, store, "/s/", after)
 
     async def watch_through_proxy(self, silence_timeout: float):
         direct = await self.storage([self.etcd.endpoint])

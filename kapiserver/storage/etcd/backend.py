@@ -28,16 +28,46 @@ def _deferred(coro) -> defer.Deferred:
     return defer.Deferred.fromCoroutine(coro)
 
 
+# etcd releases whose answer to a progress request waits until the stream sent every event
+# before the revision it names (etcd-io/etcd#15220 was fixed in these); kube-apiserver
+# requests watch progress from the same ones.
+_RELIABLE_PROGRESS_SINCE = ((3, 4, 31), (3, 5, 13))
+
+
+def answers_progress_in_order(version: str) -> bool:
+    """Whether an etcd of this version (``3.5.16``) answers a progress request only after the
+    events it covers."""
+    try:
+        release = tuple(int(part) for part in version.split("-")[0].split(".")[:3])
+    except ValueError:
+        return False
+    if release < (3, 5):
+        return release >= _RELIABLE_PROGRESS_SINCE[0]
+    return release >= _RELIABLE_PROGRESS_SINCE[1]
+
+
 class EtcdStorage:
     """The etcd backend.  ``endpoints`` are client URLs (``http(s)://host:port``).
 
     ``watch_silence_timeout`` (seconds, 0 = off): a watch stream that brings
     nothing, not even a progress notification, for that long is reconnected.
+
+    ``watch_progress`` says whether the watch cache may take a watch's answer
+    to a progress request (:meth:`EtcdWatch.request_progress`) as proof that
+    it holds every write committed before a read began, and so serve
+    consistent reads from memory.  ``None`` (the default) decides at
+    :meth:`start`: yes when etcd is a single member of a release that answers
+    progress requests in order.  With several members a watch may be served
+    by one that has not yet applied a write another acknowledged, so reads go
+    to etcd's quorum, as before.
     """
 
     def __init__(self, endpoints: list[str], prefix: str = "/registry", tls: Optional[EtcdTLS] = None,
-                 request_timeout: float = 10.0, reactor=None, watch_silence_timeout: float = 0.0):
+                 request_timeout: float = 10.0, reactor=None, watch_silence_timeout: float = 0.0,
+                 watch_progress: Optional[bool] = None):
         self.client = EtcdClient(endpoints, tls=tls, request_timeout=request_timeout, reactor=reactor)
+        self._watch_progress_setting = watch_progress
+        self.watch_progress = bool(watch_progress)
         # reads of one key at the latest revision, sharing round trips under load
         self._latest = LatestReads(self.client)
         self.watch_silence_timeout = watch_silence_timeout
@@ -65,7 +95,18 @@ class EtcdStorage:
 
     def start(self) -> defer.Deferred:
         """Fire once etcd answers (UnavailableError otherwise)."""
-        return _deferred(self.check_health())
+        return _deferred(self._start())
+
+    async def _start(self) -> None:
+        status = await self.client.status()
+        if self._watch_progress_setting is None:
+            version = str(status.get("version", ""))
+            members = len((await self.client.call("/v3/cluster/member/list", {})).get("members", ()))
+            self.watch_progress = members == 1 and answers_progress_in_order(version)
+            log.info("etcd {version}, {members} member(s): consistent reads are served {where}",
+                     version=version, members=members,
+                     where="from the watch cache after a progress request" if self.watch_progress
+                     else "by etcd")
 
     def stop(self) -> defer.Deferred:
         """Cancel every watch (without on_error) and close connections."""

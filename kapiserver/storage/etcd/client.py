@@ -1,14 +1,14 @@
 """A typed client for etcd v3's JSON gRPC gateway.
 
 Why the gateway: it needs no gRPC dependency, every call is a plain HTTP POST
-of a JSON body, and a watch is one long streaming response.  Conventions of
+of a JSON body, and a watch is one WebSocket of JSON messages.  Conventions of
 the gateway this module hides: keys and values are base64, int64 fields are
 JSON strings, and fields equal to their zero value are omitted.
 
 Unary calls (ranges, txns, leases) go over persistent connections through a
 small HTTP/1.1 client of their own (:mod:`.unary_http`: about a third of what
-treq and Twisted's Agent cost per call); watches, one long stream each, go
-through treq.
+treq and Twisted's Agent cost per call); watches, one long stream each, are
+WebSockets (:mod:`.websocket`), which carry requests to a running watch.
 
 Every call has a deadline; with several endpoints, a connection failure moves
 on to the next one.  Connections use TCP keepalive (:mod:`.keepalive`).  Failures surface as the storage errors of
@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import orjson
-import treq
 from twisted.internet import defer, error as net_error
-from twisted.internet.interfaces import IProtocol
+from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.web import _newclient
-from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.client import URI
 
 from kapiserver.storage.etcd.keepalive import KeepAliveEndpointFactory
 from kapiserver.storage.etcd.tls import EtcdTLS
 from kapiserver.storage.etcd.unary_http import ConnectionBroke, UnaryHTTPClient
+from kapiserver.storage.etcd.websocket import WebSocketStream
 from kapiserver.storage.interface import (CompactedError, FutureRevisionError, StorageError,
                                           UnavailableError)
 
@@ -281,6 +281,18 @@ def _error_from_body(status: int, body: bytes, path: str, revision: int = 0) -> 
 # ---------------------------------------------------------------- client
 
 
+class _OneStream(Factory):
+    """Connects one given protocol, without logging each connection as a factory start."""
+
+    noisy = False
+
+    def __init__(self, stream: WebSocketStream) -> None:
+        self._stream = stream
+
+    def buildProtocol(self, addr: object) -> WebSocketStream:
+        return self._stream
+
+
 class EtcdClient:
     """Calls etcd's gateway on ``endpoints`` (``http(s)://host:port``), with failover.
 
@@ -305,10 +317,9 @@ class EtcdClient:
         connect_timeout = max(1, min(5, int(request_timeout)))
         endpoint_factory = KeepAliveEndpointFactory(reactor, tls.policy() if tls is not None else None,
                                                      connect_timeout)
+        self._endpoint_factory = endpoint_factory
         self._unary = UnaryHTTPClient(endpoint_factory)
-        # Streams (watches) go through treq, each on a connection of its own.
-        self._stream_http = treq.client.HTTPClient(Agent.usingEndpointFactory(
-            reactor, endpoint_factory, HTTPConnectionPool(reactor, persistent=False)))
+        self.calls = 0  # unary calls made (tests, benchmarks)
 
     def describe_endpoints(self) -> str:
         return ", ".join(self.endpoints)
@@ -335,6 +346,7 @@ class EtcdClient:
         for, used to build Compacted/FutureRevision errors.
         """
         limit = self.request_timeout if timeout is None else timeout
+        self.calls += 1
         d = defer.Deferred.fromCoroutine(self._call(path, orjson.dumps(body), idempotent, revision))
         d.addTimeout(limit, self.reactor)
         try:
@@ -366,33 +378,36 @@ class EtcdClient:
             return orjson.loads(content) if content else {}
         raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
 
-    async def open_stream(self, path: str, body: dict, protocol: IProtocol, timeout: Optional[float] = None,
-                          avoid: Optional[str] = None) -> str:
-        """POST ``body`` and feed the streaming response body into ``protocol``.
+    async def open_websocket(self, path: str, make_stream: Callable[[bytes], WebSocketStream],
+                             timeout: Optional[float] = None, avoid: Optional[str] = None
+                             ) -> tuple[str, WebSocketStream]:
+        """Open a WebSocket to ``path`` (a bidirectional stream: a watch) on the first endpoint that takes it.
 
-        Returns the endpoint that answered once the response headers arrived;
-        ``protocol.connectionLost`` says when the stream ends.  Cancelling the
-        awaiting Deferred aborts a request still in flight.  ``avoid`` (an
-        endpoint that just went silent) is tried last.
+        ``make_stream(host)`` makes the protocol for one attempt.  Returns the
+        endpoint and the stream once the upgrade was accepted;
+        ``stream.ended`` says when it is gone.  Cancelling the awaiting
+        Deferred aborts an attempt in flight.  ``avoid`` (an endpoint that just
+        went silent) is tried last.
         """
         limit = self.request_timeout if timeout is None else timeout
-        data = orjson.dumps(body)
         last: Optional[BaseException] = None
         for endpoint in self._order(avoid):
-            d = self._stream_http.post(endpoint + path, data=data, unbuffered=True,
-                                       headers=_JSON_HEADERS)
-            d.addTimeout(limit, self.reactor)
+            uri = URI.fromBytes(endpoint.encode("ascii"))
+            stream = make_stream(uri.host + b":%d" % uri.port)
+            connecting = self._endpoint_factory.endpointForURI(uri).connect(_OneStream(stream))
+            connecting.addTimeout(limit, self.reactor)
             try:
-                response = await d
-            except (*_NOT_SENT, *_MAYBE_SENT, defer.TimeoutError) as e:
+                await connecting
+                await stream.opened.addTimeout(limit, self.reactor)
+            except (StorageError, defer.CancelledError):  # refused by etcd, or given up by the caller
+                stream.abort()
+                raise
+            except Exception as e:  # no connection, a broken one, a failed TLS handshake, a timeout
+                stream.abort()
                 last = e
                 continue
-            if response.code != 200:
-                content = await response.content()
-                raise _error_from_body(response.code, content, path)
             self._prefer(endpoint)
-            response.deliverBody(protocol)
-            return endpoint
+            return endpoint, stream
         raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
 
     def close(self) -> defer.Deferred:

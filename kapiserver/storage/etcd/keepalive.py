@@ -1,4 +1,4 @@
-"""TCP keepalive on every connection to etcd.
+"""TCP keepalive on every connection to etcd (and its writes sent at once: :mod:`kapiserver.machinery.eager_tcp`).
 
 Upstream's etcd client pings over gRPC so that a peer that vanished without
 closing the connection (power loss, a partition dropping packets) is noticed.
@@ -23,6 +23,8 @@ from twisted.web.client import URI, BrowserLikePolicyForHTTPS
 from twisted.web.error import SchemeNotSupported
 from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS
 from zope.interface import implementer
+
+from kapiserver.machinery.eager_tcp import write_at_once
 
 log = Logger()
 
@@ -56,6 +58,7 @@ class _KeepAliveTCPEndpoint:
     @staticmethod
     def _configure(protocol: IProtocol) -> IProtocol:
         transport = getattr(protocol, "transport", None)
+        write_at_once(transport)  # a call or a watch request is one write: no reactor turn before it leaves
         handle = transport.getHandle() if transport is not None else None
         if isinstance(handle, socket.socket):
             try:

@@ -1,8 +1,8 @@
-"""One etcd watch as one streaming POST to the gateway's /v3/watch, resumed on failure.
+"""One etcd watch as one WebSocket to the gateway's /v3/watch, resumed on failure.
 
-The gateway answers a watch with a never-ending response body: one JSON
-object per line, ``{"result": WatchResponse}``.  This module parses that
-stream incrementally, turns etcd events into storage :class:`Event` objects,
+The gateway answers a watch with one JSON message per WatchResponse,
+``{"result": WatchResponse}`` (:mod:`.websocket`).  This module turns etcd
+events into storage :class:`Event` objects,
 and when the stream breaks (etcd restarted, connection lost) opens a new one
 starting just after the last revision it delivered, so the watcher sees no gap
 and no duplicate.  A compacted start revision ends the watch with
@@ -14,19 +14,23 @@ for that long is aborted and resumed the same way, on another endpoint first.
 etcd's progress notifications (asked for with ``progress_notify``) are what
 keep a healthy but idle stream from looking silent, so the timeout must be a
 few times etcd's ``--experimental-watch-progress-notify-interval``.
+
+A running watch can be asked for progress (:meth:`EtcdWatch.request_progress`,
+kube-apiserver's RequestWatchProgress): etcd answers on the same stream with
+its latest revision once every event up to it was sent, which is how the
+watch cache learns, without a read of its own, that it holds everything
+committed before a consistent read began.
 """
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-import orjson
 from twisted.internet import defer, task
-from twisted.internet.interfaces import IDelayedCall
-from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 
 from kapiserver.storage.etcd.client import EtcdClient, EtcdKV, b64
+from kapiserver.storage.etcd.progress import ProgressRequests
+from kapiserver.storage.etcd.websocket import WebSocketStream
 from kapiserver.storage.interface import (DELETE, PUT, CompactedError, ErrorHandler, Event, EventHandler,
                                           KeyValue, ProgressHandler, StorageError)
 
@@ -34,83 +38,6 @@ log = Logger()
 
 KeyDecoder = Callable[[bytes], str]
 
-
-class _LineStream(Protocol):
-    """Splits a streaming body into JSON documents, one per line.
-
-    With ``silence_timeout`` > 0 it aborts itself (and calls ``on_silence``
-    with the idle time) once no byte arrived for that long.  Data only stamps
-    the time; one timer checks the stamp, so a busy stream costs one timer
-    per timeout period, not one per chunk.
-    """
-
-    def __init__(self, on_message: Callable[[dict], None], clock=None, silence_timeout: float = 0.0,
-                 on_silence: Optional[Callable[[float], None]] = None):
-        self._on_message = on_message
-        self._buffer = b""
-        self.received = False
-        self.silent = False
-        self.ended: defer.Deferred = defer.Deferred()
-        self._clock = clock
-        self._silence_timeout = silence_timeout if clock is not None else 0.0
-        self._on_silence = on_silence
-        self._last_data = 0.0
-        self._watchdog: Optional[IDelayedCall] = None
-
-    def connectionMade(self) -> None:
-        if self._silence_timeout > 0:
-            self._last_data = self._clock.seconds()
-            self._watchdog = self._clock.callLater(self._silence_timeout, self._check_silence)
-
-    def _check_silence(self) -> None:
-        self._watchdog = None
-        if self.transport is None:
-            return
-        idle = self._clock.seconds() - self._last_data
-        remaining = self._silence_timeout - idle
-        if remaining > 0.001:
-            self._watchdog = self._clock.callLater(remaining, self._check_silence)
-            return
-        self.silent = True
-        if self._on_silence is not None:
-            self._on_silence(idle)
-        self.abort()
-
-    def dataReceived(self, data: bytes) -> None:
-        self.received = True
-        if self._watchdog is not None:
-            self._last_data = self._clock.seconds()
-        self._buffer += data
-        *lines, self._buffer = self._buffer.split(b"\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            if self.transport is None:  # aborted by a previous message
-                return
-            try:
-                doc = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                log.warn("undecodable line from etcd watch stream: {line!r}", line=line[:200])
-                continue
-            self._on_message(doc)
-
-    def abort(self) -> None:
-        self._stop_watchdog()
-        transport, self.transport = self.transport, None
-        if transport is not None:
-            transport.stopProducing()  # type: ignore[attr-defined]  # a TCP/TLS transport is a producer
-
-    def _stop_watchdog(self) -> None:
-        watchdog, self._watchdog = self._watchdog, None
-        if watchdog is not None and watchdog.active():
-            watchdog.cancel()
-
-    def connectionLost(self, reason: Optional[Failure] = None) -> None:
-        self.transport = None
-        self._stop_watchdog()
-        self.reason = reason
-        if not self.ended.called:
-            self.ended.callback(None)
 
 
 class EtcdWatch:
@@ -140,11 +67,15 @@ class EtcdWatch:
         self._on_done = on_done
         self._silence_timeout = silence_timeout
         self._endpoint: Optional[str] = None
-        self._stream: Optional[_LineStream] = None
+        self._stream: Optional[WebSocketStream] = None
+        self._stream_start = 0  # the revision the current stream's watch starts at
         self._pending: Optional[defer.Deferred] = None
         self._fragments: list[dict] = []
+        self._progress: Optional[ProgressRequests] = None  # the current stream's
         self._finished = False
         self.reconnects = 0
+        # progress requests sent, and those etcd left unanswered, on the streams before the current one
+        self._ended_streams_progress = (0, 0)
         self.fragmented_responses = 0
         self.silences = 0
         self._loop = defer.Deferred.fromCoroutine(self._run())
@@ -159,6 +90,26 @@ class EtcdWatch:
     def active(self) -> bool:
         return not self._finished
 
+    @property
+    def progress_requests(self) -> int:
+        """Progress requests sent so far, on every stream."""
+        return self._ended_streams_progress[0] + (self._progress.sent if self._progress else 0)
+
+    @property
+    def progress_timeouts(self) -> int:
+        """Progress requests etcd left unanswered so far, on every stream."""
+        return self._ended_streams_progress[1] + (self._progress.timeouts if self._progress else 0)
+
+    def request_progress(self) -> defer.Deferred:
+        """Fire with a revision R once every event up to R was delivered (and ``on_progress(R)``
+        called when R is past the last event), R being etcd's latest revision at some moment after
+        this call (:mod:`.progress`).  Fails with StorageError when the stream is not open, is
+        catching up, ends first, or etcd did not answer in time: the caller then reads etcd.
+        """
+        if self._progress is None or self._finished:
+            return defer.fail(StorageError("the etcd watch stream is not open"))
+        return self._progress.request()
+
     # ------------------------------------------------------------ loop
 
     def _request(self) -> dict:
@@ -172,14 +123,17 @@ class EtcdWatch:
         backoff = self._initial_backoff
         avoid: Optional[str] = None
         while not self._finished:
-            stream = _LineStream(self._handle, self._reactor, self._silence_timeout, self._silent)
-            self._stream = stream
             self._fragments = []
+            stream = None
             try:
-                self._pending = defer.Deferred.fromCoroutine(
-                    self._client.open_stream("/v3/watch", self._request(), stream, avoid=avoid))
-                self._endpoint = await self._pending
+                self._pending = defer.Deferred.fromCoroutine(self._client.open_websocket(
+                    "/v3/watch", self._new_stream, avoid=avoid))
+                self._endpoint, stream = await self._pending
                 self._pending = None
+                self._stream_start = self.last_revision + 1
+                stream.send(self._request())
+                self._stream = stream
+                self._progress = ProgressRequests(stream.send, self._reactor, stream.abort)
                 await stream.ended
             except defer.CancelledError:
                 if self._finished:
@@ -190,11 +144,13 @@ class EtcdWatch:
                 log.failure("etcd watch stream failed")
             finally:
                 self._pending = None
+                self._stream = None
+                self._end_progress()
             if self._finished:
                 return
             # A silent endpoint may be partitioned away: try the others first.
-            avoid = self._endpoint if stream.silent else None
-            if stream.received:
+            avoid = self._endpoint if stream is not None and stream.silent else None
+            if stream is not None and stream.received:
                 backoff = self._initial_backoff
             self.reconnects += 1
             log.debug("etcd watch stream ended; resuming after revision {rev} in {delay}s",
@@ -207,6 +163,19 @@ class EtcdWatch:
             finally:
                 self._pending = None
             backoff = min(backoff * 2, self._max_backoff)
+
+    def _new_stream(self, host: bytes) -> WebSocketStream:
+        return WebSocketStream(host, "/v3/watch", self._handle, self._reactor, self._silence_timeout, self._silent)
+
+    def _end_progress(self) -> None:
+        progress, self._progress = self._progress, None
+        if progress is not None:
+            progress.close()
+            sent, timeouts = self._ended_streams_progress
+            self._ended_streams_progress = (sent + progress.sent, timeouts + progress.timeouts)
+            if progress.timeouts:
+                log.info("etcd left {n} of {sent} progress requests unanswered on a watch stream of {key!r}",
+                         n=progress.timeouts, sent=progress.sent, key=self._key)
 
     def _silent(self, idle: float) -> None:
         self.silences += 1
@@ -222,6 +191,7 @@ class EtcdWatch:
             self._stream.abort()
         if self._pending is not None:
             self._pending.cancel()
+        self._end_progress()
         if self._on_done is not None:
             self._on_done(self)
         if error is not None:
@@ -260,7 +230,10 @@ class EtcdWatch:
             self._fragments = []
         if events:
             self._deliver(events)
-        elif not r.get("created"):
+        elif r.get("created"):
+            if self._progress is not None:
+                self._progress.created(int(r.get("header", {}).get("revision", 0)), self._stream_start)
+        else:
             revision = int(r.get("header", {}).get("revision", 0))
             # A progress notification: everything up to ``revision`` was sent.
             if revision > self.last_revision:
@@ -270,6 +243,9 @@ class EtcdWatch:
                         self._on_progress(revision)
                     except Exception:
                         log.failure("watch progress handler failed")
+            # etcd's answer to a progress request names no watch (-1); its own periodic ones do
+            if r.get("watch_id") == "-1" and self._progress is not None:
+                self._progress.answered(revision)
 
     def _deliver(self, raw_events: list[dict]) -> None:
         for raw in raw_events:

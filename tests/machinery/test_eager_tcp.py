@@ -1,14 +1,14 @@
-"""The serving port's TCP transport over real loopback sockets: a write reaches the socket
+"""Eager TCP transports over real loopback sockets: a write reaches the socket
 before the reactor turns, and what the socket cannot take waits, in order, with Twisted's
 flow control."""
 from __future__ import annotations
 
 import socket
 
-from twisted.internet import defer, protocol, reactor, task
+from twisted.internet import defer, endpoints, protocol, reactor, task
 from twisted.trial import unittest
 
-from kapiserver.server.tcp_transport import EagerWriteServer, send_writes_at_once
+from kapiserver.machinery.eager_tcp import EagerWriteClient, EagerWriteServer, send_writes_at_once, write_at_once
 
 
 class Held(protocol.Protocol):
@@ -90,3 +90,28 @@ class EagerWriteTests(unittest.TestCase):
             server.transport.write(b"x" * 256 * 1024)
         self.assertGreater(producer.paused, 0)
         server.transport.unregisterProducer()
+
+
+class EagerClientTests(unittest.TestCase):
+    """A connected client transport made eager: its writes leave before the reactor turns."""
+
+    async def test_a_client_write_is_on_the_socket_before_the_reactor_turns(self):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        self.addCleanup(listener.close)
+        client = await endpoints.connectProtocol(
+            endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", listener.getsockname()[1]), protocol.Protocol())
+        self.addCleanup(client.transport.abortConnection)
+        accepted, _ = listener.accept()
+        self.addCleanup(accepted.close)
+        write_at_once(client.transport)
+        self.assertIsInstance(client.transport, EagerWriteClient)
+        client.transport.write(b"request")
+        accepted.settimeout(0)
+        self.assertEqual(accepted.recv(100), b"request")
+
+    def test_other_transports_are_left_alone(self):
+        transport = object()
+        write_at_once(transport)
+        self.assertIs(type(transport), object)
