@@ -20,6 +20,8 @@ from typing import Any
 
 from twisted.internet import tcp
 
+_JOIN_AT_MOST = 64 * 1024
+
 
 class _EagerWrite:
     """The write of a ``tcp.Connection`` subclass, sent at once while nothing is queued."""
@@ -38,6 +40,13 @@ class _EagerWrite:
             sent = 0
         if sent < len(data):
             super().write(data[sent:])  # type: ignore[misc]
+
+    def writeSequence(self, iovec: list) -> None:
+        # a request's head and body, say: one send; what is big is not copied into one piece
+        if sum(map(len, iovec)) <= _JOIN_AT_MOST:
+            self.write(b"".join(iovec))
+        else:
+            super().writeSequence(iovec)  # type: ignore[misc]
 
 
 class EagerWriteServer(_EagerWrite, tcp.Server):

@@ -108,8 +108,9 @@ class EagerClientTests(unittest.TestCase):
         write_at_once(client.transport)
         self.assertIsInstance(client.transport, EagerWriteClient)
         client.transport.write(b"request")
+        client.transport.writeSequence([b" head", b" body"])
         accepted.settimeout(0)
-        self.assertEqual(accepted.recv(100), b"request")
+        self.assertEqual(accepted.recv(100), b"request head body")
 
     def test_other_transports_are_left_alone(self):
         transport = object()
