@@ -1,9 +1,10 @@
 """Progress requests on a running watch, and consistent reads served from the watch cache after them.
 
 etcd answers a progress request on the watch's own stream, after the events it
-covers, from release 3.4.31 / 3.5.13 (etcd-io/etcd#15220).  Debian's 3.4.23
-answers too, but may answer before events already on their way, so the tests
-that rely on the order skip there; they run with
+covers, from release 3.4.31 / 3.5.13 (the releases kube-apiserver checks for,
+kubernetes/kubernetes#123192).  Debian's 3.4.23 answers too, but may answer
+before events already on their way, so the tests that rely on the order skip
+there; they run with
 ``KAPISERVER_TEST_ETCD=<etcd 3.5 binary>`` (docs/etcd.md).  The others wait
 until the watch delivered a write before they read, and hold on either.
 """

@@ -29,7 +29,7 @@ def _deferred(coro) -> defer.Deferred:
 
 
 # etcd releases whose answer to a progress request waits until the stream sent every event
-# before the revision it names (etcd-io/etcd#15220 was fixed in these); kube-apiserver
+# before the revision it names (kubernetes/kubernetes#123192); kube-apiserver
 # requests watch progress from the same ones.
 _RELIABLE_PROGRESS_SINCE = ((3, 4, 31), (3, 5, 13))
 
