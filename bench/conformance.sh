@@ -7,7 +7,8 @@
 #   CONFORMANCE_FOCUS='Namespaces.*finalize' bench/conformance.sh /tmp/c1   # a few specs
 #
 # Knobs: STANDALONE=1 (kapiserver's own controllers, no kube-controller-manager), KEEP=1 (leave
-# the temporary directory), PY (the interpreter with kapiserver installed; default .venv/bin/python).
+# the temporary directory), PY (the interpreter with kapiserver installed; default .venv/bin/python),
+# ETCD=http://127.0.0.1:2479 (kapiserver on that etcd, under a key prefix of its own; default SQLite).
 # Prints conformance.sh's summary line; OUTDIR gets e2e.log, junit.xml, kapiserver.log, kcm.log.
 # Skips (exit 0, with a message) when the anchor kit's binaries were not built.
 set -uo pipefail
@@ -46,6 +47,10 @@ data_dir: $T/data
 admin_kubeconfig: $T/admin.kubeconfig
 $CONTROLLERS
 EOF
+if [ -n "${ETCD:-}" ]; then
+  printf 'storage:\n  backend: etcd3\n  etcd:\n    servers: [%s]\n    prefix: /kapiserver-conformance-%s\n' \
+    "$ETCD" "$(basename "$T")" >> "$T/apiserver.yaml"
+fi
 (cd "$T" && PYTHONPATH="$ROOT" exec "$PY" -c \
   "import sys; sys.argv[0] = 'twistd'; from twisted.scripts.twistd import run; run()" \
   -n --pidfile= kapiserver --config "$T/apiserver.yaml" >"$T/server.log" 2>&1) &

@@ -2,7 +2,7 @@
 
 etcd clusters in production require mutual TLS (``--client-cert-auth``); this
 turns the three PEM files kube-apiserver's ``--etcd-cafile/--etcd-certfile/
---etcd-keyfile`` name into the policy the treq Agent uses for https endpoints.
+--etcd-keyfile`` name into the TLS policy of every https connection to etcd.
 """
 from __future__ import annotations
 

@@ -39,7 +39,6 @@ log = Logger()
 KeyDecoder = Callable[[bytes], str]
 
 
-
 class EtcdWatch:
     """A running watch of ``[key, range_end)`` delivering events after ``after_revision``.
 
