@@ -29,8 +29,11 @@ What is served from where:
   under the cache's prefix changed between the cache's revision and the
   current one; if not, the cache answers at the current revision, and so do
   the next consistent reads while neither moves (one round trip each, not
-  two).  ``list`` at the cache's own revision is served from memory; other
-  past revisions go to the backend (exactness matters for paginated lists).
+  two).  ``list`` at the cache's own revision is served from memory (a
+  continuation of a paginated list once the backend's compacted revision shows
+  it is still readable: a continuation older than a compaction must fail, as
+  upstream's do on etcd); other past revisions go to the backend (exactness
+  matters for paginated lists).
 * ``list_cached(prefix)``: the ``resourceVersion=0`` fast path ("any recent
   state"): memory, at once, no round trip to the backend.
 * ``get(key)``: memory, when the backend knows its latest revision without a
@@ -228,9 +231,21 @@ class CachedStorage:
             return self.backend.list(prefix, revision, limit, start_key)
         if revision > 0:
             if cache.ready and revision == cache.revision:
+                if start_key:
+                    return defer.Deferred.fromCoroutine(self._continue_list(cache, prefix, revision, limit, start_key))
                 return defer.succeed(cache.list(prefix, limit, start_key))
             return self.backend.list(prefix, revision, limit, start_key)
         return defer.Deferred.fromCoroutine(self._consistent_list(cache, prefix, limit, start_key))
+
+    async def _continue_list(self, cache: WatchCache, prefix: str, revision: int, limit: int,
+                             start_key: str) -> ListResult:
+        """A page continuing a list at the cache's revision: from memory, once the backend said
+        it has not compacted that revision; otherwise from the backend, where a continuation
+        older than a compaction fails (410 for the client, which upstream's conformance waits
+        for).  Compactions made by other processes are not seen otherwise."""
+        if revision >= await self.backend.compacted_revision() and cache.ready and cache.revision == revision:
+            return cache.list(prefix, limit, start_key)
+        return await self.backend.list(prefix, revision, limit, start_key)
 
     async def _consistent_list(self, cache: WatchCache, prefix: str, limit: int, start_key: str) -> ListResult:
         revision = await self.wait_consistent(cache)

@@ -139,7 +139,6 @@ class EtcdStorage:
         the smallest readable revision is the compacted one.  This takes
         log2(current) cheap count-only reads and never writes.
         """
-        current = await self._current_revision()
         probe = self._prefix_bytes + b"\0"
 
         async def readable(rev: int) -> bool:
@@ -153,7 +152,7 @@ class EtcdStorage:
         if await readable(lo):
             found = lo
         else:
-            hi = current  # the current revision is always readable
+            hi = await self._current_revision()  # the current revision is always readable
             while lo + 1 < hi:
                 mid = (lo + hi) // 2
                 if await readable(mid):
