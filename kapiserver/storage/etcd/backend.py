@@ -19,7 +19,7 @@ from kapiserver.storage.etcd.tls import EtcdTLS
 from kapiserver.storage.etcd.watch import EtcdWatch
 from kapiserver.storage.interface import (CompactedError, ConflictError, ErrorHandler, EventHandler,
                                           FutureRevisionError, KeyExistsError, KeyNotFoundError, KeyValue,
-                                          ListResult, ProgressHandler, UnavailableError, Watch)
+                                          ListResult, ProgressHandler, StorageError, UnavailableError, Watch)
 
 log = Logger()
 
@@ -101,7 +101,11 @@ class EtcdStorage:
         status = await self.client.status()
         if self._watch_progress_setting is None:
             version = str(status.get("version", ""))
-            members = len((await self.client.call("/v3/cluster/member/list", {})).get("members", ()))
+            try:
+                members = len((await self.client.call("/v3/cluster/member/list", {})).get("members", ()))
+            except StorageError as e:  # e.g. etcd's own RBAC refuses it: assume more than one
+                log.warn("cannot list etcd's members ({error}); consistent reads go to etcd", error=e)
+                members = 0
             self.watch_progress = members == 1 and answers_progress_in_order(version)
             log.info("etcd {version}, {members} member(s): consistent reads are served {where}",
                      version=version, members=members,
