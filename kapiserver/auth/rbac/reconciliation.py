@@ -132,6 +132,7 @@ async def reconcile(store: Any, expected: dict, compute: Callable[[dict, dict], 
     """Create or reconcile one object through its Store (re-run when it changed underneath)."""
     md = expected["metadata"]
     namespace, name = md.get("namespace") or "", md["name"]
+    last = ""  # why the last attempt had to look again (for the error)
     for _ in range(ATTEMPTS):
         try:
             existing = await store.get(namespace, name)
@@ -142,6 +143,7 @@ async def reconcile(store: Any, expected: dict, compute: Callable[[dict, dict], 
                 await store.create(namespace, copy.deepcopy(expected))
             except errors.StatusError as e2:
                 if e2.reason == "AlreadyExists":
+                    last = "read as absent, created: already exists"
                     continue
                 raise
             return Outcome(CREATE)
@@ -155,6 +157,7 @@ async def reconcile(store: Any, expected: dict, compute: Callable[[dict, dict], 
                     await store.delete(namespace, name, DeleteOptions(precondition_uid=uid))
                 except errors.StatusError as e:
                     if e.code == 409:
+                        last = f"recreate: delete of uid {uid}: {e}"
                         continue
                     if e.code != 404:
                         raise
@@ -163,10 +166,12 @@ async def reconcile(store: Any, expected: dict, compute: Callable[[dict, dict], 
                 await store.update(namespace, name, result)
         except errors.StatusError as e:
             if e.code in (404, 409):  # deleted, re-created or changed meanwhile: look again
+                last = f"{outcome.operation.lower()} of resourceVersion " \
+                       f"{existing['metadata'].get('resourceVersion')}: {e}"
                 continue
             raise
         return outcome
-    raise RuntimeError(f"{name}: exceeded maximum attempts")
+    raise RuntimeError(f"{name}: exceeded maximum attempts (last: {last})")
 
 
 def _describe(kind: str, obj: dict) -> str:
