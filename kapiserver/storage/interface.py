@@ -199,7 +199,8 @@ class Storage(Protocol):
     # Optional too: ``watch_progress: bool``, true when the backend's watches answer
     # ``request_progress()`` (a Deferred firing with a revision R, the backend's latest at
     # some moment after the call, once every event up to R was delivered) and those
-    # answers prove that a read began after every write up to R (etcd, see EtcdStorage).
+    # answers can be trusted: every write acknowledged before the call is at or below R
+    # (etcd with one member of a release that answers in order, see EtcdStorage).
     # The watch cache then serves consistent reads from memory after such an answer.
 
     def get(self, key: str, revision: int = 0) -> Deferred:

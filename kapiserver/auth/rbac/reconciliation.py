@@ -166,7 +166,7 @@ async def reconcile(store: Any, expected: dict, compute: Callable[[dict, dict], 
                 await store.update(namespace, name, result)
         except errors.StatusError as e:
             if e.code in (404, 409):  # deleted, re-created or changed meanwhile: look again
-                last = f"{outcome.operation.lower()} of resourceVersion " \
+                last = f"{outcome.operation} of resourceVersion " \
                        f"{existing['metadata'].get('resourceVersion')}: {e}"
                 continue
             raise

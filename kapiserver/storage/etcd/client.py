@@ -26,7 +26,6 @@ from twisted.internet import defer, error as net_error
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.web import _newclient
-from twisted.web.client import URI
 
 from kapiserver.storage.etcd.keepalive import KeepAliveEndpointFactory
 from kapiserver.storage.etcd.tls import EtcdTLS
@@ -317,7 +316,6 @@ class EtcdClient:
         connect_timeout = max(1, min(5, int(request_timeout)))
         endpoint_factory = KeepAliveEndpointFactory(reactor, tls.policy() if tls is not None else None,
                                                      connect_timeout)
-        self._endpoint_factory = endpoint_factory
         self._unary = UnaryHTTPClient(endpoint_factory)
         self.calls = 0  # unary calls made (tests, benchmarks)
 
@@ -392,9 +390,9 @@ class EtcdClient:
         limit = self.request_timeout if timeout is None else timeout
         last: Optional[BaseException] = None
         for endpoint in self._order(avoid):
-            uri = URI.fromBytes(endpoint.encode("ascii"))
-            stream = make_stream(uri.host + b":%d" % uri.port)
-            connecting = self._endpoint_factory.endpointForURI(uri).connect(_OneStream(stream))
+            where, host = self._unary.resolve(endpoint)
+            stream = make_stream(host)
+            connecting = where.connect(_OneStream(stream))
             connecting.addTimeout(limit, self.reactor)
             try:
                 await connecting

@@ -68,7 +68,7 @@ class ProgressRequests:
         self.answers = 0
         self.timeouts = 0
         self._ready_at: Optional[float] = None  # set once etcd created the watch
-        self._out = False  # a request is on its way (its answer or its timeout pending)
+        # the timer of the request on its way (its answer or its timeout pending), if one is
         self._timer: Optional[IDelayedCall] = None
         self._waiters: list[tuple[int, defer.Deferred]] = []  # (the answer ordinal that proves it, d)
         self._closed = False
@@ -84,7 +84,7 @@ class ProgressRequests:
             d.errback(StorageError("the etcd watch stream is not open"))
         elif self._clock.seconds() < self._ready_at:
             d.errback(StorageError("the etcd watch is catching up; etcd would not answer a progress request"))
-        elif self._out:
+        elif self._timer is not None:
             self._waiters.append((self.sent + 1, d))  # an answer to a request sent from now on
         else:
             self._send_request()
@@ -94,7 +94,6 @@ class ProgressRequests:
     def answered(self, revision: int) -> None:
         """etcd's answer to a progress request arrived (after every event up to ``revision``)."""
         self.answers += 1
-        self._out = False
         self._stop_timer()
         proven = [d for need, d in self._waiters if need <= self.answers]
         self._waiters = [(need, d) for need, d in self._waiters if need > self.answers]
@@ -114,14 +113,12 @@ class ProgressRequests:
     def _send_request(self) -> None:
         # whoever waits has a request out, with its timer (one timer: the latest request's)
         self.sent += 1
-        self._out = True
         self._send(REQUEST)
         self._stop_timer()
         self._timer = self._clock.callLater(self.timeout, self._overdue)
 
     def _overdue(self) -> None:
         self._timer = None
-        self._out = False
         self.timeouts += 1
         self._fail("etcd did not answer a progress request in time")
         if self.timeouts == self.max_timeouts:

@@ -282,7 +282,8 @@ class UnaryHTTPClient:
         self._heads: dict[tuple[str, str], bytes] = {}
         self._closing: list[defer.Deferred] = []
 
-    def _endpoint(self, endpoint: str) -> tuple[IStreamClientEndpoint, bytes]:
+    def resolve(self, endpoint: str) -> tuple[IStreamClientEndpoint, bytes]:
+        """The client endpoint for an etcd URL and its ``Host`` header value (once per URL)."""
         known = self._endpoints.get(endpoint)
         if known is None:
             uri = URI.fromBytes(endpoint.encode("ascii"))
@@ -294,7 +295,7 @@ class UnaryHTTPClient:
         """The request head up to the Content-Length value (formatted once per endpoint and path)."""
         head = self._heads.get((endpoint, path))
         if head is None:
-            _, host = self._endpoint(endpoint)
+            _, host = self.resolve(endpoint)
             head = self._heads[(endpoint, path)] = (
                 b"POST " + path.encode("ascii") + b" HTTP/1.1\r\nHost: " + host +
                 b"\r\nContent-Type: application/json\r\nContent-Length: ")
@@ -306,7 +307,7 @@ class UnaryHTTPClient:
         idle = self._idle.get(endpoint)
         connection = idle.pop() if idle else None
         if connection is None:
-            where, _ = self._endpoint(endpoint)
+            where, _ = self.resolve(endpoint)
             connection = GatewayConnection(lambda c: self._idle.setdefault(endpoint, []).append(c),
                                            lambda c: self._gone(endpoint, c))
             await connectProtocol(where, connection)

@@ -92,7 +92,6 @@ class WebSocketStream(Protocol):
         self.silent = False
         self.opened: defer.Deferred = defer.Deferred(lambda _: self.abort())
         self.ended: defer.Deferred = defer.Deferred()
-        self.reason: Optional[Failure] = None
         self._clock = clock
         self._silence_timeout = silence_timeout if clock is not None else 0.0
         self._on_silence = on_silence
@@ -125,7 +124,6 @@ class WebSocketStream(Protocol):
     def connectionLost(self, reason: Optional[Failure] = None) -> None:
         self.transport = None
         self._stop_watchdog()
-        self.reason = reason
         if not self.opened.called:
             self.opened.errback(reason if reason is not None else Failure(net_error.ConnectionDone()))
         if not self.ended.called:
