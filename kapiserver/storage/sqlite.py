@@ -29,6 +29,7 @@ Only the process with ``maintenance=True`` runs compaction and lease expiry.
 from __future__ import annotations
 
 import builtins
+import collections
 import contextlib
 import os
 import sqlite3
@@ -164,7 +165,8 @@ class SQLiteStorage:
         self._local = threading.local()
         self._rconns: list[sqlite3.Connection] = []
         self._rconns_lock = threading.Lock()
-        self._queue: list[tuple[Callable, tuple, defer.Deferred]] = []
+        # writes waiting for the writer thread: appended on the reactor, taken on the writer
+        self._queue: collections.deque[tuple[Callable, tuple, defer.Deferred]] = collections.deque()
         self._batch: Optional[defer.Deferred] = None
         self._revision = 0
         self._compacted = 0
@@ -466,16 +468,14 @@ class SQLiteStorage:
     def _kick(self) -> None:
         if self._batch is not None or not self._queue:
             return
-        batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-        self._batch = self._on_writer(self._commit_batch, [(op, args) for op, args, _ in batch])
-        self._batch.addBoth(self._batch_done, batch)
+        self._batch = self._on_writer(self._commit_queued)
+        self._batch.addCallback(self._batch_done)
 
-    def _batch_done(self, outcome: Any, batch: builtins.list) -> None:
+    def _batch_done(self, done: tuple[builtins.list, Any]) -> None:
         self._batch = None
-        if isinstance(outcome, Failure):
-            err = outcome.value
-            if not isinstance(err, StorageError):
-                err = UnavailableError(f"sqlite: {err}")
+        batch, outcome = done
+        if isinstance(outcome, BaseException):
+            err = outcome if isinstance(outcome, StorageError) else UnavailableError(f"sqlite: {outcome}")
             for _, _, d in batch:
                 d.errback(err)
         else:
@@ -499,15 +499,33 @@ class SQLiteStorage:
             return self._shared_revision.writing()
         return contextlib.nullcontext()
 
+    def _commit_queued(self) -> tuple[builtins.list, Any]:
+        """Writer thread: commit the queued writes in one transaction (one fsync for all).
+
+        The batch is taken once the writers' lock is held, so writes that queued while
+        another process committed join it (taken before the wait, with two workers nearly
+        every commit held one write, and every write paid an fsync).  Returns the batch
+        and, for the batch, the revision before and after it and each op's outcome, or the
+        error that failed them all.
+        """
+        batch: builtins.list[tuple[Callable, tuple, defer.Deferred]] = []
+        try:
+            with self._exclusive():
+                batch = self._take_queued()
+                return batch, self._commit_batch([(op, args) for op, args, _ in batch])
+        except Exception as err:  # the lock or the transaction failed: so do the writes
+            return batch or self._take_queued(), err
+
+    def _take_queued(self) -> builtins.list[tuple[Callable, tuple, defer.Deferred]]:
+        """Writer thread: the next batch (the reactor appends meanwhile, as deques allow)."""
+        queue = self._queue
+        return [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
+
     def _commit_batch(self, ops: builtins.list[tuple[Callable, tuple]]) -> tuple[int, int, builtins.list]:
-        """Writer thread: run every op in one transaction; one fsync for all.
+        """Writer thread, holding the writers' lock: run every op in one transaction.
 
         Returns the revision before and after the batch, and each op's outcome.
         """
-        with self._exclusive():
-            return self._commit_batch_locked(ops)
-
-    def _commit_batch_locked(self, ops: builtins.list[tuple[Callable, tuple]]) -> tuple[int, int, builtins.list]:
         conn = self._wconn
         assert conn is not None
         results = []

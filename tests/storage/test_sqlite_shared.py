@@ -7,6 +7,7 @@ writes alternate between them and reads and watches go to the other one.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import struct
 from typing import Any
@@ -137,6 +138,27 @@ class SharedSQLiteTests(unittest.TestCase):
         peers = [r[0] for r in later._wconn.execute("SELECT name FROM peers")]
         self.assertNotIn(name, peers)
         self.assertIn(later._bell.name, peers)
+
+    async def test_writes_queued_while_another_process_commits_commit_together(self):
+        pair = await self.open_pair()
+        a = pair.maintainer
+        batches: list[int] = []
+        commit = a._commit_batch
+
+        def counted(ops: list) -> Any:
+            batches.append(len(ops))
+            return commit(ops)
+        a._commit_batch = counted  # type: ignore[method-assign]
+        fd = os.open(a.path + "-rev", os.O_RDWR)
+        self.addCleanup(os.close, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another process holds the writers' lock
+        try:
+            pending = [a.create(f"/q/{i}", b"v") for i in range(5)]
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        written = await defer.gatherResults(pending)
+        self.assertEqual(batches, [5])  # one transaction, one fsync, for all five
+        self.assertEqual([kv.key for kv in written], [f"/q/{i}" for i in range(5)])
 
     async def test_the_others_commits_arrive_with_their_events_not_read_back(self):
         pair = await self.open_pair()
