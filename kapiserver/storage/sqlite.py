@@ -841,10 +841,15 @@ class SQLiteStorage:
         return events, upto, compacted
 
     async def _skip_compacted(self, err: CompactedError) -> None:
-        """Our watchers fell behind a compaction made elsewhere: they end (clients relist)."""
+        """Our watchers fell behind a compaction made elsewhere: they end (clients relist).
+
+        The current revision is read first, and the watches end as the published revision
+        jumps to it, in one reactor turn: a watch made meanwhile (a watch cache rebuilt from
+        a list) would otherwise be told it had everything up to a revision whose events it
+        never got."""
+        current = await self._read(lambda conn, current, compacted: current)
         log.warn("the shared database was compacted past revision {rev}; ending watches", rev=self._hub.published)
         self._hub.end_all(err)
-        current = await self._read(lambda conn, current, compacted: current)
         self._revision = max(self._revision, current)
         self._hub.published = max(self._hub.published, current)
 
