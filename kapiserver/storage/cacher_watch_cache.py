@@ -21,6 +21,7 @@ state and rebuilds from a fresh list.
 from __future__ import annotations
 
 import bisect
+import builtins
 import collections
 import dataclasses
 import heapq
@@ -372,19 +373,36 @@ class WatchCache:
             if self.evicted:
                 return CompactedError(after, self.window_start)
             return LookupError("history before the cache was built")
-        replay = []
-        for _, event in reversed(self._window):
-            if event.revision <= after:
-                break
-            if event.kv.key.startswith(w.prefix):
-                replay.append(event)
         w.last = after
-        self._watchers.setdefault(w.prefix, []).append(w)
         w.detach = self._detach
-        for event in reversed(replay):
-            w.deliver(event)
+        # The window first, and only then live events and progress: a handler may make the
+        # cache hear of progress while it is replayed (a consistent read it resumed), and a
+        # watcher told the newer revision then would drop the rest of the replay as seen.
+        generation = self._generation
+        while True:
+            replay = self._window_after(w.last, w.prefix)
+            if not replay:
+                break
+            for event in replay:
+                w.deliver(event)
+            if w.cancelled:
+                return None
+        if generation != self._generation:  # reset meanwhile: ended as its watchers were
+            return CompactedError(w.last, self.revision)
+        self._watchers.setdefault(w.prefix, []).append(w)
         w.progress(self.revision)
         return None
+
+    def _window_after(self, revision: int, prefix: str) -> "builtins.list[Event]":  # (list is a method here)
+        """The window's events under ``prefix`` after ``revision``, oldest first."""
+        found = []
+        for _, event in reversed(self._window):
+            if event.revision <= revision:
+                break
+            if event.kv.key.startswith(prefix):
+                found.append(event)
+        found.reverse()
+        return found
 
     def _detach(self, w: CacheWatcher) -> None:
         ws = self._watchers.get(w.prefix)

@@ -94,6 +94,9 @@ class WatchHub:
         self._watches: list[HubWatch] = []
         self.published = 0  # newest revision handed to publish()
         self._progress_call = None  # the pending progress round, if any
+        # publish() is offering a commit's events; a flush asked for meanwhile waits for it
+        self._publishing = False
+        self._flush_asked = False
 
     def watch(self, prefix: str, after: int, on_event: EventHandler, on_error: ErrorHandler,
               on_progress: Optional[ProgressHandler] = None, compacted: int = 0) -> HubWatch:
@@ -111,16 +114,31 @@ class WatchHub:
         self.published = max(self.published, revision)
         if not self._watches:
             return
-        for event in events:
-            key = event.kv.key
-            for w in list(self._watches):
-                if key.startswith(w.prefix):
-                    w._offer(event)
+        self._publishing = True
+        try:
+            for event in events:
+                key = event.kv.key
+                for w in list(self._watches):
+                    if key.startswith(w.prefix):
+                        w._offer(event)
+        finally:
+            self._publishing = False
         if self._progress_call is None:
             self._progress_call = self._reactor.callLater(PROGRESS_DELAY, self.flush_progress)
+        if self._flush_asked:
+            self._flush_asked = False
+            self.flush_progress()
 
     def flush_progress(self) -> None:
-        """Tell every watch now that everything up to the published revision was delivered."""
+        """Tell every watch now that everything up to the published revision was delivered.
+
+        Asked for while :meth:`publish` offers a commit's events (by a handler of one of
+        them: a consistent read it resumed, say), the flush waits until every watch was
+        offered them: a watch told the revision first would drop them as already seen.
+        """
+        if self._publishing:
+            self._flush_asked = True
+            return
         if self._progress_call is None:
             return
         if self._progress_call.active():

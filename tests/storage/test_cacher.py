@@ -12,6 +12,7 @@ from twisted.trial import unittest
 from kapiserver.storage.cacher import CachedStorage, default_resource_prefix
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.interface import DELETE, PUT, CompactedError, Event, KeyValue, Storage
+from kapiserver.storage import sqlite_watch
 from kapiserver.storage.sqlite import SQLiteStorage
 from tests.storage.contract import record_watch, Recorder, sleep, StorageContractTests, until
 from kapiserver.testing.etcd import shared_etcd, skip_reason
@@ -193,6 +194,24 @@ class CacherTests(unittest.TestCase):
             page = await store.list("/configmaps/")
             self.assertNotIn(deleted.key, [item.key for item in page.items])
         self.assertEqual(store.consistent_fallbacks, 0)
+
+    async def test_a_watch_replayed_from_the_window_loses_nothing_to_progress_its_handler_asks_for(self):
+        self.patch(sqlite_watch, "PROGRESS_DELAY", 30.0)  # a pending progress round stays pending
+        store, backend = await self.open()
+        await store.list("/configmaps/")  # the cache is built
+        before = await store.current_revision()
+        for name in "abc":
+            await store.create(f"/configmaps/ns/{name}", b"v")  # in the window
+        seen: list[str] = []
+
+        def on_event(event: Event) -> None:
+            # what a consistent read it resumed does when some cache is behind
+            seen.append(event.kv.key)
+            backend.flush_progress()
+        w = store.watch("/configmaps/", before, on_event, lambda err: None)
+        self.addCleanup(w.cancel)
+        await sleep(0.05)
+        self.assertEqual(seen, [f"/configmaps/ns/{name}" for name in "abc"])
 
     async def test_list_cached_answers_from_memory(self):
         store, backend = await self.open()

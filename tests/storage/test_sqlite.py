@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time
 
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
+from kapiserver.storage import sqlite_watch
 from kapiserver.storage.sqlite import SQLiteStorage
-from tests.storage.contract import StorageContractTests
+from tests.storage.contract import StorageContractTests, record_watch, until
 
 
 class SQLiteContractTests(StorageContractTests, unittest.TestCase):
@@ -106,6 +108,32 @@ class SQLiteBackendTests(unittest.TestCase):
         self.assertLess(size, 1024 * 1024, f"database + WAL is {size} bytes")
         page = await store.list("/churn/")
         self.assertEqual((page.count, page.items[0].value), (50, value))
+
+    async def test_progress_asked_for_while_a_commit_is_published_skips_no_event(self):
+        self.patch(sqlite_watch, "PROGRESS_DELAY", 30.0)  # a pending progress round stays pending
+        store = await self.open(self.path())
+        self.addCleanup(store.stop)
+        start = await store.current_revision()
+        on_b = record_watch(self, store, "/b/", start)
+        seen_a = []
+
+        def on_a(event):
+            # what a consistent read resumed by this event does when its cache is behind
+            seen_a.append(event)
+            store.flush_progress()
+        watch_a = store.watch("/a/", start, on_a, lambda err: None)
+        self.addCleanup(watch_a.cancel)
+        await store.create("/x/0", b"v")  # its publication leaves a progress round pending
+        gate = threading.Event()
+        held = store._on_writer(gate.wait)  # the writer is busy: the next two commit together
+        together = [store.create("/a/1", b"v"), store.create("/b/1", b"v")]
+        gate.set()
+        await held
+        written = await defer.gatherResults(together)
+        await until(lambda: len(seen_a) == 1, what="the /a/ event")
+        store.flush_progress()
+        self.assertEqual(written[1].mod_revision, written[0].mod_revision + 1)
+        self.assertEqual([e.kv.key for e in on_b.events], ["/b/1"])
 
     async def test_reactor_stays_responsive_during_writes(self):
         store = await self.open(self.path())
