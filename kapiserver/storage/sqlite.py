@@ -80,6 +80,8 @@ INSERT OR IGNORE INTO meta VALUES ('revision', 0), ('compacted', 0);
 
 # Writes committed in one transaction at most (bounds the latency of a batch).
 MAX_BATCH = 500
+# A write waiting for the writer thread: the op, its arguments, and whom to tell.
+QueuedWrite = tuple[Callable, tuple, defer.Deferred]
 # Shared: how often a process checks for commits it was not rung about (a lost datagram).
 SHARED_POLL_INTERVAL = 0.5
 # Rows removed per compaction transaction, so writes interleave with a big compaction.
@@ -166,7 +168,7 @@ class SQLiteStorage:
         self._rconns: list[sqlite3.Connection] = []
         self._rconns_lock = threading.Lock()
         # writes waiting for the writer thread: appended on the reactor, taken on the writer
-        self._queue: collections.deque[tuple[Callable, tuple, defer.Deferred]] = collections.deque()
+        self._queue: collections.deque[QueuedWrite] = collections.deque()
         self._batch: Optional[defer.Deferred] = None
         self._revision = 0
         self._compacted = 0
@@ -471,7 +473,7 @@ class SQLiteStorage:
         self._batch = self._on_writer(self._commit_queued)
         self._batch.addCallback(self._batch_done)
 
-    def _batch_done(self, done: tuple[builtins.list, Any]) -> None:
+    def _batch_done(self, done: tuple[builtins.list[QueuedWrite], Any]) -> None:
         self._batch = None
         batch, outcome = done
         if isinstance(outcome, BaseException):
@@ -499,7 +501,7 @@ class SQLiteStorage:
             return self._shared_revision.writing()
         return contextlib.nullcontext()
 
-    def _commit_queued(self) -> tuple[builtins.list, Any]:
+    def _commit_queued(self) -> tuple[builtins.list[QueuedWrite], Any]:
         """Writer thread: commit the queued writes in one transaction (one fsync for all).
 
         The batch is taken once the writers' lock is held, so writes that queued while
@@ -508,7 +510,7 @@ class SQLiteStorage:
         and, for the batch, the revision before and after it and each op's outcome, or the
         error that failed them all.
         """
-        batch: builtins.list[tuple[Callable, tuple, defer.Deferred]] = []
+        batch: builtins.list[QueuedWrite] = []
         try:
             with self._exclusive():
                 batch = self._take_queued()
@@ -516,7 +518,7 @@ class SQLiteStorage:
         except Exception as err:  # the lock or the transaction failed: so do the writes
             return batch or self._take_queued(), err
 
-    def _take_queued(self) -> builtins.list[tuple[Callable, tuple, defer.Deferred]]:
+    def _take_queued(self) -> builtins.list[QueuedWrite]:
         """Writer thread: the next batch (the reactor appends meanwhile, as deques allow)."""
         queue = self._queue
         return [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
