@@ -1,23 +1,29 @@
 """The ValidatingAdmissionPolicy status controller (kube-controller-manager's): writes
 ``status.observedGeneration`` and ``status.typeChecking`` (the type-check warnings of the
-policy's expressions) for every policy whose generation it has not seen yet."""
+policy's expressions) for every policy whose generation it has not seen yet.
+
+The type checker is built for the first policy to check, so a server without
+policies never loads it."""
 from __future__ import annotations
 
-from typing import Hashable
+from typing import TYPE_CHECKING, Callable, Hashable, Optional
 
-from kapiserver.admission.policy.typecheck import TypeChecker
 from kapiserver.controllers.informer import Informer
 from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Context, Store
 
+if TYPE_CHECKING:
+    from kapiserver.admission.policy.typecheck import TypeChecker
+
 CONTROLLER_NAME = "validatingadmissionpolicy-status-controller"
 
 
 class PolicyStatusController:
-    def __init__(self, policies: Store, checker: TypeChecker, reactor) -> None:
+    def __init__(self, policies: Store, new_checker: Callable[[], "TypeChecker"], reactor) -> None:
         self.policies = policies
-        self.checker = checker
+        self._new_checker = new_checker
+        self._checker: Optional["TypeChecker"] = None
         self.queue = ReconcileQueue("validatingadmissionpolicy-status", self.reconcile, reactor)
         self.informer = Informer(policies, self._on_policy, reactor)
 
@@ -44,7 +50,9 @@ class PolicyStatusController:
         status = policy.get("status") or {}
         if generation <= (status.get("observedGeneration") or 0):
             return
-        warnings = self.checker.check(policy)
+        if self._checker is None:
+            self._checker = self._new_checker()
+        warnings = self._checker.check(policy)
 
         def write(current):
             if (current.get("metadata") or {}).get("generation") != generation:

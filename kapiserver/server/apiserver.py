@@ -372,12 +372,15 @@ class APIServer:
             lambda f: log.failure("counting stored objects failed", f))
 
     def _policy_status_controller(self) -> Any:
+        from kapiserver.controllers.validating_admission_policy_status import PolicyStatusController
+        return PolicyStatusController(self.store("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
+                                      self._policy_type_checker, self.reactor)
+
+    def _policy_type_checker(self) -> Any:
         from kapiserver.admission.policy.typecheck import TypeChecker
         from kapiserver.admission.resources import ResourceMapper
-        from kapiserver.controllers.validating_admission_policy_status import PolicyStatusController
         mapper = ResourceMapper(self.all_types, lambda: (self.kube_groups.generation, self.crd_groups.generation))
-        return PolicyStatusController(self.store("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
-                                      TypeChecker(mapper, self.resolve_schema_ref), self.reactor)
+        return TypeChecker(mapper, self.resolve_schema_ref)
 
     async def stop(self) -> None:
         if getattr(self, "_counter", None) is not None and self._counter.running:
