@@ -23,6 +23,10 @@ is mapped files (RssFile: libpython, OpenSSL, cryptography's Rust library).
 
 ``--profile`` instead prints where the time of one start goes: the slowest
 imports (``python -X importtime``) and a cProfile of the process up to READY.
+``--memory`` prints where an idle process's memory goes: a ``tracemalloc``
+snapshot (one frame) taken one second after READY on a restart, by what
+allocated it: module loading (code objects), kapiserver's packages, the rest
+by package.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import argparse
 import os
 import pstats
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -201,17 +206,92 @@ def profile() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+_TRACED_TWISTD = """\
+import signal, sys, tracemalloc
+tracemalloc.start(1)
+dump = sys.argv.pop(1)
+sys.argv[0] = "twistd"
+from twisted.internet import reactor
+
+def snapshot():
+    import gc
+    gc.collect()
+    tracemalloc.take_snapshot().dump(dump)
+
+signal.signal(signal.SIGUSR1, lambda *_: reactor.callFromThread(snapshot))
+from twisted.scripts.twistd import run
+run()
+"""
+
+
+_PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kapiserver", "")
+
+
+def _allocated_by(filename: str) -> str:
+    """What a traced allocation is put down to: module loading, a kapiserver package, or a package."""
+    if filename.startswith("<frozen importlib"):
+        return "module loading (code objects and their constants)"
+    if filename.startswith(_PACKAGE_DIR):
+        return "kapiserver." + filename[len(_PACKAGE_DIR):].split("/")[0].removesuffix(".py")
+    if "/site-packages/" in filename:
+        return filename.split("/site-packages/", 1)[1].split("/")[0].removesuffix(".py")
+    return "standard library and interpreter"
+
+
+def memory(top: int = 20) -> None:
+    """Where an idle process's traced memory is, one second after READY on a restart."""
+    import collections
+    import tracemalloc
+    from kapiserver.testing import process
+    tmp = tempfile.mkdtemp(prefix="kapi-bench-memory-")
+    try:
+        script, dump = os.path.join(tmp, "traced_twistd.py"), os.path.join(tmp, "idle.snapshot")
+        with open(script, "w") as f:
+            f.write(_TRACED_TWISTD)
+        workdir = os.path.join(tmp, "server")
+        os.makedirs(workdir)
+        ServerProcess(server_config("sqlite"), workdir=workdir).start().stop()  # first start: certificates
+        original = process.twistd_command
+        process.twistd_command = lambda config, *extra: [
+            sys.executable, script, dump, "-n", "--pidfile=", "kapiserver", "--config", config, *extra]
+        try:
+            server = ServerProcess(server_config("sqlite"), workdir=workdir)
+            _, rss, _ = timed_start(server)
+            assert server.proc is not None
+            server.proc.send_signal(signal.SIGUSR1)
+            for _ in range(100):
+                if os.path.exists(dump):
+                    break
+                time.sleep(0.1)
+            server.stop()
+        finally:
+            process.twistd_command = original
+        by: collections.Counter = collections.Counter()
+        for stat in tracemalloc.Snapshot.load(dump).statistics("filename"):
+            by[_allocated_by(stat.traceback[0].filename)] += stat.size
+        total = sum(by.values())
+        print(f"idle RSS {rss:.1f} MiB (traced by tracemalloc, which inflates it); traced {total / 2**20:.1f} MiB")
+        rows = [[name, round(size / 2**20, 2), f"{100 * size / total:.0f} %"] for name, size in by.most_common(top)]
+        print_table(["allocated by", "MiB", "share"], rows, title="Traced memory of an idle process (restart)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--backend", choices=("sqlite", "etcd", "both"), default="both")
     parser.add_argument("--profile", action="store_true", help="profile one start instead")
+    parser.add_argument("--memory", action="store_true", help="where an idle process's memory is, instead")
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes (0 = one per CPU); RSS is then the sum over all of them")
     args = parser.parse_args()
     if args.profile:
         profile()
+        return
+    if args.memory:
+        memory()
         return
     rows = [floor_row(args.runs)]
     for backend in (("sqlite", "etcd") if args.backend == "both" else (args.backend,)):
