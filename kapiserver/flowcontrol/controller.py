@@ -134,7 +134,7 @@ class APFController:
     """The digested configuration and the queue sets; see the module docstring."""
 
     def __init__(self, server_concurrency_limit: int, reactor: Any,
-                 wall_clock: Optional[Callable[[], datetime.datetime]] = None) -> None:
+                 wall_clock: Optional[Callable[[], float]] = None) -> None:
         self.server_concurrency_limit = server_concurrency_limit
         self.reactor = reactor
         self.wall_clock = wall_clock

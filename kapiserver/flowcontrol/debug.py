@@ -28,11 +28,13 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _rfc3339nano(moment: datetime.datetime | None) -> str:
-    """Go's time.RFC3339Nano of a UTC time: trailing zeros of the fraction dropped."""
-    if moment is None:
+def _rfc3339nano(seconds: float | None) -> str:
+    """Go's time.RFC3339Nano of a wall-clock time (seconds since the epoch) in UTC: trailing
+    zeros of the fraction dropped."""
+    if seconds is None:
         return _ZERO_TIME
-    text = moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
     fraction = f"{moment.microsecond:06d}".rstrip("0")
     return f"{text}.{fraction}Z" if fraction else f"{text}Z"
 

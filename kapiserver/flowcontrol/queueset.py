@@ -18,7 +18,7 @@ everything at once.  Everything here runs on the reactor thread: no locks.
 """
 from __future__ import annotations
 
-import datetime
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -63,11 +63,11 @@ class Request:
     distinguisher: str
     estimate: WorkEstimate
     total_work: int
-    arrival_time: datetime.datetime
+    arrival_time: float  # wall clock, seconds since the epoch (only the debug dump shows it)
     arrival_r: int
     details: Any = None  # who and what (the dump's request details)
     queue: Optional["Queue"] = None
-    start_time: Optional[datetime.datetime] = None
+    start_time: Optional[float] = None
     started_at: float = 0.0
     state: str = WAITING
     # fires once the request may run (never for a rejected or cancelled one)
@@ -105,13 +105,9 @@ class Queue:
         return bool(self.waiting or self.executing)
 
 
-def _now_utc() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
-
-
 class QueueSet:
     def __init__(self, name: str, clock: Callable[[], float], call_later: Callable[..., Any],
-                 wall_clock: Callable[[], datetime.datetime] = _now_utc) -> None:
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.name = name
         self.clock = clock
         self.call_later = call_later

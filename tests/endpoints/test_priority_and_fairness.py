@@ -1,6 +1,7 @@
 """API Priority and Fairness in a real server: classification, queuing, 429s, dumps, configuration objects."""
 from __future__ import annotations
 
+import datetime
 import socket
 
 from twisted.internet import defer, reactor, task
@@ -161,6 +162,15 @@ class QueuingTests(APFTestCase):
         # (with a single queue there is no flow to tell apart: no distinguisher, as upstream)
         self.assertEqual({(row[1], row[4], row[10], row[11], row[12]) for row in tiny},
                          {("tiny", "", "flooder", "list", CM)})
+        # arrival and start in UTC as Go prints them; the waiting request has not started (Go's zero time)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        for row in tiny:
+            arrived = datetime.datetime.fromisoformat(row[5])
+            self.assertLess(abs((now - arrived).total_seconds()), 30, row)
+            if row[3] == "0":
+                self.assertEqual(row[9], "0001-01-01T00:00:00Z")
+            else:
+                self.assertGreaterEqual(datetime.datetime.fromisoformat(row[9]), arrived)
         queues = [row for row in await self.dump("dump_queues") if row[0] == "tiny"]
         self.assertEqual([row[1:6] for row in queues], [["0", "1", "3", "3", queues[0][5]]])
         self.assertTrue(queues[0][5].endswith("ss"))
