@@ -20,10 +20,10 @@ CONTROLLER_NAME = "validatingadmissionpolicy-status-controller"
 
 
 class PolicyStatusController:
-    def __init__(self, policies: Store, new_checker: Callable[[], "TypeChecker"], reactor) -> None:
+    def __init__(self, policies: Store, new_checker: Callable[[], TypeChecker], reactor) -> None:
         self.policies = policies
         self._new_checker = new_checker
-        self._checker: Optional["TypeChecker"] = None
+        self._checker: Optional[TypeChecker] = None
         self.queue = ReconcileQueue("validatingadmissionpolicy-status", self.reconcile, reactor)
         self.informer = Informer(policies, self._on_policy, reactor)
 
