@@ -1,0 +1,9 @@
+"""Streams between a client and a kubelet or a backend: logs, exec, attach, port-forward, proxy.
+
+Upstream's pieces, in ``k8s.io/apimachinery/pkg/util/proxy`` and
+``k8s.io/apiserver/pkg/util/proxy``: the upgrade-aware proxy (SPDY and
+WebSocket connections passed through to the kubelet byte for byte), the stream
+translator (a ``v5.channel.k8s.io`` WebSocket client served through SPDY
+towards the kubelet) and the tunnelling handler (port-forward's SPDY carried
+in WebSocket messages).  ``interfaces`` declares the seams between them.
+"""
