@@ -6,6 +6,7 @@ from typing import Any, Callable, Optional
 
 from twisted.internet.interfaces import IReactorTime
 
+from kapiserver.endpoints.streaming.connector import StreamConnector
 from kapiserver.registry.resource_type import ResourceType
 
 WatchCounter = Callable[[ResourceType, int], None]
@@ -57,3 +58,5 @@ class EndpointDeps:
     # any served resource's Store, ``stores(group, version, plural)``: subresources that touch
     # other kinds (an eviction reads PodDisruptionBudgets)
     stores: Optional[Callable[[str, str, str], Any]] = None
+    # serves connect subresources that reach kubelets, pods and endpoints (logs, exec, proxy...)
+    streams: Optional[StreamConnector] = None

@@ -14,6 +14,8 @@ _METHOD_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update",
 # /namespaces/<name>/<these> address the namespace object itself.
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 LONG_RUNNING_VERBS = {"watch", "proxy"}
+# upstream's BasicLongRunningRequestCheck: these subresources stream for as long as they last
+LONG_RUNNING_SUBRESOURCES = {"attach", "exec", "proxy", "log", "portforward"}
 
 
 @dataclass
@@ -32,7 +34,7 @@ class RequestInfo:
 
     @property
     def is_long_running(self) -> bool:
-        return self.verb in LONG_RUNNING_VERBS
+        return self.verb in LONG_RUNNING_VERBS or self.subresource in LONG_RUNNING_SUBRESOURCES
 
     @property
     def scope(self) -> str:

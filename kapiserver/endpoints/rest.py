@@ -80,7 +80,8 @@ class RESTEndpoint(resource.Resource):
             scope = RequestScope(request=request, info=info, rtype=rtype, store=store, target=target,
                                  user=ctx.user, reactor=self.deps.reactor,
                                  bookmark_interval=self.deps.bookmark_interval,
-                                 schema_resolver=self.deps.schema_resolver, stores=self.deps.stores)
+                                 schema_resolver=self.deps.schema_resolver, stores=self.deps.stores,
+                                 streams=self.deps.streams)
             if rtype.deprecated:
                 scope.warnings.append(rtype.deprecation_warning)
         except Exception as e:
@@ -100,6 +101,8 @@ class RESTEndpoint(resource.Resource):
         return server.NOT_DONE_YET
 
     def _answer(self, response: Response, scope: RequestScope) -> Any:
+        if response.serve is not None:  # a stream to a kubelet or a backend answers for itself
+            return defer.Deferred.fromCoroutine(response.serve(scope.request))
         if isinstance(response.obj, StoredList):  # a list: written piece by piece
             body = list_body(response.obj, scope.target, respond.wants_pretty(scope.request),
                              lambda: include_object(scope))

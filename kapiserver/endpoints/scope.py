@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
 from twisted.web.server import Request
 
@@ -15,6 +15,9 @@ from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kapiserver.endpoints.streaming.connector import StreamConnector
 
 
 @dataclass
@@ -29,6 +32,9 @@ class Response:
     # bytes sent as they are (connect subresources: logs), with their content type
     raw: Optional[bytes] = None
     content_type: str = ""
+    # a stream that answers the request itself (connect subresources served by a kubelet or a
+    # backend: logs, exec, attach, port-forward, proxy); ``code`` and ``obj`` are unused then
+    serve: Optional[Callable[[Request], Coroutine[Any, Any, None]]] = None
 
 
 @dataclass
@@ -48,6 +54,8 @@ class RequestScope:
     # the Store of any served resource, ``stores(group, version, plural)`` (subresources
     # that touch other kinds: an eviction reads PodDisruptionBudgets)
     stores: Optional[Callable[[str, str, str], Store]] = None
+    # connects connect subresources' locations (kubelets, pods, endpoints); None: none are
+    streams: Optional[StreamConnector] = None
 
     @property
     def args(self) -> dict:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from kapiserver.machinery import gorepr
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -212,6 +214,49 @@ def too_many_requests(message: str = "Too many requests, please try again later.
 def internal_error(message: str = "an error on the server has prevented the request from succeeding") -> StatusError:
     return StatusError(500, "InternalError", f"Internal error occurred: {message}",
                        _details(causes=[Cause("UnexpectedServerResponse", message)]))
+
+
+_GENERIC_RESPONSES = {
+    400: ("BadRequest", "the server rejected our request for an unknown reason"),
+    401: ("Unauthorized", "the server has asked for the client to provide credentials"),
+    404: ("NotFound", "the server could not find the requested resource"),
+    405: ("MethodNotAllowed", "the server does not allow this method on the requested resource"),
+    409: ("Conflict", "the server reported a conflict"),
+    422: ("Invalid", "the server rejected our request due to an error in our request"),
+    429: ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
+    503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
+    504: ("Timeout", "the server was unable to return a response in the time allotted, but may still be "
+                     "processing the request"),
+}
+
+
+def generic_server_response(code: int, verb: str, resource: str, group: str, name: str,
+                            server_message: str) -> StatusError:
+    """Upstream's NewGenericServerResponse: what a backend's (a kubelet's) failed answer becomes."""
+    reason, message = _GENERIC_RESPONSES.get(
+        code, ("Unknown", f"the server responded with the status code {code} but did not return more information"))
+    if code == 409 and verb == "POST":
+        reason = "AlreadyExists"
+    elif code in (403, 415):
+        reason = "Forbidden" if code == 403 else "UnsupportedMediaType"
+        message = server_message
+    elif code == 406:
+        reason = "NotAcceptable"
+        message = server_message if server_message not in ("", "unknown") else \
+            "the server was unable to respond with a content type that the client supports"
+    elif code >= 500 and code not in (503, 504):
+        reason = "InternalError"
+        message = f"an error on the server ({gorepr.quote(server_message)}) has prevented the request from succeeding"
+    if resource:
+        qualified = qualified_resource(resource, group)
+        message = f"{message} ({verb.lower()} {qualified} {name})" if name else f"{message} ({verb.lower()} {qualified})"
+    return StatusError(code, reason, message, _details(name=name, group=group, kind=resource))
+
+
+def unexpected_error(message: str) -> StatusError:
+    """What upstream answers for an error that is no API status (ErrorToAPIStatus's default):
+    500 with the error's text and no reason (a failed dial to a kubelet, a node without address)."""
+    return StatusError(500, "", message)
 
 
 def service_unavailable(message: str) -> StatusError:

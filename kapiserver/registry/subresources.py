@@ -11,12 +11,15 @@ ways, as upstream's REST storages are:
 * **create**: a POSTed object that names the parent (``pods/eviction``,
   ``pods/binding``); ``create(request)`` returns the code and the answer;
 * **connect**: a stream to a kubelet or a backend (``pods/log``, ``exec``,
-  ``proxy``...); ``connect(request)`` returns the answer's bytes or raises.
+  ``proxy``...); ``connect(request)`` returns where the stream goes (a
+  :class:`Location`, upstream's ``ResourceLocation`` URL and transport), the
+  answer's bytes when no backend is needed, or raises.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.registry.store import Context, Store
@@ -52,6 +55,45 @@ class Connected:
     code: int = 200
 
 
+class Backend(enum.Enum):
+    """Whose transport carries a stream (upstream picks the kubelet's or the proxy transport)."""
+
+    KUBELET = "kubelet"  # the kubelet of ``Location.node``: its address, port and credentials
+    DIRECT = "direct"    # ``Location.host``:``port`` itself (a pod or an endpoint), no client certificate
+
+
+class StreamMode(enum.Enum):
+    """How the endpoint serves a location (upstream's LocationStreamer or UpgradeAwareHandler)."""
+
+    STREAM = "stream"    # GET the location and stream its body to the client (pods/log)
+    UPGRADE = "upgrade"  # an upgrade (SPDY or WebSocket) is required: exec, attach, portforward
+    PROXY = "proxy"      # any method, passed through; upgrades too (pods/, services/, nodes/proxy)
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a connect subresource's stream goes: a path on a kubelet or on a pod/endpoint."""
+
+    backend: Backend
+    mode: StreamMode
+    path: str
+    query: tuple[tuple[str, str], ...] = ()
+    node: str = ""        # KUBELET: the node whose kubelet answers
+    # DIRECT: http or https.  KUBELET: "" = the kubelet's (https); nodes/proxy may name another
+    scheme: str = ""
+    host: str = ""        # DIRECT: the address
+    # DIRECT: the port (0 = the scheme's default).  KUBELET: 0 = the kubelet's port, reached with
+    # the kubelet client's credentials; another port of the node's address is reached without them
+    # (upstream's proxy transport), unless it is the kubelet's port
+    port: int = 0
+    # what a failed backend answer is turned into (upstream's GenericHttpResponseChecker)
+    resource: str = ""    # e.g. "pods/log"
+    name: str = ""
+
+
+ConnectResult = Union[Connected, Location]
+
+
 @dataclass(frozen=True)
 class Subresource:
     """A subresource; ``kind`` (with ``group``/``version`` when it belongs to another
@@ -63,7 +105,7 @@ class Subresource:
     group: str = ""
     version: str = ""
     create: Optional[Callable[[SubresourceRequest], Awaitable[tuple[int, dict]]]] = None
-    connect: Optional[Callable[[SubresourceRequest], Awaitable[Connected]]] = None
+    connect: Optional[Callable[[SubresourceRequest], Awaitable[ConnectResult]]] = None
     # the schema (definition name) of the body a create takes (OpenAPI)
     body_schema: str = ""
     description: str = ""

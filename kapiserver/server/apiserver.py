@@ -33,6 +33,8 @@ from kapiserver.auth.rbac.policy_informers import PolicyInformers
 from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
+from kapiserver.endpoints.streaming.connector import StreamConnector
+from kapiserver.server.kubelet_connection import kubelet_client_config
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.request import APISite
@@ -157,8 +159,10 @@ class APIServer:
                     pass  # a second server on the same health registry (tests)
 
         self.watches = WatchRegistry(_count_watch)
+        self.streams = StreamConnector(reactor, kubelet_client_config(config))
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
-                                 schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store)
+                                 schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store,
+                                 streams=self.streams)
         crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
         self.root = AggregatorResource(AggregatorDeps(

@@ -11,6 +11,8 @@ Files in ``cert_dir``: ``ca.crt``/``ca.key``, ``apiserver.crt``/``apiserver.key`
 ``admin.crt``/``admin.key``, ``front-proxy-ca.crt``/``.key`` and
 ``front-proxy-client.crt``/``.key`` (kubeadm's names: the client certificate an
 aggregating server presents to extension servers, ``CN=front-proxy-client``),
+``apiserver-kubelet-client.crt``/``.key`` (the client certificate presented to
+kubelets, ``O=system:masters``, as kubeadm's),
 and ``sa.key``/``sa.pub`` (RSA 2048: service-account tokens are RS256 JWTs).
 An operator may put their own CA (and even their own leaf certificates) there;
 without ``ca.key`` nothing is issued.  A file named in the configuration
@@ -47,6 +49,10 @@ ADMIN_GROUP = "system:masters"
 DEFAULT_SANS = ("127.0.0.1", "::1", "localhost", "kubernetes", "kubernetes.default",
                 "kubernetes.default.svc")
 
+# kubeadm's name and identity for the client certificate presented to kubelets
+KUBELET_CLIENT_NAME = "apiserver-kubelet-client"
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+
 FRONT_PROXY_CA_NAME = "front-proxy-ca"
 FRONT_PROXY_CLIENT_NAME = "front-proxy-client"
 SERVICE_ACCOUNT_KEY = "sa.key"
@@ -73,6 +79,8 @@ class CredentialFiles:
     service_account_signing_key: str
     proxy_client_cert: str
     proxy_client_key: str
+    kubelet_client_cert: str
+    kubelet_client_key: str
     defaults: frozenset[str]
 
 
@@ -85,6 +93,8 @@ def credential_files(config: "Config") -> CredentialFiles:
         "service_account_signing_key": (authn.service_account.signing_key_file, SERVICE_ACCOUNT_KEY),
         "proxy_client_cert": (config.proxy_client_cert_file, FRONT_PROXY_CLIENT_NAME + ".crt"),
         "proxy_client_key": (config.proxy_client_key_file, FRONT_PROXY_CLIENT_NAME + ".key"),
+        "kubelet_client_cert": (config.kubelet.client_certificate, KUBELET_CLIENT_NAME + ".crt"),
+        "kubelet_client_key": (config.kubelet.client_key, KUBELET_CLIENT_NAME + ".key"),
     }
     paths = {name: value or os.path.join(config.cert_dir, default) for name, (value, default) in chosen.items()}
     return CredentialFiles(**paths, defaults=frozenset(name for name, (value, _) in chosen.items() if not value))
@@ -311,12 +321,13 @@ class _Issuer:
 
 
 def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_proxy: bool = True,
-                        front_proxy_client: bool = True, service_account_key: bool = True) -> CertBundle:
+                        front_proxy_client: bool = True, service_account_key: bool = True,
+                        kubelet_client: bool = True) -> CertBundle:
     """Load the certificates from ``cert_dir``, creating or renewing what is missing or stale.
 
-    ``front_proxy``, ``front_proxy_client`` and ``service_account_key`` say
-    whether the front-proxy CA, its client certificate and the service-account
-    key live in ``cert_dir`` (the defaults) and so are made here when missing.
+    ``front_proxy``, ``front_proxy_client``, ``service_account_key`` and
+    ``kubelet_client`` say whether the front-proxy CA, its client certificate,
+    the service-account key and the kubelet client certificate live in ``cert_dir`` (the defaults) and so are made here when missing.
     Blocking (file I/O, key generation): call it before the reactor runs or
     from a thread.  Raises :class:`CertificateError` with a one-line message.
     """
@@ -334,6 +345,11 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_
             "admin", x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, ADMIN_GROUP),
                                 x509.NameAttribute(NameOID.COMMON_NAME, ADMIN_USER)]),
             ExtendedKeyUsageOID.CLIENT_AUTH)
+        if kubelet_client and issuer.ca_key is not None:
+            issuer.leaf(KUBELET_CLIENT_NAME,
+                        x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, ADMIN_GROUP),
+                                   x509.NameAttribute(NameOID.COMMON_NAME, KUBELET_CLIENT_USER)]),
+                        ExtendedKeyUsageOID.CLIENT_AUTH)
         front_proxy_ca_pem = b""
         if front_proxy or front_proxy_client:
             proxy_issuer = _Issuer(cert_dir, FRONT_PROXY_CA_NAME, FRONT_PROXY_CA_NAME)

@@ -237,6 +237,29 @@ class AdmissionConfig:
     config_file: str = ""
 
 
+KUBELET_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
+
+
+@dataclass
+class KubeletConfig:
+    """How this server reaches kubelets (logs, exec, attach, port-forward, nodes/proxy):
+    kube-apiserver's --kubelet-* flags and defaults."""
+    # the client certificate presented to kubelets (--kubelet-client-certificate/-key);
+    # "" = <cert_dir>/apiserver-kubelet-client.crt and .key, generated from the CA
+    # (O=system:masters, as kubeadm's apiserver-kubelet-client)
+    client_certificate: str = ""
+    client_key: str = ""
+    # CA bundle the kubelets' serving certificates are verified against
+    # (--kubelet-certificate-authority); "" = not verified, as upstream without the flag
+    certificate_authority: str = ""
+    # which of a Node's status.addresses to connect to, the first type found wins
+    preferred_address_types: list[str] = field(default_factory=lambda: list(KUBELET_ADDRESS_TYPES))
+    # connecting to a kubelet (and its answer's head) must take no longer (--kubelet-timeout)
+    timeout_seconds: float = 5
+    # the kubelet's port when its Node does not report status.daemonEndpoints.kubeletEndpoint
+    port: int = 10250
+
+
 @dataclass
 class Config:
     secure_port: int = 6443
@@ -266,6 +289,7 @@ class Config:
     # apiserver.config.k8s.io/v1 EncryptionConfiguration (--encryption-provider-config); "" = no encryption
     encryption_provider_config: str = ""
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    kubelet: KubeletConfig = field(default_factory=KubeletConfig)
     log_level: str = "info"
     # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range,
     # whose default this is).
@@ -282,7 +306,8 @@ _PATH_KEYS = ("cert_dir", "data_dir", "admin_kubeconfig", "proxy_client_cert_fil
               "authentication.requestheader.client_ca_file",
               "authorization.webhook.config_file",
               "audit.policy_file", "audit.webhook_config_file", "encryption_provider_config",
-              "admission.config_file")
+              "admission.config_file", "kubelet.client_certificate", "kubelet.client_key",
+              "kubelet.certificate_authority")
 # Integer keys that must be > 0 (the rest of the integers must be >= 0).
 _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_inflight",
                   "limits.request_timeout_seconds", "limits.max_request_body_bytes",
@@ -294,7 +319,7 @@ _POSITIVE_KEYS = ("limits.max_requests_inflight", "limits.max_mutating_requests_
                   "connections.http2_ping_interval_seconds", "connections.http2_ping_timeout_seconds",
                   "audit.webhook_batch_buffer_size", "audit.webhook_batch_max_size",
                   "audit.webhook_batch_max_wait_seconds", "audit.webhook_batch_throttle_qps",
-                  "audit.webhook_batch_throttle_burst")
+                  "audit.webhook_batch_throttle_burst", "kubelet.timeout_seconds", "kubelet.port")
 
 
 def _type_name(tp: Any) -> str:
@@ -449,6 +474,7 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"{src}: keys 'controllers.leader_elect_resource_name' and "
                           f"'controllers.leader_elect_resource_namespace' must not be empty")
     _validate_authorization(config)
+    _validate_kubelet(config)
     if config.controllers.cluster_signing_duration_seconds < 600:
         raise ConfigError(f"{src}: key 'controllers.cluster_signing_duration_seconds': must be at least 600 "
                           f"(10 minutes), got {config.controllers.cluster_signing_duration_seconds}")
@@ -501,6 +527,18 @@ def _validate_authentication(config: Config) -> None:
         for value in getattr(config.authentication.requestheader, dotted):
             if not value.strip():
                 raise ConfigError(f"{src}: key 'authentication.requestheader.{dotted}': values must not be empty")
+
+
+def _validate_kubelet(config: Config) -> None:
+    src, kubelet = config.source, config.kubelet
+    unknown = [t for t in kubelet.preferred_address_types if t not in KUBELET_ADDRESS_TYPES]
+    if unknown or not kubelet.preferred_address_types:
+        raise ConfigError(f"{src}: key 'kubelet.preferred_address_types': must be a non-empty list of "
+                          f"{', '.join(KUBELET_ADDRESS_TYPES)}, got {kubelet.preferred_address_types!r}")
+    if bool(kubelet.client_certificate) != bool(kubelet.client_key):
+        raise ConfigError(f"{src}: keys 'kubelet.client_certificate' and 'kubelet.client_key' must be set together")
+    if kubelet.port > 65535:
+        raise ConfigError(f"{src}: key 'kubelet.port': must be between 1 and 65535, got {kubelet.port}")
 
 
 def _validate_authorization(config: Config) -> None:

@@ -1,7 +1,7 @@
 """Pod subresources over HTTP on an in-process server: binding (and the legacy
 ``bindings`` resource), eviction with PodDisruptionBudgets, ephemeral
-containers, and the kubelet ones (log, exec, attach, portforward, proxy) that
-answer what upstream answers before it would reach a kubelet, then 503."""
+containers, and what the kubelet ones (log, exec, attach, portforward, proxy)
+answer before they reach a kubelet (``tests/node/`` reaches a real one)."""
 from __future__ import annotations
 
 from kapiserver.testing.cases import ServerTestCase, run
@@ -228,20 +228,35 @@ class KubeletSubresourceTests(ServerTestCase):
         self.assertEqual((r.code, r.body["message"]), (404, 'pods "missing" not found'))
 
     @run
-    async def test_a_node_is_never_reached(self):
+    async def test_what_is_checked_before_a_kubelet_is_dialed(self):
+        # upstream's answers when the node, its address or the pod's IP is missing
         await self.client.post(NS + "/pods", pod("p", nodeName="n1"))
-        for method, path in (("GET", "log"), ("POST", "exec?command=ls"), ("GET", "attach"),
-                             ("POST", "portforward?ports=80"), ("GET", "proxy/healthz"), ("DELETE", "proxy")):
-            r = await self.client.request(method, NS + f"/pods/p/{path}")
-            self.assertEqual((r.code, r.body["reason"]), (503, "ServiceUnavailable"), path)
-            self.assertIn("kapiserver runs no kubelets", r.body["message"])
+        r = await self.client.get(NS + "/pods/p/log")
+        self.assertEqual((r.code, r.body["message"]), (404, 'nodes "n1" not found'))
+        r = await self.client.post(NS + "/pods/p/exec?command=ls&stdout=true")
+        self.assertEqual((r.code, r.body["message"]), (400, "Upgrade request required"))
+        r = await self.client.post(NS + "/pods/p/portforward?ports=80")
+        self.assertEqual((r.code, r.body["message"]), (400, "Upgrade request required"))
+        r = await self.client.post(NS + "/pods/p/exec?command=ls&dryRun=All")
+        self.assertEqual((r.code, r.body["message"]), (400, "dryRun is not supported"))
         await self.client.post("/api/v1/nodes", {"metadata": {"name": "n1"}})
-        r = await self.client.get("/api/v1/nodes/n1/proxy/stats")
-        self.assertEqual((r.code, r.body["message"]), (503, 'kapiserver runs no kubelets and does not connect to '
-                                                            'nodes: cannot proxy to the kubelet on node "n1"'))
+        r = await self.client.get(NS + "/pods/p/log")
+        self.assertEqual((r.code, r.body.get("reason"), r.body["message"]),
+                         (500, None, "no preferred addresses found; known addresses: []"))
+        r = await self.client.get(NS + "/pods/p/proxy/healthz")
+        self.assertEqual((r.code, r.body["message"]), (400, "address not allowed"))
+        r = await self.client.get(NS + "/pods/p/log?tailLines=-1&limitBytes=0")
+        self.assertEqual((r.code, r.body["reason"]), (422, "Invalid"))
+        self.assertEqual(r.body["message"], 'PodLogOptions "p" is invalid: [tailLines: Invalid value: -1: must be '
+                                            'greater than or equal to 0, limitBytes: Invalid value: 0: must be '
+                                            'greater than 0]')
+        r = await self.client.get(NS + "/pods/p/log?tailLines=x")
+        self.assertEqual((r.code, r.body["message"]), (400, 'strconv.ParseInt: parsing "x": invalid syntax'))
         r = await self.client.get("/api/v1/nodes/https:n2:10250/proxy/stats")
         self.assertEqual((r.code, r.body["message"]), (404, 'nodes "n2" not found'))
         r = await self.client.get(NS + "/services/web/proxy/")
+        self.assertEqual((r.code, r.body["message"]), (404, 'endpoints "web" not found'))
+        r = await self.client.get(NS + "/services/web:80/proxy/")
         self.assertEqual((r.code, r.body["message"]), (404, 'services "web" not found'))
         r = await self.client.request("PUT", NS + "/pods/p/log")
         self.assertEqual(r.code, 405)

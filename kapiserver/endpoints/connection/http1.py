@@ -20,18 +20,27 @@ Twisted's :class:`~twisted.web.http.HTTPChannel`, with:
 * closes that cannot hang: after a refused body or a 431 the connection is
   half-closed and aborted shortly after (Go's ``closeWriteAndWait``); during a
   graceful shutdown responses carry ``Connection: close`` and idle
-  connections are closed.
+  connections are closed;
+* hijacking (Go's ``http.Hijacker``): an upgrade (exec, attach, port-forward,
+  proxied WebSockets) takes the connection out of HTTP once the handler chain
+  has passed the request; from then on its bytes belong to another protocol,
+  no deadline applies, and the request counts as finished (101) when the
+  connection ends.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
+from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http
+from zope.interface import implementer
 
 from kapiserver.endpoints.filters.request import APIRequest, BodyVerdict
+from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
 
 if TYPE_CHECKING:
     from kapiserver.endpoints.connection.protocol import APIConnection
@@ -44,6 +53,62 @@ HEADERS_TOO_LARGE = b"431 Request Header Fields Too Large"
 BAD_REQUEST = b"400 Bad Request"
 
 
+# bytes a hijacked connection holds before its new protocol is attached (reading pauses then)
+HIJACK_BUFFER_BYTES = 64 * 1024
+
+
+class HijackedHTTPConnection:
+    """The connection of an upgraded request, handed to the protocol attached to it."""
+
+    def __init__(self, channel: "APIHTTPChannel", request: Any) -> None:
+        self.channel = channel
+        self.request = request
+        self.protocol: Optional[IProtocol] = None
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._lost = False
+
+    def attach(self, protocol: IProtocol) -> None:
+        if self.protocol is not None:
+            raise RuntimeError("a hijacked connection is attached once")
+        self.protocol = protocol
+        transport = self.channel.transport
+        if self._lost:  # the client went away before the upgrade was answered
+            protocol.makeConnection(transport)
+            protocol.connectionLost(Failure(ConnectionDone("the client left before the upgrade")))
+            return
+        # the HTTP channel no longer produces for the transport: the relay registers its own
+        transport.unregisterProducer()
+        protocol.makeConnection(transport)
+        pending, self._pending, self._pending_bytes = b"".join(self._pending), [], 0
+        self.channel._reading_paused = False
+        transport.resumeProducing()
+        if pending:
+            protocol.dataReceived(pending)
+
+    def received(self, data: bytes) -> None:
+        if self.protocol is not None:
+            self.protocol.dataReceived(data)
+            return
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes > HIJACK_BUFFER_BYTES:
+            self.channel._pause_reading()
+
+    def lost(self, reason: Failure) -> None:
+        self._lost = True
+        request = self.request
+        if not request.finished:  # the request's bookkeeping ends with the stream, as a 101
+            request.code = 101
+            request.code_message = b"Switching Protocols"
+            request.startedWriting = 1
+            request.chunked = 0
+            request.finish()
+        if self.protocol is not None:
+            self.protocol.connectionLost(reason)
+
+
+@implementer(IHijackableChannel)
 class APIHTTPChannel(http.HTTPChannel):
     transport: Any
     _networkProducer: Any
@@ -66,6 +131,7 @@ class APIHTTPChannel(http.HTTPChannel):
         self._lost = False
         self._requests_seen = 0
         self._host: Any = None
+        self._hijacked: Optional[HijackedHTTPConnection] = None
 
     def getHost(self) -> Any:
         # every request asks (twisted.web's Request keeps it); the local address of a
@@ -126,6 +192,9 @@ class APIHTTPChannel(http.HTTPChannel):
     # ------------------------------------------------------------ receiving
 
     def dataReceived(self, data: bytes) -> None:
+        if self._hijacked is not None:
+            self._hijacked.received(data)
+            return
         if self._refused:
             return
         if self._idle:
@@ -251,7 +320,26 @@ class APIHTTPChannel(http.HTTPChannel):
         if not request.startedWriting:
             request.responseHeaders.setRawHeaders(b"connection", [b"close"])
 
+    # ------------------------------------------------------------ hijacking
+
+    def hijack(self, request: Any) -> HijackedHTTPConnection:
+        if self._hijacked is not None or self._refused or self._lost or not self.requests \
+                or self.requests[-1] is not request or request.startedWriting:
+            raise RuntimeError("only the unanswered last request of a live connection can be hijacked")
+        self._cancel_deadline()
+        self.persistent = False
+        self._hijacked = HijackedHTTPConnection(self, request)
+        # what arrived after the request (a client that did not wait for the 101) is the new protocol's
+        buffered, self._dataBuffer = b"".join(self._dataBuffer), []
+        if buffered:
+            self._hijacked.received(buffered)
+        return self._hijacked
+
     def requestDone(self, request: Any) -> None:
+        if self._hijacked is not None:  # the upgraded stream ended: nothing more of HTTP
+            if self.requests and self.requests[0] is request:
+                del self.requests[0]
+            return
         if self.persistent and not self._refused:
             self._expect_next_request()  # before super(): it replays pipelined bytes
         elif self._refused:
@@ -260,8 +348,9 @@ class APIHTTPChannel(http.HTTPChannel):
 
     def drain(self) -> None:
         """Graceful shutdown: no new request on this connection (as Go's Shutdown: idle
-        keep-alive connections close now, new ones get a moment for their first request)."""
-        if self._lost or self._refused:
+        keep-alive connections close now, new ones get a moment for their first request).
+        A hijacked connection is not HTTP's any more (Go's Shutdown leaves it alone too)."""
+        if self._lost or self._refused or self._hijacked is not None:
             return
         if self.requests:
             self._close_after(self.requests[-1])
@@ -297,4 +386,6 @@ class APIHTTPChannel(http.HTTPChannel):
         self._lost = True
         self._held = None
         self._cancel_deadline()
+        if self._hijacked is not None:
+            self._hijacked.lost(reason)
         super().connectionLost(reason)

@@ -14,7 +14,7 @@ from kapiserver.admission.interface import CONNECT, CREATE
 from kapiserver.admission.resources import subresource_kind
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors
-from kapiserver.registry.subresources import Subresource, SubresourceRequest
+from kapiserver.registry.subresources import Location, Subresource, SubresourceRequest
 
 
 def _request(scope: RequestScope, body=None) -> SubresourceRequest:
@@ -73,5 +73,11 @@ def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any
             await scope.store.admit_subresource(CONNECT, info.namespace, info.name, sub.name,
                                                 _connect_options(scope, sub), kind, scope.context())
         connected = await connect(_request(scope))
+        if isinstance(connected, Location):
+            streams, stores = scope.streams, scope.stores
+            if streams is None or stores is None:
+                raise errors.service_unavailable("this server does not connect to kubelets or backends")
+            location = connected
+            return Response(0, None, serve=lambda request: streams.serve(request, location, stores))
         return Response(connected.code, None, raw=connected.body, content_type=connected.content_type)
     return connect_handler

@@ -16,6 +16,8 @@ from typing import Protocol
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IProtocol
+from twisted.web.server import Request
+from zope.interface import Interface
 
 
 class HijackedConnection(Protocol):
@@ -32,6 +34,16 @@ class HijackedConnection(Protocol):
     def attach(self, protocol: IProtocol) -> None: ...
 
 
+class IHijackableChannel(Interface):
+    """An HTTP channel that can give its connection up to another protocol (HTTP/1.1 only:
+    an HTTP/2 stream cannot be upgraded)."""
+
+    def hijack(request: Request) -> HijackedConnection:
+        """Take the connection of ``request`` (its only request, nothing written yet) out of
+        HTTP.  The request is finished (for the handler chain's bookkeeping: audit, metrics,
+        priority and fairness seats) once the hijacked connection is lost."""
+
+
 @dataclass
 class UpgradeResponse:
     """The head of the answer to an upgrade request.  On 101 the dialer has already
@@ -42,6 +54,8 @@ class UpgradeResponse:
     phrase: bytes
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     body: bytes = b""
+    # the head as the backend sent it, status line to blank line (passed through on 101)
+    raw_head: bytes = b""
 
     def header(self, name: bytes) -> bytes:
         lowered = name.lower()

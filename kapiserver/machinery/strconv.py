@@ -1,0 +1,30 @@
+"""Go's ``strconv`` parsing of query parameters and flags, with Go's error messages.
+
+Upstream decodes connect options (``follow=true``, ``tailLines=10``) with
+``strconv.ParseBool`` and ``ParseInt``; a value they refuse is a 400 whose
+message is Go's error text, so the same text is produced here.
+"""
+from __future__ import annotations
+
+TRUE_VALUES = ("1", "t", "T", "true", "TRUE", "True")
+FALSE_VALUES = ("0", "f", "F", "false", "FALSE", "False")
+
+
+def parse_bool(value: str) -> bool:
+    """``strconv.ParseBool``; ValueError with Go's message for anything else."""
+    if value in TRUE_VALUES:
+        return True
+    if value in FALSE_VALUES:
+        return False
+    raise ValueError(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+
+
+def parse_int(value: str, bits: int = 64) -> int:
+    """``strconv.ParseInt(value, 10, bits)``: an optional sign and ASCII digits, in range."""
+    digits = value[1:] if value[:1] in ("+", "-") else value
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise ValueError(f'strconv.ParseInt: parsing "{value}": invalid syntax')
+    number = int(value)
+    if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+        raise ValueError(f'strconv.ParseInt: parsing "{value}": value out of range')
+    return number
