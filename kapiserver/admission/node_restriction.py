@@ -15,9 +15,10 @@ Limits what a kubelet, a user ``system:node:<name>`` in the group
   PersistentVolumeClaims only through ``status``, and only their capacity and
   conditions.
 
-Refusals are 403 with upstream's messages.  kapiserver has no Node
-authorizer, so what a kubelet may do at all is RBAC's to say; this plugin
-narrows it as upstream's does.
+Refusals are 403 with upstream's messages.  What a kubelet may do at all is
+the authorizer's to say (the Node authorizer, ``auth/node/``, lets it create
+and delete pods, update its Node and pod statuses, and leaves to this plugin
+which ones); this plugin narrows it as upstream's does.
 """
 from __future__ import annotations
 
@@ -26,12 +27,11 @@ from typing import Any, Callable, Optional
 
 from kapiserver.admission.errors import admission_forbidden
 from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
-from kapiserver.admission.pod_references import pod_configmap_names, pod_secret_names
+from kapiserver.machinery.pod_references import pod_configmap_names, pod_secret_names
 from kapiserver.apis.columns import get_path
+from kapiserver.auth.node.identifier import node_identity
 
 PLUGIN_NAME = "NodeRestriction"
-NODES_GROUP = "system:nodes"
-NODE_USER_PREFIX = "system:node:"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 NODE_RESTRICTION_LABEL_NAMESPACE = "node-restriction.kubernetes.io"
@@ -42,14 +42,6 @@ KUBELET_LABELS = frozenset((
     "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
     "topology.kubernetes.io/region", "topology.kubernetes.io/zone"))
 KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
-
-
-def node_identity(user: Any) -> tuple[bool, str]:
-    """(is a node, its name): upstream's NodeIdentifier (the name is "" when it cannot be told)."""
-    if user is None or NODES_GROUP not in (getattr(user, "groups", ()) or ()):
-        return False, ""
-    name = getattr(user, "name", "") or ""
-    return True, name[len(NODE_USER_PREFIX):] if name.startswith(NODE_USER_PREFIX) else ""
 
 
 def _label_namespace(key: str) -> str:
@@ -91,7 +83,7 @@ class NodeRestriction(AdmissionPlugin):
         return await self._store("", "v1", plural).get(namespace, name)
 
     async def admit(self, attrs: Attributes) -> None:
-        is_node, node = node_identity(attrs.user)
+        node, is_node = node_identity(attrs.user)
         if not is_node:
             return
         if not node:

@@ -37,7 +37,7 @@ from twisted.internet import task
 from kapiserver.admission.errors import admission_forbidden
 from kapiserver.admission.interface import CREATE, UPDATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
-from kapiserver.admission.pod_references import as_dict, as_list, pod_secret_names, ref_name
+from kapiserver.machinery.pod_references import as_dict, as_list, pod_secret_names, ref_name
 from kapiserver.controllers.namespace_defaults import ROOT_CA_CONFIGMAP
 from kapiserver.machinery import errors, meta
 

@@ -4,13 +4,20 @@
 authorizer), then each configured mode in order, composed by the union
 authorizer: the first allow or deny decides.  The modes are the rule
 resolvers of SelfSubjectRulesReview, in the same order.
+
+Mode ``Node`` decides on the graph its caller keeps current (``auth/node/``
+GraphPopulator), with the ``system:node`` role's rules for what the graph
+does not cover, as upstream builds it.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from kapiserver.auth.authorizer import AlwaysAllow, AlwaysDeny, Authorizer
+from kapiserver.auth.node.authorizer import NodeAuthorizer
+from kapiserver.auth.node.graph import Graph
 from kapiserver.auth.rbac.authorizer import RBACAuthorizer
+from kapiserver.auth.rbac.bootstrap_policy import node_rules
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.union import PrivilegedGroups, UnionAuthorizer
 from kapiserver.auth.user import MASTERS_GROUP
@@ -18,11 +25,18 @@ from kapiserver.auth.webhook_authorizer import WebhookAuthorizer
 from kapiserver.auth.webhook_kubeconfig import load_webhook_kubeconfig
 
 
-def build_authorizer(config: Any, index: PolicyIndex, reactor: Any) -> UnionAuthorizer:
-    """``config`` is the ``authorization`` section; raises WebhookConfigError for an unusable webhook file."""
+def build_authorizer(config: Any, index: PolicyIndex, reactor: Any,
+                     node_graph: Optional[Graph] = None) -> UnionAuthorizer:
+    """``config`` is the ``authorization`` section; raises WebhookConfigError for an unusable webhook file.
+
+    ``node_graph`` is required with mode Node."""
     modes: list[Authorizer] = []
     for mode in config.modes:
-        if mode == "AlwaysAllow":
+        if mode == "Node":
+            if node_graph is None:
+                raise ValueError("authorization mode Node needs the node graph")
+            modes.append(NodeAuthorizer(node_graph, node_rules()))
+        elif mode == "AlwaysAllow":
             modes.append(AlwaysAllow())
         elif mode == "AlwaysDeny":
             modes.append(AlwaysDeny())

@@ -19,11 +19,17 @@ from twisted.internet import defer
 
 from kapiserver.auth.user import UserInfo
 from kapiserver.machinery import errors
+from kapiserver.machinery.fields import FieldRequirement
 
 
 @dataclass(frozen=True)
 class Attributes:
-    """What a request does (upstream's authorizer.Attributes)."""
+    """What a request does (upstream's authorizer.Attributes).
+
+    ``field_selector``: the requirements of a list, watch or deletecollection's
+    ``fieldSelector`` (AuthorizeWithSelectors, on by default in v1.32); empty
+    when there is none or it does not parse.
+    """
 
     verb: str
     resource_request: bool = True
@@ -34,6 +40,7 @@ class Attributes:
     subresource: str = ""
     name: str = ""
     path: str = ""
+    field_selector: tuple[FieldRequirement, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ AUTHENTICATED_GROUP = "system:authenticated"
 UNAUTHENTICATED_GROUP = "system:unauthenticated"
 ANONYMOUS_USER = "system:anonymous"
 MASTERS_GROUP = "system:masters"
+NODES_GROUP = "system:nodes"  # kubelets' group (upstream's user.NodesGroup)
 # upstream's user.CredentialIDKey: which credential authenticated the request (audit, TokenReview)
 CREDENTIAL_ID_KEY = "authentication.kubernetes.io/credential-id"
 

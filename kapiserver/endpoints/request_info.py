@@ -3,11 +3,20 @@
 Same rules as upstream's ``k8s.io/apiserver/pkg/endpoints/request.RequestInfoFactory``:
 ``/api/v1/...`` and ``/apis/<group>/<version>/...`` are resource requests,
 everything else is a non-resource request whose verb is the lowercase method.
+A list or watch whose ``fieldSelector`` pins ``metadata.name`` is about that
+name (so RBAC's resourceNames and the Node authorizer can allow a kubelet's
+watch of one Secret); the raw ``fieldSelector`` of a list, watch or
+deletecollection is kept for the authorizers (AuthorizeWithSelectors), but
+not for the deprecated ``/watch/`` paths, as upstream.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from urllib.parse import unquote
+
+from kapiserver.machinery import errors
+from kapiserver.machinery.fields import parse_field_selector
+from kapiserver.machinery.validation import is_path_segment_name
 
 _METHOD_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update",
                  "PATCH": "patch", "DELETE": "delete"}
@@ -31,6 +40,7 @@ class RequestInfo:
     subresource: str = ""
     name: str = ""
     parts: list[str] = field(default_factory=list)
+    field_selector: str = ""  # the raw fieldSelector of a list, watch or deletecollection
 
     @property
     def is_long_running(self) -> bool:
@@ -67,7 +77,8 @@ def parse_request_info(method: str, path: str, args: dict[bytes, list[bytes]]) -
         info.version, rest = rest[0], rest[1:]
     info.is_resource_request = True
     info.verb = verb
-    if rest and rest[0] == "watch":
+    verb_via_path = bool(rest) and rest[0] == "watch"
+    if verb_via_path:
         if verb == "get":
             info.verb = "watch"
         rest = rest[1:]
@@ -86,8 +97,23 @@ def parse_request_info(method: str, path: str, args: dict[bytes, list[bytes]]) -
         info.name = info.namespace
     if info.resource == "namespaces":
         info.namespace = ""
+    selector = args.get(b"fieldSelector")
+    raw_selector = selector[0].decode("utf-8", "replace") if selector else ""
     if not info.name and info.verb == "get":
         info.verb = "watch" if _truthy(args, b"watch") else "list"
+        if raw_selector:
+            info.name = _selected_name(raw_selector)
     if not info.name and info.verb == "delete":
         info.verb = "deletecollection"
+    if raw_selector and not verb_via_path and info.verb in ("list", "watch", "deletecollection"):
+        info.field_selector = raw_selector
     return info
+
+
+def _selected_name(raw_selector: str) -> str:
+    """The name a field selector pins (``metadata.name=x``), if it parses and is a valid path segment."""
+    try:
+        name = parse_field_selector(raw_selector).requires_exact_match("metadata.name")
+    except errors.StatusError:  # the list handler answers the bad selector
+        return ""
+    return name if name is not None and not is_path_segment_name(name) else ""

@@ -29,6 +29,8 @@ from kapiserver.auth.authorization_modes import build_authorizer
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.auth.build import build_authentication
 from kapiserver.auth.rbac.policy_index import PolicyIndex
+from kapiserver.auth.node.graph import Graph
+from kapiserver.auth.node.graph_populator import GraphPopulator
 from kapiserver.auth.rbac.policy_informers import PolicyInformers
 from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
@@ -110,9 +112,13 @@ class APIServer:
         # the in-process test server skips the bootstrap policy when it does not use RBAC (a faster start)
         self.bootstrap_rbac = bootstrap_rbac
         health.add("poststarthook/rbac/bootstrap-roles", self._rbac_bootstrap_check)
+        # which objects each node's pods reach, for the Node authorizer (fed by informers once started)
+        self.node_graph: Graph | None = Graph() if "Node" in config.authorization.modes else None
+        self.node_graph_populator: GraphPopulator | None = None
         # requests, impersonation and access reviews ask the same authorizer
         self.authorizer: Authorizer = (authorizer if authorizer is not None
-                                       else build_authorizer(config.authorization, self.rbac, reactor))
+                                       else build_authorizer(config.authorization, self.rbac, reactor,
+                                                             node_graph=self.node_graph))
         # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
         self.authentication = build_authentication(config, self.store, reactor=reactor)
         self.authenticator = self.authentication.request
@@ -348,6 +354,10 @@ class APIServer:
         # (upstream's rbac/bootstrap-roles post-start hook)
         self.rbac_informers = PolicyInformers(self.rbac, self.store, self.reactor)
         self.rbac_informers.start()
+        if self.node_graph is not None:  # the Node authorizer's pods, volumes and attachments
+            self.node_graph_populator = GraphPopulator(self.node_graph, self.store, self.reactor)
+            self.node_graph_populator.start()
+            await self.node_graph_populator.synced
         await self.rbac_informers.synced
         if self.bootstrap_rbac:
             await ensure_bootstrap_policy(self.store, self.reactor)
@@ -396,6 +406,8 @@ class APIServer:
         self.admission.stop()
         if self.rbac_informers is not None:
             self.rbac_informers.stop()
+        if self.node_graph_populator is not None:
+            self.node_graph_populator.stop()
         await self.aggregator.stop()
         self.apiextensions.stop()
         self.authentication.stop()

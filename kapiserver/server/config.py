@@ -28,9 +28,9 @@ class ConfigError(Exception):
 
 STORAGE_BACKENDS = ("sqlite", "etcd3")
 MAX_WORKERS = 64
-AUTHORIZATION_MODES = ("AlwaysAllow", "AlwaysDeny", "RBAC", "Webhook")
-# upstream modes kapiserver does not implement (no nodes, no ABAC policy files)
-UNSUPPORTED_AUTHORIZATION_MODES = ("ABAC", "Node")
+AUTHORIZATION_MODES = ("AlwaysAllow", "AlwaysDeny", "Node", "RBAC", "Webhook")
+# upstream modes kapiserver does not implement (no ABAC policy files)
+UNSUPPORTED_AUTHORIZATION_MODES = ("ABAC",)
 WEBHOOK_VERSIONS = ("v1", "v1beta1")
 LOG_LEVELS = ("debug", "info", "warn", "error", "critical")
 

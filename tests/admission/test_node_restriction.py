@@ -6,7 +6,8 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from kapiserver.admission.interface import CREATE, UPDATE
-from kapiserver.admission.node_restriction import NodeRestriction, forbidden_labels, node_identity
+from kapiserver.admission.node_restriction import NodeRestriction, forbidden_labels
+from kapiserver.auth.node.identifier import node_identity
 from kapiserver.auth.user import UserInfo
 from kapiserver.machinery import errors
 from tests.admission.plugin_fakes import PODS, RType, attrs, pod
@@ -35,10 +36,12 @@ def bound_pod(name: str, node: str, uid: str = "u1") -> dict:
 
 class PieceTests(unittest.TestCase):
     def test_node_identity(self):
-        self.assertEqual(node_identity(NODE_USER), (True, "n1"))
-        self.assertEqual(node_identity(UserInfo("system:node:n1", ())), (False, ""))  # the group decides
-        self.assertEqual(node_identity(UserInfo("kubelet", ("system:nodes",))), (True, ""))
-        self.assertEqual(node_identity(None), (False, ""))
+        self.assertEqual(node_identity(NODE_USER), ("n1", True))
+        self.assertEqual(node_identity(UserInfo("system:node:n1", ())), ("", False))  # the group is needed
+        # and so is the name's prefix, as upstream's identifier: another member of the group is no node
+        self.assertEqual(node_identity(UserInfo("kubelet", ("system:nodes",))), ("", False))
+        self.assertEqual(node_identity(UserInfo("system:node:", ("system:nodes",))), ("", True))
+        self.assertEqual(node_identity(None), ("", False))
 
     def test_labels(self):
         self.assertEqual(forbidden_labels({"node-restriction.kubernetes.io/a": "1", "x.node-restriction.kubernetes.io"
@@ -139,10 +142,10 @@ class PluginTests(unittest.TestCase):
     @defer.inlineCallbacks
     def test_a_node_without_a_name_is_refused(self):
         a = attrs(pod("p"), rtype=PODS, operation=CREATE)
-        a.user = UserInfo("kubelet", ("system:nodes",))
+        a.user = UserInfo("system:node:", ("system:nodes",))
         try:
             yield defer.Deferred.fromCoroutine(self.plugin.admit(a))
         except errors.StatusError as e:
-            self.assertIn('could not determine node from user "kubelet"', e.message)
+            self.assertIn('could not determine node from user "system:node:"', e.message)
         else:
             self.fail("not refused")

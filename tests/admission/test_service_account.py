@@ -10,7 +10,7 @@ from twisted.internet import task
 from twisted.trial import unittest
 
 from kapiserver.admission.interface import CREATE, UPDATE, Attributes
-from kapiserver.admission.pod_references import pod_secret_names
+from kapiserver.machinery.pod_references import pod_secret_names
 from kapiserver.admission.service_account import DEFAULT_API_TOKEN_MOUNT_PATH, ServiceAccount
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.machinery import errors

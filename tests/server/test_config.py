@@ -187,10 +187,12 @@ class LoadConfigTests(unittest.TestCase):
                                "key 'authorization.modes': at least one authorization mode must be given")
         self.assertConfigError("authorization:\n  modes: [RBAC, Magic]\n",
                                "key 'authorization.modes': authorization-mode 'Magic' is not a valid mode (one of "
-                               "AlwaysAllow, AlwaysDeny, RBAC, Webhook)")
-        self.assertConfigError("authorization:\n  modes: [Node, RBAC]\n",
-                               "key 'authorization.modes': mode 'Node' is not supported by kapiserver (supported: "
-                               "AlwaysAllow, AlwaysDeny, RBAC, Webhook)")
+                               "AlwaysAllow, AlwaysDeny, Node, RBAC, Webhook)")
+        self.assertConfigError("authorization:\n  modes: [ABAC, RBAC]\n",
+                               "key 'authorization.modes': mode 'ABAC' is not supported by kapiserver (supported: "
+                               "AlwaysAllow, AlwaysDeny, Node, RBAC, Webhook)")
+        self.assertEqual(load_config(None, {"authorization.modes": ["Node", "RBAC"]}).authorization.modes,
+                         ["Node", "RBAC"])
         self.assertConfigError("authorization:\n  modes: [RBAC, RBAC]\n",
                                "key 'authorization.modes': a mode is given more than once: ['RBAC', 'RBAC']")
         self.assertConfigError("authorization:\n  modes: [Webhook]\n",

@@ -90,6 +90,34 @@ def _binding(namespace: str, name: str, subjects: list[dict], role: str = "") ->
             "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": role or name}, "subjects": subjects}
 
 
+def node_rules() -> list[dict]:
+    """The ``system:node`` ClusterRole's rules (upstream's NodeRules): what the Node authorizer allows
+    every node beyond what it decides itself.  The role is bound to no one: the Node authorizer applies it."""
+    return [
+        _rule('create', 'authentication.k8s.io', 'tokenreviews'),
+        _rule('create', 'authorization.k8s.io', ('localsubjectaccessreviews', 'subjectaccessreviews')),
+        _rule(('get', 'list', 'watch'), '', 'services'),
+        _rule(('create', 'get', 'list', 'watch'), '', 'nodes'),
+        _rule(('patch', 'update'), '', 'nodes/status'),
+        _rule(('patch', 'update'), '', 'nodes'),
+        _rule(('create', 'patch', 'update'), '', 'events'),
+        _rule(('get', 'list', 'watch'), '', 'pods'),
+        _rule(('create', 'delete'), '', 'pods'),
+        _rule(('patch', 'update'), '', 'pods/status'),
+        _rule('create', '', 'pods/eviction'),
+        _rule(('get', 'list', 'watch'), '', ('configmaps', 'secrets')),
+        _rule('get', '', ('persistentvolumeclaims', 'persistentvolumes')),
+        _rule('get', '', 'endpoints'),
+        _rule(('create', 'get', 'list', 'watch'), 'certificates.k8s.io', 'certificatesigningrequests'),
+        _rule(('create', 'delete', 'get', 'patch', 'update'), 'coordination.k8s.io', 'leases'),
+        _rule('get', 'storage.k8s.io', 'volumeattachments'),
+        _rule('create', '', 'serviceaccounts/token'),
+        _rule(('get', 'patch', 'update'), '', 'persistentvolumeclaims/status'),
+        _rule(('get', 'list', 'watch'), 'storage.k8s.io', 'csidrivers'),
+        _rule(('create', 'delete', 'get', 'patch', 'update'), 'storage.k8s.io', 'csinodes'),
+        _rule(('get', 'list', 'watch'), 'node.k8s.io', 'runtimeclasses')]
+
+
 def cluster_roles() -> list[dict]:
     """The ClusterRoles, the controllers' included."""
     return [
@@ -223,29 +251,7 @@ def cluster_roles() -> list[dict]:
         _cluster_role('system:monitoring', [
             _urls('get', ('/healthz', '/healthz/*', '/livez', '/livez/*', '/metrics', '/metrics/slis', '/readyz',
                           '/readyz/*'))]),
-        _cluster_role('system:node', [
-            _rule('create', 'authentication.k8s.io', 'tokenreviews'),
-            _rule('create', 'authorization.k8s.io', ('localsubjectaccessreviews', 'subjectaccessreviews')),
-            _rule(('get', 'list', 'watch'), '', 'services'),
-            _rule(('create', 'get', 'list', 'watch'), '', 'nodes'),
-            _rule(('patch', 'update'), '', 'nodes/status'),
-            _rule(('patch', 'update'), '', 'nodes'),
-            _rule(('create', 'patch', 'update'), '', 'events'),
-            _rule(('get', 'list', 'watch'), '', 'pods'),
-            _rule(('create', 'delete'), '', 'pods'),
-            _rule(('patch', 'update'), '', 'pods/status'),
-            _rule('create', '', 'pods/eviction'),
-            _rule(('get', 'list', 'watch'), '', ('configmaps', 'secrets')),
-            _rule('get', '', ('persistentvolumeclaims', 'persistentvolumes')),
-            _rule('get', '', 'endpoints'),
-            _rule(('create', 'get', 'list', 'watch'), 'certificates.k8s.io', 'certificatesigningrequests'),
-            _rule(('create', 'delete', 'get', 'patch', 'update'), 'coordination.k8s.io', 'leases'),
-            _rule('get', 'storage.k8s.io', 'volumeattachments'),
-            _rule('create', '', 'serviceaccounts/token'),
-            _rule(('get', 'patch', 'update'), '', 'persistentvolumeclaims/status'),
-            _rule(('get', 'list', 'watch'), 'storage.k8s.io', 'csidrivers'),
-            _rule(('create', 'delete', 'get', 'patch', 'update'), 'storage.k8s.io', 'csinodes'),
-            _rule(('get', 'list', 'watch'), 'node.k8s.io', 'runtimeclasses')]),
+        _cluster_role('system:node', node_rules()),
         _cluster_role('system:node-bootstrapper', [
             _rule(('create', 'get', 'list', 'watch'), 'certificates.k8s.io', 'certificatesigningrequests')]),
         _cluster_role('system:node-problem-detector', [

@@ -16,17 +16,32 @@ from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import errors
+from kapiserver.machinery.fields import FieldRequirement, parse_field_selector
 
 
 def attributes_for(info: RequestInfo) -> Attributes:
     namespace = info.namespace
-    if info.is_resource_request and info.resource == "namespaces" and info.name:
+    named_by_selector = info.verb in ("list", "watch") and bool(info.field_selector)
+    if info.is_resource_request and info.resource == "namespaces" and info.name and not named_by_selector:
         # upstream's request info puts /namespaces/<name>[/status|/finalize] in namespace <name>, so a
-        # RoleBinding there (view: "read access to namespaces at the namespace scope") covers it
+        # RoleBinding there (view: "read access to namespaces at the namespace scope") covers it; a list
+        # of namespaces by metadata.name stays cluster-wide
         namespace = info.name
     return Attributes(verb=info.verb, resource_request=info.is_resource_request, namespace=namespace,
                       api_group=info.group, api_version=info.version, resource=info.resource,
-                      subresource=info.subresource, name=info.name, path=info.path)
+                      subresource=info.subresource, name=info.name, path=info.path,
+                      field_selector=_field_requirements(info.field_selector))
+
+
+def _field_requirements(raw: str) -> tuple[FieldRequirement, ...]:
+    """A selector that does not parse selects nothing here (upstream keeps the parse error beside
+    no requirements; no authorizer allows on it) and gets its 400 from the list handler."""
+    if not raw:
+        return ()
+    try:
+        return tuple(parse_field_selector(raw).requirements)
+    except errors.StatusError:
+        return ()
 
 
 class WithAuthorization(Filter):
