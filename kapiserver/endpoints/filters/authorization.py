@@ -20,7 +20,7 @@ from kapiserver.machinery import errors
 
 def attributes_for(info: RequestInfo) -> Attributes:
     namespace = info.namespace
-    if info.is_resource_request and info.resource == "namespaces" and info.name:
+    if info.is_resource_request and info.resource == "namespaces" and info.name and not info.name_from_selector:
         # upstream's request info puts /namespaces/<name>[/status|/finalize] in namespace <name>, so a
         # RoleBinding there (view: "read access to namespaces at the namespace scope") covers it
         namespace = info.name
