@@ -30,6 +30,7 @@ from kapiserver.apiextensions.schema.validation import validate as validate_sche
 from kapiserver.apis import columns
 from kapiserver.machinery import errors, jsonpath
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType, ScaleSubresource, TableColumn
 from kapiserver.registry.strategy import Strategy
 
@@ -150,6 +151,13 @@ def selectable_fields(version: dict) -> dict[str, Callable[[dict], str]]:
     return {f["jsonPath"].lstrip("."): _field_getter(f["jsonPath"]) for f in version.get("selectableFields") or ()}
 
 
+def field_labels(version: dict, namespaced: bool) -> FieldLabelConversion:
+    """The labels a selector may use (upstream's crConverter.ConvertFieldLabel): the name, the
+    namespace of a namespaced kind, and the version's selectableFields."""
+    base = ("metadata.name", "metadata.namespace") if namespaced else ("metadata.name",)
+    return FieldLabelConversion((*base, *selectable_fields(version)))
+
+
 # ------------------------------------------------------------------ versions
 
 def _api_version_setter(api_version: str) -> Callable[[dict], dict]:
@@ -205,6 +213,7 @@ def resource_types(crd: dict, state: Optional[CRDState] = None) -> list[Resource
             scale=ScaleSubresource(scale["specReplicasPath"], scale["statusReplicasPath"],
                                    scale.get("labelSelectorPath") or "") if scale is not None else None,
             schema=schema, table_columns=table_columns(version), selectable_fields=selectable_fields(version),
+            field_labels=field_labels(version, spec.get("scope") == "Namespaced"),
             is_crd=True, strategic_merge_patch=False, return_deleted_object=True,
             convert_to_storage=to_storage, convert_from_storage=from_storage,
             convert_to_storage_async=to_storage_async, convert_from_storage_async=from_storage_async,

@@ -84,6 +84,11 @@ def get_path(obj: Any, *path: str, default: Any = None) -> Any:
     return cur
 
 
+def text_at(*path: str) -> Callable[[dict], str]:
+    """A getter of the string at ``path`` ("" when missing), as a Go string field reads."""
+    return lambda obj: str(get_path(obj, *path, default=""))
+
+
 def name_column() -> TableColumn:
     return TableColumn("Name", "string", lambda o: get_path(o, "metadata", "name", default=""), format="name",
                        description=description(OBJECT_META, "name"))

@@ -3,20 +3,24 @@
 Same rules as upstream's ``k8s.io/apiserver/pkg/endpoints/request.RequestInfoFactory``:
 ``/api/v1/...`` and ``/apis/<group>/<version>/...`` are resource requests,
 everything else is a non-resource request whose verb is the lowercase method.
-A list or watch whose ``fieldSelector`` pins ``metadata.name`` is about that
-name (so RBAC's resourceNames and the Node authorizer can allow a kubelet's
-watch of one Secret); the raw ``fieldSelector`` of a list, watch or
+A list or watch whose field selector requires ``metadata.name`` to equal a value
+is about that one object: as upstream, the value is the request's name, so RBAC
+rules with ``resourceNames`` and the Node authorizer can allow it (kube-scheduler
+and the kubelet read single ConfigMaps and Secrets this way).  The raw ``fieldSelector`` of a list, watch or
 deletecollection is kept for the authorizers (AuthorizeWithSelectors), but
 not for the deprecated ``/watch/`` paths, as upstream.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Optional
 from urllib.parse import unquote
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
-from kapiserver.machinery.validation import is_path_segment_name
+from kapiserver.machinery.labels import parse_label_selector
+from kapiserver.registry.options import go_bool, query_arg
 
 _METHOD_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update",
                  "PATCH": "patch", "DELETE": "delete"}
@@ -25,6 +29,9 @@ _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 LONG_RUNNING_VERBS = {"watch", "proxy"}
 # upstream's BasicLongRunningRequestCheck: these subresources stream for as long as they last
 LONG_RUNNING_SUBRESOURCES = {"attach", "exec", "proxy", "log", "portforward"}
+# strconv.ParseInt(s, 10, 64)'s syntax; the range is checked apart
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_INT64 = range(-2 ** 63, 2 ** 63)
 
 
 @dataclass
@@ -41,6 +48,9 @@ class RequestInfo:
     name: str = ""
     parts: list[str] = field(default_factory=list)
     field_selector: str = ""  # the raw fieldSelector of a list, watch or deletecollection
+    # The name is the list's or watch's metadata.name selector, not a path segment (so a
+    # list of namespaces it names is not in that namespace).
+    name_from_selector: bool = False
 
     @property
     def is_long_running(self) -> bool:
@@ -54,9 +64,33 @@ class RequestInfo:
         return "namespace" if self.namespace else "cluster"
 
 
-def _truthy(args: dict[bytes, list[bytes]], key: bytes) -> bool:
-    values = args.get(key) or []
-    return bool(values) and values[0].lower() in (b"true", b"1")
+def _go_int64(value: Optional[str]) -> bool:
+    """Whether an int64 query parameter decodes (strconv.ParseInt(value, 10, 64)); absent is fine."""
+    return value is None or (_GO_INT.fullmatch(value) is not None and int(value) in _INT64)
+
+
+def _list_watch_name(args: dict[bytes, list[bytes]]) -> tuple[bool, Optional[str]]:
+    """Whether a GET without a name is a watch, and the object its field selector names.
+
+    Upstream decodes the query into ListOptions; when any parameter does not decode (a bad
+    field or label selector, a ``limit`` or ``timeoutSeconds`` that is not an int64) it names
+    nothing, and ``watch`` alone says whether it is a watch.  Otherwise the name is the value
+    of the selector's first ``metadata.name=`` (or ``==``) requirement in sorted order, if it
+    can be a path segment (not ``.`` or ``..``, no ``/`` or ``%``).
+    """
+    watch = query_arg(args, "watch")
+    try:
+        fields = parse_field_selector(query_arg(args, "fieldSelector") or "")
+        parse_label_selector(query_arg(args, "labelSelector") or "")
+        decoded = _go_int64(query_arg(args, "limit")) and _go_int64(query_arg(args, "timeoutSeconds"))
+    except errors.StatusError:
+        decoded = False
+    if not decoded:
+        return watch is not None and watch.lower() not in ("false", "0"), None
+    name = fields.requires_exact_match("metadata.name")
+    if name is not None and (name in (".", "..") or "/" in name or "%" in name):
+        name = None
+    return go_bool(watch), name
 
 
 def parse_request_info(method: str, path: str, args: dict[bytes, list[bytes]]) -> RequestInfo:
@@ -100,20 +134,13 @@ def parse_request_info(method: str, path: str, args: dict[bytes, list[bytes]]) -
     selector = args.get(b"fieldSelector")
     raw_selector = selector[0].decode("utf-8", "replace") if selector else ""
     if not info.name and info.verb == "get":
-        info.verb = "watch" if _truthy(args, b"watch") else "list"
-        if raw_selector:
-            info.name = _selected_name(raw_selector)
+        is_watch, name = _list_watch_name(args)
+        info.verb = "watch" if is_watch else "list"
+        if name:
+            info.name, info.name_from_selector = name, True
     if not info.name and info.verb == "delete":
         info.verb = "deletecollection"
     if raw_selector and not verb_via_path and info.verb in ("list", "watch", "deletecollection"):
         info.field_selector = raw_selector
     return info
 
-
-def _selected_name(raw_selector: str) -> str:
-    """The name a field selector pins (``metadata.name=x``), if it parses and is a valid path segment."""
-    try:
-        name = parse_field_selector(raw_selector).requires_exact_match("metadata.name")
-    except errors.StatusError:  # the list handler answers the bad selector
-        return ""
-    return name if name is not None and not is_path_segment_name(name) else ""

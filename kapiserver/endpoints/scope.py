@@ -12,7 +12,9 @@ from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
+from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
+from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 
@@ -67,6 +69,22 @@ class RequestScope:
 
     def arg_values(self, name: str) -> list[str]:
         return [v.decode("utf-8", "replace") for v in self.args.get(name.encode()) or ()]
+
+    def list_options(self, watch: Optional[bool] = None) -> ListOptions:
+        """The list or watch options of the query (``watch`` forces the flag), as upstream's
+        ListResource completes them: the field selector's labels are checked against the kind
+        (400), and a request with a name (a ``/watch/.../<name>`` path, or a selector naming
+        one object, see request_info) selects that object: a selector that does not pin the
+        same name is a 400."""
+        opts = ListOptions.from_args(self.args, watch=watch)
+        selector = self.store.field_selector(opts)
+        name = self.info.name
+        if name:
+            if selector.empty:
+                opts.field_selector = FieldSelector([FieldRequirement("metadata.name", EQUALS, name)])
+            elif selector.requires_exact_match("metadata.name") != name:
+                raise errors.bad_request("fieldSelector metadata.name doesn't match requested name")
+        return opts
 
     @property
     def dry_run(self) -> bool:

@@ -1,15 +1,21 @@
-"""Field selectors: the ``fieldSelector`` query syntax (upstream's fields.ParseSelector).
+"""Field selectors: the ``fieldSelector`` query syntax (upstream's fields.ParseSelector),
+and field label conversions (upstream's ``runtime.Scheme.ConvertFieldLabel``).
 
 Terms are ``field=value``, ``field==value`` or ``field!=value`` joined by
 commas; ``\\``, ``,`` and ``=`` inside a value are escaped with a backslash.
-Which fields may be selected on is decided by the registry, not here.
+
+Which labels a kind's version accepts, and what each stands for in the kind's
+field set, is a :class:`FieldLabelConversion` (upstream registers one per kind
+and version with ``AddFieldLabelConversionFunc`` in ``pkg/apis/*/v*/conversion.go``;
+a kind without one gets :data:`METAV1_FIELD_LABELS`, upstream's
+``DefaultMetaV1FieldSelectorConversion``).  The registry declares them per kind.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, gorepr
 
 EQUALS = "="
 DOUBLE_EQUALS = "=="
@@ -131,3 +137,48 @@ def parse_field_selector(text: str) -> FieldSelector:
         field, op, raw_value = split
         requirements.append(FieldRequirement(field, op, unescape_value(raw_value)))
     return FieldSelector(requirements)
+
+
+def field_label_not_supported(label: str) -> str:
+    """The message most of upstream's conversion functions give for a label they refuse."""
+    return f"field label not supported: {label}"
+
+
+class FieldLabelConversion:
+    """The field labels one version of a kind accepts in a selector, and the label of the
+    kind's field set (upstream's ``GetAttrs``) each one stands for.
+
+    ``labels`` are accepted as they are; ``renamed`` maps a label clients send to another
+    one (a Pod's ``spec.host`` is ``spec.nodeName``; events.k8s.io's ``regarding.kind`` is the
+    Event's ``involvedObject.kind``).  ``not_supported(label)`` is the message of the 400 for
+    any other label: upstream's functions word it differently per kind.
+    """
+
+    def __init__(self, labels: Iterable[str], not_supported: Callable[[str], str] = field_label_not_supported,
+                 renamed: Optional[Mapping[str, str]] = None) -> None:
+        self.labels: dict[str, str] = {label: label for label in labels}
+        self.labels.update(renamed or {})
+        self.not_supported = not_supported
+
+    def accepted(self) -> frozenset[str]:
+        """The labels a selector may use."""
+        return frozenset(self.labels)
+
+    def convert(self, selector: FieldSelector) -> FieldSelector:
+        """``selector`` in the field set's labels (upstream's ``fields.Selector.Transform``):
+        a 400 BadRequest names the first refused label, in the selector's (sorted) order."""
+        out = []
+        for requirement in selector.requirements:
+            label = self.labels.get(requirement.field)
+            if label is None:
+                raise errors.bad_request(self.not_supported(requirement.field))
+            out.append(requirement if label == requirement.field
+                       else FieldRequirement(label, requirement.operator, requirement.value))
+        return FieldSelector(out)
+
+
+METAV1_FIELD_LABELS = FieldLabelConversion(
+    ("metadata.name", "metadata.namespace"),
+    lambda label: f'{gorepr.quote(label)} is not a known field selector: only "metadata.name", "metadata.namespace"')
+"""Kinds for which upstream registers no conversion: the object's name and namespace
+(a cluster-scoped object's namespace is empty)."""

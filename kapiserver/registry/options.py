@@ -17,20 +17,26 @@ EXACT = "Exact"
 PROPAGATION_POLICIES = ("Orphan", "Background", "Foreground")
 
 
-def _arg(args: dict, name: str) -> Optional[str]:
+def query_arg(args: dict, name: str) -> Optional[str]:
+    """The first value of a query parameter (``request.args``), or None when absent."""
     values = args.get(name.encode())
     if not values:
         return None
     return values[0].decode("utf-8", "replace")
 
 
+def go_bool(value: Optional[str]) -> bool:
+    """A bool query parameter as upstream decodes it (runtime.Convert_Slice_string_To_bool):
+    true unless absent, ``0`` or ``false`` in any case (``?watch=`` is a watch)."""
+    return value is not None and value != "0" and value.casefold() != "false"
+
+
 def _bool_arg(args: dict, name: str) -> bool:
-    value = _arg(args, name)
-    return value is not None and value.lower() in ("true", "1")
+    return go_bool(query_arg(args, name))
 
 
 def _int_arg(args: dict, name: str) -> Optional[int]:
-    value = _arg(args, name)
+    value = query_arg(args, name)
     if value is None or value == "":
         return None
     try:
@@ -59,19 +65,19 @@ class ListOptions:
     def from_args(cls, args: dict, watch: Optional[bool] = None) -> "ListOptions":
         """Parse query arguments; ``watch`` forces the watch flag (``/watch/`` paths)."""
         opts = cls(
-            label_selector=parse_label_selector(_arg(args, "labelSelector") or ""),
-            field_selector=parse_field_selector(_arg(args, "fieldSelector") or ""),
+            label_selector=parse_label_selector(query_arg(args, "labelSelector") or ""),
+            field_selector=parse_field_selector(query_arg(args, "fieldSelector") or ""),
             limit=_int_arg(args, "limit") or 0,
-            continue_token=_arg(args, "continue") or "",
-            resource_version=_arg(args, "resourceVersion") or "",
-            resource_version_match=_arg(args, "resourceVersionMatch") or "",
+            continue_token=query_arg(args, "continue") or "",
+            resource_version=query_arg(args, "resourceVersion") or "",
+            resource_version_match=query_arg(args, "resourceVersionMatch") or "",
             timeout_seconds=_int_arg(args, "timeoutSeconds"),
             allow_watch_bookmarks=_bool_arg(args, "allowWatchBookmarks"),
             watch=_bool_arg(args, "watch") if watch is None else watch,
         )
-        sie = _arg(args, "sendInitialEvents")
+        sie = query_arg(args, "sendInitialEvents")
         if sie is not None:
-            opts.send_initial_events = sie.lower() in ("true", "1")
+            opts.send_initial_events = go_bool(sie)
         opts.validate()
         return opts
 
@@ -174,9 +180,9 @@ class DeleteOptions:
             grace_period_seconds=body.get("gracePeriodSeconds", _int_arg(args, "gracePeriodSeconds")),
             precondition_uid=pre.get("uid") or "",
             precondition_resource_version=pre.get("resourceVersion") or "",
-            propagation_policy=body.get("propagationPolicy") or _arg(args, "propagationPolicy") or "",
+            propagation_policy=body.get("propagationPolicy") or query_arg(args, "propagationPolicy") or "",
             orphan_dependents=body.get("orphanDependents"),
-            dry_run=bool(body.get("dryRun")) or bool(_arg(args, "dryRun")),
+            dry_run=bool(body.get("dryRun")) or bool(query_arg(args, "dryRun")),
             ignore_store_read_error=bool(body.get("ignoreStoreReadErrorWithClusterBreakingPotential"))
             or _bool_arg(args, "ignoreStoreReadErrorWithClusterBreakingPotential"),
             raw=body,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
+from kapiserver.machinery.fields import METAV1_FIELD_LABELS, FieldLabelConversion
 from kapiserver.registry.strategy import Strategy
 from kapiserver.registry.subresources import Subresource
 
@@ -71,8 +72,13 @@ class ResourceType:
     schema_name: str = ""
     schema: Optional[dict] = None
     table_columns: tuple[TableColumn, ...] = ()
-    # field-selector name (``spec.nodeName``) -> getter returning a string
+    # The kind's field set besides metadata.name and metadata.namespace (upstream's GetAttrs /
+    # ToSelectableFields): label (``spec.nodeName``) -> the value of an object, a string computed
+    # as upstream computes it; a label a selector names that the set lacks has the value "".
     selectable_fields: dict[str, Callable[[dict], str]] = field(default_factory=dict)
+    # Which labels a field selector may use, and what each is in the field set (upstream's
+    # field label conversion function of this kind and version).
+    field_labels: FieldLabelConversion = METAV1_FIELD_LABELS
     storage_resource: str = ""
     is_crd: bool = False
     # Events expire: a lease of this many seconds is attached on create (0 = none).

@@ -3,9 +3,20 @@ certificate, the front-proxy CA with its client certificate, and the service-acc
 
 On first start nothing exists and everything is generated, so that
 ``kubectl --kubeconfig var/admin.kubeconfig`` works at once.  On later starts
-the files are reused; only the serving certificate is re-issued, and only when
-the wanted subject alternative names changed, it expired (or soon will) or it
-was not issued by the current CA.  Keys are written with mode 0600.
+the files are reused; a certificate is re-issued only when kapiserver issued it
+(see :meth:`_Issuer.issued_here`) and it expired (or soon will), was not issued
+by the current CA or, for the serving certificate, lacks or has other subject
+alternative names than wanted.  Keys are written with mode 0600.
+
+The serving certificate names what kube-apiserver's self-signed one names
+(``MaybeDefaultWithSelfSignedCerts`` with the addresses of
+``getServiceIPAndRanges``): the advertise address, the ``kubernetes`` Service's
+cluster IP (the first address of ``service_cluster_ip_range``), the bind address
+(``localhost`` when it is unspecified), ``kubernetes``, ``kubernetes.default``
+and ``kubernetes.default.svc``; and also ``kubernetes.default.svc.cluster.local``
+(as kubeadm's, for the cluster domain node components default to), loopback
+(the admin kubeconfig names 127.0.0.1) and ``tls.extra_sans``.  Pods reach the
+server through the Service by these names and that IP.
 
 Files in ``cert_dir``: ``ca.crt``/``ca.key``, ``apiserver.crt``/``apiserver.key``,
 ``admin.crt``/``admin.key``, ``front-proxy-ca.crt``/``.key`` and
@@ -34,8 +45,10 @@ from OpenSSL import SSL, crypto
 from twisted.internet import ssl
 from twisted.logger import Logger
 
+from kapiserver.apis.core.service_ranges import IPRange
 from kapiserver.auth.private_key import InvalidKeyError, load_private_key
 from kapiserver.machinery.private_files import make_private_dir
+from kapiserver.server.advertise import advertise_address
 
 if TYPE_CHECKING:
     from kapiserver.server.config import Config
@@ -47,7 +60,7 @@ SERVING_NAME = "kapiserver"
 ADMIN_USER = "kapiserver-admin"
 ADMIN_GROUP = "system:masters"
 DEFAULT_SANS = ("127.0.0.1", "::1", "localhost", "kubernetes", "kubernetes.default",
-                "kubernetes.default.svc")
+                "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 
 # kubeadm's name and identity for the client certificate presented to kubelets
 KUBELET_CLIENT_NAME = "apiserver-kubelet-client"
@@ -82,6 +95,16 @@ class CredentialFiles:
     kubelet_client_cert: str
     kubelet_client_key: str
     defaults: frozenset[str]
+
+
+def serving_sans(config: "Config") -> list[str]:
+    """The serving certificate's names besides :data:`DEFAULT_SANS`: the advertise address, the
+    ``kubernetes`` Service's cluster IP, a specified bind address, then ``tls.extra_sans``."""
+    names = [advertise_address(config.advertise_address, config.bind_address),
+             IPRange(config.service_cluster_ip_range).first_ip]
+    if not ipaddress.ip_address(config.bind_address).is_unspecified:
+        names.append(config.bind_address)
+    return names + list(config.tls.extra_sans)
 
 
 def credential_files(config: "Config") -> CredentialFiles:
@@ -265,6 +288,7 @@ class _Issuer:
 
     def __init__(self, cert_dir: str, base: str = "ca", common_name: str = CA_NAME) -> None:
         self.cert_dir = cert_dir
+        self.ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         self.ca_path = os.path.join(cert_dir, base + ".crt")
         self.ca_key_path = os.path.join(cert_dir, base + ".key")
         ca_pem, key_pem = _read(self.ca_path), _read(self.ca_key_path)
@@ -284,6 +308,17 @@ class _Issuer:
                 _check_pair(self.ca_path, self.ca_cert, self.ca_key)
         self.ca_pem = ca_pem
 
+    def issued_here(self, cert: x509.Certificate, subject: x509.Name) -> bool:
+        """Whether ``cert`` is one kapiserver issued for this file, and so may issue again.
+
+        kapiserver's certificates carry exactly the subject it gives the file (``CN=kapiserver``
+        for the serving one) and an issuer named as the CA it generates (``CN=kapiserver-ca``),
+        whether or not that CA is still the current one.  A certificate the operator put there
+        has their own subject or issuer: it is used as it is, never replaced, even when it lacks
+        names kapiserver would add (as kube-apiserver uses a given --tls-cert-file).
+        """
+        return cert.subject == subject and cert.issuer == self.ca_name
+
     def leaf(self, base: str, subject: x509.Name, usage: x509.ObjectIdentifier,
              sans: Optional[list[SAN]] = None) -> tuple[bytes, bytes]:
         """Reuse ``<base>.crt``/``<base>.key`` if still right, else issue a new pair."""
@@ -300,7 +335,7 @@ class _Issuer:
         else:
             cert = _load_cert(cert_path, cert_pem)
             _check_pair(cert_path, cert, _load_key(key_path, key_pem))
-            if self.ca_key is None:
+            if self.ca_key is None or not self.issued_here(cert, subject):
                 return cert_pem, key_pem  # operator-managed: use as is
             if not _issued_by(cert, self.ca_cert):
                 why = "not issued by the current CA"

@@ -33,7 +33,7 @@ from kapiserver.endpoints.connection.limits import ConnectionLimiter, descriptor
 from kapiserver.machinery import private_files
 from kapiserver.server import systemd
 from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
-                                     serving_context_factory)
+                                     serving_context_factory, serving_sans)
 from kapiserver.server.config import Config, worker_count
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
@@ -459,7 +459,7 @@ def load_certificates(config: Config) -> CertBundle:
     """Certificates for ``config`` (creating them on first start); raises StartupError."""
     defaults = credential_files(config).defaults
     try:
-        return ensure_certificates(config.cert_dir, config.tls.extra_sans,
+        return ensure_certificates(config.cert_dir, serving_sans(config),
                                    front_proxy="requestheader_client_ca" in defaults,
                                    front_proxy_client="proxy_client_cert" in defaults,
                                    service_account_key="service_account_signing_key" in defaults)

@@ -84,6 +84,22 @@ rules:
   resources: [pods, pods/log]
   verbs: [get]
 ---
+# ivy: lists and watches one ConfigMap (as kube-scheduler its extension-apiserver-authentication)
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: app-config-reader, namespace: {NS}}}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames: [app-config]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: ivy-app-config, namespace: {NS}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: app-config-reader}}
+subjects: [{{kind: User, name: ivy}}]
+---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: alice-read-only, namespace: {NS}}}
@@ -129,7 +145,7 @@ subjects: [{{kind: Group, name: qa}}]
 
 # users: name -> groups in their client certificate
 USERS = {"alice": (), "victor": (), "bob": (), "carol": (), "dave": (), "eve": ("qa",), "frank": (), "gina": (),
-         "harry": ("system:masters",)}
+         "harry": ("system:masters",), "ivy": (), "system:kube-scheduler": ()}
 SA = f"system:serviceaccount:{NS}:builder"
 ANONYMOUS = "system:anonymous"
 
@@ -500,3 +516,65 @@ class RBACUserTests(unittest.TestCase):
                        "verbs": ["get", "list", "watch"]}, view_rules)
         out = self.server.kubectl("get", "clusterrolebinding", "system:public-info-viewer", "-o", "wide").stdout
         self.assertIn("system:authenticated, system:unauthenticated", out)
+
+
+class NamedListWatchTests(unittest.TestCase):
+    """A list or watch whose field selector is ``metadata.name=X`` is a request about X (upstream's
+    request info names it), so a rule with ``resourceNames: [X]`` allows it; anything else is a 403."""
+
+    def setUp(self) -> None:
+        self.server = rbac_server()
+        wait_for(lambda: self.server.kubectl("auth", "can-i", "list", "configmaps/app-config", "-n", NS, "--as", "ivy",
+                                             check=False).stdout.strip() == "yes")
+        self.ivy = HTTPSClient(self.server, "ivy")
+
+    def watch(self, client: HTTPSClient, path: str) -> tuple[int, Any]:
+        """A watch the server ends after a second: its code, and its events (or its Status)."""
+        code, body = client.request("GET", path + ("&" if "?" in path else "?") + "timeoutSeconds=1")
+        if code != 200:
+            return code, body
+        lines = body if isinstance(body, str) else json.dumps(body)
+        return code, [(e["type"], e["object"]["metadata"]["name"]) for e in map(json.loads, lines.splitlines())]
+
+    def forbidden(self, verb: str, name: str = "", user: str = "ivy", namespace: str = NS) -> str:
+        subject = f'configmaps "{name}"' if name else "configmaps"
+        return f"{subject} is forbidden: " + forbidden_message(user, verb, "", "configmaps", "", namespace)
+
+    def test_list_and_watch_of_the_named_configmap(self) -> None:
+        cms = f"/api/v1/namespaces/{NS}/configmaps"
+        code, body = self.ivy.request("GET", cms + "?fieldSelector=metadata.name%3Dapp-config")
+        self.assertEqual((code, [i["metadata"]["name"] for i in body["items"]]), (200, ["app-config"]))
+        self.assertEqual(self.watch(self.ivy, cms + "?watch=true&fieldSelector=metadata.name%3Dapp-config"),
+                         (200, [("ADDED", "app-config")]))
+        # the deprecated watch path names the object in the path only
+        self.assertEqual(self.watch(self.ivy, f"/api/v1/watch/namespaces/{NS}/configmaps/app-config"),
+                         (200, [("ADDED", "app-config")]))
+
+    def test_everything_else_is_forbidden_in_upstreams_words(self) -> None:
+        cms = f"/api/v1/namespaces/{NS}/configmaps"
+        cases = [  # (path, verb, the name the request is about)
+            (cms, "list", ""),
+            (cms + "?watch=true", "watch", ""),
+            (cms + "?fieldSelector=metadata.name%3Dother-config", "list", "other-config"),
+            (cms + "?fieldSelector=metadata.name!%3Dother-config", "list", ""),
+            # a selector that does not parse names nothing (the handler's 400 never comes)
+            (cms + "?fieldSelector=metadata.name%3Dapp-config,foo", "list", ""),
+            (cms + "?fieldSelector=metadata.name%3Dapp-config&limit=x", "list", ""),
+            # upstream reads no selector on the deprecated watch paths
+            (f"/api/v1/watch/namespaces/{NS}/configmaps?fieldSelector=metadata.name%3Dapp-config", "watch", ""),
+        ]
+        for path, verb, name in cases:
+            code, body = self.ivy.request("GET", path + ("&" if "?" in path else "?") + "timeoutSeconds=1")
+            self.assertEqual((code, body.get("reason"), body.get("message")),
+                             (403, "Forbidden", self.forbidden(verb, name)), path)
+
+    def test_kube_scheduler_reads_its_authentication_configmap(self) -> None:
+        scheduler = HTTPSClient(self.server, "system:kube-scheduler")
+        cms = "/api/v1/namespaces/kube-system/configmaps"
+        code, body = scheduler.request("GET", cms + "?fieldSelector=metadata.name%3Dextension-apiserver-authentication"
+                                       "&limit=500&resourceVersion=0")
+        self.assertEqual((code, [i["metadata"]["name"] for i in body["items"]]),
+                         (200, ["extension-apiserver-authentication"]))
+        code, body = scheduler.request("GET", cms)
+        self.assertEqual((code, body["message"]),
+                         (403, self.forbidden("list", user="system:kube-scheduler", namespace="kube-system")))

@@ -412,7 +412,9 @@ class ListTests(ServerTestCase):
         self.assertNotIn("item1", [i["metadata"]["name"] for i in r.body["items"]])
         r = await self.client.get(CM + "?fieldSelector=spec.nothing%3Dx")
         self.assertEqual(r.code, 400)
-        self.assertIn("field label not supported", r.body["message"])
+        # ConfigMaps have no field label conversion upstream: the default one's message
+        self.assertEqual(r.body["message"], '"spec.nothing" is not a known field selector: only "metadata.name", '
+                                            '"metadata.namespace"')
 
     @run
     async def test_pagination_returns_everything_once(self):
@@ -634,3 +636,25 @@ class WatchTests(ServerTestCase):
         body = await treq.content(response)
         events = [json.loads(line) for line in body.splitlines() if line.strip()]
         self.assertEqual(events[0]["type"], "MODIFIED")
+
+    @run
+    async def test_legacy_watch_path_of_one_object(self):
+        """Upstream's ListResource: the name in the path selects that object; a field selector
+        must pin the same name."""
+        import treq
+        for name in ("one", "two"):
+            await self.client.post(CM, cm(name))
+        response = await treq.get(self.server.url + "/api/v1/watch/namespaces/default/configmaps/one"
+                                  "?timeoutSeconds=1", persistent=False)
+        body = await treq.content(response)
+        events = [json.loads(line) for line in body.splitlines() if line.strip()]
+        self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in events], [("ADDED", "one")])
+        for selector in ("metadata.name%3Dtwo", "metadata.name!%3Done", "metadata.namespace%3Ddefault"):
+            r = await self.client.get("/api/v1/watch/namespaces/default/configmaps/one?fieldSelector=" + selector)
+            self.assertEqual((r.code, r.body["reason"], r.body["message"]),
+                             (400, "BadRequest", "fieldSelector metadata.name doesn't match requested name"),
+                             selector)
+        # the label conversion comes first
+        r = await self.client.get("/api/v1/watch/namespaces/default/configmaps/one?fieldSelector=spec.x%3D1")
+        self.assertEqual(r.body["message"], '"spec.x" is not a known field selector: only "metadata.name", '
+                                            '"metadata.namespace"')

@@ -91,24 +91,6 @@ class DescriptionsTests(unittest.TestCase):
         self.assertTrue(core.strategy.allow_create_on_update)
         self.assertTrue(new.strategy.allow_create_on_update)
 
-    def test_selectable_fields(self) -> None:
-        t = types()
-        self.assertEqual(set(t[("", "secrets")].selectable_fields), {"type"})
-        self.assertEqual(set(t[("", "namespaces")].selectable_fields), {"status.phase"})
-        self.assertEqual(set(t[("", "events")].selectable_fields), {
-            "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-            "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-            "reason", "reportingComponent", "source", "type"})
-        event = {"involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "kubelet"},
-                 "reportingComponent": "rc", "type": "Warning"}
-        fields = t[("", "events")].selectable_fields
-        self.assertEqual([fields[f](event) for f in ("involvedObject.kind", "involvedObject.uid", "source",
-                                                    "reportingComponent", "type")],
-                         ["Pod", "", "kubelet", "rc", "Warning"])
-        v1 = t[("events.k8s.io", "events")].selectable_fields
-        self.assertEqual(v1["regarding.name"](events_v1.core_to_events_v1(event)), "p")
-        self.assertEqual(v1["reportingController"](events_v1.core_to_events_v1(event)), "rc")
-
 
 class ConfigMapTests(Base):
     plural = "configmaps"

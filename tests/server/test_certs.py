@@ -1,4 +1,5 @@
-"""Certificates: generated on first start, reused after, the serving one re-issued when SANs change."""
+"""Certificates: generated on first start, reused after, the serving one re-issued when SANs change;
+its names as kube-apiserver's (the ``kubernetes`` Service's), an operator's certificate kept."""
 from __future__ import annotations
 
 import ipaddress
@@ -8,10 +9,13 @@ import stat
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
+from cryptography.x509 import verification
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from twisted.trial import unittest
 
-from kapiserver.server.certs import CertificateError, ensure_certificates
+from kapiserver.server.certs import (SERVING_NAME, CertificateError, _cert_pem, _Issuer, _key_pem, _make_ca,
+                                     _make_leaf, ensure_certificates, serving_sans)
+from kapiserver.server.config import Config, TLSConfig
 
 
 def _load(path: str) -> x509.Certificate:
@@ -120,3 +124,85 @@ class CertificateTests(unittest.TestCase):
         ensure_certificates(self.dir, [], front_proxy=False, front_proxy_client=False, service_account_key=False)
         for name in ("front-proxy-ca.crt", "front-proxy-client.crt", "sa.key"):
             self.assertFalse(os.path.exists(os.path.join(self.dir, name)), name)
+
+
+def _verifies_for(bundle, name: str) -> bool:
+    """Whether a TLS client trusting the cluster CA accepts the serving certificate for ``name``
+    (cryptography's server verification: chain, validity, serverAuth, the name in the SANs)."""
+    try:
+        subject: verification.Subject = verification.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        subject = verification.DNSName(name)
+    verifier = (verification.PolicyBuilder()
+                .store(verification.Store([x509.load_pem_x509_certificate(bundle.ca_cert_pem)]))
+                .build_server_verifier(subject))
+    try:
+        verifier.verify(x509.load_pem_x509_certificate(bundle.serving_cert_pem), [])
+        return True
+    except verification.VerificationError:
+        return False
+
+
+class ServingNamesTests(unittest.TestCase):
+    """The serving certificate names what kube-apiserver's self-signed one names."""
+
+    def setUp(self) -> None:
+        self.dir = os.path.abspath(self.mktemp())
+
+    def config(self, **settings) -> Config:
+        return Config(cert_dir=self.dir, **settings, tls=TLSConfig(extra_sans=["api.example.test"]))
+
+    def test_names_of_the_kubernetes_service_and_the_addresses(self) -> None:
+        sans = serving_sans(self.config(bind_address="127.0.0.2", advertise_address="192.0.2.10",
+                                        service_cluster_ip_range="10.96.0.0/12"))
+        self.assertEqual(sans, ["192.0.2.10", "10.96.0.1", "127.0.0.2", "api.example.test"])
+        bundle = ensure_certificates(self.dir, sans)
+        for name in ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                     "kubernetes.default.svc.cluster.local", "localhost", "127.0.0.1", "10.96.0.1", "192.0.2.10",
+                     "127.0.0.2", "api.example.test"):
+            self.assertTrue(_verifies_for(bundle, name), name)
+        for name in ("10.96.0.2", "kubernetes.default.svc.example", "example.test"):
+            self.assertFalse(_verifies_for(bundle, name), name)
+        # an unspecified bind address is not a name (localhost is, always)
+        self.assertEqual(serving_sans(self.config(bind_address="0.0.0.0", advertise_address="192.0.2.10")),
+                         ["192.0.2.10", "10.0.0.1", "api.example.test"])
+
+    def test_a_certificate_an_earlier_kapiserver_issued_gets_the_names(self) -> None:
+        first = ensure_certificates(self.dir, [])
+        # what kapiserver issued before it named the Service: loopback and three Service names
+        issuer = _Issuer(self.dir)
+        old_sans = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost"),
+                    x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
+                    x509.DNSName("kubernetes.default.svc")]
+        cert, key = _make_leaf(issuer.ca_cert, issuer.ca_key, x509.Name([x509.NameAttribute(
+            NameOID.COMMON_NAME, SERVING_NAME)]), ExtendedKeyUsageOID.SERVER_AUTH, old_sans)
+        with open(os.path.join(self.dir, "apiserver.crt"), "wb") as f:
+            f.write(_cert_pem(cert))
+        with open(os.path.join(self.dir, "apiserver.key"), "wb") as f:
+            f.write(_key_pem(key))
+        self.assertFalse(_verifies_for(ensure_certificates(self.dir, []), "10.0.0.1"))  # no IP asked for yet
+        renewed = ensure_certificates(self.dir, ["10.0.0.1"])
+        self.assertNotEqual(renewed.serving_cert_pem, _cert_pem(cert))
+        self.assertEqual(renewed.ca_cert_pem, first.ca_cert_pem)
+        for name in ("10.0.0.1", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"):
+            self.assertTrue(_verifies_for(renewed, name), name)
+
+    def test_an_operators_certificate_is_used_as_it_is(self) -> None:
+        ensure_certificates(self.dir, [])
+        # one issued by the operator's own CA, and one from the cluster CA with the operator's subject
+        own_ca, own_key = _make_ca("operator-ca")
+        operators = [_make_leaf(own_ca, own_key, x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kapiserver")]),
+                                ExtendedKeyUsageOID.SERVER_AUTH, [x509.DNSName("api.example.test")])]
+        issuer = _Issuer(self.dir)
+        operators.append(_make_leaf(issuer.ca_cert, issuer.ca_key,
+                                    x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api.example.test")]),
+                                    ExtendedKeyUsageOID.SERVER_AUTH, [x509.DNSName("api.example.test")]))
+        for cert, key in operators:
+            with open(os.path.join(self.dir, "apiserver.crt"), "wb") as f:
+                f.write(_cert_pem(cert))
+            with open(os.path.join(self.dir, "apiserver.key"), "wb") as f:
+                f.write(_key_pem(key))
+            bundle = ensure_certificates(self.dir, ["10.0.0.1"])
+            self.assertEqual((bundle.serving_cert_pem, bundle.serving_key_pem), (_cert_pem(cert), _key_pem(key)))
+            with open(os.path.join(self.dir, "apiserver.crt"), "rb") as f:
+                self.assertEqual(f.read(), _cert_pem(cert))

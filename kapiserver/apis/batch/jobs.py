@@ -17,6 +17,7 @@ from kapiserver.apis.apps import workload
 from kapiserver.apis.batch import job_status
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, meta, validation
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -516,6 +517,10 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="batch", version="v1", kind="Job", plural="jobs", singular="job", namespaced=True,
         strategy=JobStrategy(), categories=("all",), has_status=True, schema_name=SCHEMA,
+        # the count of succeeded pods, under upstream's label
+        selectable_fields={"status.successful": lambda o: str(columns.get_path(o, "status", "succeeded", default=0))},
+        field_labels=FieldLabelConversion(("metadata.name", "metadata.namespace", "status.successful"),
+                                          lambda label: f"field label {gorepr.quote(label)} not supported for Job"),
         table_columns=(
             columns.name_column(),
             columns.column("Status", _status, desc="Status of the job."),

@@ -24,6 +24,7 @@ from typing import Any, Optional
 from kapiserver.apis import columns
 from kapiserver.apis.certificates.pem import certificate_problem, check_base64, decoded, parse_csr
 from kapiserver.machinery import errors, meta, validation
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
@@ -357,7 +358,9 @@ def resource_type() -> ResourceType:
         strategy=CertificateSigningRequestStrategy(), has_status=True,
         extra_subresources=(Subresource(APPROVAL, ("get", "patch", "update")),),
         schema_name=SCHEMA, make_store=make_store,
-        selectable_fields={"spec.signerName": lambda o: str((o.get("spec") or {}).get("signerName") or "")},
+        selectable_fields={"spec.signerName": columns.text_at("spec", "signerName")},
+        # pkg/apis/certificates/v1/conversion.go: no metadata.namespace
+        field_labels=FieldLabelConversion(("metadata.name", "spec.signerName")),
         table_columns=(
             columns.name_column(),
             columns.age_column(),

@@ -13,6 +13,7 @@ from typing import Any
 
 from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
 
@@ -201,23 +202,29 @@ def event_columns(view=lambda o: o) -> tuple:
     )
 
 
+OBJECT_REFERENCE_FIELDS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+
+
 def _involved(field: str):
     return lambda o: str(_ref(o).get(field) or "")
 
 
+# Upstream's ToSelectableFields (pkg/registry/core/event/strategy.go): "source" is the source
+# component, or the reporting controller when there is none.
 SELECTABLE_FIELDS = {
-    **{f"involvedObject.{f}": _involved(f)
-       for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
-    "reason": lambda o: o.get("reason") or "",
-    "reportingComponent": lambda o: o.get("reportingComponent") or "",
-    "source": lambda o: (o.get("source") or {}).get("component") or "",
-    "type": lambda o: o.get("type") or "",
+    **{f"involvedObject.{f}": _involved(f) for f in OBJECT_REFERENCE_FIELDS},
+    "reason": columns.text_at("reason"),
+    "reportingComponent": columns.text_at("reportingComponent"),
+    "source": lambda o: str(columns.get_path(o, "source", "component", default="")
+                            or o.get("reportingComponent") or ""),
+    "type": columns.text_at("type"),
 }
+FIELD_LABELS = FieldLabelConversion(("metadata.name", "metadata.namespace", *SELECTABLE_FIELDS))
 
 
 def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="Event", plural="events", singular="event", namespaced=True,
         strategy=EventStrategy(), short_names=("ev",), schema_name=SCHEMA, ttl_seconds=TTL_SECONDS,
-        selectable_fields=dict(SELECTABLE_FIELDS), table_columns=event_columns(),
+        selectable_fields=dict(SELECTABLE_FIELDS), field_labels=FIELD_LABELS, table_columns=event_columns(),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import DNS1123_LABEL, Strategy
 from kapiserver.registry.subresources import Subresource
@@ -115,7 +116,10 @@ def resource_type() -> ResourceType:
         verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
         # PUT only: everything but status, spec.finalizers included (the namespace controller's way out)
         extra_subresources=(Subresource("finalize", ("update",)),),
-        selectable_fields={"status.phase": lambda o: columns.get_path(o, "status", "phase", default="")},
+        selectable_fields={"status.phase": columns.text_at("status", "phase")},
+        # pkg/apis/core/v1/conversion.go: no metadata.namespace (the field set's legacy "name" is
+        # not accepted either)
+        field_labels=FieldLabelConversion(("status.phase", "metadata.name")),
         table_columns=(
             columns.name_column(),
             columns.column("Status", lambda o: columns.get_path(o, "status", "phase", default=""),

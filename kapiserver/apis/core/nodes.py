@@ -8,6 +8,7 @@ from typing import Any
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import node_connections, resources, scheduling
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -199,6 +200,8 @@ def resource_type() -> ResourceType:
                            priority=1),
         ),
         selectable_fields={
-            "spec.unschedulable": lambda o: "true" if columns.get_path(o, "spec", "unschedulable") else "false",
+            "spec.unschedulable": lambda o: "true" if columns.get_path(o, "spec", "unschedulable") is True else "false",
         },
+        # pkg/apis/core/v1/conversion.go: no metadata.namespace
+        field_labels=FieldLabelConversion(("metadata.name", "spec.unschedulable")),
     )

@@ -16,6 +16,7 @@ from typing import Any
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, podspec, scheduling
 from kapiserver.machinery import errors, gorepr, quantity, validation
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -434,9 +435,43 @@ def _or_none(value: Any) -> str:
     return value if value else "<none>"
 
 
+def _pod_ip(pod: dict) -> str:
+    """The internal object's first ``status.podIPs`` entry: v1's ``podIP`` when set (it wins
+    over ``podIPs`` in upstream's conversion), else the first of ``podIPs``."""
+    status = pod.get("status") or {}
+    if status.get("podIP"):
+        return str(status["podIP"])
+    ips = status.get("podIPs") or ()
+    return str((ips[0] or {}).get("ip") or "") if ips and isinstance(ips[0], dict) else ""
+
+
+def _service_account_name(pod: dict) -> str:
+    """``serviceAccountName``, or the deprecated ``serviceAccount`` alias when it is empty (conversion)."""
+    spec = pod.get("spec") or {}
+    return str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "")
+
+
+# Upstream's ToSelectableFields (pkg/registry/core/pod/strategy.go): status.podIPs is accepted by
+# the label conversion below but is not in the field set, so it always has the value "".
+SELECTABLE_FIELDS = {
+    "spec.nodeName": columns.text_at("spec", "nodeName"),
+    "spec.restartPolicy": columns.text_at("spec", "restartPolicy"),
+    "spec.schedulerName": columns.text_at("spec", "schedulerName"),
+    "spec.serviceAccountName": _service_account_name,
+    "spec.hostNetwork": lambda o: "true" if columns.get_path(o, "spec", "hostNetwork") is True else "false",
+    "status.phase": columns.text_at("status", "phase"),
+    "status.podIP": _pod_ip,
+    "status.nominatedNodeName": columns.text_at("status", "nominatedNodeName"),
+}
+# pkg/apis/core/v1/conversion.go; spec.host is what old v1 clients called spec.nodeName
+FIELD_LABELS = FieldLabelConversion(
+    ("metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+     "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs",
+     "status.nominatedNodeName"),
+    renamed={"spec.host": "spec.nodeName"})
+
+
 def resource_type() -> ResourceType:
-    def get(*path: str):
-        return lambda o: columns.get_path(o, *path, default="")
     return ResourceType(
         group="", version="v1", kind="Pod", plural="pods", singular="pod", namespaced=True,
         strategy=PodStrategy(), short_names=("po",), categories=("all",), has_status=True,
@@ -461,14 +496,5 @@ def resource_type() -> ResourceType:
                            STATUS, "nominatedNodeName", priority=1),
             columns.column("Readiness Gates", _readiness_gates, SPEC, "readinessGates", priority=1),
         ),
-        selectable_fields={
-            "spec.nodeName": get("spec", "nodeName"),
-            "spec.restartPolicy": get("spec", "restartPolicy"),
-            "spec.schedulerName": get("spec", "schedulerName"),
-            "spec.serviceAccountName": get("spec", "serviceAccountName"),
-            "spec.hostNetwork": lambda o: "true" if columns.get_path(o, "spec", "hostNetwork") else "false",
-            "status.phase": get("status", "phase"),
-            "status.podIP": get("status", "podIP"),
-            "status.nominatedNodeName": get("status", "nominatedNodeName"),
-        },
+        selectable_fields=dict(SELECTABLE_FIELDS), field_labels=FIELD_LABELS,
     )

@@ -8,6 +8,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, labels
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType, ScaleSubresource
 from kapiserver.registry.strategy import Strategy
 
@@ -89,6 +90,8 @@ def resource_type() -> ResourceType:
         singular="replicationcontroller", namespaced=True, strategy=ReplicationControllerStrategy(),
         short_names=("rc",), categories=("all",), has_status=True,
         scale=ScaleSubresource(".spec.replicas", ".status.replicas"), schema_name=SCHEMA,
+        selectable_fields={"status.replicas": lambda o: str(columns.get_path(o, "status", "replicas", default=0))},
+        field_labels=FieldLabelConversion(("metadata.name", "metadata.namespace", "status.replicas")),
         table_columns=(
             columns.name_column(),
             columns.column("Desired", int_path("spec", "replicas"), SPEC, "replicas", type="integer"),

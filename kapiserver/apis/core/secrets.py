@@ -9,6 +9,7 @@ import json
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import data_keys
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -124,7 +125,8 @@ def resource_type() -> ResourceType:
     return ResourceType(
         group="", version="v1", kind="Secret", plural="secrets", singular="secret", namespaced=True,
         strategy=SecretStrategy(), schema_name=SCHEMA,
-        selectable_fields={"type": lambda o: o.get("type") or ""},
+        selectable_fields={"type": columns.text_at("type")},
+        field_labels=FieldLabelConversion(("type", "metadata.namespace", "metadata.name")),
         table_columns=(
             columns.name_column(),
             columns.column("Type", lambda o: o.get("type") or "", SCHEMA, "type"),

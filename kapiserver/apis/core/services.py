@@ -21,6 +21,7 @@ from kapiserver.apis.core import node_connections, podspec
 from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR
 from kapiserver.machinery import errors, gorepr, labels, validation
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import DNS1035_LABEL, FinishFunc, Strategy
 
@@ -676,6 +677,9 @@ def resource_type() -> ResourceType:
         return_deleted_object=True,
         schema_name=SCHEMA,
         extra_subresources=(node_connections.service_proxy(),),
+        selectable_fields={"spec.clusterIP": columns.text_at("spec", "clusterIP"),
+                           "spec.type": columns.text_at("spec", "type")},
+        field_labels=FieldLabelConversion(("metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type")),
         table_columns=(
             columns.name_column(),
             columns.column("Type", lambda o: columns.get_path(o, "spec", "type", default=""), SPEC, "type"),

@@ -8,9 +8,10 @@ applies the strict checks events.k8s.io adds on top of the core ones.
 """
 from __future__ import annotations
 
-from kapiserver.apis import field_checks
+from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import events as core_events
 from kapiserver.machinery import errors
+from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import DNS1123_SUBDOMAIN, Strategy
 
@@ -77,18 +78,27 @@ def _regarding(field: str):
     return lambda o: str((o.get("regarding") or {}).get(field) or "")
 
 
+# The core Event's field set (kapiserver.apis.core.events) read from an events.k8s.io/v1 Event:
+# the labels this version's conversion reaches (not "source").
+SELECTABLE_FIELDS = {
+    **{f"involvedObject.{f}": _regarding(f) for f in core_events.OBJECT_REFERENCE_FIELDS},
+    "reason": columns.text_at("reason"),
+    "reportingComponent": columns.text_at("reportingController"),
+    "type": columns.text_at("type"),
+}
+# pkg/apis/events/v1/conversion.go: this version's names for the core Event's fields
+FIELD_LABELS = FieldLabelConversion(("reason", "type", "metadata.namespace", "metadata.name"), renamed={
+    **{f"regarding.{f}": f"involvedObject.{f}" for f in core_events.OBJECT_REFERENCE_FIELDS},
+    "reportingController": "reportingComponent",
+})
+
+
 def resource_type() -> ResourceType:
     return ResourceType(
         group=GROUP, version=VERSION, kind="Event", plural="events", singular="event", namespaced=True,
         strategy=EventsV1Strategy(), short_names=("ev",), schema_name=SCHEMA,
         ttl_seconds=core_events.TTL_SECONDS, storage_resource="events", storage_version="v1",
         convert_to_storage=events_v1_to_core, convert_from_storage=core_to_events_v1,
-        selectable_fields={
-            **{f"regarding.{f}": _regarding(f)
-               for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
-            "reason": lambda o: o.get("reason") or "",
-            "reportingController": lambda o: o.get("reportingController") or "",
-            "type": lambda o: o.get("type") or "",
-        },
+        selectable_fields=dict(SELECTABLE_FIELDS), field_labels=FIELD_LABELS,
         table_columns=core_events.event_columns(events_v1_to_core),
     )

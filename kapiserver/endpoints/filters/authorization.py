@@ -21,8 +21,7 @@ from kapiserver.machinery.fields import FieldRequirement, parse_field_selector
 
 def attributes_for(info: RequestInfo) -> Attributes:
     namespace = info.namespace
-    named_by_selector = info.verb in ("list", "watch") and bool(info.field_selector)
-    if info.is_resource_request and info.resource == "namespaces" and info.name and not named_by_selector:
+    if info.is_resource_request and info.resource == "namespaces" and info.name and not info.name_from_selector:
         # upstream's request info puts /namespaces/<name>[/status|/finalize] in namespace <name>, so a
         # RoleBinding there (view: "read access to namespaces at the namespace scope") covers it; a list
         # of namespaces by metadata.name stays cluster-wide

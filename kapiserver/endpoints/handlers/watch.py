@@ -30,7 +30,6 @@ from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope
 from kapiserver.endpoints.transform import transform_watch_object
 from kapiserver.machinery import codec, protobuf, protobuf_types
-from kapiserver.registry.options import ListOptions
 from kapiserver.registry.watch import ADDED, BOOKMARK, ERROR, INITIAL_EVENTS_END, ResourceWatch
 
 log = Logger()
@@ -362,8 +361,7 @@ class WatchStream:
 async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callable[[], None]]) -> None:
     """Serve a watch until it ends.  ``register`` tracks it for shutdown and
     returns the function that forgets it."""
-    opts = ListOptions.from_args(scope.args, watch=True)
-    scope.store.matcher(opts)  # reject bad selectors before the stream starts
+    opts = scope.list_options(watch=True)  # bad options and selectors are refused before the stream starts
     request = scope.request
     unregister: list[Callable[[], None]] = []
 
