@@ -2,7 +2,8 @@
 
 Upstream's order (pkg/kubeapiserver/authenticator): the front proxy's request
 headers, then client certificates, then bearer tokens (static tokens, legacy
-and bound ServiceAccount tokens); a recognised user is added to
+and bound ServiceAccount tokens, bootstrap tokens, JWTs of the authentication
+configuration's issuers); a recognised user is added to
 ``system:authenticated``; anonymous last, only for requests without any
 credential.  :func:`build_authentication` reads the files the completed
 configuration names (blocking: call it at start) and returns everything the
@@ -26,6 +27,7 @@ from kapiserver.auth.authenticator import Authenticator, ClientCertificateAuthen
 from kapiserver.auth.authentication_configuration import (AuthenticationConfigurationError,
                                                          load_authentication_configuration)
 from kapiserver.auth.bearertoken import AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion
+from kapiserver.auth.bootstrap_token import BootstrapTokenAuthenticator
 from kapiserver.auth.oidc import JWTAuthenticator
 from kapiserver.auth.private_key import InvalidKeyError, load_private_key
 from kapiserver.auth.requestheader import RequestHeaderAuthenticator
@@ -184,12 +186,14 @@ def build_authentication(config: "Config", store: Callable[[str, str, str], "Sto
             raise CredentialsError(str(e)) from None
         token_authenticators.append(AudienceAgnosticToken(api_audiences, static))
     service_accounts, keys = _service_accounts(config, files, api_audiences, clock)
+    getter = StoreObjectGetter(store)
     if keys:
-        getter = StoreObjectGetter(store)
         token_authenticators.append(JWTTokenAuthenticator(
             [LEGACY_ISSUER], keys, api_audiences, LegacyTokenValidator(getter, sa_config.lookup, clock)))
         token_authenticators.append(JWTTokenAuthenticator(
             list(sa_config.issuers), keys, api_audiences, BoundTokenValidator(getter, clock)))
+    if authn.enable_bootstrap_token_auth:  # after the ServiceAccount tokens, as upstream
+        token_authenticators.append(AudienceAgnosticToken(api_audiences, BootstrapTokenAuthenticator(getter, clock)))
     jwt: tuple[JWTAuthenticator, ...] = ()
     if authn.config_file:
         try:
@@ -200,7 +204,7 @@ def build_authentication(config: "Config", store: Callable[[str, str, str], "Sto
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
         jwt = tuple(JWTAuthenticator(c, reactor, clock) for c in structured.jwt)
-        if jwt:  # after the ServiceAccount tokens, as upstream
+        if jwt:  # after the ServiceAccount and bootstrap tokens, as upstream
             token_authenticators.append(AudienceAgnosticToken(api_audiences, TokenUnion(jwt)))
     tokens = TokenUnion(token_authenticators) if token_authenticators else None
     if tokens is not None:

@@ -154,9 +154,13 @@ def legacy_claims(sa: dict, secret: dict) -> dict:
 
 # ------------------------------------------------------------------ looking objects up
 
-class ObjectGetter(Protocol):
+class ObjectLookup(Protocol):
     async def get(self, resource: str, namespace: str, name: str) -> Optional[dict]:
         """The core/v1 object (``serviceaccounts``, ``pods``, ``secrets``, ``nodes``), or None if absent."""
+
+
+class ObjectGetter(ObjectLookup, Protocol):
+    """Lookups, and the one write legacy tokens need."""
 
     async def mark_legacy_token_used(self, namespace: str, name: str, uid: str, day: str) -> None: ...
 

@@ -57,7 +57,8 @@ def _check_api_server_client(csr: x509.CertificateSigningRequest, usages: list[s
         raise SignerRefusal("missing required usage for client certificate: client auth")
 
 
-def _check_kubelet_client(csr: x509.CertificateSigningRequest, usages: list[str]) -> None:
+def check_kubelet_client(csr: x509.CertificateSigningRequest, usages: list[str]) -> None:
+    """Upstream's ValidateKubeletClientCSR (the approver recognises kubelet requests by it too)."""
     organizations = [str(a.value) for a in csr.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
     if organizations != ["system:nodes"]:
         raise SignerRefusal("subject organization is not system:nodes")
@@ -82,7 +83,7 @@ def _check_kubelet_client(csr: x509.CertificateSigningRequest, usages: list[str]
 
 SIGNERS: dict[str, Callable[[x509.CertificateSigningRequest, list[str]], None]] = {
     KUBE_APISERVER_CLIENT: _check_api_server_client,
-    KUBE_APISERVER_CLIENT_KUBELET: _check_kubelet_client,
+    KUBE_APISERVER_CLIENT_KUBELET: check_kubelet_client,
 }
 
 

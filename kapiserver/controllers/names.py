@@ -22,6 +22,9 @@ SERVICE_ACCOUNT_TOKEN = "serviceaccount-token-controller"
 ROOT_CA_PUBLISHER = "root-ca-certificate-publisher-controller"
 GARBAGE_COLLECTOR = "garbage-collector-controller"
 CSR_SIGNING = "certificatesigningrequest-signing-controller"
+CSR_APPROVING = "certificatesigningrequest-approving-controller"
+BOOTSTRAP_SIGNER = "bootstrap-signer-controller"
+TOKEN_CLEANER = "token-cleaner-controller"
 CLUSTERROLE_AGGREGATION = "clusterrole-aggregation-controller"
 VALIDATING_ADMISSION_POLICY_STATUS = "validatingadmissionpolicy-status-controller"
 RESOURCE_QUOTA = "resourcequota-controller"
@@ -49,11 +52,11 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "statefulset-controller": ("statefulset",),
     "cronjob-controller": ("cronjob",),
     CSR_SIGNING: ("csrsigning",),
-    "certificatesigningrequest-approving-controller": ("csrapproving",),
+    CSR_APPROVING: ("csrapproving",),
     "certificatesigningrequest-cleaner-controller": ("csrcleaner",),
     "ttl-controller": ("ttl",),
-    "bootstrap-signer-controller": ("bootstrapsigner",),
-    "token-cleaner-controller": ("tokencleaner",),
+    BOOTSTRAP_SIGNER: ("bootstrapsigner",),
+    TOKEN_CLEANER: ("tokencleaner",),
     "node-ipam-controller": ("nodeipam",),
     "node-lifecycle-controller": ("nodelifecycle",),
     "taint-eviction-controller": (),
@@ -82,8 +85,7 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "cloud-node-lifecycle-controller": ("cloud-node-lifecycle",),
 }
 # off unless named (upstream's isDisabledByDefault)
-DISABLED_BY_DEFAULT = frozenset({"bootstrap-signer-controller", "token-cleaner-controller",
-                                 "selinux-warning-controller"})
+DISABLED_BY_DEFAULT = frozenset({BOOTSTRAP_SIGNER, TOKEN_CLEANER, "selinux-warning-controller"})
 _CANONICAL = {alias: name for name, aliases in KNOWN.items() for alias in (name, *aliases)}
 
 

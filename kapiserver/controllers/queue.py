@@ -1,5 +1,12 @@
 """A keyed reconcile queue: each key is reconciled by one worker at a time,
-duplicates collapse, failures retry with exponential backoff."""
+duplicates collapse, failures retry with exponential backoff.
+
+A reconcile that raises :class:`RetryLater` is retried the same way without a
+warning: the object is waiting for something outside the controller (upstream's
+``IgnorableError``, logged at a high verbosity there).  A key added with a
+delay while it already waits is due at the earlier of the two times, as
+client-go's delaying queue keeps the earliest.
+"""
 from __future__ import annotations
 
 from typing import Awaitable, Callable, Hashable
@@ -11,6 +18,10 @@ from kapiserver.server import metrics
 
 log = Logger()
 MAX_BACKOFF_SECONDS = 30.0
+
+
+class RetryLater(Exception):
+    """Not done yet, for a reason that is no fault (``str()`` is logged at debug level)."""
 
 
 class ReconcileQueue:
@@ -29,8 +40,12 @@ class ReconcileQueue:
         if self._stopped:
             return
         if delay > 0:
-            if key not in self._timers:
-                self._timers[key] = self.reactor.callLater(delay, self._fire, key)
+            timer = self._timers.get(key)
+            if timer is not None:
+                if timer.getTime() <= self.reactor.seconds() + delay:
+                    return
+                timer.cancel()
+            self._timers[key] = self.reactor.callLater(delay, self._fire, key)
             return
         if key in self._pending or key in self._again:
             return
@@ -60,6 +75,11 @@ class ReconcileQueue:
             n = self._failures.get(key, 0) + 1
             self._failures[key] = n
             delay = min(0.1 * 2 ** n, MAX_BACKOFF_SECONDS)
+            if f.check(RetryLater):
+                log.debug("{queue}: {key} not done ({why}); retrying in {delay:.1f}s", queue=self.name, key=key,
+                          why=f.getErrorMessage(), delay=delay)
+                self.add(key, delay)
+                return
             log.warn("{queue}: reconciling {key} failed ({err}); retrying in {delay:.1f}s", queue=self.name,
                      key=key, err=f.getErrorMessage(), delay=delay)
             self.add(key, delay)

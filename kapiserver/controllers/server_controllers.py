@@ -31,7 +31,10 @@ kube-controller-manager runs against this server):
 * the tokens controller filling legacy ServiceAccount token Secrets (with a signing key);
 * ClusterRole aggregation (``clusterrole_aggregation.py``);
 * the CSR signers for ``kubernetes.io/kube-apiserver-client(-kubelet)``, with
-  the cluster CA of ``cert_dir`` (when its key is there);
+  the cluster CA of ``cert_dir`` (when its key is there), and the approver of
+  kubelet client certificate requests (``csr_approving.py``);
+* the bootstrap token cleaner and the ``cluster-info`` signer (``bootstrap_tokens.py``;
+  off unless named, as upstream);
 * the ValidatingAdmissionPolicy status controller (given by the API server, which owns the policies);
 * the resource quota controller (``resource_quota.py``): ``status.hard`` and ``status.used``;
 * the PVC and PV protection controllers (``storage_protection.py``).
@@ -47,7 +50,9 @@ from kapiserver.controllers.certificate_authority import CertificateAuthority
 from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from kapiserver.controllers.apiserver_identity import APIServerIdentityController
 from kapiserver.controllers.apf_bootstrap import READY_CHECK as APF_BOOTSTRAP_CHECK, APFBootstrapEnsurer
+from kapiserver.controllers.bootstrap_tokens import BootstrapSigner, TokenCleaner
 from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
+from kapiserver.controllers.csr_approving import CSRApprovingController
 from kapiserver.controllers.csr_signing import CSRSigningController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
@@ -55,10 +60,10 @@ from kapiserver.controllers.legacy_token_tracking import LegacyTokenTrackingCont
 from kapiserver.controllers.leader_election import LeaderElector, default_identity
 from kapiserver.controllers.manager import Controller, ControllerManager
 from kapiserver.controllers.master_leases import EndpointsReconciler, MasterLeases
-from kapiserver.controllers.names import (CLUSTERROLE_AGGREGATION, CSR_SIGNING, GARBAGE_COLLECTOR, NAMESPACE,
-                                          PV_PROTECTION, PVC_PROTECTION, RESOURCE_QUOTA, ROOT_CA_PUBLISHER,
-                                          SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN,
-                                          VALIDATING_ADMISSION_POLICY_STATUS, ControllerSelection)
+from kapiserver.controllers.names import (BOOTSTRAP_SIGNER, CLUSTERROLE_AGGREGATION, CSR_APPROVING, CSR_SIGNING,
+                                          GARBAGE_COLLECTOR, NAMESPACE, PV_PROTECTION, PVC_PROTECTION,
+                                          RESOURCE_QUOTA, ROOT_CA_PUBLISHER, SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN,
+                                          TOKEN_CLEANER, VALIDATING_ADMISSION_POLICY_STATUS, ControllerSelection)
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
 from kapiserver.controllers.resource_quota import ResourceQuotaController
@@ -137,6 +142,14 @@ class ServerControllers:
             factories.append(lambda: GarbageCollector(all_stores, served_types_generation, reactor))
         if CSR_SIGNING in selection:
             factories.extend(self._csr_signers(deps))
+        csrs = deps.store("certificates.k8s.io", "v1", "certificatesigningrequests")
+        if CSR_APPROVING in selection:
+            factories.append(lambda: CSRApprovingController(csrs, deps.authorizer, reactor))
+        secrets = deps.store("", "v1", "secrets")
+        if TOKEN_CLEANER in selection:
+            factories.append(lambda: TokenCleaner(secrets, reactor))
+        if BOOTSTRAP_SIGNER in selection:
+            factories.append(lambda: BootstrapSigner(deps.store("", "v1", "configmaps"), secrets, reactor))
         if CLUSTERROLE_AGGREGATION in selection:
             factories.append(lambda: ClusterRoleAggregationController(
                 deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"), reactor))

@@ -81,6 +81,9 @@ class AuthenticationConfig:
     client_ca_file: str = ""
     # static bearer tokens: CSV lines token,user,uid,"group1,group2"
     token_auth_file: str = ""
+    # bootstrap tokens (kube-system Secrets of type bootstrap.kubernetes.io/token) authenticate
+    # as system:bootstrap:<id>, for TLS bootstrapping (upstream's --enable-bootstrap-token-auth)
+    enable_bootstrap_token_auth: bool = False
     # audiences of this API; [] = the service-account issuers
     api_audiences: list[str] = field(default_factory=list)
     # an AuthenticationConfiguration (apiserver.config.k8s.io) file: JWT authenticators of OIDC issuers

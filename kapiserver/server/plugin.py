@@ -64,6 +64,7 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "anonymous-auth": ("authentication.anonymous", _bool),
     "client-ca-file": ("authentication.client_ca_file", str),
     "token-auth-file": ("authentication.token_auth_file", str),
+    "enable-bootstrap-token-auth": ("authentication.enable_bootstrap_token_auth", _bool),
     "authentication-config": ("authentication.config_file", str),
     "api-audiences": ("authentication.api_audiences", _list),
     "service-account-signing-key-file": ("authentication.service_account.signing_key_file", str),
@@ -144,6 +145,9 @@ class Options(usage.Options):
                                        "Overrides authentication.client_ca_file."],
         ["token-auth-file", None, None, "CSV file of static bearer tokens (token,user,uid,\"group1,group2\"). "
                                         "Overrides authentication.token_auth_file."],
+        ["enable-bootstrap-token-auth", None, None, "true/false: bootstrap token Secrets in kube-system "
+                                                    "authenticate (TLS bootstrapping). Overrides "
+                                                    "authentication.enable_bootstrap_token_auth."],
         ["authentication-config", None, None, "AuthenticationConfiguration file (JWT authenticators). "
                                               "Overrides authentication.config_file."],
         ["api-audiences", None, None, "Comma-separated audiences of this API. Overrides authentication.api_audiences."],

@@ -42,6 +42,7 @@ _SETTINGS = {
     # authentication: a cert_dir holding ensure_certificates' files turns on ServiceAccount tokens
     "cert_dir": "cert_dir",
     "token_auth_file": "authentication.token_auth_file",
+    "controllers": "controllers.names",
     "authentication_config_file": "authentication.config_file",
     "api_audiences": "authentication.api_audiences",
     "service_account_max_token_expiration_seconds": "authentication.service_account.max_token_expiration_seconds",

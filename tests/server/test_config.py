@@ -236,8 +236,11 @@ class AuthenticationConfigTests(unittest.TestCase):
         options = Options()
         options.parseOptions(["--token-auth-file", "t.csv", "--service-account-issuer", "https://a,https://b",
                               "--service-account-max-token-expiration", "48h", "--anonymous-auth=true",
-                              "--requestheader-allowed-names", "aggregator,front-proxy-client"])
+                              "--requestheader-allowed-names", "aggregator,front-proxy-client",
+                              "--enable-bootstrap-token-auth=true"])
         config = load_config(None, options.overrides())
+        self.assertTrue(config.authentication.enable_bootstrap_token_auth)
+        self.assertFalse(load_config(None).authentication.enable_bootstrap_token_auth)  # off unless asked, as upstream
         self.assertEqual(config.authentication.service_account.issuers, ["https://a", "https://b"])
         self.assertEqual(config.authentication.service_account.max_token_expiration_seconds, 48 * 3600)
         self.assertTrue(config.authentication.anonymous)
