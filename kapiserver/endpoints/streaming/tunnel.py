@@ -185,7 +185,8 @@ def serve_tunnel(client: HijackedConnection, request_headers: heads.HeaderList, 
     ``request_headers``: the client's request headers (its WebSocket handshake);
     ``kubelet_headers``: the headers of the request to send to the kubelet before
     :func:`spdy_request_headers` makes it a SPDY upgrade (upstream sends the client's
-    request on, so pass its headers there, minus what must not reach the kubelet);
+    request on with ``X-Forwarded-For`` appended, so pass its headers there, minus what
+    must not reach the kubelet);
     ``response_headers``: added to any HTTP answer but the 101.  Fires with the status
     code the client was answered (101 when tunnelled), once both connections are closed.
     """
@@ -202,7 +203,7 @@ def serve_tunnel(client: HijackedConnection, request_headers: heads.HeaderList, 
     if not protocols:
         message = "unable to upgrade: no tunneling spdy protocols provided"
         return refused(400, heads.text_error(400, message, extra_headers=response_headers, date=date), message)
-    checked = ws.handshake_as_gorilla(method, request_headers, [], date=date)
+    checked = ws.handshake_as_gorilla(method, request_headers, [], date=date, extra_headers=response_headers)
     if isinstance(checked, ws.HandshakeRejected):
         return refused(checked.code, checked.response, checked.reason)
 
@@ -218,8 +219,9 @@ def serve_tunnel(client: HijackedConnection, request_headers: heads.HeaderList, 
         if b"upgrade" not in connection or spdy.HEADER_SPDY31.lower().encode() not in upgrade:
             message = "unable to upgrade: missing upgrade headers in response"
             log.warn("{label}: {message}: {headers!r}", label=label, message=message, headers=response.headers)
-            tunnel.refuse(answers.Answer(500, heads.text_error(500, message, extra_headers=response_headers,
-                                                               date=date), message))
+            answer = heads.text_error(500, message, extra_headers=response_headers,
+                                      date=heads.http_date(clock.seconds()))
+            tunnel.refuse(answers.Answer(500, answer, message))
             return
         chosen = response.header(b"X-Stream-Protocol-Version").decode("latin-1").strip()
         offered = [channel.TUNNELING_PREFIX + chosen] if chosen else []

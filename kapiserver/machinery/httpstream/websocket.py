@@ -154,15 +154,16 @@ def handshake_as_wsstream(method: bytes, headers: heads.HeaderList, supported: S
 
 
 def handshake_as_gorilla(method: bytes, headers: heads.HeaderList, supported: Sequence[str], *,
-                         date: bytes | None = None) -> HandshakeResult:
+                         date: bytes | None = None, extra_headers: heads.HeaderList = ()) -> HandshakeResult:
     """The handshake of gorilla/websocket's ``Upgrader.Upgrade`` (origins not checked, as the
     tunnelling handler configures it); the subprotocol is the first of ``supported`` the
-    client asked for, none if there is no match."""
+    client asked for, none if there is no match.  ``extra_headers`` go on a refusal."""
     bad = "websocket: the client is not using the websocket protocol: "
 
     def refuse(code: int, reason: str) -> HandshakeRejected:
         answer = heads.text_error(code, heads.reason_phrase(code).decode(),
-                                  extra_headers=((b"Sec-Websocket-Version", SUPPORTED_VERSION),), date=date)
+                                  extra_headers=((b"Sec-Websocket-Version", SUPPORTED_VERSION), *extra_headers),
+                                  date=date)
         return HandshakeRejected(code, answer, reason)
 
     if not heads.contains_token(headers, b"Connection", "upgrade"):

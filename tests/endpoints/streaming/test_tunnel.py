@@ -52,6 +52,14 @@ class TunnelTests(unittest.TestCase):
         self.assertEqual(self.dialer.calls, [])
         self.assertEqual(self.results, [400])
 
+    def test_a_bad_websocket_handshake_is_refused_before_any_dialling(self):
+        self.serve([(name, b"12" if name == b"Sec-WebSocket-Version" else value) for name, value in REQUEST])
+        answer = self.client.transport.value()
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400 Bad Request\r\nAudit-Id: 42\r\n"), answer)
+        self.assertIn(b"\r\nSec-Websocket-Version: 13\r\n", answer)
+        self.assertTrue(answer.endswith(b"\r\n\r\nBad Request\n"))
+        self.assertEqual(self.dialer.calls, [])
+
     def test_a_tunnel_relays_spdy_bytes_in_binary_messages(self):
         self.serve()
         [call] = self.dialer.calls
