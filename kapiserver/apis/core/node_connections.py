@@ -137,12 +137,17 @@ async def _pod_log(request: SubresourceRequest) -> ConnectResult:
 
 # ------------------------------------------------------------------ exec, attach, portforward
 
+# the kubelet's names of the stream options (api.ExecStdinParam...)
+_KUBELET_STREAM_PARAMS = (("stdin", "input"), ("stdout", "output"), ("stderr", "error"), ("tty", "tty"))
+
+
 def _stream_query(request: SubresourceRequest, with_command: bool) -> tuple[tuple[str, str], ...]:
-    """upstream's streamParams: stdin/stdout/stderr/tty as "1", then each command word."""
-    query = [(name, "1") for name in ("stderr", "stdin", "stdout", "tty") if _bool_option(request, name)]
+    """upstream's streamParams: the streams asked for as the kubelet names them (``input=1``,
+    ``output=1``, ``error=1``, ``tty=1``), then each command word; url.Values.Encode sorts the keys."""
+    query = [(kubelet, "1") for option, kubelet in _KUBELET_STREAM_PARAMS if _bool_option(request, option)]
     if with_command:
         query.extend(("command", word) for word in request.options.get("command", []))
-    query.sort(key=lambda item: item[0])  # url.Values.Encode: keys sorted, values in order
+    query.sort(key=lambda item: item[0])  # values keep their order
     return tuple(query)
 
 

@@ -35,8 +35,9 @@ from twisted.web.http_headers import Headers
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.streaming import kubelet as kubelet_client
+from kapiserver.endpoints.streaming import splice, translator, tunnel
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
-from kapiserver.endpoints.streaming.interfaces import IHijackableChannel, UpgradeResponse
+from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
 from kapiserver.machinery import errors
 from kapiserver.registry.subresources import Backend, Location, StreamMode
 
@@ -224,47 +225,32 @@ class StreamConnector:
         await relay_body(response, request)
 
     async def _upgrade(self, request: server.Request, location: Location, target: Target, path: bytes) -> None:
-        from kapiserver.endpoints.streaming import splice, translator, tunnel
-
+        """Hijack the client's connection and relay it: translated (v5 exec/attach WebSockets),
+        tunnelled (port-forward WebSockets) or passed through byte for byte (SPDY, other WebSockets)."""
         channel = request.channel
         if not IHijackableChannel.providedBy(channel):
             raise errors.bad_request("upgrade requests need HTTP/1.1")
         dialer = HTTPUpgradeDialer(self.reactor, target.host, target.port, target.tls, self.kubelet.timeout_seconds)
         protocols = websocket_protocols(request) if is_websocket(request) else []
-        kubelet_headers = forwarded_headers(request, keep_upgrade=False)
+        request_headers = list(request.requestHeaders.getAllRawHeaders())
+        headers = [(name, value) for name, values in request_headers for value in values]
+        audit_id = [(b"Audit-Id", value) for value in request.responseHeaders.getRawHeaders(b"audit-id") or []]
+        client = channel.hijack(request)
         if location.mode is StreamMode.UPGRADE and STREAM_CLOSE_PROTOCOL in protocols and \
                 location.resource in ("pods/exec", "pods/attach"):
-            options = translator.StreamOptions(*(any(k == name for k, _ in location.query)
-                                                 for name in ("stdin", "stdout", "stderr", "tty")))
-            client = channel.hijack(request)
-            await translator.serve_translated(client, request.requestHeaders, options, dialer, path, kubelet_headers)
-            return
-        if location.mode is StreamMode.UPGRADE and PORT_FORWARD_TUNNEL_PROTOCOL in protocols and \
+            flags = {name for name, _ in location.query}  # the kubelet's names of the streams
+            options = translator.StreamOptions(stdin="input" in flags, stdout="output" in flags,
+                                               stderr="error" in flags, tty="tty" in flags)
+            await translator.serve_translated(client, headers, options, dialer, path,
+                                              forwarded_headers(request, keep_upgrade=False),
+                                              method=request.method, clock=self.clock)
+        elif location.mode is StreamMode.UPGRADE and PORT_FORWARD_TUNNEL_PROTOCOL in protocols and \
                 location.resource == "pods/portforward":
-            client = channel.hijack(request)
-            await tunnel.serve_tunnel(client, request.requestHeaders, dialer, path, kubelet_headers)
-            return
-        relay = splice.Splice()
-        try:
-            answer: UpgradeResponse = await dialer.upgrade(path, forwarded_headers(request, keep_upgrade=True),
-                                                           relay.right)
-        except Exception as e:
-            raise errors.unexpected_error(f"error dialing backend: {_describe(e)}") from None
-        if not _writable(request):
-            relay.abort()
-            return
-        if answer.code != 101:  # not upgraded: the backend's answer goes to the client as it is
-            request.setResponseCode(answer.code, answer.phrase)
-            for name, value in answer.headers:
-                if name.lower() not in HOP_BY_HOP and name.lower() != b"content-length":
-                    request.responseHeaders.addRawHeader(name, value)
-            request.setHeader(b"content-length", str(len(answer.body)).encode())
-            request.write(answer.body)
-            request.finish()
-            return
-        client = channel.hijack(request)
-        client.attach(relay.left)
-        relay.left_transport_write(answer.raw_head)
+            await tunnel.serve_tunnel(client, headers, dialer, path, forwarded_headers(request, keep_upgrade=False),
+                                      method=request.method, response_headers=audit_id, clock=self.clock)
+        else:
+            await splice.serve_upgrade(client, dialer, path, forwarded_headers(request, keep_upgrade=True),
+                                       response_headers=audit_id, clock=self.clock)
 
 
 class _QuietClientFactory(_HTTP11ClientFactory):
