@@ -31,5 +31,7 @@ run: install
 typecheck: install-test
 	$(VENV)/bin/mypy
 
+# tests/node start one real node per machine (the node kit): they run after the rest, in one process
 test: install-test typecheck
 	$(PY) -m twisted.trial -j$(TRIAL_JOBS) tests
+	KAPISERVER_NODE_TESTS=1 $(PY) -m twisted.trial tests.node

@@ -13,28 +13,33 @@ both ways: when the client stops reading, the extension server's connection
 is paused; when the client goes away, it is closed.  An APIService that is
 not Available answers 503 ``service unavailable``, as upstream (kubectl says
 "the server is currently unable to handle the request").  Upgrade requests
-(exec/attach/port-forward over SPDY or websockets) are refused with a Status.
+(exec/attach/port-forward over SPDY or WebSockets) take the client's connection
+out of HTTP and are passed through to the extension server byte for byte once
+it answers ``101``, as upstream's UpgradeAwareHandler does.
 """
 from __future__ import annotations
 
 import io
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 from urllib.parse import quote
 
 from twisted.internet import defer, protocol
 from twisted.logger import Logger
 from twisted.python import failure
 from twisted.web import resource, server
-from twisted.web.client import FileBodyProducer, ResponseDone
-from twisted.web.http import PotentialDataLoss
+from twisted.web.client import FileBodyProducer
 from twisted.web.http_headers import Headers
 
 from kapiserver.aggregator.apiservice_registration import APIServiceRegistration, ProxyTarget
 from kapiserver.aggregator.service_resolver import ResolveError, ServiceResolver
-from kapiserver.aggregator.transport import ExtensionTransport
+from kapiserver.aggregator.transport import CONNECT_TIMEOUT_SECONDS, ExtensionTransport, connection_creator
 from kapiserver.auth.user import UserInfo
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.streaming import splice
+from kapiserver.endpoints.streaming.relay import BodyRelay
+from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
+from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
 from kapiserver.machinery import errors
 
 log = Logger()
@@ -79,48 +84,6 @@ def endpoint_url(host: str, port: int, path: bytes) -> bytes:
     return b"https://" + netloc.encode() + path
 
 
-class _Relay(protocol.Protocol):
-    """The extension server's response body, written to the client as it comes (a push producer
-    for the client's transport: pausing the client pauses the upstream connection)."""
-
-    def __init__(self, request: server.Request, done: defer.Deferred) -> None:
-        self.request = request
-        self.done = done
-        self.finished = False
-
-    def connectionMade(self) -> None:
-        self.request.registerProducer(self, True)
-
-    def dataReceived(self, data: bytes) -> None:
-        if not self.finished:
-            self.request.write(data)
-
-    def connectionLost(self, reason: failure.Failure = protocol.connectionDone) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        try:
-            self.request.unregisterProducer()
-        except RuntimeError:
-            pass
-        if not reason.check(ResponseDone, PotentialDataLoss):
-            log.info("extension server response ended early: {err}", err=reason.getErrorMessage())
-        self.done.callback(None)
-
-    # IPushProducer, driven by the client connection
-    def pauseProducing(self) -> None:
-        if self.transport is not None:
-            self.transport.pauseProducing()
-
-    def resumeProducing(self) -> None:
-        if self.transport is not None:
-            self.transport.resumeProducing()
-
-    def stopProducing(self) -> None:
-        if self.transport is not None:
-            self.transport.stopProducing()
-
-
 class ProxyResource(resource.Resource):
     """The leaf answering every request of the group versions served by extension servers."""
 
@@ -140,11 +103,6 @@ class ProxyResource(resource.Resource):
         if target is None:  # removed since routing (a race): nothing serves it any more
             respond.write_status(request, errors.resource_not_found())
             return server.NOT_DONE_YET
-        if is_upgrade(request):
-            respond.write_status(request, errors.StatusError(
-                400, "BadRequest", f"upgrade requests (exec, attach, port-forward) are not proxied to extension "
-                                   f"API servers by kapiserver (APIService {target.name})"))
-            return server.NOT_DONE_YET
         if not target.available:
             return self._unavailable(request)
         try:
@@ -152,6 +110,9 @@ class ProxyResource(resource.Resource):
         except ResolveError as e:
             log.info("error resolving {ns}/{name}: {err}", ns=target.namespace, name=target.service, err=e.message)
             return self._unavailable(request)
+        if is_upgrade(request) and IHijackableChannel.providedBy(request.channel):
+            self._upgrade(request, target, host, port)
+            return server.NOT_DONE_YET
         d = defer.Deferred.fromCoroutine(self._forward(request, target, host, port))
         d.addErrback(lambda f: self._failed(request, target, f))
         return server.NOT_DONE_YET
@@ -177,6 +138,21 @@ class ProxyResource(resource.Resource):
         request.setHeader(b"x-content-type-options", b"nosniff")
         request.write(f"Error trying to reach service: {f.getErrorMessage()}\n".encode())
         request.finish()
+
+    def _upgrade(self, request: server.Request, target: ProxyTarget, host: str, port: int) -> None:
+        """An upgrade, relayed: the user's headers as for any request, the client's Connection and Upgrade."""
+        user = context_of(request).user
+        if user is None:
+            raise errors.internal_error("missing user")
+        headers = forwarded_headers(request.requestHeaders, user)
+        for name in (b"Connection", b"Upgrade"):
+            headers.setRawHeaders(name, request.requestHeaders.getRawHeaders(name) or [])
+        creator = connection_creator(target.tls, self.transport.client)
+        dialer = HTTPUpgradeDialer(self.transport.reactor, host, port, creator, CONNECT_TIMEOUT_SECONDS)
+        sent = [(name, value) for name, values in headers.getAllRawHeaders() for value in values]
+        client = IHijackableChannel(request.channel).hijack(request)
+        relayed = splice.serve_upgrade(client, dialer, request.uri, sent)
+        relayed.addErrback(lambda f: log.failure("upgrade to {name}", f, name=target.name))
 
     async def _forward(self, request: server.Request, target: ProxyTarget, host: str, port: int) -> None:
         user = context_of(request).user
@@ -207,7 +183,7 @@ class ProxyResource(resource.Resource):
                 request.responseHeaders.setRawHeaders(name, values)
         request.write(b"")  # the status and headers go out now: a watch may stay quiet for a long time
         done: defer.Deferred = defer.Deferred()
-        response.deliverBody(_Relay(request, done))
+        response.deliverBody(BodyRelay(request, done))
         await done
         if not request.finished and not getattr(request, "_disconnected", False):
             request.finish()

@@ -28,16 +28,14 @@ from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IPushPr
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import server
-from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
-from twisted.web.http import PotentialDataLoss
+from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.http_headers import Headers
 
-from kapiserver.endpoints import respond
-from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.streaming import kubelet as kubelet_client
 from kapiserver.endpoints.streaming import splice, translator, tunnel
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
 from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
+from kapiserver.endpoints.streaming.relay import relay_body, writable
 from kapiserver.machinery import errors
 from kapiserver.registry.subresources import Backend, Location, StreamMode
 
@@ -177,7 +175,7 @@ class StreamConnector:
             return None
         except Exception as e:
             raise errors.unexpected_error(_dial_error(method, target.url(path), e)) from None
-        if gone or not _writable(request):
+        if gone or not writable(request):
             response.deliverBody(protocol.Protocol())
             return None
         return response
@@ -257,10 +255,6 @@ class _QuietClientFactory(_HTTP11ClientFactory):
     noisy = False
 
 
-def _writable(request: server.Request) -> bool:
-    return not (request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
-
-
 def _bytes_io(content: bytes) -> Any:
     import io
     return io.BytesIO(content)
@@ -303,57 +297,3 @@ class _BoundedReader(protocol.Protocol):
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         if not self.done.called:
             self.done.callback(b"".join(self.parts))
-
-
-async def relay_body(response: Any, request: server.Request) -> None:
-    """The backend's body written to the client as it arrives; the client's transport pauses and
-    resumes the backend's (a slow reader holds no more than the transport's buffer)."""
-    done: defer.Deferred[None] = defer.Deferred()
-    response.deliverBody(BodyRelay(request, done))
-    await done
-    if _writable(request):
-        request.finish()
-
-
-class BodyRelay(protocol.Protocol):
-    """A backend's response body, written to the client as it comes (a push producer for the
-    client's transport: pausing the client pauses the backend connection)."""
-
-    transport: Optional[IPushProducer]  # type: ignore[assignment]  # what Response.deliverBody gives
-
-    def __init__(self, request: server.Request, done: "defer.Deferred[None]") -> None:
-        self.request = request
-        self.done = done
-        self.finished = False
-
-    def connectionMade(self) -> None:
-        self.request.registerProducer(self, True)
-        self.request.notifyFinish().addErrback(lambda _: self.stopProducing())
-
-    def dataReceived(self, data: bytes) -> None:
-        if not self.finished and _writable(self.request):
-            self.request.write(data)
-
-    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        if self.request.channel is not None:  # None once the client went away
-            self.request.unregisterProducer()
-        if not reason.check(ResponseDone, PotentialDataLoss):
-            log.info("backend response ended early: {err}", err=reason.getErrorMessage())
-        self.done.callback(None)
-
-    # IPushProducer, driven by the client's connection
-    def pauseProducing(self) -> None:
-        if self.transport is not None:
-            self.transport.pauseProducing()
-
-    def resumeProducing(self) -> None:
-        if self.transport is not None:
-            self.transport.resumeProducing()
-
-    def stopProducing(self) -> None:
-        if self.transport is not None:
-            self.transport.stopProducing()
-
