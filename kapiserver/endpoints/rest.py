@@ -63,7 +63,7 @@ class RESTEndpoint(resource.Resource):
             if info.subresource:
                 sub = rtype.subresource(info.subresource)
                 if sub is not None:
-                    if verb not in sub.verbs:
+                    if verb not in sub.verbs and not (sub.proxy and verb == "options"):
                         raise errors.method_not_allowed()
                 elif info.subresource not in rtype.subresources:
                     raise errors.resource_not_found()

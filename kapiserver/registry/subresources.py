@@ -108,4 +108,6 @@ class Subresource:
     connect: Optional[Callable[[SubresourceRequest], Awaitable[ConnectResult]]] = None
     # the schema (definition name) of the body a create takes (OpenAPI)
     body_schema: str = ""
+    # a proxy: besides ``verbs``, OPTIONS is routed too (upstream's proxyMethods), as verb "options"
+    proxy: bool = False
     description: str = ""

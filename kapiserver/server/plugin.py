@@ -106,6 +106,11 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "enable-admission-plugins": ("admission.enable_plugins", _list),
     "disable-admission-plugins": ("admission.disable_plugins", _list),
     "admission-control-config-file": ("admission.config_file", str),
+    "kubelet-client-certificate": ("kubelet.client_certificate", str),
+    "kubelet-client-key": ("kubelet.client_key", str),
+    "kubelet-certificate-authority": ("kubelet.certificate_authority", str),
+    "kubelet-preferred-address-types": ("kubelet.preferred_address_types", _list),
+    "kubelet-timeout": ("kubelet.timeout_seconds", _duration),
     "controllers": ("controllers.names", _list),
     "enable-priority-and-fairness": ("limits.enable_priority_and_fairness", _bool),
     "max-requests-inflight": ("limits.max_requests_inflight", int),
@@ -219,6 +224,15 @@ class Options(usage.Options):
                                                   "admission.disable_plugins."],
         ["admission-control-config-file", None, None, "AdmissionConfiguration file with plugin settings. Overrides "
                                                       "admission.config_file."],
+        ["kubelet-client-certificate", None, None, "Client certificate presented to kubelets. Overrides "
+                                                   "kubelet.client_certificate."],
+        ["kubelet-client-key", None, None, "Its key. Overrides kubelet.client_key."],
+        ["kubelet-certificate-authority", None, None, "CA bundle kubelets' serving certificates are verified "
+                                                      "against. Overrides kubelet.certificate_authority."],
+        ["kubelet-preferred-address-types", None, None, "Comma-separated Node address types to dial kubelets at, "
+                                                        "in order. Overrides kubelet.preferred_address_types."],
+        ["kubelet-timeout", None, None, "Longest wait to connect to a kubelet (Go duration). Overrides "
+                                        "kubelet.timeout_seconds."],
         ["controllers", None, None, "Which of kube-controller-manager's controllers run in process, as its "
                                     "--controllers ('*', 'name', '-name'; '' = none, when a real "
                                     "kube-controller-manager runs). Overrides controllers.names."],

@@ -340,16 +340,16 @@ def pod_subresources() -> tuple[Subresource, ...]:
         Subresource("log", ("get",), connect=_pod_log, description="read log of the specified Pod"),
         Subresource("portforward", ("create", "get"), kind="PodPortForwardOptions", connect=_port_forward,
                     description="connect portforward requests to Pod"),
-        Subresource("proxy", PROXY_VERBS, kind="PodProxyOptions", connect=_pod_proxy,
+        Subresource("proxy", PROXY_VERBS, kind="PodProxyOptions", connect=_pod_proxy, proxy=True,
                     description="connect requests to proxy of Pod"),
     )
 
 
 def service_proxy() -> Subresource:
-    return Subresource("proxy", PROXY_VERBS, kind="ServiceProxyOptions", connect=_service_proxy,
+    return Subresource("proxy", PROXY_VERBS, kind="ServiceProxyOptions", connect=_service_proxy, proxy=True,
                        description="connect requests to proxy of Service")
 
 
 def node_proxy() -> Subresource:
-    return Subresource("proxy", PROXY_VERBS, kind="NodeProxyOptions", connect=_node_proxy,
+    return Subresource("proxy", PROXY_VERBS, kind="NodeProxyOptions", connect=_node_proxy, proxy=True,
                        description="connect requests to proxy of Node")
