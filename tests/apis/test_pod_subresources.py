@@ -245,6 +245,8 @@ class KubeletSubresourceTests(ServerTestCase):
                          (500, None, "no preferred addresses found; known addresses: []"))
         r = await self.client.get(NS + "/pods/p/proxy/healthz")
         self.assertEqual((r.code, r.body["message"]), (400, "address not allowed"))
+        r = await self.client.request("OPTIONS", NS + "/pods/p/proxy/healthz")  # routed as upstream's proxyMethods
+        self.assertEqual((r.code, r.body["message"]), (400, "address not allowed"))
         r = await self.client.get(NS + "/pods/p/log?tailLines=-1&limitBytes=0")
         self.assertEqual((r.code, r.body["reason"]), (422, "Invalid"))
         self.assertEqual(r.body["message"], 'PodLogOptions "p" is invalid: [tailLines: Invalid value: -1: must be '
