@@ -23,7 +23,7 @@ import io
 from typing import Any, Callable
 from urllib.parse import quote
 
-from twisted.internet import defer, protocol
+from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python import failure
 from twisted.web import resource, server
@@ -37,7 +37,7 @@ from kapiserver.auth.user import UserInfo
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.streaming import splice
-from kapiserver.endpoints.streaming.relay import BodyRelay
+from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
 from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
 from kapiserver.machinery import errors
@@ -164,18 +164,8 @@ class ProxyResource(resource.Resource):
             else None
         headers = forwarded_headers(request.requestHeaders, user)
         pending = agent.request(request.method, endpoint_url(host, port, request.uri), headers, producer)
-        gone: list[bool] = []
-
-        def client_gone(_: Any) -> None:
-            gone.append(True)
-            pending.cancel()
-        request.notifyFinish().addErrback(client_gone)
-        try:
-            response = await pending
-        except defer.CancelledError:
-            return
-        if gone or request.finished or context_of(request).timed_out:
-            response.deliverBody(protocol.Protocol())  # drain and drop
+        response = await while_client_waits(request, pending)
+        if response is None:
             return
         request.setResponseCode(response.code, response.phrase)
         for name, values in response.headers.getAllRawHeaders():

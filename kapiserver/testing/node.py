@@ -13,11 +13,12 @@ tests skip with it.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from kapiserver.testing import control_plane
 from kapiserver.testing.process import REPO_ROOT, ServerProcess
@@ -82,10 +83,18 @@ def node_server_config(extra: Optional[dict] = None) -> dict:
 
 
 class NodeCluster:
-    """kapiserver + kube-controller-manager + the kit's node; ``stop()`` undoes all of it."""
+    """kapiserver + kube-controller-manager + the kit's node; ``stop()`` undoes all of it.
 
-    def __init__(self, extra_config: Optional[dict] = None) -> None:
+    ``before_node(cluster)`` runs once the server and kube-controller-manager are up and
+    before the node starts (objects the node needs: a bootstrap token); ``node_env`` is
+    added to start-node.sh's environment (its ``KNODE_*`` knobs)."""
+
+    def __init__(self, extra_config: Optional[dict] = None,
+                 before_node: Optional[Callable[["NodeCluster"], None]] = None,
+                 node_env: Optional[dict[str, str]] = None) -> None:
         self.extra_config = extra_config
+        self.before_node = before_node
+        self.node_env = node_env or {}
         self.server: Optional[ServerProcess] = None
         self.kcm: Optional[control_plane.ControllerManagerProcess] = None
         self.node_log = ""
@@ -100,9 +109,12 @@ class NodeCluster:
         self.server = server.start()
         self.kcm = control_plane.ControllerManagerProcess(server.server_url, certs, server.workdir).start()
         try:
+            if self.before_node is not None:
+                self.before_node(self)
             result = subprocess.run([os.path.join(KIT, "start-node.sh"), server.kubeconfig,
                                      os.path.join(certs, "ca.crt"), os.path.join(certs, "ca.key")],
-                                    capture_output=True, text=True, timeout=START_TIMEOUT)
+                                    capture_output=True, text=True, timeout=START_TIMEOUT,
+                                    env={**os.environ, **self.node_env})
         except subprocess.TimeoutExpired as e:
             self.stop()
             raise RuntimeError(f"the node did not start within {START_TIMEOUT}s: {e.stdout}{e.stderr}") from None
@@ -133,6 +145,32 @@ class NodeCluster:
                     return pod
             time.sleep(0.3)
         raise AssertionError(f"pod {namespace}/{name} not {phase}: {pod.get('status')}")
+
+
+_current: dict = {}
+_stop_registered: list[bool] = []
+
+
+def shared_cluster(name: str, make: Callable[[], NodeCluster]) -> NodeCluster:
+    """The one node cluster of this process, started by ``make`` under ``name``: a test module
+    asking for another name stops the one before (the kit runs one node per machine)."""
+    if _current.get("name") != name:
+        previous = _current.pop("cluster", None)
+        _current.clear()
+        if previous is not None:
+            previous.stop()
+        cluster = make().start()
+        _current.update(name=name, cluster=cluster)
+        if not _stop_registered:
+            atexit.register(_stop_current)
+            _stop_registered.append(True)
+    return _current["cluster"]
+
+
+def _stop_current() -> None:
+    cluster = _current.pop("cluster", None)
+    if cluster is not None:
+        cluster.stop()
 
 
 def _stop_node() -> None:

@@ -8,7 +8,6 @@ the tests do not run as root.
 """
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 import socket
@@ -25,15 +24,10 @@ from kapiserver.testing import node
 
 BUSYBOX = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
-_cluster: dict = {}
 
 
 def cluster() -> node.NodeCluster:
-    if not _cluster:
-        started = node.NodeCluster().start()
-        atexit.register(started.stop)
-        _cluster["cluster"] = started
-    return _cluster["cluster"]
+    return node.shared_cluster("streams", node.NodeCluster)
 
 
 def free_port() -> int:

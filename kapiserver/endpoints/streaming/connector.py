@@ -35,7 +35,7 @@ from kapiserver.endpoints.streaming import kubelet as kubelet_client
 from kapiserver.endpoints.streaming import splice, translator, tunnel
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
 from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
-from kapiserver.endpoints.streaming.relay import relay_body, writable
+from kapiserver.endpoints.streaming.relay import relay_body, while_client_waits
 from kapiserver.machinery import errors
 from kapiserver.registry.subresources import Backend, Location, StreamMode
 
@@ -163,22 +163,12 @@ class StreamConnector:
         """Start a backend request; cancelled when the client goes away.  Returns the response,
         or None when the client is gone."""
         pending = self._agent(target).request(method, target.url(path), headers, body)
-        gone: list[bool] = []
-
-        def client_gone(_: Any) -> None:
-            gone.append(True)
-            pending.cancel()
-        request.notifyFinish().addErrback(client_gone)
         try:
-            response = await pending
+            return await while_client_waits(request, pending)
         except defer.CancelledError:
-            return None
+            raise
         except Exception as e:
             raise errors.unexpected_error(_dial_error(method, target.url(path), e)) from None
-        if gone or not writable(request):
-            response.deliverBody(protocol.Protocol())
-            return None
-        return response
 
     async def _stream(self, request: server.Request, location: Location, target: Target, path: bytes) -> None:
         """upstream's LocationStreamer with GenericHttpResponseChecker (pods/log)."""

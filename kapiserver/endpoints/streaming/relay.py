@@ -26,6 +26,27 @@ def writable(request: server.Request) -> bool:
     return not (request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
 
 
+async def while_client_waits(request: server.Request, pending: "defer.Deferred[Any]") -> Any:
+    """A backend's response to a request of ``request``'s client, or None once that client has
+    gone (the backend request is then cancelled, or its answer drained and dropped)."""
+    gone: list[bool] = []
+
+    def client_gone(_: Any) -> None:
+        gone.append(True)
+        pending.cancel()
+    request.notifyFinish().addErrback(client_gone)
+    try:
+        response = await pending
+    except defer.CancelledError:
+        if gone:
+            return None
+        raise
+    if gone or not writable(request):
+        response.deliverBody(protocol.Protocol())
+        return None
+    return response
+
+
 async def relay_body(response: Any, request: server.Request) -> None:
     """The backend's body written to the client as it arrives; the client's transport pauses and
     resumes the backend's (a slow reader holds no more than the transport's buffer)."""
