@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from kapiserver.registry.options import query_bool
+
 _METHOD_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update",
                  "PATCH": "patch", "DELETE": "delete"}
 # /namespaces/<name>/<these> address the namespace object itself.
@@ -44,7 +46,7 @@ class RequestInfo:
 
 def _truthy(args: dict[bytes, list[bytes]], key: bytes) -> bool:
     values = args.get(key) or []
-    return bool(values) and values[0].lower() in (b"true", b"1")
+    return bool(values) and query_bool(values[0].decode("utf-8", "replace"))
 
 
 def parse_request_info(method: str, path: str, args: dict[bytes, list[bytes]]) -> RequestInfo:

@@ -86,7 +86,7 @@ class RESTEndpoint(resource.Resource):
         except Exception as e:
             respond.write_failure(request, e, target)
             return server.NOT_DONE_YET
-        if verb == "watch" or (verb == "list" and scope.arg("watch") in ("true", "1")):
+        if verb == "watch":
             streaming = defer.Deferred.fromCoroutine(watch_handler.watch(scope, self.deps.watches.register))
             streaming.addErrback(respond.failure_writer(request, target))
             return server.NOT_DONE_YET

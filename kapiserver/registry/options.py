@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 import orjson
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.fields import FieldSelector, parse_field_selector
 from kapiserver.machinery.labels import LabelSelector, parse_label_selector
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
@@ -24,21 +25,31 @@ def _arg(args: dict, name: str) -> Optional[str]:
     return values[0].decode("utf-8", "replace")
 
 
+def query_bool(value: str) -> bool:
+    """A query parameter as runtime.Convert_Slice_string_To_bool reads it: only ``0`` and
+    ``false`` (any case: Go's EqualFold) are false; ``t``, ``yes`` and even an empty value are true."""
+    return value != "0" and value.casefold() != "false"
+
+
 def _bool_arg(args: dict, name: str) -> bool:
     value = _arg(args, name)
-    return value is not None and value.lower() in ("true", "1")
+    return value is not None and query_bool(value)
+
+
+_GO_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 def _int_arg(args: dict, name: str) -> Optional[int]:
+    """An int64 parameter as strconv.ParseInt(value, 10, 64) reads it (Python's int() would
+    also take spaces, underscores and non-ASCII digits); its error is upstream's 400 message."""
     value = _arg(args, name)
-    if value is None or value == "":
+    if value is None:
         return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise errors.bad_request(f"invalid value for {name}: {value!r}: must be an integer") from None
+    if _GO_DECIMAL.fullmatch(value) is None:
+        raise errors.bad_request(f"strconv.ParseInt: parsing {gorepr.quote(value)}: invalid syntax")
+    number = int(value)
     if not -(1 << 63) <= number < (1 << 63):  # the Go field is an int64
-        raise errors.bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": value out of range')
+        raise errors.bad_request(f"strconv.ParseInt: parsing {gorepr.quote(value)}: value out of range")
     return number
 
 
@@ -71,7 +82,7 @@ class ListOptions:
         )
         sie = _arg(args, "sendInitialEvents")
         if sie is not None:
-            opts.send_initial_events = sie.lower() in ("true", "1")
+            opts.send_initial_events = query_bool(sie)
         opts.validate()
         return opts
 
