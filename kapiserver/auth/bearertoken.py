@@ -17,12 +17,32 @@ from kapiserver.auth.authenticator import (AuthenticationError, AuthResult, Outc
 INVALID_TOKEN = "invalid bearer token"
 
 
+_ASCII_SPACE = b"\t\n\v\f\r "
+# the runes above ASCII for which Go's unicode.IsSpace is true, as UTF-8
+_UNICODE_SPACES = tuple(c.encode() for c in "\u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+                        "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def trim_space(value: bytes) -> bytes:
+    """Go's ``strings.TrimSpace`` of a header's bytes: ASCII white space and UTF-8-encoded Unicode
+    white space at either end. A lone byte 0xA0 is no UTF-8, so it stays (Python's ``str.strip()``
+    of the Latin-1 text would remove it, and ``<token>\xa0`` would authenticate as ``<token>``)."""
+    while True:
+        trimmed = value.strip(_ASCII_SPACE)
+        for space in _UNICODE_SPACES:
+            trimmed = trimmed.removeprefix(space).removesuffix(space)
+        if trimmed == value:
+            return value
+        value = trimmed
+
+
 def bearer_token(request: Any) -> str:
-    """The token of an ``Authorization: Bearer`` header, or "" when there is none."""
+    """The token of an ``Authorization: Bearer`` header, or "" when there is none (upstream's
+    bearertoken.Authenticator: the first header, trimmed, split on single spaces)."""
     header = request.requestHeaders.getRawHeaders(b"authorization")
     if not header:
         return ""
-    parts = header[0].decode("latin-1").strip().split(" ", 2)
+    parts = trim_space(header[0]).decode("latin-1").split(" ", 2)
     if len(parts) < 2 or parts[0].lower() != "bearer":
         return ""
     return parts[1]

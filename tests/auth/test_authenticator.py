@@ -53,6 +53,23 @@ class UnionTests(unittest.TestCase):
             union(True).authenticate(Request(authorization="Bearer bad-token"))
         self.assertEqual(str(cm.exception), "bad-token has expired")
 
+    def test_header_is_trimmed_as_go_trims_it(self) -> None:
+        """strings.TrimSpace: ASCII and UTF-8 Unicode white space go; a lone 0xA0 byte is no UTF-8 and
+        stays part of the token (Python's str.strip() of the Latin-1 text took it away)."""
+        def authenticate(header: bytes):
+            request = Request()
+            request.requestHeaders.setRawHeaders(b"authorization", [header])
+            return union(True).authenticate(request)
+        # (not "Bearer" then: no bearer token at all)
+        self.assertEqual(authenticate(b"\xa0Bearer alice-token").user.name, "system:anonymous")
+        for header in (b"Bearer alice-token\xa0", b"Bearer alice-token\x85", b"Bearer alice-token\x1c"):
+            with self.assertRaises(AuthenticationError, msg=header) as cm:
+                authenticate(header)
+            self.assertEqual(str(cm.exception), "invalid bearer token")
+        for header in (b"Bearer alice-token\xc2\xa0", b" \tBearer alice-token\r\x0b\x0c",
+                       b"\xe3\x80\x80Bearer alice-token\xe2\x80\xa8\xc2\x85"):
+            self.assertEqual(authenticate(header).user.name, "alice", header)
+
     def test_static_tokens_are_valid_only_for_the_api_audiences(self) -> None:
         static = AudienceAgnosticToken(API, StaticTokenAuthenticator({"t": UserInfo("alice")}))
         self.assertIsNone(static.authenticate_token("t", ("vault",)))
