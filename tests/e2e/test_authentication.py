@@ -199,6 +199,19 @@ class AuthenticationTests(unittest.TestCase):
         code, body = self.front_proxy_whoami(stranger)
         self.assertEqual((code, body["reason"]), (401, "Unauthorized"))
 
+    def test_a_client_certificate_without_a_common_name_is_401_not_anonymous(self):
+        """Upstream's front-proxy authenticator verifies every certificate against its CA first; a
+        client certificate naming no one leaves that error standing: 401, as an unknown token."""
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        nameless = issue_client_certificate(self.certs, "", ["team"])
+        code, body = self.https("POST", WHOAMI, nameless, body=review)
+        self.assertEqual((code, body["reason"], body["message"]), (401, "Unauthorized", "Unauthorized"))
+        code, body = self.https("GET", "/version", nameless)
+        self.assertEqual(code, 401)
+        # a valid bearer token on the same connection still decides who it is, as upstream's union
+        code, body = self.https("POST", WHOAMI, nameless, {"Authorization": "Bearer static-token-1"}, review)
+        self.assertEqual((code, body["status"]["userInfo"]["username"]), (201, "jane"))
+
     def test_token_review(self):
         wait_for(lambda: self.kubectl("-n", self.ns, "get", "sa", "default", check=False).returncode == 0)
         token = self.kubectl("-n", self.ns, "create", "token", "default", "--audience", "vault").stdout.strip()
