@@ -73,11 +73,11 @@ def validate_crd_status(crd: dict) -> list[Cause]:
     stored = status.get("storedVersions")
     if not stored:
         return out
-    versions = [v.get("name") for v in (crd.get("spec") or {}).get("versions") or ()]
+    versions = [v.get("name") or "" for v in (crd.get("spec") or {}).get("versions") or ()]
     for i, v in enumerate(stored):
         if v not in versions:
             out.append(errors.field_invalid(index("status.storedVersions", i), v, "must appear in spec.versions"))
-    storage = [v.get("name") for v in (crd.get("spec") or {}).get("versions") or () if v.get("storage")]
+    storage = [v.get("name") or "" for v in (crd.get("spec") or {}).get("versions") or () if v.get("storage")]
     if len(storage) == 1 and storage[0] not in stored:
         out.append(errors.field_invalid("status.storedVersions", stored,
                                         f"must have the storage version {storage[0]}"))
@@ -152,10 +152,8 @@ def _validate_versions(spec: dict, out: list[Cause]) -> None:
     for i, version in enumerate(versions):
         vpath = index("spec.versions", i)
         vname = version.get("name") or ""
-        if not vname:
-            out.append(errors.field_required(child(vpath, "name")))
-        else:
-            _dns1035(vname, child(vpath, "name"), out)
+        _dns1035(vname, child(vpath, "name"), out)  # upstream has no Required here: "" is no DNS-1035 label
+        if vname:
             if vname in seen:
                 out.append(errors.field_duplicate(child(vpath, "name"), vname))
             seen.add(vname)
@@ -289,12 +287,13 @@ def _validate_conversion(conversion: dict, out: list[Cause]) -> None:
 
 def served_versions(crd: dict) -> list[str]:
     """Names of the served versions, in spec order."""
-    return [v["name"] for v in (crd.get("spec") or {}).get("versions") or () if v.get("served")]
+    return [v.get("name") or "" for v in (crd.get("spec") or {}).get("versions") or () if v.get("served")]
 
 
 def storage_version(crd: dict) -> Optional[str]:
-    """The version marked storage (None if the CRD is invalid)."""
-    found = [v["name"] for v in (crd.get("spec") or {}).get("versions") or () if v.get("storage")]
+    """The version marked storage (None if the CRD is invalid; "" for one without a name, Go's zero
+    value, which validation refuses)."""
+    found = [v.get("name") or "" for v in (crd.get("spec") or {}).get("versions") or () if v.get("storage")]
     return found[0] if len(found) == 1 else None
 
 

@@ -69,7 +69,7 @@ def _validate_approval(crd: dict, old: Optional[dict]) -> list[Cause]:
 
 def _add_stored_version(crd: dict) -> None:
     storage = crd_validation.storage_version(crd)
-    if not storage:
+    if storage is None:
         return
     status = crd.setdefault("status", {})
     stored = status.get("storedVersions")

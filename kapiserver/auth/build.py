@@ -26,7 +26,8 @@ from kapiserver.auth.authenticator import Authenticator, ClientCertificateAuthen
     UnionAuthenticator
 from kapiserver.auth.authentication_configuration import (AuthenticationConfigurationError,
                                                          load_authentication_configuration)
-from kapiserver.auth.bearertoken import AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion
+from kapiserver.auth.bearertoken import (AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion,
+                                         WebSocketProtocolAuthenticator)
 from kapiserver.auth.bootstrap_token import BootstrapTokenAuthenticator
 from kapiserver.auth.oidc import JWTAuthenticator
 from kapiserver.auth.private_key import InvalidKeyError, load_private_key
@@ -209,6 +210,7 @@ def build_authentication(config: "Config", store: Callable[[str, str, str], "Sto
     tokens = TokenUnion(token_authenticators) if token_authenticators else None
     if tokens is not None:
         request_authenticators.append(BearerTokenAuthenticator(tokens, api_audiences))
+        request_authenticators.append(WebSocketProtocolAuthenticator(tokens, api_audiences))
 
     handshake = b"".join(_with_newline(p) for p in (client_ca_pem, requestheader.ca_pem if requestheader else b""))
     return Authentication(

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from kapiserver.auth.authorizer import Attributes, Authorizer, decide, forbidden
+from kapiserver.auth.serviceaccount import split_username
 from kapiserver.auth.user import ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP, UserInfo
 from kapiserver.machinery import errors
 
@@ -21,7 +22,6 @@ USER_HEADER = b"impersonate-user"
 GROUP_HEADER = b"impersonate-group"
 UID_HEADER = b"impersonate-uid"
 EXTRA_PREFIX = b"impersonate-extra-"
-SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 
 def requested(request: Any) -> bool:
@@ -54,9 +54,11 @@ async def impersonate(request: Any, user: UserInfo, authorizer: Authorizer) -> U
 
     # checked in upstream's order: the user (or service account), groups, extras, uid
     explicit_groups = list(groups)
-    service_account = name.startswith(SERVICE_ACCOUNT_PREFIX) and name.count(":") == 3
-    if service_account:
-        namespace, account = name[len(SERVICE_ACCOUNT_PREFIX):].split(":")
+    # a service account only when its namespace and name are valid (upstream's SplitUsername):
+    # system:serviceaccount:ns:Not_A_Name is a user name, whose impersonation is "impersonate users"
+    service_account = split_username(name)
+    if service_account is not None:
+        namespace, account = service_account
         await check("serviceaccounts", account, namespace=namespace)
     else:
         await check("users", name)
@@ -67,7 +69,7 @@ async def impersonate(request: Any, user: UserInfo, authorizer: Authorizer) -> U
             await check("userextras", value, "authentication.k8s.io", key)
     if uid is not None:
         await check("uids", uid, "authentication.k8s.io")
-    if service_account and not explicit_groups:  # a service account's groups, unless groups were asked for
+    if service_account is not None and not explicit_groups:  # a service account's groups, unless groups were asked for
         groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
     if name == ANONYMOUS_USER:
         if UNAUTHENTICATED_GROUP not in groups:

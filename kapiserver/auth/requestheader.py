@@ -42,6 +42,11 @@ class RequestHeaderAuthenticator:
         # wrapper does) made every client-certificate request raise, and keep its stack
         # alive in the garbage until a collection, only for the error to be dropped.
         if not user:
+            chain = x509.peer_chain(request)
+            if chain and x509.certificate_user(request, chain) is None:
+                # ... but a certificate naming no one (no Common Name) has no success of the client
+                # certificate to drop that error: it stands, and the request is a 401, not anonymous
+                self._verify(request, chain)
             return None
         chain = x509.peer_chain(request)
         if not chain:
@@ -64,6 +69,16 @@ class RequestHeaderAuthenticator:
         self._clear(headers)
         return AuthResult(UserInfo(name=user, groups=tuple(groups),
                                    extra={k: tuple(v) for k, v in extra.items()}))
+
+    def _verify(self, request: Any, chain: list) -> None:
+        """Upstream's x509 wrapper of the front-proxy authenticator, which checks every request's
+        certificate before looking at the headers: from the request-header CA, an allowed name."""
+        problem = self.ca.verify(request, chain)
+        if problem:
+            raise AuthenticationError(f"verifying certificate {x509.describe(chain[0])} failed: {problem}")
+        if self.allowed_names and x509.common_name(chain[0]) not in self.allowed_names:
+            raise AuthenticationError(f"x509: subject with cn={x509.common_name(chain[0])} is not in the "
+                                      "allowed list")
 
     def _clear(self, headers: Any) -> None:
         for header in self.username_headers + self.group_headers:

@@ -37,7 +37,7 @@ from twisted.logger import Logger
 from kapiserver.auth import jose
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, Outcome
 from kapiserver.auth.user import CREDENTIAL_ID_KEY, UserInfo
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, validation
 from kapiserver.machinery.meta import new_uid
 
 if TYPE_CHECKING:
@@ -65,6 +65,20 @@ _LEGACY = "kubernetes.io/serviceaccount/"
 
 def username(namespace: str, name: str) -> str:
     return f"{USER_PREFIX}{namespace}:{name}"
+
+
+def split_username(name: str) -> Optional[tuple[str, str]]:
+    """(namespace, name) of ``system:serviceaccount:<ns>:<name>`` when both are valid names
+    (upstream's serviceaccount.SplitUsername); None for any other user name."""
+    if not name.startswith(USER_PREFIX):
+        return None
+    parts = name[len(USER_PREFIX):].split(":")
+    if len(parts) != 2:
+        return None
+    namespace, account = parts
+    if validation.is_dns1123_label(namespace) or validation.is_dns1123_subdomain(account):
+        return None
+    return namespace, account
 
 
 def service_account_user(namespace: str, name: str, uid: str, pod_name: str = "", pod_uid: str = "",

@@ -3,7 +3,8 @@
 ``/openapi/v2`` is negotiated as kube-openapi does it: JSON, or gnostic's
 protobuf ``Document`` for ``application/com.github.proto-openapi.spec.v2@v1.0+protobuf``
 (what kubectl asks for) and ``...v2.v1.0+protobuf``; both carry the ETag of
-the JSON document; nothing acceptable is a bare 406.
+the JSON document; nothing acceptable is a bare 406. Like kube-openapi's
+handlers, these answer any method as a GET.
 """
 from __future__ import annotations
 
@@ -59,6 +60,11 @@ class OpenAPIEndpoint(resource.Resource):
         super().__init__()
         self.service = service  # returns the current kapiserver.endpoints.openapi.OpenAPIService
 
+    def render(self, request: server.Request):
+        # kube-openapi's handlers sit on a path mux with no method routing: every method
+        # (POST, MKCOL, TRACE, ...) is answered as a GET, once authorized for its verb
+        return self.render_GET(request)
+
     def render_GET(self, request: server.Request):
         parts = context_of(request).require_info().parts[1:]  # after "openapi"
         try:
@@ -92,7 +98,8 @@ class OpenAPIEndpoint(resource.Resource):
         else:
             request.setHeader(b"cache-control", b"no-cache, private")
         if request.getHeader(b"if-none-match") == quoted:
-            request.setResponseCode(304)
+            # http.ServeContent: 304 for GET and HEAD, 412 for any other method
+            request.setResponseCode(304 if request.method in (b"GET", b"HEAD") else 412)
             return True
         return False
 

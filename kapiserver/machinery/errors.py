@@ -6,10 +6,11 @@ same shape kube-apiserver sends (``k8s.io/apimachinery/pkg/api/errors``).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from kapiserver.machinery import gorepr
+from kapiserver.machinery import cooperate, gorepr
 
 
 @dataclass(frozen=True)
@@ -21,10 +22,20 @@ class Cause:
     field: str = ""
 
     def to_dict(self) -> dict:
-        out = {"reason": self.type, "message": self.message}
+        """The StatusCause as Go writes it: reason, message, field, the empty ones left out."""
+        out = {}
+        if self.type:
+            out["reason"] = self.type
+        if self.message:
+            out["message"] = self.message
         if self.field:
             out["field"] = self.field
         return out
+
+
+class _CauseDicts(list):
+    """Causes already in StatusCause order and omissions (:meth:`Cause.to_dict`): a Status of
+    hundreds of thousands of causes is not ordered a second time."""
 
 
 # StatusCause types, as upstream's field.ErrorType.String() produces them.
@@ -81,7 +92,9 @@ def status_object(status: str, message: str = "", reason: str = "", details: Opt
             out[key] = value
     if details is not None:  # a non-nil pointer: written even when empty ("details":{})
         ordered = _ordered(details, _DETAILS_ORDER)
-        if "causes" in ordered:
+        if isinstance(ordered.get("causes"), _CauseDicts):
+            ordered["causes"] = list(ordered["causes"])  # (a plain list for the YAML writer)
+        elif "causes" in ordered:
             ordered["causes"] = [_ordered(c, _CAUSE_ORDER) if isinstance(c, dict) else c
                                  for c in ordered["causes"]]
         out["details"] = ordered
@@ -99,7 +112,7 @@ def _details(name: str = "", group: str = "", kind: str = "", causes=None, **ext
     if kind:
         details["kind"] = kind
     if causes:
-        details["causes"] = [c.to_dict() for c in causes]
+        details["causes"] = _CauseDicts(c.to_dict() for c in causes)
     details.update(extra)
     return details
 
@@ -139,13 +152,41 @@ def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> StatusErro
     As upstream's ``ErrorList.ToAggregate``, the message lists each distinct
     error once; ``details.causes`` keeps them all.
     """
-    rendered = list(dict.fromkeys(f"{c.field}: {c.message}" if c.field else c.message for c in causes))
+    rendered = dict.fromkeys(_rendered(c) for c in causes)
+    return _invalid(kind, group, name, list(rendered), _CauseDicts(c.to_dict() for c in causes))
+
+
+async def invalid_cooperatively(kind: str, group: str, name: str, causes: list[Cause],
+                                batch: int = 10_000) -> StatusError:
+    """:func:`invalid` built ``batch`` causes a reactor turn: the Status of an object with
+    hundreds of thousands of invalid fields (upstream lists every one) takes a while to build."""
+    rendered: dict[str, None] = {}
+    dicts = _CauseDicts()
+    for start in range(0, len(causes), batch):
+        if start:
+            await cooperate.yield_to_reactor()
+        chunk = causes[start:start + batch]
+        rendered.update(dict.fromkeys(_rendered(c) for c in chunk))
+        dicts.extend(c.to_dict() for c in chunk)
+    await cooperate.yield_to_reactor()
+    return _invalid(kind, group, name, list(rendered), dicts)
+
+
+def _rendered(cause: Cause) -> str:
+    """The cause as the aggregate's message shows it (field.Error.Error())."""
+    return f"{cause.field}: {cause.message}" if cause.field else cause.message
+
+
+def _invalid(kind: str, group: str, name: str, rendered: list[str], causes: "_CauseDicts") -> StatusError:
     summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
     qualified_kind = f"{kind}.{group}" if group else kind  # upstream's GroupKind.String()
     message = f'{qualified_kind} "{name}" is invalid'
     if rendered:
         message += f": {summary}"
-    return StatusError(422, "Invalid", message, _details(name=name, group=group, kind=kind, causes=causes))
+    details = _details(name=name, group=group, kind=kind)
+    if causes:
+        details["causes"] = causes
+    return StatusError(422, "Invalid", message, details)
 
 
 def bad_request(message: str, causes: Optional[list[Cause]] = None) -> StatusError:
@@ -294,10 +335,6 @@ def render_value(value: Any) -> str:
     already in Go syntax) is printed as is; other composite values fall back
     to compact JSON.
     """
-    import json
-
-    from kapiserver.machinery import gorepr
-
     if isinstance(value, gorepr.GoRepr):
         return str(value)
     if value is None:  # a nil value or pointer becomes the string "null", printed with %q

@@ -612,6 +612,10 @@ def _b64decode(value: Any) -> bytes:
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
+        pass
+    try:  # stored before the decoder kept bytes canonically: Go's decoding ignores CR and LF
+        return base64.b64decode(value.replace("\r", "").replace("\n", ""), validate=True)
+    except (AttributeError, TypeError, binascii.Error, ValueError):
         raise ProtobufError("illegal base64 data in a bytes field") from None
 
 

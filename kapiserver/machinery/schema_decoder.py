@@ -192,7 +192,12 @@ class _Float(Decoder):
 
 
 class _Bytes(Decoder):
-    """``[]byte``: a base64 string (standard alphabet, padded; newlines ignored)."""
+    """``[]byte``: a base64 string (standard alphabet, padded; newlines ignored).
+
+    Go keeps the decoded bytes and writes them back canonically, so the value is
+    kept in that form: ``aGVsbG8=\r\n`` is stored as ``aGVsbG8=``, which every
+    reader (the protobuf encoder among them) decodes strictly.
+    """
 
     go_type = "[]uint8"
 
@@ -202,10 +207,19 @@ class _Bytes(Decoder):
         problem = base64_problem(value)
         if problem is not None:
             raise DecodeError(f"illegal base64 data at input byte {problem}")
-        return value
+        return canonical_base64(value)
 
     def zero(self):
         return ""
+
+
+def canonical_base64(text: str) -> str:
+    """``text`` (valid for :func:`base64_problem`) as Go re-encodes its bytes: no CR/LF, zero pad bits."""
+    data = text.encode("ascii")
+    if b"\n" in data or b"\r" in data:
+        data = data.replace(b"\n", b"").replace(b"\r", b"")
+    canonical = base64.b64encode(base64.b64decode(data))
+    return text if canonical == data and len(data) == len(text) else canonical.decode("ascii")
 
 
 def base64_problem(text: str) -> Optional[int]:

@@ -620,13 +620,29 @@ ORPHAN_FINALIZER = "orphan"
 FOREGROUND_FINALIZER = "foregroundDeletion"
 
 
+def _finalizer_causes(finalizers: list, problems: Callable[[str], list[str]], path: str,
+                      indexed: bool) -> list[Cause]:
+    """A FieldValueInvalid cause per problem of each finalizer, at ``path[i]`` (``indexed``) or
+    ``path``. The error bodies of a name are made once however often it repeats: a body of
+    400,000 copies of one bad name costs a cause each, not a Go-quoting and a message each."""
+    causes: list[Cause] = []
+    bodies: dict[str, list[str]] = {}
+    for i, finalizer in enumerate(finalizers):
+        finalizer = str(finalizer)
+        found = bodies.get(finalizer)
+        if found is None:
+            found = bodies[finalizer] = [errors.field_invalid("", finalizer, m).message for m in problems(finalizer)]
+        for body in found:
+            causes.append(Cause(errors.INVALID, body, f"{path}[{i}]" if indexed else path))
+    return causes
+
+
 def validate_finalizers(finalizers: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
     if not isinstance(finalizers, list):
         return causes
-    for finalizer in finalizers:
-        finalizer = str(finalizer)
-        causes.extend(errors.field_invalid(path, finalizer, msg) for msg in is_qualified_name(finalizer))
+    # apimachinery's ValidateFinalizerName reports at the list's path, not the item's
+    causes = _finalizer_causes(finalizers, is_qualified_name, path, indexed=False)
     if ORPHAN_FINALIZER in finalizers and FOREGROUND_FINALIZER in finalizers:
         causes.append(errors.field_invalid(path, gorepr.string_slice(finalizers),
                                            f"finalizer {ORPHAN_FINALIZER} and {FOREGROUND_FINALIZER} cannot be "
@@ -647,11 +663,9 @@ def kube_finalizer_problems(finalizer: str) -> list[str]:
 
 def validate_kube_finalizer_names(finalizers: Any, path: str) -> list[Cause]:
     """What core's ValidateObjectMeta adds for built-in kinds; ``path`` is the list (``metadata.finalizers``)."""
-    causes: list[Cause] = []
-    for i, finalizer in enumerate(finalizers if isinstance(finalizers, list) else ()):
-        finalizer = str(finalizer)
-        causes.extend(errors.field_invalid(f"{path}[{i}]", finalizer, m) for m in kube_finalizer_problems(finalizer))
-    return causes
+    if not isinstance(finalizers, list):
+        return []
+    return _finalizer_causes(finalizers, kube_finalizer_problems, path, indexed=True)
 
 
 def validate_object_meta(meta: dict, namespaced: bool, name_validation: str = DNS1123_SUBDOMAIN,

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 import orjson
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.fields import FieldSelector, parse_field_selector
 from kapiserver.machinery.labels import LabelSelector, parse_label_selector
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
@@ -27,7 +28,8 @@ def query_arg(args: dict, name: str) -> Optional[str]:
 
 def go_bool(value: Optional[str]) -> bool:
     """A bool query parameter as upstream decodes it (runtime.Convert_Slice_string_To_bool):
-    true unless absent, ``0`` or ``false`` in any case (``?watch=`` is a watch)."""
+    true unless absent, ``0`` or ``false`` in any case (Go's EqualFold): ``t``, ``yes`` and
+    even an empty value (``?watch=``) are true."""
     return value is not None and value != "0" and value.casefold() != "false"
 
 
@@ -35,16 +37,20 @@ def _bool_arg(args: dict, name: str) -> bool:
     return go_bool(query_arg(args, name))
 
 
+_GO_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
 def _int_arg(args: dict, name: str) -> Optional[int]:
+    """An int64 parameter as strconv.ParseInt(value, 10, 64) reads it (Python's int() would
+    also take spaces, underscores and non-ASCII digits); its error is upstream's 400 message."""
     value = query_arg(args, name)
-    if value is None or value == "":
+    if value is None:
         return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise errors.bad_request(f"invalid value for {name}: {value!r}: must be an integer") from None
+    if _GO_DECIMAL.fullmatch(value) is None:
+        raise errors.bad_request(f"strconv.ParseInt: parsing {gorepr.quote(value)}: invalid syntax")
+    number = int(value)
     if not -(1 << 63) <= number < (1 << 63):  # the Go field is an int64
-        raise errors.bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": value out of range')
+        raise errors.bad_request(f"strconv.ParseInt: parsing {gorepr.quote(value)}: value out of range")
     return number
 
 

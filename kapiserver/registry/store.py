@@ -14,7 +14,7 @@ import builtins
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, NoReturn, Optional
 
 import orjson
 from twisted.internet import defer
@@ -253,6 +253,15 @@ class Store:
 
     def _invalid(self, name: str, causes: list[errors.Cause]) -> errors.StatusError:
         return errors.invalid(self.rtype.kind, self.rtype.group, name, causes)
+
+    async def _refuse(self, name: str, causes: list[errors.Cause]) -> NoReturn:
+        """Raise the 422 of a write's validation. A Status of many causes (an object with
+        400,000 bad finalizers has as many, and a message listing them all, as upstream's) takes
+        a while to build: other requests get turns meanwhile."""
+        if len(causes) > _YIELD_EVERY:
+            await cooperate.yield_to_reactor()
+            raise await errors.invalid_cooperatively(self.rtype.kind, self.rtype.group, name, causes)
+        raise self._invalid(name, causes)
 
     def key(self, namespace: str, name: str) -> str:
         return self.rtype.storage_key(namespace, name)
@@ -647,7 +656,7 @@ class Store:
             causes = self._check_metadata(obj) + self.strategy.validate(self.rtype, obj)
             causes += await self.strategy.validate_async(self.rtype, obj, None)
             if causes:
-                raise self._invalid(md.get("name") or md.get("generateName", ""), causes)
+                await self._refuse(md.get("name") or md.get("generateName", ""), causes)
             finish = await self.strategy.begin_create(self.rtype, obj, ctx.dry_run)
             stored = False
             try:
@@ -904,7 +913,7 @@ class Store:
         causes = (self._check_metadata(new) + validation.validate_object_meta_update(md, old_md) + kind_causes)
         causes += await self.strategy.validate_async(self.rtype, new, old)
         if causes:
-            raise self._invalid(name, causes)
+            await self._refuse(name, causes)
         if ctx.admission_view is not None:
             attrs.obj = ctx.admission_view.to_view(new)
         else:

@@ -430,7 +430,8 @@ def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = (
         raise CertificateError(f"{cert_dir}: no CA to issue client certificates from")
     ca_cert, ca_key = _load_cert(ca_path, ca_pem), _load_key(key_path, key_pem)
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
-    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
+    if user:  # "": a certificate without a Common Name
+        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
     cert, key = _make_leaf(ca_cert, ca_key, x509.Name(attrs), ExtendedKeyUsageOID.CLIENT_AUTH)
     return _cert_pem(cert), _key_pem(key)
 

@@ -97,6 +97,19 @@ class CRDAPITests(CRDTestCase):
         self.assertIn("spec.versions", fields)
 
     @run
+    async def test_version_without_a_name_is_422_not_500(self):
+        """Go decodes the missing name as ""; PrepareForCreate records "" as the stored version and
+        validation refuses the name as a DNS-1035 label (nothing about storedVersions)."""
+        crd = simple_crd()
+        del crd["spec"]["versions"][0]["name"]
+        r = await self.client.post(CRDS, crd)
+        self.assertEqual((r.code, r.body["reason"]), (422, "Invalid"), r.body)
+        self.assertEqual([(c["reason"], c["field"]) for c in r.body["details"]["causes"]],
+                         [("FieldValueInvalid", "spec.versions[0].name")])
+        self.assertTrue(r.body["details"]["causes"][0]["message"].startswith(
+            'Invalid value: "": a DNS-1035 label must consist of lower case alphanumeric characters'))
+
+    @run
     async def test_protected_group_needs_approval_annotation(self):
         crd = simple_crd(group="things.k8s.io")
         r = await self.client.post(CRDS, crd)

@@ -199,6 +199,44 @@ class AuthenticationTests(unittest.TestCase):
         code, body = self.front_proxy_whoami(stranger)
         self.assertEqual((code, body["reason"]), (401, "Unauthorized"))
 
+    def test_a_client_certificate_without_a_common_name_is_401_not_anonymous(self):
+        """Upstream's front-proxy authenticator verifies every certificate against its CA first; a
+        client certificate naming no one leaves that error standing: 401, as an unknown token."""
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        nameless = issue_client_certificate(self.certs, "", ["team"])
+        code, body = self.https("POST", WHOAMI, nameless, body=review)
+        self.assertEqual((code, body["reason"], body["message"]), (401, "Unauthorized", "Unauthorized"))
+        code, body = self.https("GET", "/version", nameless)
+        self.assertEqual(code, 401)
+        # a valid bearer token on the same connection still decides who it is, as upstream's union
+        code, body = self.https("POST", WHOAMI, nameless, {"Authorization": "Bearer static-token-1"}, review)
+        self.assertEqual((code, body["status"]["userInfo"]["username"]), (201, "jane"))
+
+    def test_bearer_token_in_a_websocket_subprotocol(self):
+        """What a browser's WebSocket (which cannot set Authorization) sends: upstream's websocket
+        protocol authenticator, for WebSocket upgrades only."""
+        token = base64.urlsafe_b64encode(b"static-token-1").rstrip(b"=").decode()
+        upgrade = {"Connection": "Upgrade", "Upgrade": "websocket",
+                   "Sec-WebSocket-Protocol": f"base64url.bearer.authorization.k8s.io.{token}, v4.channel.k8s.io"}
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        code, body = self.https("POST", WHOAMI, headers=upgrade, body=review)
+        self.assertEqual((code, body["status"]["userInfo"]["username"]), (201, "jane"))
+        # what the request is then is jane's, and not an upgrade the subprotocol means nothing (anonymous)
+        path = f"/api/v1/namespaces/{self.ns}/configmaps"
+        code, body = self.https("GET", path, headers=upgrade)
+        self.assertEqual((code, body["message"]), (403, f'configmaps is forbidden: User "jane" cannot list resource '
+                                                        f'"configmaps" in API group "" in the namespace "{self.ns}"'))
+        code, body = self.https("GET", path, headers={"Sec-WebSocket-Protocol": upgrade["Sec-WebSocket-Protocol"]})
+        self.assertEqual((code, body["message"]), (403, f'configmaps is forbidden: User "system:anonymous" cannot '
+                                                        f'list resource "configmaps" in API group "" in the namespace '
+                                                        f'"{self.ns}"'))
+        # the token alone (nothing to echo back) or an unknown one: 401
+        for protocols in (f"base64url.bearer.authorization.k8s.io.{token}",
+                          "base64url.bearer.authorization.k8s.io.bm9ib2R5, v4.channel.k8s.io"):
+            code, body = self.https("POST", WHOAMI, headers={**upgrade, "Sec-WebSocket-Protocol": protocols},
+                                    body=review)
+            self.assertEqual((code, body["reason"]), (401, "Unauthorized"), protocols)
+
     def test_token_review(self):
         wait_for(lambda: self.kubectl("-n", self.ns, "get", "sa", "default", check=False).returncode == 0)
         token = self.kubectl("-n", self.ns, "create", "token", "default", "--audience", "vault").stdout.strip()

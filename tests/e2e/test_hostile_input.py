@@ -7,6 +7,7 @@ errors; CRD patterns are RE2.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -182,3 +183,54 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(caught.exception.status, 422)
         self.assertIn("should match '^(a+)+$'", caught.exception.body)
         self.assertLess(time.monotonic() - started, 2.0, "a backtracking pattern must not stall the server")
+
+
+class ManyCausesTests(unittest.TestCase):
+    def test_400k_bad_finalizers_is_a_422_that_does_not_hold_up_readyz(self):
+        """Every finalizer ``a`` is a cause of the 422, as upstream's (core's ValidateObjectMeta checks
+        each at ``metadata.finalizers[i]``): 400,000 of them (a 1.6 MB body) are answered with
+        upstream's 422 Invalid, and a /readyz sent after the write is answered before it."""
+        from tests.e2e import rawclients  # (the module imports h2, which the fuzz sample does not need)
+        srv = server()
+        host, port = rawclients.address(srv)
+        context = rawclients.tls_context(srv)
+        finalizers = ["a"] * 400_000
+        answered: list[str] = []
+        big: dict = {}
+        sent = threading.Event()
+
+        def write(kind: str, path: str) -> None:
+            body = json.dumps({"apiVersion": "v1", "kind": kind, "metadata": {"name": "big", "finalizers": finalizers},
+                               "data": {}}).encode()
+            conn = http.client.HTTPSConnection(host, port, context=context, timeout=120)
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            sent.set()
+            response = conn.getresponse()
+            answered.append(kind)
+            big[kind] = (response.status, json.loads(response.read()))
+            conn.close()
+
+        for kind, path in (("ConfigMap", "/api/v1/namespaces/default/configmaps"),
+                           ("Secret", "/api/v1/namespaces/default/secrets")):
+            answered.clear()
+            sent.clear()
+            writer = threading.Thread(target=write, args=(kind, path))
+            writer.start()
+            self.assertTrue(sent.wait(60))  # the whole body is on its way
+            ready = http.client.HTTPSConnection(host, port, context=context, timeout=120)
+            ready.request("GET", "/readyz")
+            self.assertEqual(ready.getresponse().read(), b"ok")
+            answered.append("readyz")
+            ready.close()
+            writer.join(120)
+            self.assertEqual(answered, ["readyz", kind])
+            status, refused = big[kind]
+            self.assertEqual((status, refused["reason"]), (422, "Invalid"))
+            causes = refused["details"]["causes"]
+            self.assertEqual(len(causes), len(finalizers))
+            self.assertEqual(causes[-1], {
+                "reason": "FieldValueInvalid", "field": "metadata.finalizers[399999]",
+                "message": 'Invalid value: "a": name is neither a standard finalizer name nor is it fully qualified'})
+            self.assertTrue(refused["message"].startswith(
+                f'{kind} "big" is invalid: [metadata.finalizers[0]: Invalid value: "a": name is neither'))
+        self.assertIsNone(srv.proc.poll(), "the server process must be alive")

@@ -252,3 +252,20 @@ class CredentialRedactionTests(unittest.TestCase):
         self.assertNotIn("secret.part", json.dumps(records))
         self.assertEqual(records[0]["responseObject"]["status"]["expirationTimestamp"], "x")
         self.assertEqual(records[0]["objectRef"]["subresource"], "token")
+
+
+class RefusedByAuthorizationTests(AuditedServerTestCase):
+    policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"
+    settings = {"authorization_modes": ["RBAC"]}  # system:anonymous may do nothing here
+
+    @run
+    async def test_a_forbidden_request_completes_with_its_403(self):
+        reply = await self.client.request("GET", "/api/v1/namespaces/default/secrets")
+        self.assertEqual((reply.code, reply.body["reason"]), (403, "Forbidden"))
+        received, completed = await self.events_of(reply.header("Audit-Id"), 2)
+        self.assertEqual((received["stage"], completed["stage"]), ("RequestReceived", "ResponseComplete"))
+        self.assertEqual(completed["responseStatus"]["code"], 403)
+        self.assertEqual(completed["responseStatus"]["reason"], "Forbidden")
+        self.assertEqual(completed["annotations"]["authorization.k8s.io/decision"], "forbid")
+        self.assertEqual(completed["user"]["username"], "system:anonymous")
+        self.assertNotIn("Panic", [e["stage"] for e in self.events()])

@@ -147,6 +147,26 @@ class HandlerChainTests(unittest.TestCase):
         # alice is asked about impersonating, then bob about the request itself
         self.assertEqual(self.authorizer.asked, [("alice", "impersonate", "users"), ("bob", "list", "secrets")])
 
+    def test_impersonating_an_invalid_service_account_name_is_impersonating_a_user(self) -> None:
+        """upstream's SplitUsername: only a valid namespace and name make a service account; anything
+        else under system:serviceaccount: is a user name, which takes ``impersonate users``."""
+        self.build(authorizer=RecordingAuthorizer(lambda user, a: a.verb != "impersonate" or
+                                                  a.resource == "serviceaccounts"))
+        for name in ("system:serviceaccount:demo:Bad_Name", "system:serviceaccount:Demo:robot",
+                     "system:serviceaccount:demo:robot:x", "system:serviceaccount:demo:"):
+            self.authorizer.asked.clear()
+            code, body = self.answer(self.send("/api/v1/namespaces/demo/pods", token="alice",
+                                               headers={"Impersonate-User": name}))
+            self.assertEqual((code, body["reason"]), (403, "Forbidden"), name)
+            self.assertEqual(body["message"], f'users "{name}" is forbidden: User "alice" cannot impersonate '
+                                              'resource "users" in API group "" at the cluster scope')
+            self.assertEqual(self.authorizer.asked, [("alice", "impersonate", "users")])
+        self.authorizer.asked.clear()
+        code, body = self.answer(self.send("/api/v1/namespaces/demo/pods", token="alice",
+                                           headers={"Impersonate-User": "system:serviceaccount:demo:robot.v2"}))
+        self.assertEqual((code, body["user"]), (200, "system:serviceaccount:demo:robot.v2"))
+        self.assertEqual(self.authorizer.asked[0], ("alice", "impersonate", "serviceaccounts"))
+
     def test_forbidden_in_upstream_words(self) -> None:
         self.build(authorizer=RecordingAuthorizer(lambda user, attributes: False))
         code, body = self.answer(self.send("/api/v1/namespaces/demo/secrets/db", token="alice", method="DELETE"))

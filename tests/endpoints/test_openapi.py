@@ -14,6 +14,7 @@ from kapiserver.endpoints import discovery, openapi
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType, ScaleSubresource
 from kapiserver.registry.strategy import Strategy
+from kapiserver.testing.cases import ServerTestCase, run
 
 CONFIGMAP = "io.k8s.api.core.v1.ConfigMap"
 LEASE = "io.k8s.api.coordination.v1.Lease"
@@ -348,3 +349,23 @@ class KubectlTests(unittest.TestCase):
             self.assertEqual(len(self.site.posts), 1)
             self.assertIn("fieldValidation=Strict", self.site.posts[0])
         return defer.Deferred.fromCoroutine(run())
+
+
+class OpenAPIMethodTests(ServerTestCase):
+    @run
+    async def test_any_method_is_answered_as_a_get(self):
+        """kube-openapi's handlers sit on a path mux without method routing: MKCOL, TRACE, LOCK or a
+        made-up method get the document (never a 500), a conditional one 412 rather than 304."""
+        document = await self.client.get("/openapi/v2")
+        self.assertEqual(document.code, 200)
+        for method in ("MKCOL", "TRACE", "LOCK", "FROB", "POST"):
+            reply = await self.client.request(method, "/openapi/v2")
+            self.assertEqual((reply.code, reply.raw), (200, document.raw), method)
+        index = await self.client.request("MKCOL", "/openapi/v3")
+        self.assertEqual(index.code, 200)
+        self.assertIn("api/v1", index.body["paths"])
+        etag = document.header("etag")
+        conditional = await self.client.request("LOCK", "/openapi/v2", headers={"If-None-Match": etag})
+        self.assertEqual(conditional.code, 412)
+        conditional = await self.client.request("GET", "/openapi/v2", headers={"If-None-Match": etag})
+        self.assertEqual(conditional.code, 304)

@@ -403,6 +403,33 @@ class ListTests(ServerTestCase):
             self.assertEqual(len(names), count, selector)
 
     @run
+    async def test_integer_parameters_parse_as_go_parse_int(self):
+        """strconv.ParseInt takes no spaces, underscores or empty values (Python's int() would)."""
+        for query, value in (("limit=%201", " 1"), ("limit=1_0", "1_0"), ("limit=", ""),
+                             ("timeoutSeconds=%201", " 1")):
+            # before the resourceVersion: a future revision would otherwise be a 504
+            r = await self.client.get(CM + "?resourceVersion=99999999999999&" + query)
+            self.assertEqual((r.code, r.body["reason"], r.body["message"]),
+                             (400, "BadRequest", f'strconv.ParseInt: parsing "{value}": invalid syntax'), query)
+        r = await self.client.get(CM + "?limit=99999999999999999999")
+        self.assertEqual((r.code, r.body["message"]),
+                         (400, 'strconv.ParseInt: parsing "99999999999999999999": value out of range'))
+        await self._fill(3)
+        r = await self.client.get(CM + "?limit=%2B2")
+        self.assertEqual((r.code, len(r.body["items"])), (200, 2))
+
+    @run
+    async def test_watch_parameter_is_true_unless_false_or_0(self):
+        """runtime.Convert_Slice_string_To_bool: ``t``, ``yes``, ``y`` all ask for a watch."""
+        for value in ("t", "yes", "Y", "1", "TRUE"):
+            r = await self.client.get(CM + "?timeoutSeconds=1&watch=" + value)
+            self.assertEqual(r.code, 200)
+            self.assertEqual(json.loads(r.raw.splitlines()[0])["type"], "ADDED", value)
+        for value in ("0", "false", "FaLsE"):
+            r = await self.client.get(CM + "?watch=" + value)
+            self.assertEqual((r.code, r.body["kind"]), (200, "ConfigMapList"), value)
+
+    @run
     async def test_field_selectors(self):
         await self._fill(3)
         r = await self.client.get(CM + "?fieldSelector=metadata.name%3Ditem1")

@@ -61,6 +61,8 @@ class WithAudit(Filter):
     def proceed(self, request: server.Request) -> Any:
         try:
             return super().proceed(request)
+        except errors.StatusError:
+            raise  # an answer (authorization's 403, priority and fairness' 429): ResponseComplete
         except Exception as e:
             event = context_of(request).audit
             if event is not None:
