@@ -21,7 +21,7 @@ class Cause:
     field: str = ""
 
     def to_dict(self) -> dict:
-        out = {"reason": self.type, "message": self.message}
+        out = {"reason": self.type, "message": self.message} if self.type else {"message": self.message}
         if self.field:
             out["field"] = self.field
         return out
@@ -212,8 +212,9 @@ def too_many_requests(message: str = "Too many requests, please try again later.
 
 
 def internal_error(message: str = "an error on the server has prevented the request from succeeding") -> StatusError:
+    # upstream's NewInternalError: the cause carries the message alone
     return StatusError(500, "InternalError", f"Internal error occurred: {message}",
-                       _details(causes=[Cause("UnexpectedServerResponse", message)]))
+                       _details(causes=[Cause("", message)]))
 
 
 _GENERIC_RESPONSES = {
