@@ -7,8 +7,6 @@ is upstream's ``error dialing backend``."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 
 from twisted.internet import endpoints, reactor, ssl
 
@@ -40,7 +38,7 @@ def upgrade_request(path: str, extra: str = "") -> bytes:
 class ExecUpgradeTests(ServerTestCase):
     async def _start(self) -> None:
         bundle = certificates()
-        tokens = os.path.join(tempfile.mkdtemp(prefix="kapiserver-tokens-"), "tokens.csv")
+        tokens = self.mktemp()  # under the test's own _trial_temp directory
         with open(tokens, "w") as f:
             f.write(f'{ADMIN_TOKEN},setup-admin,1,"system:masters"\n')
         # RBAC, no anonymous requests: what the client may do comes from its certificate
