@@ -151,7 +151,7 @@ class ProxyResource(resource.Resource):
         dialer = HTTPUpgradeDialer(self.transport.reactor, host, port, creator, CONNECT_TIMEOUT_SECONDS)
         sent = [(name, value) for name, values in headers.getAllRawHeaders() for value in values]
         client = IHijackableChannel(request.channel).hijack(request)
-        relayed = splice.serve_upgrade(client, dialer, request.uri, sent)
+        relayed = splice.serve_upgrade(client, dialer, request.uri, sent, method=request.method)
         relayed.addErrback(lambda f: log.failure("upgrade to {name}", f, name=target.name))
 
     async def _forward(self, request: server.Request, target: ProxyTarget, host: str, port: int) -> None:

@@ -253,8 +253,9 @@ def too_many_requests(message: str = "Too many requests, please try again later.
 
 
 def internal_error(message: str = "an error on the server has prevented the request from succeeding") -> StatusError:
+    # upstream's NewInternalError: the cause carries the message alone
     return StatusError(500, "InternalError", f"Internal error occurred: {message}",
-                       _details(causes=[Cause("UnexpectedServerResponse", message)]))
+                       _details(causes=[Cause("", message)]))
 
 
 _GENERIC_RESPONSES = {

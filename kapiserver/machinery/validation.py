@@ -392,6 +392,16 @@ def is_ipv6(ip: IPAddress) -> bool:
     return not _is_v4(ip)
 
 
+def is_global_unicast(ip: IPAddress) -> bool:
+    """Go's net.IP.IsGlobalUnicast (private ranges included): not unspecified, loopback,
+    multicast, link-local or the IPv4 broadcast address; an IPv4-mapped IPv6 address is
+    judged as its IPv4 address, as Go does."""
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not (ip.is_unspecified or ip.is_loopback or ip.is_multicast or ip.is_link_local
+                or ip == ipaddress.IPv4Address("255.255.255.255"))
+
+
 def is_valid_cidr(path: str, value: Any) -> list[Cause]:
     return [] if parse_cidr_sloppy(value) is not None else [errors.field_invalid(path, value, CIDR_MESSAGE)]
 

@@ -12,12 +12,11 @@ connects it (the kubelet's address, port and credentials, TLS, upgrades).
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import random
 from typing import TYPE_CHECKING, Awaitable, Callable, Optional
 
 from kapiserver.apis.core import podspec
-from kapiserver.machinery import errors, strconv
+from kapiserver.machinery import errors, strconv, validation
 from kapiserver.registry.subresources import (Backend, Connected, ConnectResult, Location, StreamMode, Subresource,
                                               SubresourceRequest)
 
@@ -244,14 +243,9 @@ async def _pod_proxy(request: SubresourceRequest) -> ConnectResult:
 
 
 def is_global_unicast(ip: str) -> bool:
-    """Go's net.IP.IsGlobalUnicast (private ranges included): not unspecified, loopback,
-    multicast, link-local or the IPv4 broadcast address."""
-    try:
-        address = ipaddress.ip_address(ip)
-    except ValueError:
-        return False
-    return not (address.is_unspecified or address.is_loopback or address.is_multicast or address.is_link_local
-                or ip == "255.255.255.255")
+    """upstream's check of a pod IP: ParseIPSloppy, then IsGlobalUnicast."""
+    address = validation.parse_ip_sloppy(ip)
+    return address is not None and validation.is_global_unicast(address)
 
 
 def _query(request: SubresourceRequest) -> tuple[tuple[str, str], ...]:

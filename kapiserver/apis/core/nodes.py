@@ -23,6 +23,17 @@ _PODCIDR_FORBIDDEN = "node updates may not change podCIDR except from \"\" to va
 
 
 class NodeStrategy(Strategy):
+    def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
+        """upstream's PrepareForCreate: a Node is created with its status (a kubelet registers
+        with its addresses and capacity), less what disabled features own (dropDisabledFields:
+        the dynamic kubelet config source, SupplementalGroupsPolicy's status.features)."""
+        spec, status = obj.get("spec"), obj.get("status")
+        if isinstance(spec, dict):
+            spec.pop("configSource", None)
+        if isinstance(status, dict):
+            status.pop("config", None)
+            status.pop("features", None)
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):  # v1 carries podCIDR and podCIDRs in step (upstream's conversion)

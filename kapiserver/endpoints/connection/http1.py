@@ -259,6 +259,9 @@ class APIHTTPChannel(http.HTTPChannel):
             self._send100Continue()
 
     def rawDataReceived(self, data: bytes) -> None:
+        if self._hijacked is not None:  # what followed the request in its segment, for a handler
+            self._hijacked.received(data)  # that hijacked while the request was being parsed
+            return
         if self._refused:
             return
         if self._held is not None:

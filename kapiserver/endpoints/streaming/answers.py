@@ -17,6 +17,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 
+from kapiserver.endpoints.streaming.dialer import DialError
 from kapiserver.endpoints.streaming.interfaces import HijackedConnection, UpgradeResponse
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.httpstream import heads
@@ -48,9 +49,13 @@ def error_to_status(error: BaseException) -> errors.StatusError:
 
 
 def dial_failed(failure: Failure, *, extra_headers: heads.HeaderList = (), clock: IReactorTime | None = None) -> Answer:
-    """The answer when the kubelet could not be reached."""
+    """The answer when the kubelet could not be reached (upstream's dial: ``error dialing backend: ...``)."""
     assert failure.value is not None
-    return status_answer(error_to_status(failure.value), extra_headers=extra_headers, clock=clock)
+    if isinstance(failure.value, DialError):
+        error = errors.StatusError(500, "", f"error dialing backend: {failure.value}")
+    else:
+        error = error_to_status(failure.value)
+    return status_answer(error, extra_headers=extra_headers, clock=clock)
 
 
 def not_upgraded(response: UpgradeResponse, *, extra_headers: heads.HeaderList = (),

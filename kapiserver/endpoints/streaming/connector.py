@@ -24,7 +24,8 @@ from typing import Any, Callable, Optional
 from urllib.parse import quote, urlencode
 
 from twisted.internet import defer, protocol
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IPushProducer, IReactorTCP, IReactorTime
+from twisted.internet.interfaces import (IHostnameResolver, IOpenSSLClientConnectionCreator, IPushProducer,
+                                         IReactorPluggableNameResolver, IReactorTCP, IReactorTime)
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import server
@@ -33,7 +34,7 @@ from twisted.web.http_headers import Headers
 
 from kapiserver.endpoints.streaming import kubelet as kubelet_client
 from kapiserver.endpoints.streaming import splice, translator, tunnel
-from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
+from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer, dial_error_text
 from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
 from kapiserver.endpoints.streaming.relay import relay_body, while_client_waits
 from kapiserver.machinery import errors
@@ -83,6 +84,17 @@ def forwarded_headers(request: server.Request, keep_upgrade: bool) -> list[tuple
     return out
 
 
+def with_forwarded_for(request: server.Request, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` with the client's address appended to ``X-Forwarded-For`` (upstream's
+    AppendForwardedForHeader: prior values folded into one, comma-separated)."""
+    client_ip = getattr(request.getClientAddress(), "host", "")
+    if not client_ip:
+        return headers
+    prior = b", ".join(request.requestHeaders.getRawHeaders(b"x-forwarded-for") or [])
+    value = (prior + b", " if prior else b"") + client_ip.encode()
+    return [(name, v) for name, v in headers if name.lower() != b"x-forwarded-for"] + [(b"X-Forwarded-For", value)]
+
+
 def location_path(location: Location) -> bytes:
     path = quote(location.path, safe="/:@!$&'()*+,;=-._~%")
     if location.query:
@@ -117,6 +129,7 @@ class StreamConnector:
     def __init__(self, reactor: Any, kubelet: kubelet_client.KubeletClientConfig) -> None:
         self.reactor: IReactorTCP = reactor
         self.clock: IReactorTime = reactor
+        self.resolver: IHostnameResolver = IReactorPluggableNameResolver(reactor).nameResolver
         self.kubelet = kubelet
         self._pool = HTTPConnectionPool(reactor, persistent=False)
         self._pool._factory = _QuietClientFactory  # not a log line per connection
@@ -130,8 +143,10 @@ class StreamConnector:
             return Target(location.host, port, kubelet_client.proxy_tls() if https else None)
         node = await stores("", "v1", "nodes").get("", location.node)
         endpoint = kubelet_client.kubelet_endpoint(node, self.kubelet)
-        if location.mode is StreamMode.PROXY and not kubelet_client.is_proxyable_host(endpoint.host):
-            raise errors.bad_request("address not allowed")
+        if location.mode is StreamMode.PROXY:
+            problem = await kubelet_client.proxyable_host_problem(self.resolver, endpoint.host)
+            if problem is not None:
+                raise errors.bad_request(problem)
         if location.port and location.port != endpoint.port:  # another port of the node: the proxy transport
             https = location.scheme == "https"
             return Target(endpoint.host, location.port, kubelet_client.proxy_tls() if https else None)
@@ -168,7 +183,7 @@ class StreamConnector:
         except defer.CancelledError:
             raise
         except Exception as e:
-            raise errors.unexpected_error(_dial_error(method, target.url(path), e)) from None
+            raise errors.unexpected_error(_dial_error(method, target, path, e)) from None
 
     async def _stream(self, request: server.Request, location: Location, target: Target, path: bytes) -> None:
         """upstream's LocationStreamer with GenericHttpResponseChecker (pods/log)."""
@@ -192,13 +207,8 @@ class StreamConnector:
     async def _proxy(self, request: server.Request, location: Location, target: Target, path: bytes) -> None:
         """A reverse proxy: the client's method, headers and body; the backend's answer streamed back."""
         headers = Headers()
-        for name, value in forwarded_headers(request, keep_upgrade=False):
+        for name, value in with_forwarded_for(request, forwarded_headers(request, keep_upgrade=False)):
             headers.addRawHeader(name, value)
-        peer = request.getClientAddress()
-        client_ip = getattr(peer, "host", "")
-        if client_ip:
-            prior = b", ".join(request.requestHeaders.getRawHeaders(b"x-forwarded-for") or [])
-            headers.setRawHeaders(b"X-Forwarded-For", [(prior + b", " if prior else b"") + client_ip.encode()])
         content = request.content.read() if request.content is not None else b""
         body = FileBodyProducer(_bytes_io(content), cooperator=None) if content or \
             request.method in (b"POST", b"PUT", b"PATCH") else None
@@ -234,11 +244,13 @@ class StreamConnector:
                                               method=request.method, clock=self.clock)
         elif location.mode is StreamMode.UPGRADE and PORT_FORWARD_TUNNEL_PROTOCOL in protocols and \
                 location.resource == "pods/portforward":
-            await tunnel.serve_tunnel(client, headers, dialer, path, forwarded_headers(request, keep_upgrade=False),
+            await tunnel.serve_tunnel(client, headers, dialer, path,
+                                      with_forwarded_for(request, forwarded_headers(request, keep_upgrade=False)),
                                       method=request.method, response_headers=audit_id, clock=self.clock)
         else:
-            await splice.serve_upgrade(client, dialer, path, forwarded_headers(request, keep_upgrade=True),
-                                       response_headers=audit_id, clock=self.clock)
+            await splice.serve_upgrade(client, dialer, path,
+                                       with_forwarded_for(request, forwarded_headers(request, keep_upgrade=True)),
+                                       method=request.method, response_headers=audit_id, clock=self.clock)
 
 
 class _QuietClientFactory(_HTTP11ClientFactory):
@@ -257,10 +269,12 @@ def _describe(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
-def _dial_error(method: bytes, url: bytes, e: BaseException) -> str:
-    """Go's *url.Error text: ``Get "https://10.200.0.2:10250/...": <cause>``."""
+def _dial_error(method: bytes, target: Target, path: bytes, e: BaseException) -> str:
+    """Go's *url.Error text: ``Get "https://10.200.0.2:10250/...": <cause>``, the cause of a failed
+    connect as Go's net package words it (``dial tcp 10.200.0.2:10250: connect: connection refused``)."""
     verb = method.decode().capitalize()
-    return f'{verb} "{url.decode("latin-1")}": {_describe(e)}'
+    cause = dial_error_text(target.host, target.port, e) or _describe(e)
+    return f'{verb} "{target.url(path).decode("latin-1")}": {cause}'
 
 
 async def _read_bounded(response: Any, limit: int) -> bytes:

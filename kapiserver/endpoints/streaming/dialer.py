@@ -1,7 +1,7 @@
 """Upgrade requests to a backend over HTTP/1.1 (upstream's ``UpgradeAwareHandler.tryUpgrade`` dial).
 
 :class:`HTTPUpgradeDialer` opens a TCP (or TLS) connection, writes one
-``GET`` carrying the upgrade headers and reads the answer's head.  On ``101
+request (``GET`` or ``POST``) carrying the upgrade headers and reads the answer's head.  On ``101
 Switching Protocols`` the connection is handed to the caller's protocol with
 whatever followed the head; any other answer is read whole (bounded) and the
 connection closed, so the caller can echo it to the client as upstream does.
@@ -13,6 +13,7 @@ from typing import Optional
 from twisted.internet import defer, protocol
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IProtocol, IReactorTCP, ITCPTransport
+from twisted.internet import error as net_error
 from twisted.internet.error import ConnectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -28,6 +29,27 @@ MAX_BODY_BYTES = 1024 * 1024
 
 class UpgradeHeadError(Exception):
     """The backend's answer was no HTTP/1.1 response head we can read."""
+
+
+class DialError(Exception):
+    """The backend could not be reached; ``str()`` is Go's ``*net.OpError`` text, as kube-apiserver
+    reports it (``dial tcp 10.200.0.2:10250: connect: connection refused``)."""
+
+
+def dial_error_text(host: str, port: int, error: BaseException) -> Optional[str]:
+    """Go's text for a failed TCP connect to ``host``:``port``; None when ``error`` is not one."""
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if isinstance(error, net_error.ConnectionRefusedError):
+        return f"dial tcp {address}: connect: connection refused"
+    if isinstance(error, net_error.NoRouteError):
+        return f"dial tcp {address}: connect: no route to host"
+    if isinstance(error, (net_error.TimeoutError, net_error.TCPTimedOutError)):
+        return f"dial tcp {address}: i/o timeout"
+    if isinstance(error, net_error.DNSLookupError):
+        return f"dial tcp: lookup {host}: no such host"
+    if isinstance(error, net_error.ConnectError):
+        return f"dial tcp {address}: connect: {error.osError or error}"
+    return None
 
 
 def format_request(method: bytes, path: bytes, host: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -188,17 +210,23 @@ class HTTPUpgradeDialer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}".encode()
 
-    def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]],
-                protocol: IProtocol) -> "defer.Deferred[UpgradeResponse]":
-        request = format_request(b"GET", path, self.netloc, headers)
+    def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]], protocol: IProtocol, *,
+                method: bytes) -> "defer.Deferred[UpgradeResponse]":
+        request = format_request(method, path, self.netloc, headers)
         endpoint = HostnameEndpoint(self.reactor, self.host, self.port, timeout=self.timeout_seconds)
         if self.tls is not None:
             endpoint = wrapClientTLS(self.tls, endpoint)  # type: ignore[assignment]
         answered: defer.Deferred[UpgradeResponse] = defer.Deferred()
         client = _UpgradeClient(request, protocol, answered)
         connecting = endpoint.connect(_OneProtocol(client))
-        connecting.addErrback(lambda f: answered.errback(f) if not answered.called else None)
+        connecting.addErrback(self._connect_failed, answered)
         return answered
+
+    def _connect_failed(self, failure: Failure, answered: "defer.Deferred[UpgradeResponse]") -> None:
+        if answered.called:
+            return
+        text = dial_error_text(self.host, self.port, failure.value) if failure.value is not None else None
+        answered.errback(Failure(DialError(text)) if text is not None else failure)
 
 
 class _OneProtocol(protocol.Factory):

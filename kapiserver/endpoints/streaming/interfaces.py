@@ -68,11 +68,12 @@ class UpgradeResponse:
 class UpgradeDialer(Protocol):
     """Opens connections to one backend (a kubelet) and sends upgrade requests there."""
 
-    def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]],
-                protocol: IProtocol) -> "defer.Deferred[UpgradeResponse]":
-        """``GET path`` (path and query) with ``headers`` (which carry the ``Connection:
-        Upgrade`` and ``Upgrade`` headers).  On ``101`` the upgraded connection is given
+    def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]], protocol: IProtocol, *,
+                method: bytes) -> "defer.Deferred[UpgradeResponse]":
+        """``method path`` (path and query; upstream sends the client's method when it passes
+        an upgrade through, ``POST`` when it makes a SPDY request of its own) with ``headers``
+        (which carry the ``Connection: Upgrade`` and ``Upgrade`` headers).  On ``101`` the upgraded connection is given
         to ``protocol`` (``makeConnection``, then any bytes after the head) before the
-        Deferred fires.  Fails (``ConnectError``, ``TimeoutError``) when the backend
+        Deferred fires.  Fails (``DialError``, with Go's text) when the backend
         cannot be reached."""
         ...

@@ -3,7 +3,10 @@
 A node's kubelet is reached at the first of its ``status.addresses`` whose
 type comes first in ``preferred_address_types`` (``GetPreferredNodeAddress``),
 on the port its Node reports in ``status.daemonEndpoints.kubeletEndpoint``
-(or the configured default).  This server presents the kubelet client
+(or the configured default).  ``nodes/proxy`` is refused when that address
+(or any the name resolves to) is not global unicast (upstream's
+``isProxyableHostname``: no loopback, link-local, multicast or unspecified
+address); logs, exec, attach and port-forward do not check it, as upstream.  This server presents the kubelet client
 certificate; the kubelet's serving certificate is verified against the
 configured CA for the address connected to, and not verified at all when no
 CA is configured, as kube-apiserver without ``--kubelet-certificate-authority``.
@@ -14,16 +17,16 @@ certificate.
 """
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Optional
 
-from twisted.internet import ssl
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
+from twisted.internet import defer, ssl
+from twisted.internet.interfaces import (IAddress, IHostnameResolver, IHostResolution, IOpenSSLClientConnectionCreator,
+                                         IResolutionReceiver)
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, validation
 
 DEFAULT_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
 
@@ -70,22 +73,45 @@ def kubelet_endpoint(node: dict, config: KubeletClientConfig) -> KubeletEndpoint
     return KubeletEndpoint(host, port if isinstance(port, int) and port > 0 else config.port)
 
 
-_LINK_LOCAL_MULTICAST = (ipaddress.ip_network("224.0.0.0/24"), ipaddress.ip_network("ff02::/16"))
-_INTERFACE_LOCAL_MULTICAST = ipaddress.ip_network("ff01::/16")
+@implementer(IResolutionReceiver)
+class _Addresses:
+    """Collects what a name resolves to."""
+
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+        self.done: defer.Deferred[list[str]] = defer.Deferred()
+
+    def resolutionBegan(self, resolutionInProgress: IHostResolution) -> None:
+        pass
+
+    def addressResolved(self, address: IAddress) -> None:
+        host = getattr(address, "host", None)
+        if isinstance(host, str):
+            self.hosts.append(host)
+
+    def resolutionComplete(self) -> None:
+        self.done.callback(self.hosts)
 
 
-def is_proxyable_host(host: str) -> bool:
-    """upstream's IsProxyableIP for an address: not loopback, link-local (unicast or multicast)
-    or interface-local multicast (a name is left to resolve)."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return True
-    if address.is_loopback or address.is_link_local:
-        return False
-    if any(address in net for net in _LINK_LOCAL_MULTICAST):
-        return False
-    return address not in _INTERFACE_LOCAL_MULTICAST
+async def proxyable_host_problem(resolver: IHostnameResolver, host: str) -> Optional[str]:
+    """upstream's isProxyableHostname for ``nodes/proxy``: every address the node's host
+    resolves to must be global unicast (an IP address resolves to itself).  The problem in
+    upstream's words, or None."""
+    literal = validation.parse_ip_sloppy(host)
+    if literal is not None:
+        addresses = [literal]
+    else:
+        receiver = _Addresses()
+        resolver.resolveHostName(receiver, host)
+        found = await receiver.done
+        if not found:
+            return f"lookup {host}: no such host"
+        addresses = [a for a in (validation.parse_ip_sloppy(h.split("%")[0]) for h in found) if a is not None]
+        if not addresses:
+            return "no addresses for hostname"
+    if not all(validation.is_global_unicast(address) for address in addresses):
+        return "address not allowed"
+    return None
 
 
 def _pem_certificates(bundle: bytes) -> list[ssl.Certificate]:

@@ -149,12 +149,13 @@ class Splice:
 
 
 def serve_upgrade(client: HijackedConnection, dialer: UpgradeDialer, kubelet_path: bytes,
-                  kubelet_headers: heads.HeaderList, *, response_headers: heads.HeaderList = (),
+                  kubelet_headers: heads.HeaderList, *, method: bytes = b"GET",
+                  response_headers: heads.HeaderList = (),
                   clock: IReactorTime | None = None) -> "defer.Deferred[int]":
     """Pass an upgrade request through to the kubelet, as ``UpgradeAwareHandler`` does.
 
-    ``kubelet_headers`` are sent as they are (they carry the client's ``Connection``
-    and ``Upgrade``); ``response_headers`` go on any answer this side writes itself.
+    ``method`` and ``kubelet_headers`` are sent as they are (the client's method; the
+    headers carry the client's ``Connection`` and ``Upgrade``); ``response_headers`` go on any answer this side writes itself.
     Fires with the code the client got (101 once the relay has ended).
     """
     if clock is None:
@@ -187,6 +188,6 @@ def serve_upgrade(client: HijackedConnection, dialer: UpgradeDialer, kubelet_pat
         log.info("{label}: the kubelet could not be reached: {error}", label=label, error=failure.getErrorMessage())
         answer(answers.dial_failed(failure, extra_headers=response_headers, clock=clock))
 
-    dialed = dialer.upgrade(kubelet_path, list(kubelet_headers), splice.backend)
+    dialed = dialer.upgrade(kubelet_path, list(kubelet_headers), splice.backend, method=method)
     dialed.addCallbacks(upgraded, failed)
     return result

@@ -635,6 +635,8 @@ def serve_translated(client: HijackedConnection, request_headers: heads.HeaderLi
     client.attach(translator.client)
     translator.begin(handshake.response)
     if not translator.finished:
-        dialed = dialer.upgrade(kubelet_path, spdy_request_headers(kubelet_headers), translator.kubelet)
+        # upstream's SPDY executor: a POST
+        dialed = dialer.upgrade(kubelet_path, spdy_request_headers(kubelet_headers), translator.kubelet,
+                                method=b"POST")
         dialed.addCallbacks(translator.dialed, translator.dial_failed)
     return translator.done

@@ -233,6 +233,8 @@ def serve_tunnel(client: HijackedConnection, request_headers: heads.HeaderList, 
         log.info("{label}: the kubelet could not be reached: {error}", label=label, error=failure.getErrorMessage())
         tunnel.refuse(answers.dial_failed(failure, extra_headers=response_headers, clock=clock))
 
-    dialed = dialer.upgrade(kubelet_path, spdy_request_headers(kubelet_headers, protocols), tunnel.kubelet)
+    # upstream's createSPDYRequest: the client's request as a POST
+    dialed = dialer.upgrade(kubelet_path, spdy_request_headers(kubelet_headers, protocols), tunnel.kubelet,
+                            method=b"POST")
     dialed.addCallbacks(upgraded, failed)
     return tunnel.done

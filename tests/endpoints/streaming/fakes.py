@@ -129,6 +129,7 @@ class DialCall:
     protocol: IProtocol
     deferred: defer.Deferred[UpgradeResponse]
     clock: Clock
+    method: bytes
     transport: FakeTransport | None = None
 
     def header_values(self, name: bytes) -> list[bytes]:
@@ -160,10 +161,10 @@ class FakeDialer:
     clock: Clock
     calls: list[DialCall] = field(default_factory=list)
 
-    def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]],
-                protocol: IProtocol) -> defer.Deferred[UpgradeResponse]:
+    def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]], protocol: IProtocol, *,
+                method: bytes) -> defer.Deferred[UpgradeResponse]:
         deferred: defer.Deferred[UpgradeResponse] = defer.Deferred()
-        self.calls.append(DialCall(path, headers, protocol, deferred, self.clock))
+        self.calls.append(DialCall(path, headers, protocol, deferred, self.clock, method))
         return deferred
 
 
@@ -240,8 +241,8 @@ class TCPDialer:
         self.port = port
         self.headers = headers
 
-    def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]],
-                protocol_: IProtocol) -> defer.Deferred[UpgradeResponse]:
+    def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]], protocol_: IProtocol, *,
+                method: bytes) -> defer.Deferred[UpgradeResponse]:
         endpoint = endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", self.port)
         connected = endpoints.connectProtocol(endpoint, protocol_)
         return connected.addCallback(lambda _: UpgradeResponse(101, b"Switching Protocols", self.headers))

@@ -70,7 +70,7 @@ class TranslatorTests(unittest.TestCase):
         self.assertEqual(self.client.frames(), [(ws.Opcode.BINARY, b"\x01")])
         # the SPDY upgrade client-go's executor asks for
         [call] = self.dialer.calls
-        self.assertEqual(call.path, PATH)
+        self.assertEqual((call.method, call.path), (b"POST", PATH))
         self.assertEqual(call.header_values(b"User-Agent"), [b"kapiserver"])
         self.assertEqual(call.header_values(b"Upgrade"), [b"SPDY/3.1"])
         self.assertEqual(call.header_values(b"Connection"), [b"Upgrade"])

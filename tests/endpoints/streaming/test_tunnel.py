@@ -72,6 +72,7 @@ class TunnelTests(unittest.TestCase):
         self.assertEqual(call.header_values(b"Connection"), [b"Upgrade"])
         self.assertEqual(call.header_values(b"X-Stream-Protocol-Version"), [b"portforward.k8s.io"])
         self.assertEqual(call.header_values(b"User-Agent"), [b"kubectl/v1.32.0"])
+        self.assertEqual(call.method, b"POST")  # upstream's createSPDYRequest
         self.assertEqual(self.client.transport.value(), b"")  # nothing before the kubelet has answered
 
         kubelet = call.upgrade(UPGRADED, after_head=b"spdy-from-kubelet")
