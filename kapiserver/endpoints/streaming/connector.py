@@ -33,7 +33,7 @@ from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, _HTT
 from twisted.web.http_headers import Headers
 
 from kapiserver.endpoints.streaming import kubelet as kubelet_client
-from kapiserver.endpoints.streaming import splice, translator, tunnel
+from kapiserver.endpoints.streaming import splice, translator, tunnel, websocket_reader
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer, dial_error_text
 from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
 from kapiserver.endpoints.streaming.relay import relay_body, while_client_waits
@@ -198,6 +198,13 @@ class StreamConnector:
             if response.code == 400:
                 raise errors.bad_request(text)
             raise errors.generic_server_response(response.code, "", location.resource, "", location.name, text)
+        if is_websocket(request) and IHijackableChannel.providedBy(request.channel):
+            # upstream's StreamObject: a WebSocket client gets the body as messages (wsstream.Reader)
+            headers = [(name, value) for name, values in request.requestHeaders.getAllRawHeaders() for value in values]
+            client = IHijackableChannel(request.channel).hijack(request)
+            await websocket_reader.serve_websocket_body(client, request.method, headers, response,
+                                                        f"{location.resource} {location.name}")
+            return
         request.setResponseCode(200)
         request.setHeader(b"content-type", b"text/plain")
         request.setHeader(b"cache-control", b"no-cache, private")
