@@ -35,6 +35,17 @@ def parse_rfc3339(value: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def rfc3339_in(seconds: int) -> str:
+    """metav1.Time ``seconds`` from now (a deletionTimestamp: when a grace period ends)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(time.time()) + seconds))
+
+
+def rfc3339_moved(value: str, seconds: int) -> str:
+    """metav1.Time ``value`` moved by ``seconds`` (a shortened grace period)."""
+    moved = parse_rfc3339(value) + datetime.timedelta(seconds=seconds)
+    return moved.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 # RFC 4122's variant: the high two bits of the 9th byte are 10 (hex digit 8, 9, a or b)
 _UUID_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 

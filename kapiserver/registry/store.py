@@ -48,6 +48,8 @@ _EVERY_VALUE_READABLE = "every value readable"
 SERVER_MANAGER = "kube-apiserver"
 CONTROLLER_MANAGER = "kube-controller-manager"
 _ABSENT: Any = object()
+# a graceful deletion already under way that a delete does not shorten (upstream's pendingGraceful)
+GRACE_PENDING: Any = object()
 
 
 @dataclass
@@ -992,7 +994,43 @@ class Store:
                 if await base.decision_stands():
                     raise
                 continue
+            graceful = self._graceful_deletion(current, opts)
+            if graceful is GRACE_PENDING:  # a graceful deletion under way, not shortened: nothing to write
+                if not await base.decision_stands():
+                    continue
+                return current, False
             marked = copy.deepcopy(current)
+            if graceful is not None:
+                deadline, period = graceful
+                marked["metadata"]["deletionTimestamp"] = deadline
+                marked["metadata"]["deletionGracePeriodSeconds"] = period
+                if not cmd.get("deletionTimestamp") and marked["metadata"].get("generation"):
+                    marked["metadata"]["generation"] += 1
+                finalizers = opts.gc_finalizers(cmd.get("finalizers") or [])
+                if finalizers:
+                    marked["metadata"]["finalizers"] = finalizers
+                if ctx.dry_run or opts.dry_run:
+                    return marked, False
+                try:
+                    written = await self.storage.update(key, await self._encode_async(marked),
+                                                        expected_mod_revision=kv.mod_revision)
+                except st.ConflictError as e:
+                    base.replace(e.current)
+                    continue
+                except st.KeyNotFoundError:
+                    base.replace(None)
+                    continue
+                marked["metadata"]["resourceVersion"] = str(written.mod_revision)
+                if finalizers or period > 0:  # the kubelet (or a finalizer's owner) finishes the deletion
+                    return await self._external(marked), False
+                # a period of 0: marked, then removed at once (upstream's two writes; watchers see both)
+                try:
+                    deleted = await self.storage.delete(key, expected_mod_revision=written.mod_revision)
+                except (st.ConflictError, st.KeyNotFoundError):  # another writer won: upstream ignores NotFound
+                    return await self._external(marked), True
+                await self._after_delete(marked)
+                marked["metadata"]["resourceVersion"] = str(deleted.mod_revision)
+                return marked, True
             pending = self.strategy.delete_pending(self.rtype, marked)
             mmd = marked["metadata"]
             # the propagation policy becomes a finalizer (orphan, foregroundDeletion)
@@ -1038,6 +1076,26 @@ class Store:
             await self._after_delete(current)
             current["metadata"]["resourceVersion"] = str(deleted.mod_revision)
             return current, True
+
+    def _graceful_deletion(self, current: dict, opts: DeleteOptions) -> Any:
+        """upstream's rest.BeforeDelete for kinds deleted gracefully: None (not graceful: delete,
+        or mark for finalizers), GRACE_PENDING (already being deleted, not shortened), or the new
+        (deletionTimestamp, deletionGracePeriodSeconds)."""
+        cmd = current["metadata"]
+        requested = opts.grace_period_seconds
+        if self.strategy.graceful_delete_period(current, requested) is None:
+            return None
+        existing_period = cmd.get("deletionGracePeriodSeconds")
+        if cmd.get("deletionTimestamp"):
+            if not existing_period:
+                return None  # marked with no period left: delete now
+            existing_period = max(int(existing_period), 1)
+            if requested is None or requested >= existing_period:
+                return GRACE_PENDING  # only a shorter grace period may be given
+            return meta.rfc3339_moved(cmd["deletionTimestamp"], requested - existing_period), requested
+        period = self.strategy.graceful_delete_period(current, requested)
+        assert period is not None
+        return meta.rfc3339_in(period), period
 
     async def delete_collection(self, namespace: str, list_opts: ListOptions, opts: DeleteOptions,
                                 ctx: Optional[Context] = None) -> dict:

@@ -166,5 +166,12 @@ class Strategy:
         """
         return False
 
+    def graceful_delete_period(self, obj: dict, requested: Optional[int]) -> Optional[int]:
+        """Upstream's RESTGracefulDeleteStrategy.CheckGracefulDelete: the grace period a delete of
+        ``obj`` gets (``requested`` is the DeleteOptions' gracePeriodSeconds), or None for a kind
+        deleted at once (every kind but pods).  A period of 0 still marks the object
+        (deletionTimestamp) before it is removed, as upstream's two writes do."""
+        return None
+
     def finalize_on_read(self, rtype: "ResourceType", obj: dict) -> None:
         """Adjust a stored object before it is returned (defaults added since it was stored)."""

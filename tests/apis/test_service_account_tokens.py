@@ -132,7 +132,7 @@ class TokenRequestTests(AuthServerTestCase):
         self.assertEqual(user["extra"]["authentication.kubernetes.io/pod-name"], ["runner"])
         self.assertEqual(user["extra"]["authentication.kubernetes.io/pod-uid"], [uid])
         self.assertEqual(user["extra"]["authentication.kubernetes.io/node-name"], ["node-1"])
-        deleted = await self.client.delete("/api/v1/namespaces/default/pods/runner")
+        deleted = await self.client.delete("/api/v1/namespaces/default/pods/runner?gracePeriodSeconds=0")  # gone now
         self.assertEqual(deleted.code, 200)
 
         async def refused():

@@ -11,7 +11,7 @@ DefaultTolerationSeconds plugins add it, as upstream, when they are enabled.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Optional
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, podspec, scheduling
@@ -65,6 +65,18 @@ def _default_requests_from_limits(spec: dict) -> None:
 
 class PodStrategy(Strategy):
     status_fixed_metadata = ("ownerReferences",)  # upstream's podStatusStrategy
+
+    def graceful_delete_period(self, obj: dict, requested: Optional[int]) -> Optional[int]:
+        """upstream's podStrategy.CheckGracefulDelete: the requested period, else the pod's
+        terminationGracePeriodSeconds (else 0); 0 for a pod no node runs or that has ended."""
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        period = requested
+        if period is None:
+            default = spec.get("terminationGracePeriodSeconds")
+            period = default if isinstance(default, int) and not isinstance(default, bool) else 0
+        if not spec.get("nodeName") or status.get("phase") in ("Failed", "Succeeded"):
+            period = 0
+        return period
 
     def prepare_for_status_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
         super().prepare_for_status_update(rtype, new, old)
