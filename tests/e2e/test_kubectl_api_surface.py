@@ -1,7 +1,7 @@
 """kubectl 1.32 against a real kapiserver process: the resources kube-apiserver 1.32
 serves that kapiserver added (api-resources, debug, drain with eviction and
 PodDisruptionBudgets, componentstatuses, bindings, RuntimeClasses, CSI kinds,
-TokenReviews) and the kubelet subresources answering that there is no kubelet."""
+TokenReviews) and the kubelet subresources answering, without a node, what upstream answers."""
 from __future__ import annotations
 
 import json

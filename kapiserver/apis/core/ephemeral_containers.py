@@ -4,8 +4,8 @@ Only ``spec.ephemeralContainers`` changes through it (upstream's
 podEphemeralContainersStrategy); containers may be added, never changed or
 removed (``pods.validate_ephemeral_containers_update``), and may not carry what
 the pod's own containers rely on (ports, probes, lifecycle hooks, resources:
-``podspec``'s ephemeral container checks).  Nothing runs them here: no kubelet
-reports their status.
+``podspec``'s ephemeral container checks).  The pod's kubelet runs them and
+reports their status (``kubectl debug`` with a real node: docs/nodes.md).
 """
 from __future__ import annotations
 
