@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import os
 import socket
 import ssl
@@ -169,18 +170,24 @@ def run(cluster: Cluster, ns: str, args: argparse.Namespace) -> None:
         threads.append(threading.Thread(
             target=slow_reader, args=(lambda: socket.create_connection(("127.0.0.1", local_port), timeout=30),
                                       file_request, args.read_rate, until, forward_counts), daemon=True))
+    probe = http.client.HTTPSConnection(cluster.host, cluster.port, context=cluster.context, timeout=30)
+    probe.request("GET", "/readyz")  # the probe's own connection is made before the readers' are
+    probe.getresponse().read()
     for t in threads:
         t.start()
     latencies: list[float] = []
+    slowest: list[tuple[float, float]] = []  # (latency, seconds after the readers started)
+    started = time.monotonic()
     peak = before
-    probe = cluster.connect()
     while time.monotonic() < until:
         t0 = time.monotonic()
-        probe.sendall(f"GET /readyz HTTP/1.1\r\nHost: {cluster.host}\r\n\r\n".encode())
-        answer = b""
-        while b"\r\n\r\nok" not in answer:
-            answer += probe.recv(4096)
+        probe.request("GET", "/readyz")
+        answer = probe.getresponse()
+        body = answer.read()
         latencies.append(time.monotonic() - t0)
+        slowest.append((latencies[-1], t0 - started))
+        if answer.status != 200 or body != b"ok":
+            print(f"/readyz answered {answer.status} {body[:100]!r}")
         peak = max(peak, rss_kib(args.pid))
         time.sleep(0.2)
     for t in threads:
@@ -198,6 +205,8 @@ def run(cluster: Cluster, ns: str, args: argparse.Namespace) -> None:
           f"growth at peak {(peak - before) / 1024:.1f} MiB")
     print(f"/readyz: {len(latencies)} probes, median {statistics.median(latencies) * 1000:.1f} ms, "
           f"p99 {latencies[int(len(latencies) * 0.99) - 1] * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms")
+    print("slowest /readyz: " + ", ".join(f"{lat * 1000:.0f} ms at {when:.1f} s" for lat, when in
+                                          sorted(slowest, reverse=True)[:5]))
 
 
 if __name__ == "__main__":
