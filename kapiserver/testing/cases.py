@@ -10,6 +10,11 @@ from twisted.trial import unittest
 from kapiserver.testing.apiserver import start_api_server
 from kapiserver.testing.client import JSONClient
 
+# Real seconds a test waits for something that should come at once before it gives up: long
+# enough that only a hang (never a slow, busy machine) reaches it.  Tests do not assert how long
+# things took; deadlines of the code under test are fake-clock steps.
+HANG_GUARD = 60.0
+
 
 def run(coro_fn: Callable[[Any], Awaitable[None]]):
     """Decorator: an ``async def`` test method as a Deferred-returning one."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 
 import treq
 from twisted.internet import defer, reactor
@@ -12,7 +11,7 @@ from twisted.trial import unittest
 
 from tests.apiextensions.crd_fixtures import load
 from kapiserver.testing.apiserver import start_api_server
-from kapiserver.testing.cases import ServerTestCase, run, sleep
+from kapiserver.testing.cases import HANG_GUARD, ServerTestCase, run, sleep
 from kapiserver.testing.client import JSONClient
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -59,8 +58,7 @@ class CRDTestCase(ServerTestCase):
 
 class CRDAPITests(CRDTestCase):
     @run
-    async def test_create_defaults_status_and_serves_within_a_second(self):
-        started = time.monotonic()
+    async def test_create_defaults_status_and_serves(self):
         r = await self.client.post(CRDS, load("issuer-crd.yaml"))
         self.assertEqual(r.code, 201, r.body)
         spec = r.body["spec"]
@@ -70,8 +68,7 @@ class CRDAPITests(CRDTestCase):
 
         async def served():
             return (await self.client.get(ISSUERS)).code == 200
-        await self.wait_for(served)
-        self.assertLess(time.monotonic() - started, 1.0)
+        await self.wait_for(served, timeout=HANG_GUARD)  # how soon is not asserted: a busy machine is slower
         crd = (await self.client.get(ISSUER_CRD)).body
         self.assertEqual(condition(crd, "NamesAccepted")["reason"], "NoConflicts")
         self.assertEqual(condition(crd, "Established")["reason"], "InitialNamesAccepted")
@@ -386,25 +383,27 @@ class CustomResourceTests(CRDTestCase):
     @run
     async def test_watches_end_when_the_crd_stops_being_served_as_it_was(self):
         # as upstream tears a custom resource's storage down: clients see the stream end and
-        # watch again (or learn the resource is gone)
-        started = time.monotonic()
-        watch = treq.get(self.server.url + ISSUERS + "?watch=true&timeoutSeconds=30", unbuffered=True,
-                         persistent=False)
+        # watch again (or learn the resource is gone).  The watches ask for an hour: only the
+        # change of the CRD ends them before the guard against a hang gives up.
+        def watch() -> defer.Deferred:
+            return treq.get(self.server.url + ISSUERS + "?watch=true&timeoutSeconds=3600", unbuffered=True,
+                            persistent=False)
+
+        async def ended(stream: defer.Deferred) -> None:
+            await treq.content(await stream).addTimeout(HANG_GUARD, reactor)
+
+        stream = watch()
         await sleep(0.2)
         crd = (await self.client.get(ISSUER_CRD)).body
         crd["spec"]["versions"][-1]["additionalPrinterColumns"].append(
             {"name": "Size", "type": "integer", "jsonPath": ".spec.keySize"})
         self.assertEqual((await self.client.put(ISSUER_CRD, crd)).code, 200)
-        await treq.content(await watch)
-        self.assertLess(time.monotonic() - started, 10)
+        await ended(stream)
 
-        started = time.monotonic()
-        watch = treq.get(self.server.url + ISSUERS + "?watch=true&timeoutSeconds=30", unbuffered=True,
-                         persistent=False)
+        stream = watch()
         await sleep(0.2)
         await self.client.delete(ISSUER_CRD)
-        await treq.content(await watch)
-        self.assertLess(time.monotonic() - started, 10)
+        await ended(stream)
         self.assertEqual((await self.client.get(ISSUERS)).code, 404)
 
 

@@ -246,19 +246,30 @@ class SignerTests(ServerTestCase):
             return status if done else None
         return await self.wait_for(settled, timeout=10)
 
+    def assert_lifetime(self, cert: x509.Certificate, seconds: int, before: datetime.datetime,
+                        after: datetime.datetime) -> None:
+        """``cert`` is valid for ``seconds`` from when it was signed, between ``before`` and ``after``,
+        and from five minutes before that (upstream's backdating for clock skew)."""
+        backdate = datetime.timedelta(minutes=5)
+        self.assertEqual(cert.not_valid_after_utc - cert.not_valid_before_utc,
+                         datetime.timedelta(seconds=seconds) + backdate)
+        signed = cert.not_valid_before_utc + backdate  # certificates count whole seconds
+        self.assertTrue(before.replace(microsecond=0) <= signed <= after, (before, signed, after))
+
     @run
     async def test_an_approved_client_request_is_signed_by_the_cluster_ca(self):
         pem = csr_pem("jane", "dev", "qa")
+        before = datetime.datetime.now(datetime.timezone.utc)
         status = await self.approve("jane", pem, expirationSeconds=3600,
                                     usages=("digital signature", "key encipherment", "client auth"))
+        after = datetime.datetime.now(datetime.timezone.utc)
         cert = x509.load_pem_x509_certificate(base64.b64decode(status["certificate"]))
         ca = x509.load_pem_x509_certificate(self.bundle.ca_cert_pem)
         cert.verify_directly_issued_by(ca)
         request = x509.load_pem_x509_csr(pem)
         self.assertEqual(cert.subject, request.subject)
         self.assertEqual(cert.public_key().public_numbers(), request.public_key().public_numbers())
-        lifetime = cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)
-        self.assertLess(abs(lifetime.total_seconds() - 3600), 60)
+        self.assert_lifetime(cert, 3600, before, after)
         self.assertEqual(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca, False)
         self.assertEqual(list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value),
                          [ExtendedKeyUsageOID.CLIENT_AUTH])
@@ -267,10 +278,11 @@ class SignerTests(ServerTestCase):
 
     @run
     async def test_lifetime_is_capped_by_the_signing_duration(self):
+        before = datetime.datetime.now(datetime.timezone.utc)
         status = await self.approve("long", csr_pem("long"), expirationSeconds=30 * 86400)
+        after = datetime.datetime.now(datetime.timezone.utc)
         cert = x509.load_pem_x509_certificate(base64.b64decode(status["certificate"]))
-        lifetime = cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)
-        self.assertLess(abs(lifetime.total_seconds() - 7200), 60)
+        self.assert_lifetime(cert, 7200, before, after)
 
     @run
     async def test_requests_breaking_the_signer_rules_fail(self):

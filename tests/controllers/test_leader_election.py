@@ -1,39 +1,58 @@
 """Leader election on a coordination.k8s.io/v1 Lease: two electors on one real SQLite store,
-with short durations (lease 2 s, renew deadline 1.2 s, retry 0.25 s)."""
+with short durations (lease 2 s, renew deadline 1.2 s, retry 0.25 s).
+
+The electors' timers run on a fake clock the tests step (``task.Clock``); their storage calls
+run on the real reactor, and each step lets them finish before the next.  What the durations
+promise (a takeover after the lease duration, a leader stopping at its renew deadline, before
+anyone may take over) is then exact, whatever the machine's load.
+"""
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-import time
+from typing import Any, Callable, Optional
 
-from twisted.internet import defer, reactor
+from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from kapiserver.apis.coordination import leases
-from kapiserver.controllers.leader_election import LeaderElector
+from kapiserver.controllers.leader_election import JITTER_FACTOR, LeaderElector
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Store
 from kapiserver.storage.sqlite import SQLiteStorage
-from kapiserver.testing.cases import ServerTestCase, run, sleep
+from kapiserver.testing.cases import HANG_GUARD, ServerTestCase, run
+from tests.storage.contract import until
 
 LEASE, RENEW, RETRY = 2.0, 1.2, 0.25
+STEP = 0.05  # the fake clock moves this much at a time
+LONGEST_RETRY = RETRY * (1 + JITTER_FACTOR)  # a candidate's retry period with the most jitter
 
 
-class BreakableStore(Store):
-    """The Lease Store, whose reads and writes fail while ``broken`` (storage unreachable)."""
+class LeaseStore(Store):
+    """The Lease Store, counting the calls in flight; its reads and writes fail while ``broken``
+    (storage unreachable)."""
 
     broken = False
+    in_flight = 0
+
+    async def _call(self, call: Callable[[], Any]) -> Any:
+        if self.broken:
+            raise errors.internal_error("storage unreachable")
+        self.in_flight += 1
+        try:
+            return await call()
+        finally:
+            self.in_flight -= 1
 
     async def get(self, *args, **kwargs):
-        if self.broken:
-            raise errors.internal_error("storage unreachable")
-        return await super().get(*args, **kwargs)
+        return await self._call(lambda: super(LeaseStore, self).get(*args, **kwargs))
+
+    async def create(self, *args, **kwargs):
+        return await self._call(lambda: super(LeaseStore, self).create(*args, **kwargs))
 
     async def update(self, *args, **kwargs):
-        if self.broken:
-            raise errors.internal_error("storage unreachable")
-        return await super().update(*args, **kwargs)
+        return await self._call(lambda: super(LeaseStore, self).update(*args, **kwargs))
 
 
 class LeaderElectionTests(unittest.TestCase):
@@ -43,16 +62,22 @@ class LeaderElectionTests(unittest.TestCase):
         self.storage = SQLiteStorage(os.path.join(self.tmp, "db"))
         await self.storage.start()
         self.addCleanup(self.storage.stop)
-        self.events: list[tuple[float, str, str]] = []  # (time, identity, started|stopped)
+        self.clock = task.Clock()
+        self.stores: list[LeaseStore] = []
+        self.events: list[tuple[float, str, str]] = []  # (fake time, identity, started|stopped)
 
     def setUp(self):
         return defer.Deferred.fromCoroutine(self._setup())
 
-    def elector(self, identity: str, store=None) -> LeaderElector:
-        store = store or Store(leases.resource_type(), self.storage)
-        e = LeaderElector(store, "kube-system", "ctl", identity, reactor,
-                          lambda: self.events.append((time.monotonic(), identity, "started")),
-                          lambda: self.events.append((time.monotonic(), identity, "stopped")),
+    def store(self) -> LeaseStore:
+        store = LeaseStore(leases.resource_type(), self.storage)
+        self.stores.append(store)
+        return store
+
+    def elector(self, identity: str, store: Optional[LeaseStore] = None) -> LeaderElector:
+        e = LeaderElector(store or self.store(), "kube-system", "ctl", identity, self.clock,
+                          lambda: self.events.append((self.clock.seconds(), identity, "started")),
+                          lambda: self.events.append((self.clock.seconds(), identity, "stopped")),
                           lease_duration=LEASE, renew_deadline=RENEW, retry_period=RETRY)
         self.addCleanup(lambda: defer.Deferred.fromCoroutine(e.stop()))
         return e
@@ -60,13 +85,17 @@ class LeaderElectionTests(unittest.TestCase):
     async def lease(self) -> dict:
         return await Store(leases.resource_type(), self.storage).get("kube-system", "ctl")
 
-    async def until(self, predicate, timeout: float) -> float:
-        start = time.monotonic()
-        while not predicate():
-            if time.monotonic() - start > timeout:
-                self.fail(f"not within {timeout}s; events: {self.events}")
-            await sleep(0.02)
-        return time.monotonic() - start
+    async def step(self, seconds: float, until_true: Optional[Callable[[], bool]] = None) -> float:
+        """Move the fake clock on by up to ``seconds``, ``STEP`` at a time, letting the storage
+        calls the timers start finish before the next step; stop as soon as ``until_true()``
+        holds.  Returns the fake seconds that passed."""
+        steps = 0
+        while steps < round(seconds / STEP) and not (until_true is not None and until_true()):
+            self.clock.advance(STEP)
+            steps += 1
+            await until(lambda: all(s.in_flight == 0 for s in self.stores), timeout=HANG_GUARD,
+                        what="the electors' storage calls")
+        return steps * STEP
 
     def test_one_leader_and_a_quick_handover_on_release(self):
         async def go():
@@ -78,12 +107,15 @@ class LeaderElectionTests(unittest.TestCase):
             self.assertEqual((spec["holderIdentity"], spec["leaseDurationSeconds"], spec["leaseTransitions"]),
                              ("a", 2, 0))
             self.assertRegex(spec["renewTime"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-            await sleep(3 * RETRY)  # renewals keep the lead where it is
+            await self.step(2 * LEASE)  # renewals keep the lead where it is, past the lease duration
             self.assertEqual((a.leading, b.leading), (True, False))
             await a.stop()  # a clean shutdown releases the Lease
             self.assertEqual((await self.lease())["spec"]["holderIdentity"], "")
-            waited = await self.until(lambda: b.leading, timeout=RETRY * 2.2 + 1)
-            self.assertLess(waited, LEASE)  # no need to wait for the lease to expire
+            waited = await self.step(2 * LEASE, until_true=lambda: b.leading)
+            self.assertTrue(b.leading)
+            # b's next try takes it: no need to wait for the lease to expire
+            self.assertLessEqual(waited, LONGEST_RETRY + STEP)
+            self.assertLess(waited, LEASE)
             spec = (await self.lease())["spec"]
             self.assertEqual((spec["holderIdentity"], spec["leaseTransitions"]), ("b", 1))
             self.assertEqual([e[1:] for e in self.events], [("a", "started"), ("a", "stopped"), ("b", "started")])
@@ -94,34 +126,41 @@ class LeaderElectionTests(unittest.TestCase):
             a, b = self.elector("a"), self.elector("b")
             await a.start()
             await b.start()
+            await self.step(3 * RETRY)  # a renews a few times; b watches the Lease change
             # a crashes: no more renewals, no release
             a._stopped = True
             for timer in (a._timer, a._deadline):
                 if timer is not None and timer.active():
                     timer.cancel()
-            last_renewal = time.monotonic()
-            await self.until(lambda: b.leading, timeout=LEASE + 3 * RETRY * 2.2)
-            self.assertGreaterEqual(time.monotonic() - last_renewal, LEASE - RETRY)
+            waited = await self.step(3 * LEASE, until_true=lambda: b.leading)
+            self.assertTrue(b.leading)
+            # a renewed at most a retry period before it crashed; b, which saw that renewal at its
+            # next try, takes over at its first try once what it saw is a lease duration old
+            self.assertGreaterEqual(waited, LEASE - RETRY)
+            self.assertLessEqual(waited, LEASE + 2 * LONGEST_RETRY + STEP)
             self.assertEqual((await self.lease())["spec"]["holderIdentity"], "b")
         return defer.Deferred.fromCoroutine(go())
 
     def test_a_leader_that_cannot_renew_stops_before_another_takes_over(self):
         async def go():
-            flaky = BreakableStore(leases.resource_type(), self.storage)
+            flaky = self.store()
             a, b = self.elector("a", flaky), self.elector("b")
             await a.start()
             await b.start()
             flaky.broken = True
-            broke_at = time.monotonic()
-            await self.until(lambda: not a.leading, timeout=RENEW + RETRY * 3)
-            stopped_after = time.monotonic() - broke_at
+            stopped_after = await self.step(3 * LEASE, until_true=lambda: not a.leading)
+            self.assertFalse(a.leading)
+            # at the renew deadline after its last renewal (at most a retry period before the break)
+            self.assertGreaterEqual(stopped_after, RENEW - RETRY)
+            self.assertLessEqual(stopped_after, RENEW + STEP)
             self.assertLess(stopped_after, LEASE)
-            await self.until(lambda: b.leading, timeout=LEASE + 3 * RETRY * 2.2)
+            await self.step(3 * LEASE, until_true=lambda: b.leading)
+            self.assertTrue(b.leading)
             # never two leaders: a's controllers stopped before b's started
             self.assertEqual([e[1:] for e in self.events], [("a", "started"), ("a", "stopped"), ("b", "started")])
             self.assertLess(self.events[1][0], self.events[2][0])
             flaky.broken = False  # a can reach storage again: it stays a follower
-            await sleep(4 * RETRY)
+            await self.step(4 * RETRY)
             self.assertEqual((a.leading, b.leading), (False, True))
         return defer.Deferred.fromCoroutine(go())
 

@@ -16,6 +16,7 @@ import h2.config
 import h2.connection
 import h2.events
 
+from kapiserver.testing.cases import HANG_GUARD
 from kapiserver.testing.process import ServerProcess
 
 
@@ -51,9 +52,12 @@ def connect(server: ServerProcess, certificate: bool = True, alpn: str = "http/1
     return tls_context(server, certificate, alpn).wrap_socket(raw, server_hostname=host)
 
 
-def read_until_closed(sock: socket.socket, timeout: float) -> tuple[bytes, float]:
-    """Everything the server sends until it closes, and when it closed (seconds from now)."""
-    start = time.monotonic()
+def read_until_closed(sock: socket.socket, timeout: float = HANG_GUARD) -> bytes:
+    """Everything the server sends until it closes the connection (what it answered, if anything).
+
+    The server may stay silent ``timeout`` seconds at most: a guard against a hang, reached only
+    when the server would never close; how soon it closes is not measured.
+    """
     sock.settimeout(timeout)
     data = b""
     try:
@@ -64,7 +68,10 @@ def read_until_closed(sock: socket.socket, timeout: float) -> tuple[bytes, float
             data += more
     except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
         pass
-    return data, time.monotonic() - start
+    except socket.timeout:
+        raise AssertionError(f"the server neither sent anything nor closed the connection in {timeout:g}s; "
+                             f"it had sent {data[:200]!r}") from None
+    return data
 
 
 def head_of(data: bytes) -> tuple[int, bytes]:
@@ -74,7 +81,7 @@ def head_of(data: bytes) -> tuple[int, bytes]:
 
 
 def upload_until_answered(sock: ssl.SSLSocket, head: bytes, body_bytes: int,
-                          timeout: float = 30.0) -> tuple[Optional[bytes], int]:
+                          timeout: float = HANG_GUARD) -> tuple[Optional[bytes], int]:
     """Send ``head`` and then up to ``body_bytes`` of body, watching for an answer meanwhile.
 
     Returns the answer (None if none came) and how many body bytes were handed to the socket
@@ -127,6 +134,7 @@ class H2Client:
         self.responses: dict[int, dict] = {}
         # (last stream id, error code) of each GOAWAY the server sent
         self.goaways: list[tuple[int, int]] = []
+        self.pings = 0  # PINGs the server sent (h2 answers each)
         self._buffer = b""
         self.authority = "%s:%d" % address(server)
 
@@ -151,8 +159,9 @@ class H2Client:
         self.responses[stream] = {"status": None, "body": b"", "ended": False, "reset": None}
         return stream
 
-    def pump(self, until, timeout: float = 10.0) -> None:
-        """Read frames until ``until()`` is true (or the connection ends / the time is up)."""
+    def pump(self, until, timeout: float = HANG_GUARD) -> None:
+        """Read frames (answering the server's PINGs) until ``until()`` is true, the connection
+        ends or ``timeout`` has passed (a guard against a hang: the caller checks what came)."""
         deadline = time.monotonic() + timeout
         self.sock.settimeout(0.5)
         while not until() and time.monotonic() < deadline:
@@ -194,6 +203,8 @@ class H2Client:
             self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
         elif isinstance(event, h2.events.StreamEnded):
             self.responses[event.stream_id]["ended"] = True
+        elif isinstance(event, h2.events.PingReceived):
+            self.pings += 1
         elif isinstance(event, h2.events.StreamReset):
             if event.stream_id in self.responses:
                 self.responses[event.stream_id]["reset"] = event.error_code

@@ -13,18 +13,19 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from typing import Any, Callable, Optional
 
 import yaml
 from twisted.trial import unittest
 
-from kapiserver.testing.cases import wait_for
+from kapiserver.testing.cases import HANG_GUARD, wait_for
 from kapiserver.testing.process import E2E_CONFIG, REPO_ROOT, shared_server
 from kapiserver.testing.webhook import AdmissionWebhookServer, WebhookCertificates, allow, deny, patch
 
 GROUP = "admissionregistration.k8s.io/v1"
+# seconds the server waits on the slow webhook: long enough for a kubectl get meanwhile
+SLOW_WEBHOOK_TIMEOUT = 10
 ALL_CONFIGMAPS = [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
                    "resources": ["configmaps"]}]
 
@@ -191,28 +192,38 @@ class WebhookTestCase(unittest.TestCase):
         self.assertEqual(self.configmap("passes", {"down": "ignore"}).returncode, 0)
 
     def test_timeout_bounds_a_slow_webhook_while_other_requests_are_served(self):
-        self.hooks.delays["/slow"] = 8.0
+        # The webhook answers (allow) only after longer than the guard against a hang: a create
+        # that ends, ends on the server's own webhook timeout.  That timeout is long enough for
+        # another request to be served before it passes, which shows the server is not waiting
+        # on the webhook meanwhile.
+        self.hooks.delays["/slow"] = 2 * HANG_GUARD
         self.configure("ValidatingWebhookConfiguration", "slow", self.webhook(
-            "slow.example.com", "/slow", allow, timeoutSeconds=1, objectSelector={"matchLabels": {"slow": "yes"}}))
+            "slow.example.com", "/slow", allow, timeoutSeconds=SLOW_WEBHOOK_TIMEOUT,
+            objectSelector={"matchLabels": {"slow": "yes"}}))
+        wait_for(lambda: self.kubectl("get", "validatingwebhookconfigurations", f"{self.ns}-slow").returncode == 0)
         results: dict = {}
 
         def create_slow():
-            start = time.monotonic()
             results["slow"] = self.configmap(f"s{uuid.uuid4().hex[:4]}", {"slow": "yes"})
-            results["elapsed"] = time.monotonic() - start
-        wait_for(lambda: self.kubectl("get", "validatingwebhookconfigurations", f"{self.ns}-slow").returncode == 0)
-        time.sleep(1)  # the configuration reaches the server's informer
-        thread = threading.Thread(target=create_slow)
-        thread.start()
-        time.sleep(0.3)
-        served = self.kubectl("get", "ns", self.ns)  # answered while the slow webhook holds the create
-        self.assertTrue(thread.is_alive() or results["slow"].returncode != 0, "the create did not wait")
+        # until the configuration reaches the server's informer a create passes without the webhook
+        for _ in range(100):
+            thread = threading.Thread(target=create_slow)
+            thread.start()
+            wait_for(lambda: not thread.is_alive() or self.hooks.reviews_for("/slow"), timeout=HANG_GUARD,
+                     interval=0.05)
+            if self.hooks.reviews_for("/slow"):
+                break
+            thread.join()
+        else:
+            self.fail("the webhook was never called")
+        served = self.kubectl("get", "ns", self.ns)
         self.assertEqual(served.returncode, 0)
-        thread.join(30)
+        self.assertTrue(thread.is_alive(), "the create was answered before another request was served")
+        thread.join(HANG_GUARD)
+        self.assertFalse(thread.is_alive(), "the create was not answered")
         self.assertNotEqual(results["slow"].returncode, 0)
         self.assertIn('failed calling webhook "slow.example.com": failed to call webhook: Post', results["slow"].stderr)
-        self.assertIn("?timeout=1s\": context deadline exceeded", results["slow"].stderr)
-        self.assertLess(results["elapsed"], 6.0)
+        self.assertIn(f"?timeout={SLOW_WEBHOOK_TIMEOUT}s\": context deadline exceeded", results["slow"].stderr)
 
     # ------------------------------------------------------------ matching
 

@@ -1,9 +1,10 @@
 """Connection hygiene against a real server process: what misbehaving clients get, and that the
 others are still served meanwhile.
 
-* a client that never finishes its request head (or its TLS handshake) is cut off within the
-  configured time limit, unanswered, while kubectl and the Python client are served;
-* an idle keep-alive connection is closed after the idle timeout;
+* a client that never finishes its request head (or its TLS handshake, or that trickles header
+  lines) is cut off, unanswered, while kubectl and the Python client are served;
+* an idle keep-alive connection is closed, not before the idle timeout; an HTTP/2 peer that
+  stops answering PINGs is closed, a live one keeps its quiet watch;
 * a request line or header over upstream's 1 MiB is answered 431 at once (HTTP/1.1 in Go's
   words; HTTP/2 on its stream), where Twisted's 16 KiB limit used to leave it hanging;
 * an unauthenticated request with a body is answered 401 before its body is read: the client
@@ -11,6 +12,10 @@ others are still served meanwhile.
 * ``Expect: 100-continue`` gets 413 over the body limit, 401 without credentials, 100 otherwise;
 * connections beyond the per-address cap are closed as they are accepted;
 * HTTP/2 advertises upstream's stream limit and header list size.
+
+Every limit is reached here (a connection that is never cut off fails the test when its guard
+against a hang gives up) but not timed: ``tests/endpoints/test_connection_deadlines.py`` steps
+each one on a fake clock.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import time
 
 from twisted.trial import unittest
 
+from kapiserver.testing.cases import HANG_GUARD
 from kapiserver.testing.process import ServerProcess, shared_server
 from tests.e2e.rawclients import (H2Client, address, connect, descriptor_targets, head_of, read_until_closed,
                                   upload_until_answered)
@@ -31,7 +37,7 @@ HANDSHAKE_TIMEOUT = 2.0
 IDLE_TIMEOUT = 3.0
 PER_ADDRESS = 30
 PING_INTERVAL = 2.0
-PING_TIMEOUT = 1.0
+PING_TIMEOUT = 5.0  # a live client answers well within it, however busy the machine
 CONFIG = {
     "authentication": {"anonymous": False},
     "connections": {"tls_handshake_timeout_seconds": HANDSHAKE_TIMEOUT,
@@ -43,6 +49,7 @@ CONFIG = {
 }
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 LIMIT = 3 * 1024 * 1024
+TRICKLE = 0.5  # seconds between the lines of a slow client's request head
 
 
 def _server() -> ServerProcess:
@@ -77,65 +84,51 @@ class TimeLimitTests(unittest.TestCase):
         from kubernetes import client
         namespaces = client.CoreV1Api(self.server.python_client()).list_namespace()
         self.assertIn("kube-system", [n.metadata.name for n in namespaces.items])
-        started = time.monotonic()
         for sock in slow:
-            data, _ = read_until_closed(sock, timeout=HEADER_TIMEOUT + 10)
-            self.assertEqual(data, b"")  # cut off, unanswered (as Go's ReadHeaderTimeout)
-        self.assertLess(time.monotonic() - started, HEADER_TIMEOUT + 3)
+            self.assertEqual(read_until_closed(sock), b"")  # cut off, unanswered (as Go's ReadHeaderTimeout)
 
     def test_a_header_trickle_does_not_extend_the_limit(self) -> None:
+        # a header line every half second, for as long as the connection lasts: only a limit
+        # counted from the first byte of the head ends it
         sock = connect(self.server)
         sock.sendall(b"GET /api/v1/namespaces HTTP/1.1\r\n")
-        started = time.monotonic()
-        closed = False
-        for _ in range(10):
-            time.sleep(0.5)
+        sock.settimeout(TRICKLE)
+        for _ in range(int(HANG_GUARD / TRICKLE)):
+            try:
+                answer = sock.recv(65536)  # (reading, not select(): TLS records that carry no data come too)
+            except socket.timeout:
+                answer = None
+            except (ConnectionResetError, ssl.SSLError):
+                answer = b""
+            if answer is not None:
+                self.assertEqual(answer, b"")  # closed, unanswered
+                break
             try:
                 sock.sendall(b"X-Trickle: 1\r\n")
             except OSError:
-                closed = True
+                self.assertEqual(read_until_closed(sock), b"")  # closed while a line was sent
                 break
-        data, _ = read_until_closed(sock, timeout=5)
-        self.assertTrue(closed or data == b"")
-        self.assertLess(time.monotonic() - started, HEADER_TIMEOUT + 3)
+        else:
+            self.fail("a header line every half second kept the connection open")
 
     def test_an_unfinished_tls_handshake_is_cut_off(self) -> None:
-        raw = socket.create_connection(address(self.server), timeout=10)
+        raw = socket.create_connection(address(self.server), timeout=HANG_GUARD)
+        self.addCleanup(raw.close)
         raw.sendall(b"\x16\x03\x01")  # the start of a ClientHello, never finished
-        started = time.monotonic()
         try:
             self.assertEqual(raw.recv(100), b"")
         except ConnectionResetError:
             pass  # aborted
-        self.assertLess(time.monotonic() - started, HANDSHAKE_TIMEOUT + 2)
-        raw.close()
 
     def test_idle_keep_alive_connection_is_closed(self) -> None:
         sock = connect(self.server)
+        sent = time.monotonic()  # the server's idle timer starts after this, once it has answered
         sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        sock.settimeout(10)
+        sock.settimeout(HANG_GUARD)
         first = sock.recv(65536)
         self.assertEqual(head_of(first)[0], 200)
-        data, waited = read_until_closed(sock, timeout=IDLE_TIMEOUT + 10)
-        self.assertEqual(data, b"")
-        self.assertGreater(waited, IDLE_TIMEOUT - 1)
-        self.assertLess(waited, IDLE_TIMEOUT + 3)
-
-
-    def test_a_keep_alive_connection_moves_between_its_limits(self) -> None:
-        # one timer per connection serves the head, answer and idle phases: a pause longer
-        # than the head limit (shorter than the idle one) between requests keeps the
-        # connection; a slow head of the next request is then cut off at the head limit
-        sock = connect(self.server)
-        sock.settimeout(10)
-        for _ in range(2):
-            sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            self.assertEqual(head_of(sock.recv(65536))[0], 200)
-            time.sleep(HEADER_TIMEOUT + 0.5)
-        sock.sendall(b"GET /readyz HTTP/1.1\r\n")
-        data, waited = read_until_closed(sock, timeout=HEADER_TIMEOUT + 10)
-        self.assertEqual(data, b"")
-        self.assertLess(waited, HEADER_TIMEOUT + 3)
+        self.assertEqual(read_until_closed(sock), b"")
+        self.assertGreaterEqual(time.monotonic() - sent, IDLE_TIMEOUT)  # not before the idle timeout
 
 
 class HTTP2LivenessTests(unittest.TestCase):
@@ -152,30 +145,31 @@ class HTTP2LivenessTests(unittest.TestCase):
 
     def test_a_live_client_keeps_its_quiet_watch(self) -> None:
         h2, stream = self.watch()
-        # it answers the server's PINGs (h2 does) while nothing else happens
-        h2.pump(lambda: False, timeout=PING_INTERVAL + PING_TIMEOUT + 3)
+        # it answers the server's PINGs (h2 does) while nothing else happens: a second PING
+        # comes only after the first was answered and another interval passed in silence
+        h2.pump(lambda: h2.pings >= 2)
+        self.assertGreaterEqual(h2.pings, 2)
         self.assertFalse(h2.responses[stream]["ended"])
         self.assertIsNone(h2.responses[stream]["reset"])
         self.assertEqual(h2.goaways, [])
 
     def test_a_dead_peer_is_closed_after_an_unanswered_ping(self) -> None:
         h2, stream = self.watch()
-        time.sleep(PING_INTERVAL + PING_TIMEOUT + 2)  # reads nothing, answers nothing
-        data, waited = read_until_closed(h2.sock, timeout=5)
-        # what it finds then: a PING it never answered, and the end of the connection
-        self.assertLess(waited, 2)
-        self.assertIn(b"\x00\x00\x08\x06\x00", data)  # a PING frame header
+        # read as a dead peer's socket would be, answering nothing: the server pings, waits
+        # for the answer and ends the connection (the watch alone never would)
+        data = read_until_closed(h2.sock)
+        self.assertIn(b"\x00\x00\x08\x06\x00", data)  # a PING frame header, never answered
         self.assertFalse(h2.responses[stream]["ended"])
 
     def test_idle_connection_is_closed_with_goaway(self) -> None:
         h2 = H2Client(self.server)
         self.addCleanup(h2.close)
+        sent = time.monotonic()  # the server's idle timer starts after this, once the stream ended
         stream = h2.request("GET", "/readyz")
         h2.pump(lambda: h2.responses[stream]["ended"])
-        started = time.monotonic()
-        h2.pump(lambda: bool(h2.goaways), timeout=IDLE_TIMEOUT + 5)
+        h2.pump(lambda: bool(h2.goaways))
         self.assertEqual(h2.goaways, [(stream, 0)])
-        self.assertGreater(time.monotonic() - started, IDLE_TIMEOUT - 1)
+        self.assertGreaterEqual(time.monotonic() - sent, IDLE_TIMEOUT)  # not before the idle timeout
 
 
 class HeaderSizeTests(unittest.TestCase):
@@ -184,15 +178,13 @@ class HeaderSizeTests(unittest.TestCase):
 
     def test_oversized_header_is_431_at_once(self) -> None:
         sock = connect(self.server)
-        started = time.monotonic()
         try:
             sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (2 << 20) + b"\r\n\r\n")
         except OSError:
             pass  # answered and closed while still sending
-        data, _ = read_until_closed(sock, timeout=10)
+        data = read_until_closed(sock)  # (Twisted's own 16 KiB limit left it unanswered for good)
         self.assertEqual(data, b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; "
                                b"charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large")
-        self.assertLess(time.monotonic() - started, 5)
 
     def test_oversized_request_line_is_431(self) -> None:
         sock = connect(self.server)
@@ -200,14 +192,14 @@ class HeaderSizeTests(unittest.TestCase):
             sock.sendall(b"GET /readyz?" + b"a" * (1100 * 1024) + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         except OSError:
             pass
-        data, _ = read_until_closed(sock, timeout=10)
+        data = read_until_closed(sock)
         self.assertEqual(head_of(data)[0], 431)
 
     def test_headers_over_16_kib_but_under_the_limit_are_served(self) -> None:
         sock = connect(self.server)
         sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Big: "
                      + b"a" * (900 * 1024) + b"\r\n\r\n")
-        data, _ = read_until_closed(sock, timeout=10)
+        data = read_until_closed(sock)
         status, body = head_of(data)
         self.assertEqual((status, body.split(b"\r\n")[1]), (200, b"ok"))  # a chunked "ok"
 
@@ -243,13 +235,13 @@ class BodyBeforeAuthenticationTests(unittest.TestCase):
         # the client was far from done: it only filled socket buffers
         self.assertLess(sent, body_bytes // 4)
         self.assertLess(_rss_kib(pid) - rss_before, 32 * 1024)
-        data, _ = read_until_closed(sock, timeout=5)  # and the connection ends
+        read_until_closed(sock)  # and the connection ends
         sock.close()
 
     def test_unauthenticated_small_body_is_401_status(self) -> None:
         sock = connect(self.server, certificate=False)
         sock.sendall(_post_head(2) + b"{}")
-        data, _ = read_until_closed(sock, timeout=10)
+        data = read_until_closed(sock)
         status, body = head_of(data)
         self.assertEqual(status, 401)
         self.assertEqual(json.loads(body)["reason"], "Unauthorized")
@@ -257,7 +249,7 @@ class BodyBeforeAuthenticationTests(unittest.TestCase):
     def test_expect_continue_over_the_limit_is_413_not_100(self) -> None:
         sock = connect(self.server)
         sock.sendall(_post_head(LIMIT + 1, "Expect: 100-continue\r\n"))
-        data, _ = read_until_closed(sock, timeout=10)
+        data = read_until_closed(sock)
         status, body = head_of(data)
         self.assertEqual(status, 413)
         self.assertNotIn(b"100 Continue", data)
@@ -269,7 +261,7 @@ class BodyBeforeAuthenticationTests(unittest.TestCase):
     def test_expect_continue_without_credentials_is_401(self) -> None:
         sock = connect(self.server, certificate=False)
         sock.sendall(_post_head(100, "Expect: 100-continue\r\n"))
-        data, _ = read_until_closed(sock, timeout=10)
+        data = read_until_closed(sock)
         self.assertEqual(head_of(data)[0], 401)
         self.assertNotIn(b"100 Continue", data)
 
@@ -281,7 +273,7 @@ class BodyBeforeAuthenticationTests(unittest.TestCase):
         sock.settimeout(10)
         self.assertEqual(sock.recv(1000), b"HTTP/1.1 100 Continue\r\n\r\n")
         sock.sendall(body)
-        data, _ = read_until_closed(sock, timeout=10)
+        data = read_until_closed(sock)
         self.assertEqual(head_of(data)[0], 201)
 
     def test_body_far_over_the_limit_is_413_before_it_is_sent(self) -> None:
@@ -306,7 +298,7 @@ class BodyBeforeAuthenticationTests(unittest.TestCase):
         status, body = head_of(data)
         self.assertEqual((status, json.loads(body)["reason"]), (413, "RequestEntityTooLarge"))
         sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        self.assertEqual(head_of(read_until_closed(sock, timeout=10)[0])[0], 200)
+        self.assertEqual(head_of(read_until_closed(sock))[0], 200)
 
     def test_python_client_creating_an_object_over_the_limit_gets_413(self) -> None:
         from kubernetes import client
@@ -346,7 +338,7 @@ class AnonymousBodyTests(unittest.TestCase):
         body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "anon"}}).encode()
         sock = connect(self.server, certificate=False)
         sock.sendall(_post_head(len(body), "Connection: close\r\n") + body)
-        status, payload = head_of(read_until_closed(sock, timeout=10)[0])
+        status, payload = head_of(read_until_closed(sock))
         self.assertEqual(status, 403)
         self.assertIn('User "system:anonymous" cannot create resource "configmaps"', json.loads(payload)["message"])
 
@@ -355,11 +347,12 @@ class AnonymousBodyTests(unittest.TestCase):
         rss_before = _rss_kib(pid)
         sock = connect(self.server, certificate=False)
         sock.sendall(_post_head(LIMIT - 1024))  # within the limit; the body never comes
-        data, seconds = read_until_closed(sock, timeout=10)
+        # answered while the body is still to come (it never does): waiting for it, the server
+        # would never answer, or answer its request timeout instead of the 403
+        data = read_until_closed(sock)
         status, payload = head_of(data)
         self.assertEqual(status, 403)
         self.assertIn('User "system:anonymous" cannot create resource "configmaps"', json.loads(payload)["message"])
-        self.assertLess(seconds, 5)  # not the request timeout: nothing of the body was awaited
         self.assertLess(_rss_kib(pid) - rss_before, 16 * 1024)
 
     def test_forbidden_anonymous_body_over_the_limit_is_403_as_upstream(self) -> None:
@@ -381,17 +374,21 @@ class ConnectionCapTests(unittest.TestCase):
         for _ in range(PER_ADDRESS + 5):
             held.append(socket.create_connection((host, port), timeout=10, source_address=(source, 0)))
         self.addCleanup(lambda: [s.close() for s in held])
-        time.sleep(0.5)  # well within the handshake time limit: only the refused ones are closed
-        readable, _, _ = select.select(held, [], [], 0)
-        closed = 0
-        for sock in readable:
-            try:
-                if sock.recv(1) == b"":
-                    closed += 1
-            except ConnectionResetError:
-                closed += 1
-        self.assertEqual(closed, 5)
+        # the refused ones are closed as they are accepted; the others wait in their TLS handshake
+        # (seconds from its limit): the first connections to end are the refused ones
+        closed: set[socket.socket] = set()
+        for _ in range(int(HANG_GUARD / 0.05)):
+            readable, _, _ = select.select([s for s in held if s not in closed], [], [], 0.05)
+            for sock in readable:
+                try:
+                    if sock.recv(1) == b"":
+                        closed.add(sock)
+                except ConnectionResetError:
+                    closed.add(sock)
+            if len(closed) >= 5:
+                break
+        self.assertEqual(len(closed), 5)
         # another address is not affected: a TLS client from 127.0.0.1 is served
         sock = connect(self.server)
         sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        self.assertEqual(head_of(read_until_closed(sock, timeout=10)[0])[0], 200)
+        self.assertEqual(head_of(read_until_closed(sock))[0], 200)

