@@ -213,3 +213,37 @@ class ProxyTests(NodeTestCase):
         self.assertEqual(self.kubectl("get", "--raw", f"/api/v1/nodes/{node.NODE_NAME}/proxy/healthz").stdout, "ok")
         missing = self.kubectl("get", "--raw", f"{base}/services/web:81/proxy/", check=False)
         self.assertIn('no service port 81 found for service "web"', missing.stderr)
+
+    def test_links_in_proxied_pages_go_through_the_proxy(self):
+        """The conformance spec 'Proxy ... should proxy through a service and a pod': agnhost porter
+        serves each SERVE_PORT_<n> value on port n (Go's server sniffs ``<a ...`` as text/html), and
+        the proxies answer its links under their own path, as upstream's proxy transport does."""
+        link = '<a href="/rewriteme">test</a>'
+        self.kubectl("-n", self.ns, "run", "porter", f"--image={AGNHOST}", "--restart=Never", "--port=80",
+                     f"--env=SERVE_PORT_80={link}", f"--env=SERVE_PORT_1080={link}", "--env=SERVE_PORT_160=foo",
+                     # TLS with the image's localhost.crt: the proxy does not verify a pod's certificate
+                     '--env=SERVE_TLS_PORT_443=<a href="/tlsrewriteme">test</a>',
+                     "--command", "--", "/agnhost", "porter")
+        self.cluster.wait_for_pod(self.ns, "porter")
+        self.kubectl("-n", self.ns, "expose", "pod", "porter", "--port=80", "--target-port=80")
+        base = f"/api/v1/namespaces/{self.ns}"
+
+        def page(prefix: str) -> str:
+            return self.kubectl("get", "--raw", prefix + "/").stdout
+
+        # porter's listeners start after the pod runs
+        for path in (f"{base}/pods/porter:1080/proxy/", f"{base}/pods/https:porter:443/proxy/"):
+            self.wait_until(lambda: self.kubectl("get", "--raw", path, check=False).returncode == 0, path)
+        for name in ("porter", "porter:1080", "http:porter:1080"):
+            prefix = f"{base}/pods/{name}/proxy"
+            self.assertEqual(page(prefix), f'<a href="{prefix}/rewriteme">test</a>', name)
+        self.assertEqual(page(f"{base}/pods/porter:160/proxy"), "foo")  # text/plain: as it is
+        prefix = f"{base}/pods/https:porter:443/proxy"
+        self.assertEqual(page(prefix), f'<a href="{prefix}/tlsrewriteme">test</a>')
+        self.wait_until(lambda: self.kubectl("-n", self.ns, "get", "endpoints", "porter", "-o",
+                                             "jsonpath={.subsets[0].addresses[0].ip}").stdout, "the Service's endpoints")
+        prefix = f"{base}/services/porter:80/proxy"
+        self.assertEqual(page(prefix), f'<a href="{prefix}/rewriteme">test</a>')
+        # .../proxy itself answers 301 to .../proxy/, which client-go follows
+        prefix = f"{base}/pods/porter:1080/proxy"
+        self.assertEqual(self.kubectl("get", "--raw", prefix).stdout, f'<a href="{prefix}/rewriteme">test</a>')

@@ -203,12 +203,12 @@ def split_scheme_name_port(id_: str) -> Optional[tuple[str, str, str]]:
 
 def _proxy_path(request: SubresourceRequest) -> str:
     """The path after ``.../proxy``, with its leading slash (upstream's JoinPreservingTrailingSlash
-    of the location's path and the subpath); ``..`` segments are refused as upstream's path
-    validation does for proxy subpaths."""
+    of the location's path and the subpath); "" when there is none (``.../proxy`` itself, which
+    the proxy redirects to ``.../proxy/`` as upstream's proxyRedirectsforRootPath does)."""
     path = request.path or ""
     if path and not path.startswith("/"):
         path = "/" + path
-    return path or "/"
+    return path
 
 
 def _host_port(value: str) -> int:

@@ -13,31 +13,43 @@ Upstream answers these with three handlers, all here:
   the tunnelling handler;
 * ``UpgradeAwareHandler`` as a reverse proxy (``pods/proxy``,
   ``services/proxy``, ``nodes/proxy``): any method, the answer streamed back;
-  upgrades (WebSockets to a pod) are spliced as above.
+  upgrades (WebSockets to a pod) are spliced as above.  Its ``WrapTransport``
+  (``defaultProxyTransport``) is applied too: ``X-Forwarded-Uri`` on the
+  request; links in ``Location`` and in HTML answers rewritten to go through
+  the proxy again (``proxy_rewrite``); ``Access-Control-Allow-*`` dropped; a
+  backend that cannot be reached is a 503 ``error trying to reach service``.
+  A ``GET`` of ``.../proxy`` itself is redirected to ``.../proxy/``.
 
 Credentials never travel on: ``Authorization`` and ``Impersonate-*`` are
 dropped, as upstream's authentication and impersonation filters remove them.
 """
 from __future__ import annotations
 
+import io
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote_to_bytes, urlencode
 
-from twisted.internet import defer, protocol
+from twisted.internet import defer, protocol, threads
+from twisted.internet.endpoints import wrapClientTLS
 from twisted.internet.interfaces import (IHostnameResolver, IOpenSSLClientConnectionCreator, IPushProducer,
-                                         IReactorPluggableNameResolver, IReactorTCP, IReactorTime)
+                                         IReactorPluggableNameResolver, IReactorTCP, IReactorThreads, IReactorTime,
+                                         IStreamClientEndpoint)
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import server
-from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, _HTTP11ClientFactory
+from twisted.web.client import URI, Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
+from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
+from twisted.web.iweb import IAgentEndpointFactory, IResponse
+from zope.interface import implementer
 
 from kapiserver.endpoints.streaming import kubelet as kubelet_client
-from kapiserver.endpoints.streaming import splice, translator, tunnel, websocket_reader
-from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer, dial_error_text
-from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
-from kapiserver.endpoints.streaming.relay import relay_body, while_client_waits
-from kapiserver.machinery import errors
+from kapiserver.endpoints.streaming import proxy_rewrite, splice, translator, tunnel, websocket_reader
+from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer, dial_error_text, tcp_dial
+from kapiserver.endpoints.streaming.interfaces import Dial, IHijackableChannel
+from kapiserver.endpoints.streaming.relay import BodyRelay, relay_body, while_client_waits, writable
+from kapiserver.machinery import errors, go_url
 from kapiserver.registry.subresources import Backend, Location, StreamMode
 
 log = Logger()
@@ -51,6 +63,12 @@ MAX_ERROR_BODY = 50000
 WEBSOCKET_PROTOCOL_HEADER = b"sec-websocket-protocol"
 STREAM_CLOSE_PROTOCOL = b"v5.channel.k8s.io"
 PORT_FORWARD_TUNNEL_PROTOCOL = b"SPDY/3.1+portforward.k8s.io"
+# an HTML answer is read whole to rewrite its links; a larger one is passed on as it is (with a
+# log line).  Upstream reads any size into memory; this bounds what one request can hold.
+MAX_REWRITTEN_HTML = 16 * 1024 * 1024
+# larger pages are rewritten in the reactor's thread pool: tokenizing takes a few seconds per
+# ten megabytes of dense markup, which the reactor thread cannot spare
+INLINE_REWRITE_BYTES = 64 * 1024
 
 StoreGetter = Callable[[str, str, str], Any]
 
@@ -96,7 +114,9 @@ def with_forwarded_for(request: server.Request, headers: list[tuple[bytes, bytes
 
 
 def location_path(location: Location) -> bytes:
-    path = quote(location.path, safe="/:@!$&'()*+,;=-._~%")
+    """The path and query requested of the backend (``/`` for an empty path, as Go's
+    ``URL.RequestURI``)."""
+    path = quote(location.path or "/", safe="/:@!$&'()*+,;=-._~%")
     if location.query:
         path += "?" + urlencode(location.query)
     return path.encode()
@@ -126,9 +146,12 @@ class Target:
 class StreamConnector:
     """Connects the streams of connect subresources to kubelets, pods and endpoints."""
 
-    def __init__(self, reactor: Any, kubelet: kubelet_client.KubeletClientConfig) -> None:
+    def __init__(self, reactor: Any, kubelet: kubelet_client.KubeletClientConfig, dial: Optional[Dial] = None) -> None:
         self.reactor: IReactorTCP = reactor
         self.clock: IReactorTime = reactor
+        self.threads: IReactorThreads = reactor  # rewriting a large page
+        # how backends are connected to (upstream's egress dialer): TCP unless told otherwise
+        self.dial: Dial = dial if dial is not None else tcp_dial(reactor)
         self.resolver: IHostnameResolver = IReactorPluggableNameResolver(reactor).nameResolver
         self.kubelet = kubelet
         self._pool = HTTPConnectionPool(reactor, persistent=False)
@@ -167,27 +190,27 @@ class StreamConnector:
             await self._proxy(request, location, target, path)
 
     def _agent(self, target: Target) -> Agent:
-        policy = kubelet_client.FixedTLSPolicy(target.tls) if target.tls is not None else None
-        if policy is None:
-            return Agent(self.reactor, connectTimeout=self.kubelet.timeout_seconds, pool=self._pool)
-        return Agent(self.reactor, contextFactory=policy, connectTimeout=self.kubelet.timeout_seconds,
-                     pool=self._pool)
+        endpoints = _TargetEndpoints(self.dial, target, self.kubelet.timeout_seconds)
+        return Agent.usingEndpointFactory(self.reactor, endpoints, pool=self._pool)
 
     async def _request(self, request: server.Request, target: Target, method: bytes, path: bytes,
-                       headers: Headers, body: Optional[FileBodyProducer]) -> Any:
+                       headers: Headers, body: Optional[FileBodyProducer],
+                       failed: Callable[[BaseException], errors.StatusError]) -> Any:
         """Start a backend request; cancelled when the client goes away.  Returns the response,
-        or None when the client is gone."""
+        or None when the client is gone; a failed request raises what ``failed`` makes of it."""
         pending = self._agent(target).request(method, target.url(path), headers, body)
         try:
             return await while_client_waits(request, pending)
         except defer.CancelledError:
             raise
         except Exception as e:
-            raise errors.unexpected_error(_dial_error(method, target, path, e)) from None
+            raise failed(e) from None
 
     async def _stream(self, request: server.Request, location: Location, target: Target, path: bytes) -> None:
         """upstream's LocationStreamer with GenericHttpResponseChecker (pods/log)."""
-        response = await self._request(request, target, b"GET", path, Headers(), None)
+        response = await self._request(
+            request, target, b"GET", path, Headers(), None,
+            failed=lambda e: errors.unexpected_error(_dial_error(b"GET", target, path, e)))
         if response is None:
             return
         if not 200 <= response.code <= 206:
@@ -212,22 +235,85 @@ class StreamConnector:
         await relay_body(response, request)
 
     async def _proxy(self, request: server.Request, location: Location, target: Target, path: bytes) -> None:
-        """A reverse proxy: the client's method, headers and body; the backend's answer streamed back."""
+        """A reverse proxy through upstream's default proxy transport: the client's method,
+        headers and body with ``X-Forwarded-*``; the backend's answer without CORS headers,
+        its ``Location`` and HTML links rewritten, streamed back."""
+        if not location.path and request.method in (b"GET", b"HEAD"):
+            _redirect_to_root(request)
+            return
+        rewriting = _rewriting(request, location, target, path)
         headers = Headers()
-        for name, value in with_forwarded_for(request, forwarded_headers(request, keep_upgrade=False)):
+        for name, value in rewriting.request_headers(
+                with_forwarded_for(request, forwarded_headers(request, keep_upgrade=False))):
             headers.addRawHeader(name, value)
         content = request.content.read() if request.content is not None else b""
-        body = FileBodyProducer(_bytes_io(content), cooperator=None) if content or \
-            request.method in (b"POST", b"PUT", b"PATCH") else None
-        response = await self._request(request, target, request.method, path, headers, body)
+        body = FileBodyProducer(io.BytesIO(content)) if content or request.method in (b"POST", b"PUT", b"PATCH") \
+            else None
+        response = await self._request(request, target, request.method, path, headers, body,
+                                       failed=lambda e: _unreachable(target, e))
         if response is None:
             return
-        request.setResponseCode(response.code, response.phrase)
-        for name, values in response.headers.getAllRawHeaders():
-            if name.lower() not in HOP_BY_HOP and name.lower() != b"content-length":
-                request.responseHeaders.setRawHeaders(name, values)
+        for name in proxy_rewrite.CORS_HEADERS:
+            response.headers.removeHeader(name)
+        redirect = _first(response.headers, b"location")
+        if redirect:
+            try:
+                rewritten = rewriting.links.rewrite_text(redirect)
+            except go_url.URLError as e:
+                response.deliverBody(_Discard())
+                raise errors.internal_error(f"error trying to parse Location header: {e}") from None
+            response.headers.setRawHeaders(b"location", [rewritten])
+        elif proxy_rewrite.content_type_is_html(_first(response.headers, b"content-type")):
+            coding = _first(response.headers, b"content-encoding") or b""
+            if proxy_rewrite.rewrites_coding(coding):
+                await self._relay_html(request, response, coding, rewriting.links)
+                return
+            log.error("Proxy encountered encoding {coding} for text/html; can't understand this so not fixing "
+                      "links.", coding=coding.decode("latin-1"))
+        _write_head(request, response)
         request.write(b"")
         await relay_body(response, request)
+
+    async def _relay_html(self, request: server.Request, response: IResponse, coding: bytes,
+                          links: proxy_rewrite.LinkRewriter) -> None:
+        """Transport.rewriteResponse: the page read whole, its links rewritten, sent without its
+        ``Content-Length``.  Past :data:`MAX_REWRITTEN_HTML` the page is relayed as it is."""
+        page = _BoundedPage(MAX_REWRITTEN_HTML)
+        response.deliverBody(page)
+        request.notifyFinish().addErrback(lambda _: page.stop())
+        whole = await page.whole
+        if not writable(request):
+            page.stop()
+            return
+        if not whole:
+            log.info("{path}: the text/html answer is over {limit} bytes, passed on without rewriting its links",
+                     path=request.path.decode("utf-8", "replace"), limit=MAX_REWRITTEN_HTML)
+            _write_head(request, response)
+            request.write(page.take())
+            done: defer.Deferred[None] = defer.Deferred()
+            page.relay_to(BodyRelay(request, done))
+            await done
+            if writable(request):
+                request.finish()
+            return
+        if page.broken is not None:  # Go's body reader fails as the tokenizer reads it
+            log.error("Failed to rewrite URLs: {err}", err=page.broken.getErrorMessage())
+            raise errors.unexpected_error("unexpected EOF")
+        body = page.take()
+        try:
+            if len(body) <= INLINE_REWRITE_BYTES:
+                rewritten = proxy_rewrite.rewrite_body(body, coding, links.rewrite)
+            else:
+                rewritten = await threads.deferToThreadPool(self.threads, self.threads.getThreadPool(),
+                                                            proxy_rewrite.rewrite_body, body, coding, links.rewrite)
+        except proxy_rewrite.RewriteError as e:
+            log.error("Failed to rewrite URLs: {err}", err=str(e))
+            raise errors.unexpected_error(str(e)) from None
+        if not writable(request):
+            return
+        _write_head(request, response)
+        request.write(rewritten)
+        request.finish()
 
     async def _upgrade(self, request: server.Request, location: Location, target: Target, path: bytes) -> None:
         """Hijack the client's connection and relay it: translated (v5 exec/attach WebSockets),
@@ -235,7 +321,8 @@ class StreamConnector:
         channel = request.channel
         if not IHijackableChannel.providedBy(channel):
             raise errors.bad_request("upgrade requests need HTTP/1.1")
-        dialer = HTTPUpgradeDialer(self.reactor, target.host, target.port, target.tls, self.kubelet.timeout_seconds)
+        dialer = HTTPUpgradeDialer(self.reactor, target.host, target.port, target.tls, self.kubelet.timeout_seconds,
+                                   dial=self.dial)
         protocols = websocket_protocols(request) if is_websocket(request) else []
         request_headers = list(request.requestHeaders.getAllRawHeaders())
         headers = [(name, value) for name, values in request_headers for value in values]
@@ -264,9 +351,157 @@ class _QuietClientFactory(_HTTP11ClientFactory):
     noisy = False
 
 
-def _bytes_io(content: bytes) -> Any:
-    import io
-    return io.BytesIO(content)
+@implementer(IAgentEndpointFactory)
+class _TargetEndpoints:
+    """An Agent's connections to one target: dialed with the connector's :class:`Dial`, in TLS
+    when the target speaks it."""
+
+    def __init__(self, dial: Dial, target: Target, timeout: float) -> None:
+        self.dial = dial
+        self.target = target
+        self.timeout = timeout
+
+    def endpointForURI(self, uri: URI) -> IStreamClientEndpoint:
+        endpoint = self.dial(self.target.host, self.target.port, self.timeout)
+        return wrapClientTLS(self.target.tls, endpoint) if self.target.tls is not None else endpoint
+
+
+@dataclass(frozen=True)
+class _Rewriting:
+    """What upstream's defaultProxyTransport knows of one proxied request."""
+
+    links: proxy_rewrite.LinkRewriter
+    forwarded_uri: bytes
+
+    def request_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """Transport.RoundTrip's headers: ``X-Forwarded-Uri`` set, ``X-Forwarded-Host`` and
+        ``X-Forwarded-Proto`` set when the request URL named them (a client's own are kept
+        otherwise)."""
+        added = [(b"X-Forwarded-Uri", self.forwarded_uri)]
+        if self.links.host:
+            added.append((b"X-Forwarded-Host", self.links.host))
+        if self.links.scheme:
+            added.append((b"X-Forwarded-Proto", self.links.scheme))
+        replaced = {name.lower() for name, _ in added}
+        return [(name, value) for name, value in headers if name.lower() not in replaced] + added
+
+
+def _rewriting(request: server.Request, location: Location, target: Target, path: bytes) -> _Rewriting:
+    """defaultProxyTransport for this request: the prefix is the (decoded) request path without
+    the location's path; scheme and host are the request URL's (Go's server leaves them empty
+    unless the request line is in absolute form); the backend's host is its URL's."""
+    try:
+        request_url = go_url.URL.parse(request.uri, via_request=True)
+        scheme, host = request_url.scheme, request_url.host
+    except go_url.URLError:
+        scheme, host = b"", b""
+    prefix = proxy_rewrite.path_prepend(unquote_to_bytes(request.path), unquote_to_bytes(location.path.encode()))
+    backend_path = path.partition(b"?")[0]
+    forwarded = proxy_rewrite.forwarded_uri(prefix, unquote_to_bytes(backend_path), backend_path)
+    if location.backend is Backend.DIRECT and not location.port:
+        source_host = target.host.encode()  # a pod's URL without a port names its IP alone
+    else:
+        source_host = target.describe().encode()
+    links = proxy_rewrite.LinkRewriter(scheme, host, prefix, source_host, request.getHeader(b"host") or b"")
+    return _Rewriting(links, forwarded)
+
+
+def _redirect_to_root(request: server.Request) -> None:
+    """proxyRedirectsforRootPath: a GET or HEAD of the proxy itself (no path after ``proxy``)
+    is sent to the same path with a slash (the decoded path, the query as it came)."""
+    query = request.uri.partition(b"?")[2]
+    request.setResponseCode(301)
+    request.setHeader(b"location", unquote_to_bytes(request.path) + b"/" + (b"?" + query if query else b""))
+    request.setHeader(b"content-length", b"0")
+    request.finish()
+
+
+def _unreachable(target: Target, e: BaseException) -> errors.StatusError:
+    """Transport.RoundTrip: a failed round trip is ``NewServiceUnavailable`` with the
+    transport's error (a failed dial in Go's words)."""
+    cause = dial_error_text(target.host, target.port, e) or _describe(e)
+    return errors.service_unavailable(f"error trying to reach service: {cause}")
+
+
+def _first(headers: Headers, name: bytes) -> Optional[bytes]:
+    """``http.Header.Get``: the first value."""
+    values = headers.getRawHeaders(name)
+    return values[0] if values else None
+
+
+def _write_head(request: server.Request, response: IResponse) -> None:
+    """The backend's status and headers, without hop-by-hop ones and ``Content-Length`` (the
+    body goes out chunked, or rewritten)."""
+    request.setResponseCode(response.code, response.phrase)
+    for name, values in response.headers.getAllRawHeaders():
+        if name.lower() not in HOP_BY_HOP and name.lower() != b"content-length":
+            request.responseHeaders.setRawHeaders(name, values)
+
+
+class _Discard(protocol.Protocol):
+    """A backend body nobody reads: its connection closed at once."""
+
+    transport: Optional[IPushProducer]  # type: ignore[assignment]  # what Response.deliverBody gives
+
+    def connectionMade(self) -> None:
+        if self.transport is not None:
+            self.transport.stopProducing()
+
+
+class _BoundedPage(protocol.Protocol):
+    """An HTML body read whole, up to ``limit`` bytes.  ``whole`` fires True once the body
+    has ended (``broken`` says whether it ended early), or False once it is over ``limit``
+    (reading then pauses until :meth:`relay_to` hands the rest to a relay)."""
+
+    transport: Optional[IPushProducer]  # type: ignore[assignment]  # what Response.deliverBody gives
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.whole: defer.Deferred[bool] = defer.Deferred()
+        self.broken: Optional[Failure] = None
+        self.lost: Optional[Failure] = None
+        self.relay: Optional[BodyRelay] = None
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.relay is not None:
+            self.relay.dataReceived(data)
+            return
+        self.parts.append(data)
+        self.size += len(data)
+        if self.size > self.limit and not self.whole.called:
+            if self.transport is not None:
+                self.transport.pauseProducing()
+            self.whole.callback(False)
+
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
+        if self.relay is not None:
+            self.relay.connectionLost(reason)
+            return
+        self.lost = reason
+        if not self.whole.called:
+            if not reason.check(ResponseDone, PotentialDataLoss):
+                self.broken = reason
+            self.whole.callback(True)
+
+    def take(self) -> bytes:
+        data = b"".join(self.parts)
+        self.parts = []
+        return data
+
+    def relay_to(self, relay: BodyRelay) -> None:
+        """The rest of the body to ``relay`` (after the part :meth:`take` gave)."""
+        self.relay = relay
+        relay.makeConnection(self.transport)
+        if self.lost is not None:
+            relay.connectionLost(self.lost)
+        elif self.transport is not None:
+            self.transport.resumeProducing()
+
+    def stop(self) -> None:
+        if self.transport is not None:
+            self.transport.stopProducing()
 
 
 def _describe(e: BaseException) -> str:

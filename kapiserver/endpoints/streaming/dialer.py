@@ -12,13 +12,14 @@ from typing import Optional
 
 from twisted.internet import defer, protocol
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IProtocol, IReactorTCP, ITCPTransport
+from twisted.internet.interfaces import (IOpenSSLClientConnectionCreator, IProtocol, IReactorTCP, IStreamClientEndpoint,
+                                         ITCPTransport)
 from twisted.internet import error as net_error
 from twisted.internet.error import ConnectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from kapiserver.endpoints.streaming.interfaces import UpgradeResponse
+from kapiserver.endpoints.streaming.interfaces import Dial, UpgradeResponse
 
 log = Logger()
 
@@ -198,12 +199,13 @@ class HTTPUpgradeDialer:
     """Upgrade requests to one ``host``:``port``, over TLS when ``tls`` is given."""
 
     def __init__(self, reactor: IReactorTCP, host: str, port: int, tls: Optional[IOpenSSLClientConnectionCreator],
-                 timeout_seconds: float) -> None:
+                 timeout_seconds: float, dial: Optional[Dial] = None) -> None:
         self.reactor = reactor
         self.host = host
         self.port = port
         self.tls = tls
         self.timeout_seconds = timeout_seconds
+        self.dial: Dial = dial if dial is not None else tcp_dial(reactor)
 
     @property
     def netloc(self) -> bytes:
@@ -213,9 +215,9 @@ class HTTPUpgradeDialer:
     def upgrade(self, path: bytes, headers: list[tuple[bytes, bytes]], protocol: IProtocol, *,
                 method: bytes) -> "defer.Deferred[UpgradeResponse]":
         request = format_request(method, path, self.netloc, headers)
-        endpoint = HostnameEndpoint(self.reactor, self.host, self.port, timeout=self.timeout_seconds)
+        endpoint = self.dial(self.host, self.port, self.timeout_seconds)
         if self.tls is not None:
-            endpoint = wrapClientTLS(self.tls, endpoint)  # type: ignore[assignment]
+            endpoint = wrapClientTLS(self.tls, endpoint)
         answered: defer.Deferred[UpgradeResponse] = defer.Deferred()
         client = _UpgradeClient(request, protocol, answered)
         connecting = endpoint.connect(_OneProtocol(client))
@@ -227,6 +229,13 @@ class HTTPUpgradeDialer:
             return
         text = dial_error_text(self.host, self.port, failure.value) if failure.value is not None else None
         answered.errback(Failure(DialError(text)) if text is not None else failure)
+
+
+def tcp_dial(reactor: IReactorTCP) -> Dial:
+    """The default :class:`Dial`: TCP to the address (a name is resolved by the reactor)."""
+    def dial(host: str, port: int, timeout: float) -> IStreamClientEndpoint:
+        return HostnameEndpoint(reactor, host, port, timeout=timeout)
+    return dial
 
 
 class _OneProtocol(protocol.Factory):

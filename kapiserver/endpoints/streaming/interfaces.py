@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from twisted.internet import defer
-from twisted.internet.interfaces import IProtocol
+from twisted.internet.interfaces import IProtocol, IStreamClientEndpoint
 from twisted.web.server import Request
 from zope.interface import Interface
 
@@ -77,3 +77,12 @@ class UpgradeDialer(Protocol):
         Deferred fires.  Fails (``DialError``, with Go's text) when the backend
         cannot be reached."""
         ...
+
+
+class Dial(Protocol):
+    """How connections to backends are made (upstream's proxy transport dials through the
+    egress selector's dialer; here, a TCP endpoint): an endpoint for ``host``:``port`` that
+    gives up connecting after ``timeout`` seconds.  TLS, when the backend speaks it, is
+    wrapped around it by the caller."""
+
+    def __call__(self, host: str, port: int, timeout: float) -> IStreamClientEndpoint: ...

@@ -23,7 +23,6 @@ from typing import Optional
 from twisted.internet import defer, ssl
 from twisted.internet.interfaces import (IAddress, IHostnameResolver, IHostResolution, IOpenSSLClientConnectionCreator,
                                          IResolutionReceiver)
-from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
 from kapiserver.machinery import errors, validation
@@ -135,14 +134,3 @@ def kubelet_tls(config: KubeletClientConfig, host: str) -> IOpenSSLClientConnect
 def proxy_tls() -> IOpenSSLClientConnectionCreator:
     """Upstream's proxy transport: proxying is by IP, so nothing can be verified."""
     return ssl.CertificateOptions(verify=False, raiseMinimumTo=ssl.TLSVersion.TLSv1_2)
-
-
-@implementer(IPolicyForHTTPS)
-class FixedTLSPolicy:
-    """An Agent's TLS policy that uses one connection creator (built for the one host it dials)."""
-
-    def __init__(self, creator: IOpenSSLClientConnectionCreator) -> None:
-        self.creator = creator
-
-    def creatorForNetloc(self, hostname: bytes, port: int) -> IOpenSSLClientConnectionCreator:
-        return self.creator
