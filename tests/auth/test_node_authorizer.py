@@ -404,7 +404,8 @@ class PopulatorTests(ServerTestCase):
             "spec": {"attacher": "csi.example.com", "nodeName": "node-a", "source": {"persistentVolumeName": "pv-1"}}})
         await self.wait_for(lambda: self.related("node-a", VertexType.VOLUME_ATTACHMENT, "", "va-1"))
         # deletions
-        reply = await self.client.delete("/api/v1/namespaces/ns/pods/late")
+        # a pod on a node is deleted gracefully: related until its kubelet's final delete (period 0)
+        reply = await self.client.delete("/api/v1/namespaces/ns/pods/late?gracePeriodSeconds=0")
         self.assertEqual(reply.code, 200, reply.body)
         await self.wait_for(lambda: self.unrelated("node-b", VertexType.PV, "", "pv-1"))
         reply = await self.client.delete("/apis/storage.k8s.io/v1/volumeattachments/va-1")
@@ -413,6 +414,6 @@ class PopulatorTests(ServerTestCase):
         # a pod deleted while the watch is down is dropped when the informer lists again
         assert populator.pods._watch is not None
         populator.pods._watch.stop()  # as when a watch expires: the informer lists again a second later
-        reply = await self.client.delete("/api/v1/namespaces/ns/pods/early")
+        reply = await self.client.delete("/api/v1/namespaces/ns/pods/early?gracePeriodSeconds=0")
         self.assertEqual(reply.code, 200, reply.body)
         await self.wait_for(lambda: self.unrelated("node-a", VertexType.SECRET, "ns", "early-secret"))
