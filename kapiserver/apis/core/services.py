@@ -22,8 +22,9 @@ from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR
 from kapiserver.machinery import errors, gorepr, labels, validation
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.validation import DNS1035_LABEL
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import DNS1035_LABEL, FinishFunc, Strategy
+from kapiserver.registry.strategy import FinishFunc, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Service"
 SPEC = "io.k8s.api.core.v1.ServiceSpec"
