@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kapiserver.admission.interface import Attributes
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import Attributes
 
 
 def resource_name(attrs: Attributes) -> str:

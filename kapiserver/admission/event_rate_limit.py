@@ -22,8 +22,8 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "EventRateLimit"
 LIMIT_TYPES = ("Server", "Namespace", "User", "SourceAndObject")

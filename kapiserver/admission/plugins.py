@@ -21,7 +21,7 @@ from twisted.logger import Logger
 
 from kapiserver.admission.config import PluginConfigs
 from kapiserver.admission.initializer import AdmissionDeps
-from kapiserver.admission.interface import AdmissionChain, AdmissionPlugin
+from kapiserver.registry.admission import AdmissionChain, AdmissionPlugin
 
 log = Logger()
 

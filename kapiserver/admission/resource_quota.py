@@ -30,12 +30,12 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
 from kapiserver.quota import resources as rl
 from kapiserver.quota.evaluators import Evaluator, Registry, scope_selectors, scope_text
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 log = Logger()
 PLUGIN_NAME = "ResourceQuota"

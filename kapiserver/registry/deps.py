@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from kapiserver.admission.interface import AdmissionChain
 from kapiserver.auth.authorizer import Authorizer
+from kapiserver.registry.admission import AdmissionChain
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.storage.interface import Storage
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from kapiserver.admission.cel import authz
 from kapiserver.admission.cel.compiler import (AUTHORIZER, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST, VARIABLES,
                                                CompiledExpression, functions)
-from kapiserver.admission.interface import Attributes, GroupVersionKind, GroupVersionResource
 from kapiserver.apiextensions.cel import cost
+from kapiserver.registry.admission import Attributes, GroupVersionKind, GroupVersionResource
 
 if TYPE_CHECKING:
     from kapiserver.machinery.cel_runtime import cel

@@ -28,10 +28,10 @@ from typing import Any, Callable, Optional
 import yaml
 
 from kapiserver.admission.errors import admission_forbidden, resource_name
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.admission.pod_security import checks
 from kapiserver.apis.columns import get_path
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "PodSecurity"
 LABEL_PREFIX = "pod-security.kubernetes.io/"
