@@ -258,6 +258,6 @@ DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
 
 def _registered(group: str, version: str, kind: str) -> bool:
     """Whether upstream's scheme knows this kind (the built-in definitions say so)."""
-    from kapiserver.apis.definitions import load_definitions
+    from kapiserver.machinery.openapi_definitions import load_definitions
 
     return (group, version, kind) in load_definitions().gvk_index()

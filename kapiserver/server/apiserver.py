@@ -248,7 +248,7 @@ class APIServer:
 
     def definitions(self) -> Any:
         if self._definitions is None:
-            from kapiserver.apis.definitions import load_definitions
+            from kapiserver.machinery.openapi_definitions import load_definitions
             self._definitions = load_definitions()
         return self._definitions
 

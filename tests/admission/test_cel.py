@@ -12,9 +12,9 @@ from kapiserver.admission.cel.match_conditions import MatchConditions
 from kapiserver.admission.policy.typecheck import TypeChecker
 from kapiserver.admission.resources import ResourceMapper
 from kapiserver.apis.builtin import builtin_resource_types
-from kapiserver.apis.definitions import load_definitions
 from kapiserver.auth.authorizer import Decision
 from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.openapi_definitions import load_definitions
 from kapiserver.testing.cases import run
 
 POLICY = Declarations(has_params=True, has_authorizer=True)

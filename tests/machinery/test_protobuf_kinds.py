@@ -15,8 +15,8 @@ from twisted.trial import unittest
 
 from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apis.builtin import builtin_resource_types
-from kapiserver.apis.definitions import load_definitions, ref_name
 from kapiserver.machinery import protobuf
+from kapiserver.machinery.openapi_definitions import load_definitions, ref_name
 from kapiserver.machinery.protobuf_types import message_for
 from kapiserver.registry.resource_type import ResourceType
 
