@@ -17,8 +17,8 @@ from typing import Any, Optional
 
 from kapiserver.machinery import errors, limits, regex
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.schema_paths import child, index, key
 
-from ..schema.paths import child, index, key
 from . import cost
 
 # The CEL engine (and our function library built on it) is imported on first

@@ -15,9 +15,9 @@ from typing import Any, Optional
 
 from kapiserver.machinery import errors, regex
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.schema_paths import child, go_number, go_value, index, json_type
 
 from . import formats
-from .paths import child, go_number, go_value, index, json_type
 
 # ObjectMeta fields an embedded resource's metadata may carry.
 _EMBEDDED_REQUIRED = ("apiVersion", "kind")
