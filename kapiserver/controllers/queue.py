@@ -13,8 +13,8 @@ from typing import Awaitable, Callable, Hashable
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from kapiserver.machinery import metrics
 
-from kapiserver.server import metrics
 
 log = Logger()
 MAX_BACKOFF_SECONDS = 30.0

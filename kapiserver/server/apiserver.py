@@ -44,15 +44,15 @@ from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
 from kapiserver.endpoints.static import DocumentEndpoint
-from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol import bootstrap, metrics as flow_control_metrics
 from kapiserver.flowcontrol.controller import APFController
 from kapiserver.flowcontrol.debug import APFDebugResource
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, metrics
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
-from kapiserver.server import healthz, metrics, version
+from kapiserver.server import healthz, version
 from kapiserver.server.config import Config
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
 from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
@@ -379,7 +379,7 @@ class APIServer:
         await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
-        metrics.METRICS.set_flow_control_source(lambda: self.flow_control)
+        flow_control_metrics.COLLECTOR.source = lambda: self.flow_control
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
         self._counter.clock = self.reactor
         self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=True).addErrback(
