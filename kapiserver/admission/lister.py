@@ -19,7 +19,7 @@ class Lister:
         self._informer: Any = None
 
     def start(self) -> None:
-        from kapiserver.controllers.informer import Informer
+        from kapiserver.registry.informer import Informer
         self._informer = Informer(self._store(), lambda event_type, obj: None, self.reactor)
         self._informer.start()
 

@@ -194,7 +194,7 @@ class ResourceQuota(AdmissionPlugin):
         self._locks: dict[str, defer.DeferredLock] = {}
 
     async def start(self) -> None:
-        from kapiserver.controllers.informer import Informer
+        from kapiserver.registry.informer import Informer
         self._informer = Informer(self._store(), self._on_event, self.reactor)
         self._informer.start()
 

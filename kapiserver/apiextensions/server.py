@@ -25,7 +25,7 @@ from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_true
 from kapiserver.apiextensions.controllers.finalizer import list_everything
 from kapiserver.apiextensions.custom_resource import CRDState, resource_types
-from kapiserver.controllers.informer import Informer
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
 

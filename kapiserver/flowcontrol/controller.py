@@ -158,7 +158,7 @@ class APFController:
 
     def start(self, flow_schemas: Any, priority_levels: Any) -> None:
         """Watch the two kinds through their Stores; digest on every change."""
-        from kapiserver.controllers.informer import Informer
+        from kapiserver.registry.informer import Informer
         self.flow_schema_store = flow_schemas
         self._fs = Informer(flow_schemas, lambda t, o: self.schedule_digest(), self.reactor)
         self._pl = Informer(priority_levels, lambda t, o: self.schedule_digest(), self.reactor)

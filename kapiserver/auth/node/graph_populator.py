@@ -17,8 +17,8 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.auth.node.graph import Graph
-from kapiserver.controllers.informer import Informer
 from kapiserver.machinery.pod_references import as_dict, pod_resource_claim_statuses
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.store import Store
 
 DELETED = "DELETED"

@@ -2,6 +2,9 @@
 
 Controllers get ``on_event(type, obj)`` for the initial state (ADDED) and
 every change; a broken or expired watch is restarted with a fresh list.
+It is a client of the Store, as client-go's informers are of the API, so it
+lives beside it: authorizers, flow control, admission and the controllers
+all use it.
 """
 from __future__ import annotations
 
