@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from twisted.logger import Logger
 
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
 from kapiserver.registry.informer import Informer
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()

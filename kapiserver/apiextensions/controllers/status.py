@@ -21,9 +21,9 @@ from kapiserver.apiextensions.controllers.finalizer import finalize
 from kapiserver.apiextensions.controllers.naming import apply_naming
 from kapiserver.apiextensions.controllers.schema_conditions import apply_api_approval, apply_nonstructural
 from kapiserver.apiextensions.custom_resource import CRDState
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
 from kapiserver.registry.informer import Informer
+from kapiserver.registry.queue import ReconcileQueue
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.apiextensions.server import APIExtensionsServer
