@@ -9,7 +9,6 @@ from twisted.web.server import Request
 from kapiserver.endpoints import request_decoder
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
 from kapiserver.endpoints.request_context import context_of
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
@@ -17,6 +16,7 @@ from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_ag
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
+from kapiserver.request.info import RequestInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.endpoints.streaming.connector import StreamConnector

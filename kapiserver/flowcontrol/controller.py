@@ -33,13 +33,13 @@ from twisted.logger import Logger
 
 from kapiserver.apis.flowcontrol.flowschemas import DANGLING, matching_order
 from kapiserver.apis.flowcontrol.prioritylevelconfigurations import default_spec as default_level_spec
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.flowcontrol import bootstrap
 from kapiserver.flowcontrol.queueset import QueueSet
 from kapiserver.flowcontrol.retry_after import DroppedRequests
 from kapiserver.flowcontrol.rules import flow_distinguisher, matches_flow_schema
 from kapiserver.flowcontrol.work_estimate import max_seats
 from kapiserver.machinery import errors, gorepr
+from kapiserver.request.info import RequestInfo
 
 log = Logger()
 

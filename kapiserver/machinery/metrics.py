@@ -163,7 +163,7 @@ _METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST
 
 def record_request(info: Any, code: int, seconds: float, dry_run: bool = False,
                    metrics: Optional[Metrics] = None) -> None:
-    """Record one finished request described by a RequestInfo (kapiserver.endpoints.request_info)."""
+    """Record one finished request described by a RequestInfo (kapiserver.request.info)."""
     target = metrics or METRICS
     verb = _METRIC_VERBS.get(info.verb, info.verb.upper())
     if info.is_resource_request:

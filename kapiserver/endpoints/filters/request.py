@@ -32,8 +32,8 @@ from kapiserver.endpoints import respond
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.filters.authorization import attributes_for
 from kapiserver.endpoints.request_context import context_of
-from kapiserver.endpoints.request_info import parse_request_info
 from kapiserver.machinery import errors
+from kapiserver.request.info import parse_request_info
 
 log = Logger()
 
