@@ -36,6 +36,7 @@ from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.streaming.connector import StreamConnector
+from kapiserver.server.flowcontrol_debug import APFDebugResource
 from kapiserver.server.kubelet_connection import kubelet_client_config
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
@@ -46,7 +47,6 @@ from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
 from kapiserver.endpoints.static import DocumentEndpoint
 from kapiserver.flowcontrol import bootstrap, metrics as flow_control_metrics
 from kapiserver.flowcontrol.controller import APFController
-from kapiserver.flowcontrol.debug import APFDebugResource
 from kapiserver.machinery import errors, metrics
 from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.leases import LeaseReuser
