@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from kapiserver.apiextensions import names
 from kapiserver.apiextensions.cel import network
-from kapiserver.apiextensions.schema.validation import compile_pattern
 from kapiserver.machinery import quantity, regex
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ def _is_sorted(items: list) -> bool:
 
 
 def _find(s: str, pattern: str) -> str:
-    compiled = compile_pattern(pattern)
+    compiled = regex.compile_or_none(pattern)
     if compiled is None:
         raise ValueError(f"invalid regex: {pattern}")
     m = compiled.search(s)
@@ -69,7 +68,7 @@ def _find(s: str, pattern: str) -> str:
 
 
 def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    compiled = compile_pattern(pattern)
+    compiled = regex.compile_or_none(pattern)
     if compiled is None:
         raise ValueError(f"invalid regex: {pattern}")
     found = [m.group(0) for m in compiled.finditer(s)]

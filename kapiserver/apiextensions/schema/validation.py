@@ -35,14 +35,6 @@ def validate(obj: Any, schema: Optional[dict], path: str = "", relative: bool = 
     return out
 
 
-def compile_pattern(pattern: str) -> Optional[Any]:
-    """A schema ``pattern`` compiled once with RE2 semantics (None when RE2 refuses it)."""
-    try:
-        return regex.compile(pattern)
-    except regex.RegexError:
-        return None
-
-
 def _name(path: str, base: str = "") -> str:
     if base:
         path = path[len(base):].lstrip(".")
@@ -132,7 +124,7 @@ def _validate_string(value: str, s: dict, path: str, name: str, out: list[Cause]
     if "minLength" in s and len(value) < s["minLength"]:
         out.append(errors.field_invalid(path, value, f"{name} in body should be at least {s['minLength']} chars long"))
     if "pattern" in s:
-        compiled = compile_pattern(s["pattern"])
+        compiled = regex.compile_or_none(s["pattern"])
         if compiled is not None and not compiled.search(value):
             out.append(errors.field_invalid(path, value, f"{name} in body should match '{s['pattern']}'"))
     fmt = s.get("format")
