@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from kapiserver.apiextensions.cel import cost
 from kapiserver.apiextensions.cel.rules import _BOUND_VARS, _OPERATOR, _compile_error, _ref_error
+from kapiserver.cel import cost
 
 OBJECT, OLD_OBJECT, REQUEST, NAMESPACE, PARAMS, AUTHORIZER, VARIABLES = (
     "object", "oldObject", "request", "namespaceObject", "params", "authorizer", "variables")
@@ -28,7 +28,7 @@ _VARIABLE_REF = re.compile(r"(?<![\w.])variables\s*\.\s*([A-Za-z_]\w*)")
 
 
 # The engine, and the function library built on it, are imported where they are
-# used, so they load with the first expression compiled (apiextensions/cel/library.py).
+# used, so they load with the first expression compiled (cel/library.py).
 def _opt_select(target: Any, name: str) -> Any:
     from kapiserver.machinery.cel_runtime import cel
     if isinstance(target, cel.OptionalValue):
@@ -58,13 +58,13 @@ def _opt_index(target: Any, key: Any) -> Any:
 @functools.cache
 def functions() -> dict[str, Callable]:
     """The functions every admission expression may call (authorizer ones are bound per request)."""
-    from kapiserver.apiextensions.cel import library
+    from kapiserver.cel import library
     return dict(library.functions(), optSelect=_opt_select, optIndex=_opt_index)
 
 
 @functools.cache
 def known_functions() -> frozenset[str]:
-    from kapiserver.apiextensions.cel import library
+    from kapiserver.cel import library
     return library.known_functions() | {"optSelect", "optIndex"} | AUTHZ_FUNCTIONS
 
 
@@ -149,7 +149,7 @@ def rewrite_optional_syntax(source: str) -> str:
 
 
 def _check_references(source: str, program: Any, decls: Declarations) -> Optional[str]:
-    from kapiserver.apiextensions.cel import library
+    from kapiserver.cel import library
     refs = program.references()
     bound = {name for m in _BOUND_VARS.finditer(source) for name in m.groups() if name}
     allowed = decls.names() | library.NAMESPACES | bound

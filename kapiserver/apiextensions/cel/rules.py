@@ -15,11 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from kapiserver.cel import cost
 from kapiserver.machinery import errors, limits, regex
 from kapiserver.machinery.errors import Cause
 from kapiserver.machinery.schema_paths import child, index, key
-
-from . import cost
 
 # The CEL engine (and our function library built on it) is imported on first
 # use: its package pulls in a command-line stack worth ~170 ms of start-up,
@@ -112,7 +111,7 @@ def _compile_error(rule: str, err: Exception) -> str:
 
 
 def _undeclared(source: str, program: Any, allow_old_self: bool) -> Optional[str]:
-    from . import library
+    from kapiserver.cel import library
     refs = program.references()
     bound = {name for m in _BOUND_VARS.finditer(source) for name in m.groups() if name}
     allowed = {"self"} | library.NAMESPACES | bound | ({"oldSelf"} if allow_old_self else set())
@@ -336,9 +335,8 @@ def _correlate(node: RuleNode, old: Any) -> Optional[dict]:
 
 
 def _run_rules(node: RuleNode, value: Any, old: Any, path: str, out: list[Cause], budget: _Budget) -> None:
+    from kapiserver.cel import library
     from kapiserver.machinery.cel_runtime import cel
-
-    from . import library
     size = None
     for rule in node.rules:
         if rule.uses_old_self and old is None and not rule.optional_old_self:
@@ -399,7 +397,7 @@ def _rule_error_string(rule: CompiledRule) -> str:
 
 
 def _message(rule: CompiledRule, variables: dict) -> str:
-    from . import library
+    from kapiserver.cel import library
     if rule.message_program is not None:
         try:
             text = rule.message_program.execute(library.new_context(variables))
