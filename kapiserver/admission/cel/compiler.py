@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from kapiserver.apiextensions.cel.rules import _BOUND_VARS, _OPERATOR, _compile_error, _ref_error
 from kapiserver.cel import cost
+from kapiserver.cel.references import BOUND_VARS, OPERATOR, compile_error, ref_error
 
 OBJECT, OLD_OBJECT, REQUEST, NAMESPACE, PARAMS, AUTHORIZER, VARIABLES = (
     "object", "oldObject", "request", "namespaceObject", "params", "authorizer", "variables")
@@ -151,14 +151,14 @@ def rewrite_optional_syntax(source: str) -> str:
 def _check_references(source: str, program: Any, decls: Declarations) -> Optional[str]:
     from kapiserver.cel import library
     refs = program.references()
-    bound = {name for m in _BOUND_VARS.finditer(source) for name in m.groups() if name}
+    bound = {name for m in BOUND_VARS.finditer(source) for name in m.groups() if name}
     allowed = decls.names() | library.NAMESPACES | bound
     for name in refs["variables"]:
         if name not in allowed:
-            return _ref_error(source, name)
+            return ref_error(source, name)
     for name in refs["functions"]:
-        if not _OPERATOR.match(name) and name not in known_functions():
-            return _ref_error(source, name)
+        if not OPERATOR.match(name) and name not in known_functions():
+            return ref_error(source, name)
     if decls.composition:
         for m in _VARIABLE_REF.finditer(source):
             if m.group(1) not in decls.variables:
@@ -178,7 +178,7 @@ def compile_expression(source: str, decls: Declarations) -> CompiledExpression:
     try:
         program = cel.compile(rewritten)
     except Exception as e:  # the engine raises ValueError on parse errors
-        return CompiledExpression(source, error="compilation failed: " + _compile_error(rewritten, e))
+        return CompiledExpression(source, error="compilation failed: " + compile_error(rewritten, e))
     problem = _check_references(source, program, decls)
     if problem:
         return CompiledExpression(source, error="compilation failed: " + problem)
