@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kapiserver.admission.cel import authz
-from kapiserver.admission.cel.compiler import (AUTHORIZER, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST, VARIABLES,
-                                               CompiledExpression, functions)
 from kapiserver.cel import cost
+from kapiserver.cel.compiler import (AUTHORIZER, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST, VARIABLES,
+                                     CompiledExpression, functions)
 from kapiserver.registry.admission import Attributes, GroupVersionKind, GroupVersionResource
 
 if TYPE_CHECKING:

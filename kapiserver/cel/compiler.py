@@ -9,6 +9,10 @@ for the policy's variables declared before.  Anything else is upstream's
 The engine (cel-rust) has no optional field syntax, so ``a.?b`` and
 ``a[?k]`` are rewritten to calls of ``optSelect``/``optIndex`` before
 compiling; both yield CEL optionals as upstream's syntax does.
+
+Upstream's ``k8s.io/apiserver/pkg/admission/plugin/cel``: admission compiles
+with it, and so does the validation of the admissionregistration kinds
+(``apis/admissionregistration/validation.py``), which sits below admission.
 """
 from __future__ import annotations
 
