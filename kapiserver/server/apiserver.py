@@ -20,10 +20,8 @@ from kapiserver.admission.config import read_admission_configuration
 from kapiserver.admission.initializer import AdmissionDeps
 from kapiserver.admission.plugins import enabled_plugin_names, new_chain
 from kapiserver.aggregator.resource import AggregatorResource
-from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.audit.build import build_auditing
-from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.auth.authorization_modes import build_authorizer
 from kapiserver.auth.authorizer import Authorizer
@@ -55,6 +53,7 @@ from kapiserver.registry.store import Store
 from kapiserver.server import healthz, version
 from kapiserver.server.config import Config
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
+from kapiserver.server.crd_api import CRDAPIDeps, CRDResource
 from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
 from kapiserver.server.advertise import advertise_address
 from kapiserver.server.kubeconfig import server_url
