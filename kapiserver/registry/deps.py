@@ -17,7 +17,7 @@ from kapiserver.registry.leases import LeaseReuser
 from kapiserver.storage.interface import Storage
 
 if TYPE_CHECKING:
-    from kapiserver.auth.build import Authentication
+    from kapiserver.auth.authentication import Authentication
     from kapiserver.auth.rbac.policy_index import PolicyIndex
     from kapiserver.registry.store import Store
     from kapiserver.server.config import Config

@@ -25,7 +25,6 @@ from kapiserver.audit.build import build_auditing
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.auth.authorization_modes import build_authorizer
 from kapiserver.auth.authorizer import Authorizer
-from kapiserver.auth.build import build_authentication
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.node.graph import Graph
 from kapiserver.auth.node.graph_populator import GraphPopulator
@@ -34,6 +33,7 @@ from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.streaming.connector import StreamConnector
+from kapiserver.server.authentication import build_authentication
 from kapiserver.server.flowcontrol_debug import APFDebugResource
 from kapiserver.server.kubelet_connection import kubelet_client_config
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry

@@ -370,7 +370,7 @@ class KapiService(ProcessService):
                 self.ready.addErrback(lambda f: None)
             return
         # (imported here: a workers' supervisor, which imports this module, never authenticates)
-        from kapiserver.auth.build import CredentialsError
+        from kapiserver.server.authentication import CredentialsError
         if failure.check(StartupError, CertificateError, CredentialsError):
             message = str(failure.value)
         else:
