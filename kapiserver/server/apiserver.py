@@ -21,6 +21,7 @@ from kapiserver.admission.initializer import AdmissionDeps
 from kapiserver.admission.plugins import enabled_plugin_names, new_chain
 from kapiserver.aggregator.resource import AggregatorResource
 from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.audit.build import build_auditing
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.auth.authorization_modes import build_authorizer
@@ -46,7 +47,6 @@ from kapiserver.endpoints.static import DocumentEndpoint
 from kapiserver.flowcontrol import bootstrap, metrics as flow_control_metrics
 from kapiserver.flowcontrol.controller import APFController
 from kapiserver.machinery import errors, metrics
-from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
@@ -133,7 +133,7 @@ class APIServer:
                           served_types=self.all_types,
                           served_types_generation=lambda: (self.kube_groups.generation, self.crd_groups.generation),
                           schema_resolver=self.resolve_schema_ref))
-        self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
+        self.registry = RegistryDeps(storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
                                      store=self.store, health=health, authentication=self.authentication,
                                      rule_resolver=self.rbac)
@@ -371,7 +371,7 @@ class APIServer:
             await self.flow_control.synced
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
-            self.registry, self.health, self.all_stores,
+            self.config, self.registry, self.health, self.all_stores,
             lambda: (self.kube_groups.generation, self.crd_groups.generation),
             self.apiextensions.status_controller, lambda: self.secure_port,
             policy_status_controllers=[self._policy_status_controller])
