@@ -37,7 +37,7 @@ class Informer:
         self._watch: Optional[ResourceWatch] = None
         self._stopped = False
         self._restart = None
-        self.synced = defer.Deferred()
+        self.synced: defer.Deferred[None] = defer.Deferred()
 
     # WatchSink
     def send(self, event_type: str, obj: dict) -> None:
