@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from kapiserver.admission.errors import PluginError
 from kapiserver.machinery import errors
 from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
@@ -146,6 +147,5 @@ def event_rate_limit(config: Optional[bytes], deps: Any) -> EventRateLimit:
     try:
         limits = parse_configuration(config)
     except EventRateLimitConfigError as e:
-        from kapiserver.admission.plugins import PluginError
         raise PluginError(str(e)) from None
     return EventRateLimit(limits, deps.reactor.seconds)

@@ -95,10 +95,6 @@ PluginFactory = Callable[[Optional[bytes], AdmissionDeps], AdmissionPlugin]
 _FACTORIES: dict[str, PluginFactory] = {}
 
 
-class PluginError(Exception):
-    """A plugin that cannot be built (bad configuration); ``str()`` is one line."""
-
-
 def register(name: str, factory: PluginFactory) -> None:
     """Make ``name`` runnable; it must be one of upstream's names (ALL_ORDERED_PLUGINS)."""
     if name not in ALL_ORDERED_PLUGINS:

@@ -29,7 +29,7 @@ import yaml
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.admission.errors import admission_forbidden
+from kapiserver.admission.errors import PluginError, admission_forbidden
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -294,6 +294,5 @@ def resource_quota(config: Optional[bytes], deps: Any) -> ResourceQuota:
     try:
         limited = parse_configuration(config)
     except QuotaConfigError as e:
-        from kapiserver.admission.plugins import PluginError
         raise PluginError(str(e)) from None
     return ResourceQuota(lambda: deps.store("", "v1", "resourcequotas"), deps.reactor, limited)
