@@ -17,7 +17,7 @@ from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.machinery import protobuf
 from kapiserver.machinery.openapi_definitions import load_definitions, ref_name
-from kapiserver.machinery.protobuf_types import message_for
+from kapiserver.machinery.protobuf_tables import message_for
 from kapiserver.registry.resource_type import ResourceType
 
 API_EXTENSIONS = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1."
