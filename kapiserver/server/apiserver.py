@@ -33,13 +33,13 @@ from kapiserver.auth.rbac.policy_informers import PolicyInformers
 from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
+from kapiserver.endpoints.connection.site import APISite
 from kapiserver.endpoints.streaming.connector import StreamConnector
 from kapiserver.server.authentication import build_authentication
 from kapiserver.server.flowcontrol_debug import APFDebugResource
 from kapiserver.server.kubelet_connection import kubelet_client_config
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
-from kapiserver.endpoints.filters.request import APISite
 from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
