@@ -24,6 +24,7 @@ from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.audit.build import build_auditing
 from kapiserver.aggregator.resource import AggregatorDeps
+from kapiserver.aggregator.server import Aggregator, AggregatorServerDeps
 from kapiserver.auth.authorization_modes import build_authorizer
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.auth.rbac.policy_index import PolicyIndex
@@ -51,6 +52,7 @@ from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
 from kapiserver.server import healthz, version
+from kapiserver.server.certs import credential_files
 from kapiserver.server.config import Config
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
 from kapiserver.server.crd_api import CRDAPIDeps, CRDResource
@@ -149,8 +151,12 @@ class APIServer:
                 rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
-        from kapiserver.aggregator.server import Aggregator
-        self.aggregator = Aggregator(self)
+        files = credential_files(config)
+        self.aggregator = Aggregator(AggregatorServerDeps(
+            reactor=reactor, storage=storage, admission=self.admission, leases=self.leases,
+            groups=self.aggregator_groups, kube_groups=self.kube_groups, store=self.store,
+            crd_store=lambda: self.apiextensions.store, health=health,
+            proxy_client_cert=files.proxy_client_cert, proxy_client_key=files.proxy_client_key))
         limits = config.limits
         # API Priority and Fairness: the server's concurrency shared among priority levels
         self.flow_control: APFController | None = None
