@@ -130,7 +130,7 @@ def in_process_rows(n: int) -> list[list]:
     """The policy plugin's work for one request, without HTTP or storage."""
     from twisted.internet import defer
 
-    from kapiserver.admission.interface import CREATE, Attributes
+    from kapiserver.registry.admission import CREATE, Attributes
     from kapiserver.admission.policy.compiled import compile_policy
     from kapiserver.admission.cel import authz
     from kapiserver.admission.cel.evaluation import Inputs, request_value

@@ -26,9 +26,9 @@ sys.path.insert(0, REPO)
 import orjson  # noqa: E402
 import yaml  # noqa: E402
 
-from kapiserver.apis.definitions import load_definitions  # noqa: E402
 from kapiserver.endpoints import request_decoder  # noqa: E402
 from kapiserver.machinery import fieldvalidation, schema_decoder, yamljson  # noqa: E402
+from kapiserver.machinery.openapi_definitions import load_definitions  # noqa: E402
 
 BODIES = {
     "ConfigMap, 200 B of data": ("io.k8s.api.core.v1.ConfigMap", {

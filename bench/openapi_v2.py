@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import orjson  # noqa: E402
 
 from kapiserver.apis.builtin import builtin_resource_types  # noqa: E402
-from kapiserver.apis.definitions import load_definitions  # noqa: E402
 from kapiserver.endpoints.openapi import build_openapi_v2  # noqa: E402
 from kapiserver.machinery import openapi_v2_protobuf  # noqa: E402
+from kapiserver.machinery.openapi_definitions import load_definitions  # noqa: E402
 
 
 def timed(fn, runs: int):

@@ -57,7 +57,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("authentication", ("kapiserver/auth/authenticator", "kapiserver/endpoints/filters/authentication",
                         "kapiserver/auth/x509", "kapiserver/auth/token")),
     ("authorization", ("kapiserver/auth/rbac", "kapiserver/endpoints/filters/authorization", "kapiserver/auth/authorizer")),
-    ("audit, metrics, flow control", ("kapiserver/audit/", "kapiserver/endpoints/filters/", "kapiserver/server/metrics",
+    ("audit, metrics, flow control", ("kapiserver/audit/", "kapiserver/endpoints/filters/", "kapiserver/machinery/metrics",
                                       "kapiserver/endpoints/metrics", "kapiserver/flowcontrol/")),
     ("store and handlers", ("kapiserver/registry/", "kapiserver/endpoints/")),
     ("routing", ("kapiserver/server/", "kapiserver/aggregator/", "kapiserver/apiextensions/server",

@@ -1,8 +1,8 @@
 """AlwaysAdmit and AlwaysDeny: upstream's two trivial (deprecated) plugins, off by default."""
 from __future__ import annotations
 
-from kapiserver.admission.interface import AdmissionPlugin, Attributes
 from kapiserver.admission.errors import admission_forbidden
+from kapiserver.registry.admission import AdmissionPlugin, Attributes
 
 ALWAYS_ADMIT = "AlwaysAdmit"
 ALWAYS_DENY = "AlwaysDeny"

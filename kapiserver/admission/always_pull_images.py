@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.apis.core.podspec import all_containers
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "AlwaysPullImages"
 ALWAYS = "Always"

@@ -24,10 +24,10 @@ from typing import Any, Optional
 from cryptography.x509.oid import NameOID
 
 from kapiserver.apis.certificates.pem import decoded, parse_csr
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.auth import authorizer as authz
 from kapiserver.auth.user import MASTERS_GROUP
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 GROUP = "certificates.k8s.io"
 RESOURCE = "certificatesigningrequests"

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kapiserver.admission.interface import CREATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
+from kapiserver.registry.admission import CREATE, Attributes
 
 STORAGE_CLASS_DEFAULT = ("storageclass.kubernetes.io/is-default-class",
                          "storageclass.beta.kubernetes.io/is-default-class")

@@ -8,8 +8,8 @@ minutes. A toleration with an empty key or effect counts as tolerating them.
 from __future__ import annotations
 
 from typing import Any, Optional
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"

@@ -1,10 +1,15 @@
-"""Admission errors worded as upstream's (admission.NewForbidden, webhook rejections)."""
+"""Admission errors worded as upstream's (admission.NewForbidden, webhook rejections), and the
+error of a plugin its configuration cannot build (each plugin's factory raises it)."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from kapiserver.admission.interface import Attributes
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import Attributes
+
+
+class PluginError(Exception):
+    """A plugin that cannot be built (bad configuration); ``str()`` is one line."""
 
 
 def resource_name(attrs: Attributes) -> str:

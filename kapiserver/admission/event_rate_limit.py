@@ -22,8 +22,9 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
+from kapiserver.admission.errors import PluginError
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "EventRateLimit"
 LIMIT_TYPES = ("Server", "Namespace", "User", "SourceAndObject")
@@ -146,6 +147,5 @@ def event_rate_limit(config: Optional[bytes], deps: Any) -> EventRateLimit:
     try:
         limits = parse_configuration(config)
     except EventRateLimitConfigError as e:
-        from kapiserver.admission.plugins import PluginError
         raise PluginError(str(e)) from None
     return EventRateLimit(limits, deps.reactor.seconds)

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.machinery.quantity import Quantity
 from kapiserver.quota import resources as rl
 from kapiserver.quota.evaluators import pod_limits, pod_requests
+from kapiserver.registry.admission import CREATE, UPDATE, Attributes
 
 ANNOTATION = "kubernetes.io/limit-ranger"
 # upstream's resource.MaxMilliValue: beyond it values are compared in units, not milli-units

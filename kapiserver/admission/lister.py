@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from kapiserver.admission.interface import AdmissionPlugin
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
+from kapiserver.registry.admission import AdmissionPlugin
 
 
 class Lister:
@@ -19,7 +19,7 @@ class Lister:
         self._informer: Any = None
 
     def start(self) -> None:
-        from kapiserver.controllers.informer import Informer
+        from kapiserver.registry.informer import Informer
         self._informer = Informer(self._store(), lambda event_type, obj: None, self.reactor)
         self._informer.start()
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "NamespaceLifecycle"
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")

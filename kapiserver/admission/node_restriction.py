@@ -26,10 +26,10 @@ import copy
 from typing import Any, Callable, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.machinery.pod_references import pod_configmap_names, pod_secret_names
 from kapiserver.apis.columns import get_path
 from kapiserver.auth.node.identifier import node_identity
+from kapiserver.registry.admission import CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "NodeRestriction"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"

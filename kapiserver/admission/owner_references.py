@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.auth import authorizer as authz
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "OwnerReferencesPermissionEnforcement"
 _EXEMPT = {("", "pods", "status")}

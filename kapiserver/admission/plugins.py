@@ -21,7 +21,7 @@ from twisted.logger import Logger
 
 from kapiserver.admission.config import PluginConfigs
 from kapiserver.admission.initializer import AdmissionDeps
-from kapiserver.admission.interface import AdmissionChain, AdmissionPlugin
+from kapiserver.registry.admission import AdmissionChain, AdmissionPlugin
 
 log = Logger()
 
@@ -93,10 +93,6 @@ DEFAULT_ON = frozenset((
 # name -> factory(plugin configuration or None, dependencies) -> plugin
 PluginFactory = Callable[[Optional[bytes], AdmissionDeps], AdmissionPlugin]
 _FACTORIES: dict[str, PluginFactory] = {}
-
-
-class PluginError(Exception):
-    """A plugin that cannot be built (bad configuration); ``str()`` is one line."""
 
 
 def register(name: str, factory: PluginFactory) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from kapiserver.admission.interface import Attributes, GroupVersionResource
 from kapiserver.machinery import errors
 from kapiserver.machinery.labels import LabelSelector
+from kapiserver.registry.admission import Attributes, GroupVersionResource
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 _CONFIGURATION_KINDS = frozenset(("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",

@@ -21,9 +21,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.apis.scheduling.priorityclasses import SYSTEM_CLASSES
+from kapiserver.registry.admission import CREATE, UPDATE, Attributes
 
 PLUGIN_NAME = "Priority"
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"

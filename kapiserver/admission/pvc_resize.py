@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import UPDATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.machinery.quantity import parse_quantity, QuantityError
 from kapiserver.quota.evaluators import claim_class
+from kapiserver.registry.admission import UPDATE, Attributes
 
 
 def _requested_storage(pvc: dict) -> Any:

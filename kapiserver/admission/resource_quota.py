@@ -29,13 +29,13 @@ import yaml
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
+from kapiserver.admission.errors import PluginError, admission_forbidden
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
 from kapiserver.quota import resources as rl
 from kapiserver.quota.evaluators import Evaluator, Registry, scope_selectors, scope_text
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 log = Logger()
 PLUGIN_NAME = "ResourceQuota"
@@ -194,7 +194,7 @@ class ResourceQuota(AdmissionPlugin):
         self._locks: dict[str, defer.DeferredLock] = {}
 
     async def start(self) -> None:
-        from kapiserver.controllers.informer import Informer
+        from kapiserver.registry.informer import Informer
         self._informer = Informer(self._store(), self._on_event, self.reactor)
         self._informer.start()
 
@@ -294,6 +294,5 @@ def resource_quota(config: Optional[bytes], deps: Any) -> ResourceQuota:
     try:
         limited = parse_configuration(config)
     except QuotaConfigError as e:
-        from kapiserver.admission.plugins import PluginError
         raise PluginError(str(e)) from None
     return ResourceQuota(lambda: deps.store("", "v1", "resourcequotas"), deps.reactor, limited)

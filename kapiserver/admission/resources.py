@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Hashable, Optional
 
-from kapiserver.admission.interface import GroupVersionKind, GroupVersionResource
+from kapiserver.registry.admission import GroupVersionKind, GroupVersionResource
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_KIND = GroupVersionKind("autoscaling", "v1", "Scale")

@@ -18,9 +18,9 @@ import copy
 from typing import Any, Optional
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.machinery import quantity
+from kapiserver.registry.admission import CREATE, Attributes
 
 PLUGIN_NAME = "RuntimeClass"
 OVERHEAD_MISMATCH = "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead"

@@ -35,11 +35,11 @@ from typing import Any, Callable, Optional
 from twisted.internet import task
 
 from kapiserver.admission.errors import admission_forbidden
-from kapiserver.admission.interface import CREATE, UPDATE, Attributes
 from kapiserver.admission.lister import Lister, ListingPlugin
+from kapiserver.apis.core.configmaps import ROOT_CA_CONFIGMAP
 from kapiserver.machinery.pod_references import as_dict, as_list, pod_secret_names, ref_name
-from kapiserver.controllers.namespace_defaults import ROOT_CA_CONFIGMAP
 from kapiserver.machinery import errors, meta
+from kapiserver.registry.admission import CREATE, UPDATE, Attributes
 
 PLUGIN_NAME = "ServiceAccount"
 DEFAULT_SERVICE_ACCOUNT_NAME = "default"

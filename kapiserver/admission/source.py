@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Callable, Generic, Optional, TypeVar
 
 from twisted.internet import defer
+from kapiserver.registry.informer import Informer
 
-from kapiserver.controllers.informer import Informer
 
 T = TypeVar("T")
 READY_WAIT_SECONDS = 10.0

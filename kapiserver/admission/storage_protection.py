@@ -8,8 +8,8 @@ is only marked for deletion; the protection controllers
 the finalizer once it is unused.
 """
 from __future__ import annotations
+from kapiserver.registry.admission import CREATE, AdmissionPlugin, Attributes
 
-from kapiserver.admission.interface import CREATE, AdmissionPlugin, Attributes
 
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 PV_PROTECTION = "kubernetes.io/pv-protection"

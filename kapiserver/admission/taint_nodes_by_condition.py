@@ -8,8 +8,8 @@ removed the taint.
 from __future__ import annotations
 
 from typing import Any, Optional
+from kapiserver.registry.admission import CREATE, AdmissionPlugin, Attributes
 
-from kapiserver.admission.interface import CREATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "TaintNodesByCondition"
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from kapiserver.apis.apiregistration import apiservices
 from kapiserver.aggregator.transport import TLSTarget, decode_ca_bundle
-from kapiserver.controllers.informer import Informer
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.store import Store
 
 

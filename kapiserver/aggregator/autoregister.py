@@ -27,10 +27,10 @@ from typing import Optional
 from twisted.logger import Logger
 
 from kapiserver.apis.apiregistration import apiservices
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import Context, Store
 
 log = Logger()

@@ -31,8 +31,8 @@ from kapiserver.aggregator.apiservice_registration import APIServiceRegistration
 from kapiserver.aggregator.service_resolver import ResolveError, ServiceResolver
 from kapiserver.aggregator.transport import ExtensionRequestError, ExtensionTransport, TLSTarget, get_document
 from kapiserver.apis.apiregistration import apiservices
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import Context, Store
 
 log = Logger()

@@ -14,7 +14,7 @@ from twisted.logger import Logger
 from kapiserver.aggregator import priorities
 from kapiserver.aggregator.autoregister import AutoRegisterController, local_apiservice
 from kapiserver.apis.apiregistration import apiservices
-from kapiserver.controllers.informer import Informer
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.store import Store
 
 log = Logger()

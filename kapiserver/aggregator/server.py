@@ -15,7 +15,8 @@ write here is a compare-and-swap made only when something changed.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 from twisted.logger import Logger
 
@@ -30,30 +31,53 @@ from kapiserver.aggregator.proxy import ProxyResource
 from kapiserver.aggregator.service_resolver import ServiceResolver
 from kapiserver.aggregator.transport import ExtensionTransport, load_client_certificate
 from kapiserver.apis.apiregistration import apiservices
+from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.registry.admission import AdmissionChain
+from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.store import Store
-from kapiserver.server.certs import credential_files
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kapiserver.server.apiserver import APIServer
+from kapiserver.server.healthz import HealthChecks
+from kapiserver.storage.interface import Storage
 
 log = Logger()
 AUTOREGISTER_CHECK = "autoregister-completion"
 
 
+@dataclass(frozen=True)
+class AggregatorServerDeps:
+    """What the aggregator needs of the server that runs it (``server/apiserver.py``)."""
+
+    # the proxy connects with it (TCP, TLS); the controllers time with it
+    reactor: Any
+    storage: Storage
+    admission: AdmissionChain
+    leases: LeaseReuser
+    # apiregistration.k8s.io, served by the aggregator link: the APIService kind is added to it
+    groups: APIGroupSet
+    # the built-in groups: each group version gets a local APIService
+    kube_groups: APIGroupSet
+    # any served kind's Store: ``store(group, version, plural)`` (Services, EndpointSlices)
+    store: Callable[[str, str, str], Store]
+    # the CRD Store, once the apiextensions server exists (it is built after the aggregator)
+    crd_store: Callable[[], Store]
+    health: HealthChecks
+    # the front-proxy client certificate and key presented to extension servers
+    proxy_client_cert: str
+    proxy_client_key: str
+
+
 class Aggregator:
-    def __init__(self, api: "APIServer") -> None:
-        self.api = api
-        reactor = api.reactor
+    def __init__(self, deps: AggregatorServerDeps) -> None:
+        self.deps = deps
+        reactor = deps.reactor
         self.rtype = apiservices.resource_type()
-        self.store = Store(self.rtype, api.storage, api.admission, api.leases)
-        api.aggregator_groups.add(self.rtype, self.store)
+        self.store = Store(self.rtype, deps.storage, deps.admission, deps.leases)
+        deps.groups.add(self.rtype, self.store)
         self.registration = APIServiceRegistration(self.store, reactor)
-        self.resolver = ServiceResolver(api.store("", "v1", "services"),
-                                        api.store("discovery.k8s.io", "v1", "endpointslices"), reactor,
+        self.resolver = ServiceResolver(deps.store("", "v1", "services"),
+                                        deps.store("discovery.k8s.io", "v1", "endpointslices"), reactor,
                                         on_change=self._service_changed)
-        files = credential_files(api.config)
-        self.transport = ExtensionTransport(reactor, load_client_certificate(files.proxy_client_cert,
-                                                                             files.proxy_client_key))
+        self.transport = ExtensionTransport(reactor, load_client_certificate(deps.proxy_client_cert,
+                                                                             deps.proxy_client_key))
         # extension servers' resource lists by group version, and a counter of their changes
         self.remote_resources: RemoteResources = {}
         self.generation = 0
@@ -67,20 +91,20 @@ class Aggregator:
         self.registration.listeners.append(self._apiservice_changed)
         self._registered_builtins: list[str] = []
         try:
-            api.health.add(AUTOREGISTER_CHECK, self._autoregister_check, kinds=("readyz",))
+            deps.health.add(AUTOREGISTER_CHECK, self._autoregister_check, kinds=("readyz",))
         except ValueError:
             pass  # a second server on the same health registry (tests)
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        reactor = self.api.reactor
+        reactor = self.deps.reactor
         self.resolver.start()
         self.registration.start()
         await self.resolver.synced
         await self.registration.synced
         self.autoregister = AutoRegisterController(self.store, reactor)
-        self.crd_registration = CRDRegistrationController(self.api.apiextensions.store, self.autoregister, reactor)
+        self.crd_registration = CRDRegistrationController(self.deps.crd_store(), self.autoregister, reactor)
         # the CRDs' versions are known before the first sync, so it does not delete their APIServices
         self.crd_registration.start()
         await self.crd_registration.synced
@@ -106,8 +130,9 @@ class Aggregator:
 
     def builtin_group_versions(self) -> list[tuple[str, str]]:
         """The group versions served here that upstream registers at start (kube and apiextensions links)."""
-        served = {(t.group, t.version) for t in self.api.kube_groups.types()}
-        served.add((self.api.apiextensions.rtype.group, self.api.apiextensions.rtype.version))
+        served = {(t.group, t.version) for t in self.deps.kube_groups.types()}
+        crds = self.deps.crd_store().rtype
+        served.add((crds.group, crds.version))
         return sorted(gv for gv in served if priorities.builtin_priority(*gv) is not None)
 
     def _autoregister_check(self) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Callable, Optional
 
-from kapiserver.controllers.informer import Informer
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.store import Store
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"

@@ -13,10 +13,10 @@ from typing import Any, Optional
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.schema_paths import child, index
 
 from . import names
 from .cel.rules import compile_rules
-from .schema.paths import child, index
 from .schema.structural import validate_structural
 
 SCOPES = ["Cluster", "Namespaced"]

@@ -1,7 +1,7 @@
 """Name rules used by CRDs (DNS labels/subdomains with upstream's messages).
 
 They are the apimachinery validation helpers; this module only gives them the
-short names the CRD code and the CEL ``format`` library use.
+short names the CRD code uses.
 """
 from __future__ import annotations
 

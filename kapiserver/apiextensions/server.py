@@ -25,7 +25,7 @@ from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_true
 from kapiserver.apiextensions.controllers.finalizer import list_everything
 from kapiserver.apiextensions.custom_resource import CRDState, resource_types
-from kapiserver.controllers.informer import Informer
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
 
@@ -77,8 +77,8 @@ class APIExtensionsServer:
     async def initial_install(self) -> None:
         listed = await self.store.list("", list_everything())
         for crd in listed["items"]:
-            self._remember(crd)
-            self._install(crd)
+            self.remember(crd)
+            self.install(crd)
 
     def stop(self) -> None:
         if self.informer is not None:
@@ -88,17 +88,17 @@ class APIExtensionsServer:
         """A new leader-only controller writing the CRDs' status (for the controller manager);
         ``server_count()`` says how many API servers serve the cluster now."""
         from kapiserver.apiextensions.controllers.status import CRDStatusController
-        return CRDStatusController(self, server_count)
+        return CRDStatusController(self, self.api.reactor, server_count)
 
     # ------------------------------------------------------------ serving
 
-    def _builtin_types(self) -> list[ResourceType]:
+    def builtin_types(self) -> list[ResourceType]:
         return self.api.kube_groups.types()
 
     def make_store(self, rtype: ResourceType) -> Store:
         return Store(rtype, self.api.storage, self.api.admission, self.api.leases)
 
-    def _install(self, crd: dict) -> None:
+    def install(self, crd: dict) -> None:
         """Serve the served versions of a CRD whose names are accepted or that is Established
         (upstream's check), replacing what was served before."""
         name = crd["metadata"]["name"]
@@ -126,7 +126,7 @@ class APIExtensionsServer:
             self.api.watches.stop_serving(previous[3])
         log.info("serving {name} ({versions})", name=name, versions=", ".join(t.version for t in types))
 
-    def _uninstall(self, name: str) -> None:
+    def uninstall(self, name: str) -> None:
         previous = self.installed.pop(name, None)
         self.states.pop(name, None)
         if previous is not None:
@@ -136,7 +136,7 @@ class APIExtensionsServer:
 
     # ------------------------------------------------------------ what is stored
 
-    def _remember(self, crd: dict) -> None:
+    def remember(self, crd: dict) -> None:
         name = crd["metadata"]["name"]
         known = self.latest.get(name)
         if known is None or _rv(crd) >= _rv(known):
@@ -147,12 +147,12 @@ class APIExtensionsServer:
         name = crd["metadata"]["name"]
         if event_type == "DELETED":
             self.latest.pop(name, None)
-            self._uninstall(name)
+            self.uninstall(name)
             return
-        self._remember(crd)
+        self.remember(crd)
         if crd["metadata"].get("deletionTimestamp") and name in self.states:
             self.states[name].terminating = True  # refuse new instances at once, on every server
-        self._install(self.latest[name])
+        self.install(self.latest[name])
 
     def _after_list(self) -> None:
         """After a relist: CRDs deleted while the watch was down are not served any more."""
@@ -160,4 +160,4 @@ class APIExtensionsServer:
         listed = {name for _, name in self.informer.objects}
         for name in [n for n in list(self.installed) + list(self.latest) if n not in listed]:
             self.latest.pop(name, None)
-            self._uninstall(name)
+            self.uninstall(name)

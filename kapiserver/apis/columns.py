@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable, Optional
 
-from kapiserver.apis.definitions import load_definitions
 from kapiserver.machinery.meta import parse_rfc3339
+from kapiserver.machinery.openapi_definitions import load_definitions
 from kapiserver.registry.resource_type import TableColumn
 
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"

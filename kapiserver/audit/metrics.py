@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from prometheus_client import Counter
+from kapiserver.machinery.metrics import METRICS
 
-from kapiserver.server.metrics import METRICS
 
 EVENTS = Counter("apiserver_audit_event_total",
                  "Counter of audit events generated and sent to the audit backend.", registry=METRICS.registry)

@@ -69,7 +69,7 @@ def _issuer_of(token: str) -> Any:
 
 
 def _evaluate(expression: Expression, variables: dict) -> Any:
-    from kapiserver.apiextensions.cel import library  # the Kubernetes CEL library, imported on first use
+    from kapiserver.cel import library  # the Kubernetes CEL library, imported on first use
     try:
         return expression.program.execute(library.new_context(variables))
     except Exception as e:  # the engine raises KeyError, ValueError, RuntimeError... for a failed evaluation

@@ -25,9 +25,9 @@ from typing import Any, Callable, Optional
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.apis.flowcontrol import flowschemas, prioritylevelconfigurations
 from kapiserver.apis.flowcontrol.semantic import semantically_equal
 from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol.api import default_flow_schema_spec, default_priority_level_spec
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -130,15 +130,14 @@ class APFBootstrapEnsurer:
     async def ensure(self) -> None:
         """One round: suggested, then mandatory, then remove what is no longer bootstrap."""
         levels, schemas = self.priority_levels, self.flow_schemas
-        level_defaults = prioritylevelconfigurations.default_spec
         for obj in bootstrap.SUGGESTED_PRIORITY_LEVELS:
-            await self._ensure(levels, obj, False, level_defaults)
+            await self._ensure(levels, obj, False, default_priority_level_spec)
         for obj in bootstrap.SUGGESTED_FLOW_SCHEMAS:
-            await self._ensure(schemas, obj, False, flowschemas.default_spec)
+            await self._ensure(schemas, obj, False, default_flow_schema_spec)
         for obj in bootstrap.MANDATORY_PRIORITY_LEVELS:
-            await self._ensure(levels, obj, True, level_defaults)
+            await self._ensure(levels, obj, True, default_priority_level_spec)
         for obj in bootstrap.MANDATORY_FLOW_SCHEMAS:
-            await self._ensure(schemas, obj, True, flowschemas.default_spec)
+            await self._ensure(schemas, obj, True, default_flow_schema_spec)
         await self._remove_unwanted(schemas, bootstrap.MANDATORY_FLOW_SCHEMAS + bootstrap.SUGGESTED_FLOW_SCHEMAS)
         await self._remove_unwanted(levels, bootstrap.MANDATORY_PRIORITY_LEVELS
                                     + bootstrap.SUGGESTED_PRIORITY_LEVELS)

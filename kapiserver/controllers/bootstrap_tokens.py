@@ -31,11 +31,11 @@ from kapiserver.auth.bootstrap_token import (CLUSTER_INFO, CLUSTER_INFO_NAMESPAC
                                              KUBECONFIG_KEY, SECRET_KEY, SECRET_NAMESPACE, SECRET_PREFIX,
                                              SECRET_TYPE, USAGE_SIGNING, detached_signature, has_expired,
                                              id_from_secret_name, secret_data, seconds_until_expiry)
-from kapiserver.controllers.informer import Informer
 from kapiserver.controllers.informer_controller import InformerController
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()

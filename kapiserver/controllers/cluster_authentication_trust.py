@@ -21,7 +21,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from twisted.logger import Logger
 
-from kapiserver.auth.build import RequestHeaderTrust
+from kapiserver.auth.authentication import RequestHeaderTrust
 from kapiserver.controllers.named_object import NamedObjectController
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Store

@@ -41,8 +41,8 @@ from kapiserver.auth.authorizer import Attributes, Authorizer, decide
 from kapiserver.auth.user import UserInfo
 from kapiserver.controllers.csr_signing import SignerRefusal, check_kubelet_client
 from kapiserver.controllers.informer_controller import InformerController
-from kapiserver.controllers.queue import RetryLater
 from kapiserver.machinery import errors
+from kapiserver.registry.queue import RetryLater
 from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()

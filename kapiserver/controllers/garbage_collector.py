@@ -31,11 +31,11 @@ from typing import Callable, Hashable, Iterable, Optional
 from twisted.internet import defer, task
 from twisted.logger import Logger
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 from kapiserver.registry.watch import BOOKMARK, ERROR
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.registry.informer import Informer
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import Store
 
 

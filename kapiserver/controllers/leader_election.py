@@ -31,9 +31,8 @@ from typing import Any, Callable, Optional
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.machinery import errors, meta
+from kapiserver.machinery import errors, meta, metrics
 from kapiserver.registry.store import Store
-from kapiserver.server import metrics
 
 log = Logger()
 

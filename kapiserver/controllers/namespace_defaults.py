@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from twisted.logger import Logger
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
+from kapiserver.apis.core.configmaps import ROOT_CA_CONFIGMAP
 from kapiserver.machinery import errors
+from kapiserver.registry.informer import Informer
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()
-ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 DEFAULT_SERVICE_ACCOUNT = "default"
 
 

@@ -22,14 +22,14 @@ from typing import Any, Callable, Iterable, Optional
 from twisted.internet import task
 from twisted.logger import Logger
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
 from kapiserver.quota import resources as rl
 from kapiserver.quota.evaluators import Evaluator, Registry
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import ListOptions
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()

@@ -46,6 +46,7 @@ from typing import Awaitable, Callable, Hashable, Iterable, Optional, Sequence
 from twisted.logger import Logger
 
 from kapiserver.apis.core.service_allocator import ServiceAllocator
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.controllers.certificate_authority import CertificateAuthority
 from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from kapiserver.controllers.apiserver_identity import APIServerIdentityController
@@ -73,10 +74,10 @@ from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensCon
 from kapiserver.controllers.storage_protection import PVCProtectionController, PVProtectionController
 from kapiserver.controllers.system_priority_classes import READY_CHECK as PRIORITY_CLASSES_CHECK
 from kapiserver.controllers.system_priority_classes import SystemPriorityClasses
-from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.store import Store
 from kapiserver.server.advertise import advertise_address
 from kapiserver.server.certs import CertificateError, load_signing_ca
+from kapiserver.server.config import Config
 from kapiserver.server.healthz import HealthChecks
 
 log = Logger()
@@ -87,12 +88,13 @@ class ServerControllers:
     checks, every served Store and their generation (CRDs come and go), the CRD status
     controller's factory and the port it listens on."""
 
-    def __init__(self, deps: RegistryDeps, health: HealthChecks, all_stores: Callable[[], Iterable[Store]],
+    def __init__(self, config: Config, deps: RegistryDeps, health: HealthChecks,
+                 all_stores: Callable[[], Iterable[Store]],
                  served_types_generation: Callable[[], Hashable],
                  crd_status_controller: Callable[[Callable[[], Awaitable[int]]], Controller],
                  secure_port: Callable[[], Optional[int]],
                  policy_status_controllers: Sequence[Callable[[], Controller]] = ()) -> None:
-        config, reactor = deps.config, deps.reactor
+        reactor = deps.reactor
         services = deps.store("", "v1", "services")
         allocator: ServiceAllocator = services.strategy.bound_allocator()
         self.repair = ServiceRepair(allocator, services, reactor)
@@ -141,7 +143,7 @@ class ServerControllers:
         if GARBAGE_COLLECTOR in selection:
             factories.append(lambda: GarbageCollector(all_stores, served_types_generation, reactor))
         if CSR_SIGNING in selection:
-            factories.extend(self._csr_signers(deps))
+            factories.extend(self._csr_signers(config, deps))
         csrs = deps.store("certificates.k8s.io", "v1", "certificatesigningrequests")
         if CSR_APPROVING in selection:
             factories.append(lambda: CSRApprovingController(csrs, deps.authorizer, reactor))
@@ -180,19 +182,19 @@ class ServerControllers:
                 retry_period=election.leader_elect_retry_period_seconds)
 
     @staticmethod
-    def _csr_signers(deps: RegistryDeps) -> list[Callable[[], Controller]]:
+    def _csr_signers(config: Config, deps: RegistryDeps) -> list[Callable[[], Controller]]:
         """The CSR signing controller, when the cluster CA's key is here to sign with."""
         try:
-            ca = load_signing_ca(deps.config.cert_dir)
+            ca = load_signing_ca(config.cert_dir)
         except CertificateError as e:
             log.warn("CSR signing disabled: {error}", error=str(e))
             return []
         if ca is None:
-            log.info("CSR signing disabled: no ca.key in {dir}", dir=deps.config.cert_dir)
+            log.info("CSR signing disabled: no ca.key in {dir}", dir=config.cert_dir)
             return []
         authority = CertificateAuthority(*ca)
         csrs = deps.store("certificates.k8s.io", "v1", "certificatesigningrequests")
-        seconds = deps.config.controllers.cluster_signing_duration_seconds
+        seconds = config.controllers.cluster_signing_duration_seconds
         return [lambda: CSRSigningController(csrs, authority, seconds, deps.reactor)]
 
     async def start(self) -> None:

@@ -19,10 +19,10 @@ from typing import Hashable, Optional
 from twisted.logger import Logger
 
 from kapiserver.auth.serviceaccount import TokenSigner, legacy_claims
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
 
 log = Logger()

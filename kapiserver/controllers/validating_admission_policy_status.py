@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Hashable, Optional
 
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
+from kapiserver.registry.informer import Informer
+from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import Context, Store
 
 if TYPE_CHECKING:

@@ -45,7 +45,8 @@ from typing import Any, Callable, Hashable, Optional
 from kapiserver.endpoints import partial_metadata, table
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget
 from kapiserver.machinery import codec, cooperate, protobuf
-from kapiserver.machinery.protobuf_types import all_messages, split_api_version
+from kapiserver.machinery.protobuf_tables import all_messages
+from kapiserver.machinery.protobuf_types import split_api_version
 from kapiserver.registry.store import StoredList, StoredObject
 from kapiserver.storage.interface import KeyValue
 
@@ -337,7 +338,7 @@ def stored_body(stored: StoredObject, target: MediaTarget) -> Optional[tuple[str
 
 def _list_message(api_version: str, kind: str) -> Optional[str]:
     group, version = split_api_version(api_version)
-    from kapiserver.machinery.protobuf_types import message_for
+    from kapiserver.machinery.protobuf_tables import message_for
     return message_for(group, version, kind)
 
 

@@ -1,6 +1,6 @@
 """The ``/openapi/v2`` and ``/openapi/v3`` documents, generated from resource types.
 
-Schemas come from the built-in definitions (:mod:`kapiserver.apis.definitions`)
+Schemas come from the built-in definitions (:mod:`kapiserver.machinery.openapi_definitions`)
 or, for custom resources, from the CRD's schema under upstream's component
 name ``<reversed group>.<version>.<Kind>``.  Paths and operations are derived
 from each :class:`ResourceType` the way kube-apiserver's installer lays them
@@ -21,9 +21,10 @@ from twisted.python import failure
 
 from kapiserver.apiextensions.openapi import TypeMetaDocs
 from kapiserver.apiextensions.openapi import kind_schema as crd_kind_schema
-from kapiserver.apis.definitions import (DELETE_OPTIONS, INT_OR_STRING, LIST_META, OBJECT_META, PATCH, QUANTITY,
-                                         SCALE, STATUS, WATCH_EVENT, Definitions, iter_refs, ref_name, to_v3)
 from kapiserver.machinery import openapi_v2_protobuf
+from kapiserver.machinery.openapi_definitions import (DELETE_OPTIONS, INT_OR_STRING, LIST_META, OBJECT_META, PATCH,
+                                                      QUANTITY, SCALE, STATUS, WATCH_EVENT, Definitions, iter_refs,
+                                                      ref_name, to_v3)
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver import kube_version
 

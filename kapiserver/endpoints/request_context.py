@@ -16,7 +16,7 @@ from twisted.logger import Logger
 
 from kapiserver.auth.decision import AuthenticationDecision
 from kapiserver.auth.user import UserInfo
-from kapiserver.endpoints.request_info import RequestInfo
+from kapiserver.request.info import RequestInfo
 
 _ATTRIBUTE = "kapiserver_context"
 

@@ -17,12 +17,12 @@ from kapiserver.endpoints.handlers import create, delete, deletecollection, get,
 from kapiserver.endpoints.handlers import scale, subresource, update, watch as watch_handler
 from kapiserver.endpoints.negotiation import negotiate
 from kapiserver.endpoints.request_context import context_of
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints.list_encoding import list_body
 from kapiserver.endpoints.transform import allowed_shapes, include_object, transform_object
 from kapiserver.machinery import errors
 from kapiserver.registry.store import StoredList, StoredObject
+from kapiserver.request.info import RequestInfo
 
 HANDLERS = {
     "get": get.get,

@@ -9,7 +9,6 @@ from twisted.web.server import Request
 from kapiserver.endpoints import request_decoder
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
 from kapiserver.endpoints.request_context import context_of
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
@@ -17,6 +16,7 @@ from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_ag
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
+from kapiserver.request.info import RequestInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.endpoints.streaming.connector import StreamConnector
@@ -258,6 +258,6 @@ DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
 
 def _registered(group: str, version: str, kind: str) -> bool:
     """Whether upstream's scheme knows this kind (the built-in definitions say so)."""
-    from kapiserver.apis.definitions import load_definitions
+    from kapiserver.machinery.openapi_definitions import load_definitions
 
     return (group, version, kind) in load_definitions().gvk_index()

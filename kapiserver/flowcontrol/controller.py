@@ -31,15 +31,14 @@ from typing import Any, Callable, Optional
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.apis.flowcontrol.flowschemas import DANGLING, matching_order
-from kapiserver.apis.flowcontrol.prioritylevelconfigurations import default_spec as default_level_spec
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol.api import DANGLING, default_priority_level_spec, matching_order
 from kapiserver.flowcontrol.queueset import QueueSet
 from kapiserver.flowcontrol.retry_after import DroppedRequests
 from kapiserver.flowcontrol.rules import flow_distinguisher, matches_flow_schema
 from kapiserver.flowcontrol.work_estimate import max_seats
 from kapiserver.machinery import errors, gorepr
+from kapiserver.request.info import RequestInfo
 
 log = Logger()
 
@@ -158,7 +157,7 @@ class APFController:
 
     def start(self, flow_schemas: Any, priority_levels: Any) -> None:
         """Watch the two kinds through their Stores; digest on every change."""
-        from kapiserver.controllers.informer import Informer
+        from kapiserver.registry.informer import Informer
         self.flow_schema_store = flow_schemas
         self._fs = Informer(flow_schemas, lambda t, o: self.schedule_digest(), self.reactor)
         self._pl = Informer(priority_levels, lambda t, o: self.schedule_digest(), self.reactor)
@@ -206,7 +205,7 @@ class APFController:
         new_levels: dict[str, PriorityLevelState] = {}
         for level in levels:
             level = dict(level, spec=dict(level.get("spec") or {}))
-            default_level_spec(level["spec"])
+            default_priority_level_spec(level["spec"])
             if not _usable(level):
                 log.warn("ignoring PriorityLevelConfiguration {name}: its spec is broken",
                          name=level["metadata"].get("name"))
@@ -239,7 +238,7 @@ class APFController:
                 continue
             if name in (bootstrap.EXEMPT, bootstrap.CATCH_ALL):
                 state.level = bootstrap.mandatory_priority_level(name)
-                default_level_spec(state.level["spec"])
+                default_priority_level_spec(state.level["spec"])
                 new_levels[name] = state
             elif not state.queues.is_idle():
                 state.quiescing = True
@@ -247,7 +246,7 @@ class APFController:
         for name in (bootstrap.EXEMPT, bootstrap.CATCH_ALL):
             if name not in new_levels:
                 level = bootstrap.mandatory_priority_level(name)
-                default_level_spec(level["spec"])
+                default_priority_level_spec(level["spec"])
                 new_levels[name] = PriorityLevelState(level, self._queue_set(name))
         self._configure_limits(new_levels)
         self.levels = new_levels

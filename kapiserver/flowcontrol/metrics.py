@@ -1,5 +1,9 @@
 """API Priority and Fairness on ``/metrics``: upstream's ``apiserver_flowcontrol_*`` names and labels
-(the ones read from the queue sets at scrape time)."""
+(the ones read from the queue sets at scrape time).
+
+:data:`COLLECTOR` is registered in the server's registry when this module is
+imported, as upstream's flow-control metrics register themselves; the server
+names the controller it reads (``COLLECTOR.source``) once it runs one."""
 from __future__ import annotations
 
 from collections import Counter
@@ -8,6 +12,7 @@ from typing import Any, Callable, Iterable, Optional
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from kapiserver.flowcontrol.controller import APFController
+from kapiserver.machinery.metrics import METRICS
 
 
 class FlowControlCollector:
@@ -68,3 +73,7 @@ class FlowControlCollector:
                 families["dispatched"].add_metric([schema, name], count)
             for (schema, reason), count in sorted(qs.rejected_by_schema.items()):
                 families["rejected"].add_metric([schema, name, reason], count)
+
+
+COLLECTOR = FlowControlCollector()
+METRICS.registry.register(COLLECTOR)

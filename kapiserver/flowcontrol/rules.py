@@ -9,8 +9,8 @@ other paths, one of its non-resource rules (verb, path or ``prefix/*``).
 from __future__ import annotations
 
 from typing import Any, Optional
+from kapiserver.request.info import RequestInfo
 
-from kapiserver.endpoints.request_info import RequestInfo
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 

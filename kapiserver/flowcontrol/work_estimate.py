@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.flowcontrol.queueset import WorkEstimate
+from kapiserver.request.info import RequestInfo
 
 MINIMUM_SEATS = 1
 MAXIMUM_SEATS_LIMIT = 10

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable, Optional
 
-from kapiserver.apiextensions.schema.paths import child, index
 from kapiserver.machinery import errors
+from kapiserver.machinery.schema_paths import child, index
 
 STRICT, WARN, IGNORE = "Strict", "Warn", "Ignore"
 OBJECT_META_REF = "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"

@@ -20,10 +20,10 @@ from typing import Any, Iterator, Optional
 import orjson
 
 from kapiserver.machinery import errors
+from kapiserver.machinery.protobuf_tables import all_messages, message_for
 from kapiserver.machinery.protobuf_types import (
     BOOL, BYTES, DOUBLE, FIELDS_V1, INT32, INT64, INT_OR_STRING, MAP_BYTES, MAP_MESSAGE, MAP_QUANTITY, MAP_STRING,
-    MAP_STRING_LIST, MAP_TIME, MESSAGE, MICRO_TIME, QUANTITY, STRING, TIME, Field, all_messages, message_for,
-    split_api_version)
+    MAP_STRING_LIST, MAP_TIME, MESSAGE, MICRO_TIME, QUANTITY, STRING, TIME, Field, split_api_version)
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"

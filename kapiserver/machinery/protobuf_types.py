@@ -13,9 +13,7 @@ JSON form upstream would produce.
 """
 from __future__ import annotations
 
-from collections import ChainMap
 from dataclasses import dataclass
-from typing import Optional
 
 # Field kinds.  Scalars map to JSON scalars; the special messages of
 # apimachinery (Time, MicroTime, FieldsV1, IntOrString, Quantity) map to the
@@ -331,31 +329,6 @@ KINDS: dict[tuple[str, str, str], str] = {
 ANY_GROUP_VERSION_KINDS: dict[str, str] = {
     "DeleteOptions": "meta.DeleteOptions",
 }
-
-
-def message_for(group: str, version: str, kind: str) -> Optional[str]:
-    """The message name of a top-level kind, or None when protobuf is not served for it."""
-    return all_kinds().get((group, version, kind)) or ANY_GROUP_VERSION_KINDS.get(kind)
-
-
-_merged: dict[str, ChainMap] = {}
-
-
-def all_messages() -> ChainMap:
-    """Every table: the generated ones (tools/gen_protobuf_tables.py), with the
-    hand-written ones above taking precedence.  Loaded on first use, so a server
-    that never sees protobuf never imports the generated module."""
-    if not _merged:
-        from kapiserver.machinery import protobuf_tables_generated as generated
-        _merged["messages"] = ChainMap(MESSAGES, generated.MESSAGES)
-        _merged["kinds"] = ChainMap(KINDS, generated.KINDS)
-    return _merged["messages"]
-
-
-def all_kinds() -> ChainMap:
-    """(group, version, kind) -> message, generated and hand-written."""
-    all_messages()
-    return _merged["kinds"]
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:

@@ -48,6 +48,13 @@ def compile(pattern: str) -> Any:  # noqa: A001 - the module is used as regex.co
     return found
 
 
+def compile_or_none(pattern: str) -> Optional[Any]:
+    """The compiled pattern (cached), or None when RE2 refuses it: a schema ``pattern`` or a
+    CEL ``find`` argument, whose refusal was reported when the schema or rule was checked."""
+    found = _compile(pattern)
+    return None if isinstance(found, RegexError) else found
+
+
 def problem(pattern: str) -> Optional[str]:
     """Why RE2 refuses ``pattern`` (None when it compiles)."""
     found = _compile(pattern)

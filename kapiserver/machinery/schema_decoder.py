@@ -7,7 +7,7 @@ ObjectMeta.metadata.labels of type map[string]string``), a field the struct
 does not have is dropped (and reported per ``fieldValidation``), and what is
 stored is therefore always well-typed.  kapiserver keeps objects as plain
 dicts, so this module does the same check and cleaning on the dict, driven by
-the OpenAPI definitions of the built-in types (``apis/definitions.py``).
+the OpenAPI definitions of the built-in types (``machinery/openapi_definitions.py``).
 
 A definition is compiled once into a tree of small decoder objects
 (:func:`decoder_for`), shared by every request for that kind; decoding
@@ -559,7 +559,7 @@ _BYTES = _Bytes()
 
 @functools.lru_cache(maxsize=1)
 def _builtin_compiler() -> Compiler:
-    from kapiserver.apis.definitions import load_definitions
+    from kapiserver.machinery.openapi_definitions import load_definitions
 
     return Compiler(load_definitions().get)
 

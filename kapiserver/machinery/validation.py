@@ -17,7 +17,12 @@ from typing import Any, Callable, Optional, Union
 from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.errors import Cause
 from kapiserver.machinery.managedfields.fieldmanager import validate_field_manager
-from kapiserver.registry.strategy import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, PATH_SEGMENT
+
+# How a kind's metadata.name is validated (upstream's ValidateNameFunc per kind; a Strategy names one).
+DNS1123_SUBDOMAIN = "subdomain"
+DNS1123_LABEL = "label"
+DNS1035_LABEL = "dns1035-label"
+PATH_SEGMENT = "path-segment"
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253

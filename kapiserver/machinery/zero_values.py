@@ -15,10 +15,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Optional
 
+from kapiserver.machinery.protobuf_tables import all_kinds, all_messages
 from kapiserver.machinery.protobuf_types import (BOOL, BYTES, FIELDS_V1, INT32, INT64, INT_OR_STRING, MAP_BYTES,
                                                  MAP_QUANTITY, MAP_STRING, MAP_STRING_LIST, MAP_TIME, MESSAGE,
-                                                 MICRO_TIME, QUANTITY, STRING, TIME, Field, all_kinds,
-                                                 all_messages, split_api_version)
+                                                 MICRO_TIME, QUANTITY, STRING, TIME, Field, split_api_version)
 
 _SCALAR_ZERO: dict[str, Any] = {STRING: "", BOOL: False, INT32: 0, INT64: 0, INT_OR_STRING: 0, QUANTITY: "0"}
 _NULL_WHEN_ZERO = {BYTES, TIME, MICRO_TIME, MAP_STRING, MAP_BYTES, MAP_QUANTITY, MAP_TIME, MAP_STRING_LIST}

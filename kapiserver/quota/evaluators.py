@@ -14,10 +14,10 @@ import calendar
 import time
 from typing import Any, Callable, Iterable, Optional
 
-from kapiserver.admission.interface import CREATE, UPDATE
 from kapiserver.apis.core.pods import qos_class
 from kapiserver.quota import resources as rl
 from kapiserver.quota.resources import ResourceList
+from kapiserver.registry.admission import CREATE, UPDATE
 
 # resources quota never counts (upstream's DefaultIgnoredResources)
 IGNORED = frozenset({

@@ -15,13 +15,13 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-from kapiserver.apis.definitions import load_definitions
 from kapiserver.machinery.managedfields import goshape
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager
 from kapiserver.machinery.managedfields.fieldpath import Set
 from kapiserver.machinery.managedfields.scale import SCALE_API_VERSION
 from kapiserver.machinery.managedfields.schema import BUILTIN_KEY_DEFAULTS, DEDUCED, Compiler, TypeRef, crd_root
 from kapiserver.machinery.managedfields.updater import SetFilter
+from kapiserver.machinery.openapi_definitions import load_definitions
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_SCHEMA = "io.k8s.api.autoscaling.v1.Scale"

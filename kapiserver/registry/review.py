@@ -10,20 +10,19 @@ request: a ``ReviewStore`` validates the body with the kind's strategy, asks
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Optional, TypeVar, Union
 
 from kapiserver.machinery import errors, meta
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 from kapiserver.registry.strategy import Strategy
 
-if TYPE_CHECKING:
-    from kapiserver.registry.deps import RegistryDeps
-
 # (the review object, who asks, the namespace of the URL) -> the status to return (or an awaitable of it)
 Answer = Callable[[dict, Any, str], Union[dict, Awaitable[dict]]]
 
 CREATE_ONLY = ("create",)
+# what the server gives a kind's make_store (apis/deps.py RegistryDeps)
+Deps = TypeVar("Deps")
 
 
 class ReviewStrategy(Strategy):
@@ -56,10 +55,9 @@ class ReviewStore(Store):
         return obj
 
 
-def review_store_factory(answer_for: Callable[["RegistryDeps"], Answer]
-                         ) -> Callable[[ResourceType, "RegistryDeps"], Store]:
+def review_store_factory(answer_for: Callable[[Deps], Answer]) -> Callable[[ResourceType, Deps], Store]:
     """A ResourceType.make_store for a review kind: ``answer_for(deps)`` builds the answer."""
-    def make(rtype: ResourceType, deps: "RegistryDeps") -> Store:
+    def make(rtype: ResourceType, deps: Deps) -> Store:
         return ReviewStore(rtype, answer_for(deps))
     return make
 

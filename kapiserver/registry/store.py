@@ -20,12 +20,12 @@ import orjson
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.admission.interface import (CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes,
-                                           GroupVersionKind, SubresourceView)
 from kapiserver.machinery import codec, cooperate, errors, meta, validation, zero_values
 from kapiserver.machinery.fields import FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
 from kapiserver.registry import fieldmanagers
+from kapiserver.registry.admission import (CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes,
+                                           GroupVersionKind, SubresourceView)
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.options import (EXACT, DeleteOptions, ListOptions, decode_continue, encode_continue,
                                          parse_resource_version)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.validation import DNS1123_SUBDOMAIN
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.registry.resource_type import ResourceType
@@ -24,12 +25,6 @@ RESET_OBJECT_META_FOR_STATUS = ("deletionTimestamp", "generation", "selfLink", "
 
 # Called once the write a begin_* hook prepared is done: True when it was stored.
 FinishFunc = Callable[[bool], Awaitable[None]]
-
-# How metadata.name is validated (upstream's ValidateNameFunc per kind).
-DNS1123_SUBDOMAIN = "subdomain"
-DNS1123_LABEL = "label"
-DNS1035_LABEL = "dns1035-label"
-PATH_SEGMENT = "path-segment"
 
 
 class Strategy:

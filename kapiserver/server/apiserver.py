@@ -20,14 +20,13 @@ from kapiserver.admission.config import read_admission_configuration
 from kapiserver.admission.initializer import AdmissionDeps
 from kapiserver.admission.plugins import enabled_plugin_names, new_chain
 from kapiserver.aggregator.resource import AggregatorResource
-from kapiserver.apiextensions.crd_resource import CRDResource
 from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.audit.build import build_auditing
-from kapiserver.apiextensions.crd_resource import CRDAPIDeps
 from kapiserver.aggregator.resource import AggregatorDeps
+from kapiserver.aggregator.server import Aggregator, AggregatorServerDeps
 from kapiserver.auth.authorization_modes import build_authorizer
 from kapiserver.auth.authorizer import Authorizer
-from kapiserver.auth.build import build_authentication
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.node.graph import Graph
 from kapiserver.auth.node.graph_populator import GraphPopulator
@@ -35,26 +34,28 @@ from kapiserver.auth.rbac.policy_informers import PolicyInformers
 from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
+from kapiserver.endpoints.connection.site import APISite
 from kapiserver.endpoints.streaming.connector import StreamConnector
+from kapiserver.server.authentication import build_authentication
+from kapiserver.server.flowcontrol_debug import APFDebugResource
 from kapiserver.server.kubelet_connection import kubelet_client_config
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
-from kapiserver.endpoints.filters.request import APISite
 from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
 from kapiserver.endpoints.static import DocumentEndpoint
-from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol import bootstrap, metrics as flow_control_metrics
 from kapiserver.flowcontrol.controller import APFController
-from kapiserver.flowcontrol.debug import APFDebugResource
-from kapiserver.machinery import errors
-from kapiserver.registry.deps import RegistryDeps
+from kapiserver.machinery import errors, metrics
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
-from kapiserver.server import healthz, metrics, version
+from kapiserver.server import healthz, version
+from kapiserver.server.certs import credential_files
 from kapiserver.server.config import Config
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain
+from kapiserver.server.crd_api import CRDAPIDeps, CRDResource
 from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
 from kapiserver.server.advertise import advertise_address
 from kapiserver.server.kubeconfig import server_url
@@ -134,7 +135,7 @@ class APIServer:
                           served_types=self.all_types,
                           served_types_generation=lambda: (self.kube_groups.generation, self.crd_groups.generation),
                           schema_resolver=self.resolve_schema_ref))
-        self.registry = RegistryDeps(config=config, storage=storage, admission=self.admission, leases=self.leases,
+        self.registry = RegistryDeps(storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
                                      store=self.store, health=health, authentication=self.authentication,
                                      rule_resolver=self.rbac)
@@ -150,8 +151,12 @@ class APIServer:
                 rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
-        from kapiserver.aggregator.server import Aggregator
-        self.aggregator = Aggregator(self)
+        files = credential_files(config)
+        self.aggregator = Aggregator(AggregatorServerDeps(
+            reactor=reactor, storage=storage, admission=self.admission, leases=self.leases,
+            groups=self.aggregator_groups, kube_groups=self.kube_groups, store=self.store,
+            crd_store=lambda: self.apiextensions.store, health=health,
+            proxy_client_cert=files.proxy_client_cert, proxy_client_key=files.proxy_client_key))
         limits = config.limits
         # API Priority and Fairness: the server's concurrency shared among priority levels
         self.flow_control: APFController | None = None
@@ -248,7 +253,7 @@ class APIServer:
 
     def definitions(self) -> Any:
         if self._definitions is None:
-            from kapiserver.apis.definitions import load_definitions
+            from kapiserver.machinery.openapi_definitions import load_definitions
             self._definitions = load_definitions()
         return self._definitions
 
@@ -372,14 +377,14 @@ class APIServer:
             await self.flow_control.synced
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
-            self.registry, self.health, self.all_stores,
+            self.config, self.registry, self.health, self.all_stores,
             lambda: (self.kube_groups.generation, self.crd_groups.generation),
             self.apiextensions.status_controller, lambda: self.secure_port,
             policy_status_controllers=[self._policy_status_controller])
         await self.controllers.start()
         self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
-        metrics.METRICS.set_flow_control_source(lambda: self.flow_control)
+        flow_control_metrics.COLLECTOR.source = lambda: self.flow_control
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
         self._counter.clock = self.reactor
         self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=True).addErrback(

@@ -13,7 +13,7 @@ from twisted.logger import FilteringLogObserver, LogLevel, LogLevelFilterPredica
 from twisted.python import usage
 
 from kapiserver.machinery.duration import parse_go_duration
-from kapiserver.server.config import ConfigError, load_config
+from kapiserver.server.config import Config, ConfigError, load_config, worker_count
 
 
 def _list(value: str) -> list[str]:
@@ -275,11 +275,32 @@ def _die(message: str) -> None:
     raise SystemExit(1)
 
 
+def build_service(config: Config, reactor: Any = None, install_signal_handlers: bool = True,
+                  exit_on_failure: bool = True) -> service.MultiService:
+    """Build the whole server: one process, or the supervisor of ``workers`` processes; certificates
+    are prepared now (before the reactor runs).
+
+    Raises StartupError (one-line message) if the certificates cannot be loaded.
+    """
+    from kapiserver.server.service import KapiService, load_certificates
+    bundle = load_certificates(config)
+    top = service.MultiService()
+    count = worker_count(config)
+    if count > 1:
+        from kapiserver.server.workers import WorkerSupervisor
+        WorkerSupervisor(config, bundle, count, reactor, install_signal_handlers=install_signal_handlers,
+                         exit_on_failure=exit_on_failure).setServiceParent(top)
+    else:
+        KapiService(config, bundle, reactor, install_signal_handlers=install_signal_handlers,
+                    exit_on_failure=exit_on_failure).setServiceParent(top)
+    return top
+
+
 def makeService(options: Options) -> service.IService:
     """Load and validate the configuration, then build the server; exits 1 with one line on error."""
     from kapiserver.server import gc_tuning
     gc_tuning.begin_startup()  # before the server's modules are imported
-    from kapiserver.server.service import StartupError, makeService as make
+    from kapiserver.server.service import StartupError
     try:
         config = load_config(options["config"], options.overrides())
     except (ConfigError, usage.UsageError) as e:
@@ -287,7 +308,7 @@ def makeService(options: Options) -> service.IService:
     if config.log_level != "info":
         _apply_log_level(config.log_level)
     try:
-        return make(config)
+        return build_service(config)
     except StartupError as e:
         _die(str(e))
     raise AssertionError("unreachable")

@@ -1,6 +1,7 @@
 """The server process: storage, certificates, the TLS listener, systemd and shutdown.
 
-``makeService(config)`` returns the MultiService twistd runs.  Startup is:
+:class:`KapiService` is one server process (``plugin.py`` builds it, or the
+supervisor of several, ``workers.py``, for twistd).  Startup is:
 certificates (before the reactor runs) → storage reachable → listen → admin
 kubeconfig (with the real port) → ``APIServer.start()`` → ``READY=1`` once
 ``/readyz`` passes.  A startup failure prints one line on stderr and ends the
@@ -34,7 +35,7 @@ from kapiserver.machinery import private_files
 from kapiserver.server import systemd
 from kapiserver.server.certs import (CertBundle, CertificateError, credential_files, ensure_certificates,
                                      serving_context_factory, serving_sans)
-from kapiserver.server.config import Config, worker_count
+from kapiserver.server.config import Config
 from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.server.kubeconfig import write_admin_kubeconfig
@@ -370,7 +371,7 @@ class KapiService(ProcessService):
                 self.ready.addErrback(lambda f: None)
             return
         # (imported here: a workers' supervisor, which imports this module, never authenticates)
-        from kapiserver.auth.build import CredentialsError
+        from kapiserver.server.authentication import CredentialsError
         if failure.check(StartupError, CertificateError, CredentialsError):
             message = str(failure.value)
         else:
@@ -465,22 +466,3 @@ def load_certificates(config: Config) -> CertBundle:
                                    service_account_key="service_account_signing_key" in defaults)
     except CertificateError as e:
         raise StartupError(str(e)) from None
-
-
-def makeService(config: Config, reactor: Any = None, install_signal_handlers: bool = True,
-                exit_on_failure: bool = True) -> service.MultiService:
-    """Build the whole server; certificates are prepared now (before the reactor runs).
-
-    Raises StartupError (one-line message) if the certificates cannot be loaded.
-    """
-    bundle = load_certificates(config)
-    top = service.MultiService()
-    count = worker_count(config)
-    if count > 1:
-        from kapiserver.server.workers import WorkerSupervisor
-        WorkerSupervisor(config, bundle, count, reactor, install_signal_handlers=install_signal_handlers,
-                         exit_on_failure=exit_on_failure).setServiceParent(top)
-    else:
-        KapiService(config, bundle, reactor, install_signal_handlers=install_signal_handlers,
-                    exit_on_failure=exit_on_failure).setServiceParent(top)
-    return top

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from typing import Optional
+from kapiserver.registry.admission import CREATE, Attributes
 
-from kapiserver.admission.interface import CREATE, Attributes
 
 
 class RType:

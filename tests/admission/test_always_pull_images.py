@@ -5,8 +5,8 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from kapiserver.admission.always_pull_images import AlwaysPullImages, aggregate_message
-from kapiserver.admission.interface import UPDATE
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import UPDATE
 from kapiserver.testing.cases import ServerTestCase, run
 from tests.admission.plugin_fakes import attrs, pod
 

@@ -6,15 +6,15 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from kapiserver.admission.cel import authz
-from kapiserver.admission.cel.compiler import Declarations, compile_expression, rewrite_optional_syntax
 from kapiserver.admission.cel.evaluation import BudgetExceeded, Evaluator, Inputs
 from kapiserver.admission.cel.match_conditions import MatchConditions
 from kapiserver.admission.policy.typecheck import TypeChecker
 from kapiserver.admission.resources import ResourceMapper
 from kapiserver.apis.builtin import builtin_resource_types
-from kapiserver.apis.definitions import load_definitions
 from kapiserver.auth.authorizer import Decision
 from kapiserver.auth.user import UserInfo
+from kapiserver.cel.compiler import Declarations, compile_expression, rewrite_optional_syntax
+from kapiserver.machinery.openapi_definitions import load_definitions
 from kapiserver.testing.cases import run
 
 POLICY = Declarations(has_params=True, has_authorizer=True)

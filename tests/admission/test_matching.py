@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from twisted.trial import unittest
 
-from kapiserver.admission.interface import Attributes, GroupVersionResource
 from kapiserver.admission.predicates import match_object_selector, rule_matches
 from kapiserver.admission.resources import ResourceMapper, subresource_kind
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.machinery.labels import selector_from_label_selector_dict
+from kapiserver.registry.admission import Attributes, GroupVersionResource
 
 TYPES = {(t.group, t.version, t.plural): t for t in builtin_resource_types()}
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from kapiserver.admission.interface import CREATE, UPDATE
 from kapiserver.admission.node_restriction import NodeRestriction, forbidden_labels
 from kapiserver.auth.node.identifier import node_identity
 from kapiserver.auth.user import UserInfo
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE
 from tests.admission.plugin_fakes import PODS, RType, attrs, pod
 
 NODE_USER = UserInfo("system:node:n1", ("system:nodes", "system:authenticated"))

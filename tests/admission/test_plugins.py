@@ -10,9 +10,9 @@ from twisted.trial import unittest
 
 from kapiserver.admission import plugins
 from kapiserver.admission.config import AdmissionConfigError, read_admission_configuration
-from kapiserver.admission.interface import (CREATE, DELETE, AdmissionChain, AdmissionPlugin, Attributes,
-                                            ReinvocationContext)
 from kapiserver.apis.core import configmaps
+from kapiserver.registry.admission import (CREATE, DELETE, AdmissionChain, AdmissionPlugin, Attributes,
+                                           ReinvocationContext)
 from kapiserver.server.config import ConfigError, config_from_dict
 from kapiserver.testing.cases import run
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from kapiserver.admission.interface import CREATE, UPDATE
 from kapiserver.admission.priority import Priority, default_priority_class
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE
 from kapiserver.testing.cases import ServerTestCase, run, sleep
 from tests.admission.plugin_fakes import PRIORITY_CLASSES, FakeLister, attrs, pod
 

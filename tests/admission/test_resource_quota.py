@@ -8,11 +8,11 @@ import json
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from kapiserver.admission.interface import CREATE, UPDATE, Attributes
 from kapiserver.admission.resource_quota import QuotaConfigError, check_request, parse_configuration
 from kapiserver.machinery import errors
 from kapiserver.quota import resources as rl
 from kapiserver.quota.evaluators import PodEvaluator, Registry, ServiceEvaluator
+from kapiserver.registry.admission import CREATE, UPDATE, Attributes
 from kapiserver.testing.cases import ServerTestCase, run
 
 NS = "/api/v1/namespaces/default"

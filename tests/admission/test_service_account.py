@@ -9,11 +9,11 @@ from typing import Optional
 from twisted.internet import task
 from twisted.trial import unittest
 
-from kapiserver.admission.interface import CREATE, UPDATE, Attributes
 from kapiserver.machinery.pod_references import pod_secret_names
 from kapiserver.admission.service_account import DEFAULT_API_TOKEN_MOUNT_PATH, ServiceAccount
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE, Attributes
 from kapiserver.testing.cases import ServerTestCase, run
 
 TYPES = {(t.group, t.version, t.plural): t for t in builtin_resource_types()}

@@ -4,8 +4,8 @@ from __future__ import annotations
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from kapiserver.admission.interface import UPDATE
 from kapiserver.admission.taint_nodes_by_condition import TaintNodesByCondition
+from kapiserver.registry.admission import UPDATE
 from kapiserver.testing.cases import ServerTestCase, run
 from tests.admission.plugin_fakes import NODES, attrs
 

@@ -21,8 +21,8 @@ from kapiserver.auth.rbac.bootstrap_policy import node_rules
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.user import UserInfo
 from kapiserver.endpoints.filters.authorization import attributes_for
-from kapiserver.endpoints.request_info import parse_request_info
 from kapiserver.registry.store import Store
+from kapiserver.request.info import parse_request_info
 from kapiserver.server.config import config_from_dict
 from kapiserver.testing.cases import ServerTestCase, run
 

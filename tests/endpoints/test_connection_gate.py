@@ -16,8 +16,8 @@ from twisted.web import resource, server
 from kapiserver.auth.authenticator import AuthResult, UnionAuthenticator
 from kapiserver.auth.user import AUTHENTICATED_GROUP, UserInfo
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
+from kapiserver.endpoints.connection.site import APISite
 from kapiserver.endpoints.filters.inflight import InflightLimiter
-from kapiserver.endpoints.filters.request import APISite
 from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.server.handler_chain import HandlerChainDeps, build_handler_chain

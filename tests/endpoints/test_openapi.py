@@ -9,9 +9,9 @@ from twisted.internet import defer, reactor, utils
 from twisted.trial import unittest
 from twisted.web import resource, server
 
-from kapiserver.apis.definitions import load_definitions
 from kapiserver.endpoints import discovery, openapi
 from kapiserver.machinery import errors
+from kapiserver.machinery.openapi_definitions import load_definitions
 from kapiserver.registry.resource_type import ResourceType, ScaleSubresource
 from kapiserver.registry.strategy import Strategy
 from kapiserver.testing.cases import ServerTestCase, run

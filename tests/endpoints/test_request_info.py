@@ -11,7 +11,7 @@ from twisted.trial import unittest
 
 from kapiserver.endpoints.filters.authorization import attributes_for
 from kapiserver.machinery.fields import FieldRequirement
-from kapiserver.endpoints.request_info import RequestInfo, parse_request_info
+from kapiserver.request.info import RequestInfo, parse_request_info
 
 
 def info(method: str, url: str) -> RequestInfo:

@@ -6,11 +6,11 @@ import copy
 from twisted.internet import task
 from twisted.trial import unittest
 
-from kapiserver.endpoints.request_info import parse_request_info
 from kapiserver.flowcontrol import bootstrap
 from kapiserver.flowcontrol.controller import APFController, flow_hash
 from kapiserver.flowcontrol.retry_after import DroppedRequests
 from kapiserver.flowcontrol.work_estimate import estimate
+from kapiserver.request.info import parse_request_info
 
 AUTHENTICATED = "system:authenticated"
 

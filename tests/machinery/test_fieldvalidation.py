@@ -5,9 +5,9 @@ import json
 
 from twisted.trial import unittest
 
-from kapiserver.apis.definitions import load_definitions
 from kapiserver.machinery import fieldvalidation as fv
 from kapiserver.machinery.errors import StatusError
+from kapiserver.machinery.openapi_definitions import load_definitions
 
 CONFIGMAP = {"$ref": "#/definitions/io.k8s.api.core.v1.ConfigMap"}
 POD = {"$ref": "#/definitions/io.k8s.api.core.v1.Pod"}

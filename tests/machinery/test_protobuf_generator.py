@@ -7,7 +7,7 @@ import sys
 
 from twisted.trial import unittest
 
-from kapiserver.machinery import protobuf_types
+from kapiserver.machinery import protobuf_tables, protobuf_types
 
 _PATH = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "gen_protobuf_tables.py")
 _spec = importlib.util.spec_from_file_location("gen_protobuf_tables", _PATH)
@@ -73,7 +73,7 @@ class GeneratorParserTests(unittest.TestCase):
         self.assertEqual(gen.short_package("k8s.io.apimachinery.pkg.apis.meta.v1beta1"), "meta.v1beta1")
 
     def test_generated_tables_load_lazily_and_hand_written_tables_win(self):
-        kinds = protobuf_types.all_kinds()
+        kinds = protobuf_tables.all_kinds()
         self.assertEqual(kinds[("apps", "v1", "Deployment")], "apps.Deployment")
         self.assertEqual(kinds[("", "v1", "ConfigMap")], "core.ConfigMap")
-        self.assertIs(protobuf_types.all_messages()["meta.ObjectMeta"], protobuf_types.MESSAGES["meta.ObjectMeta"])
+        self.assertIs(protobuf_tables.all_messages()["meta.ObjectMeta"], protobuf_types.MESSAGES["meta.ObjectMeta"])

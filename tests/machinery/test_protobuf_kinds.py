@@ -15,9 +15,9 @@ from twisted.trial import unittest
 
 from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apis.builtin import builtin_resource_types
-from kapiserver.apis.definitions import load_definitions, ref_name
 from kapiserver.machinery import protobuf
-from kapiserver.machinery.protobuf_types import message_for
+from kapiserver.machinery.openapi_definitions import load_definitions, ref_name
+from kapiserver.machinery.protobuf_tables import message_for
 from kapiserver.registry.resource_type import ResourceType
 
 API_EXTENSIONS = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1."

@@ -2,7 +2,7 @@
 from twisted.trial import unittest
 
 from kapiserver.machinery import validation as v
-from kapiserver.registry.strategy import DNS1123_LABEL, DNS1123_SUBDOMAIN, PATH_SEGMENT
+from kapiserver.machinery.validation import DNS1123_LABEL, DNS1123_SUBDOMAIN, PATH_SEGMENT
 
 SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "

@@ -8,9 +8,9 @@ import inspect
 from twisted.trial import unittest
 
 from kapiserver.apis.builtin import builtin_resource_types
-from kapiserver.apis.definitions import load_definitions
 from kapiserver.apis.events import events as events_v1
 from kapiserver.machinery import errors
+from kapiserver.machinery.openapi_definitions import load_definitions
 
 CONFIG_KEY_MESSAGE = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
                       "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")

@@ -18,7 +18,7 @@ from kapiserver.testing.process import REPO_ROOT, child_env
 
 LOADED_ON_FIRST_USE = (
     "re2",
-    "kapiserver.apiextensions.cel.library",
+    "kapiserver.cel.library",
     "kapiserver.machinery.cel_runtime",
     "kapiserver.admission.policy.typecheck",
 )

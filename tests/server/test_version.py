@@ -5,8 +5,8 @@ from twisted.trial import unittest
 
 from kapiserver import kube_version
 from kapiserver.apis.builtin import builtin_resource_types
-from kapiserver.apis.definitions import DEFINITIONS_FILE, load_definitions
 from kapiserver.machinery import protobuf_tables_generated
+from kapiserver.machinery.openapi_definitions import DEFINITIONS_FILE, load_definitions
 from kapiserver.testing.cases import ServerTestCase, run
 
 

@@ -6,7 +6,7 @@ Inputs are upstream's: ``object`` and ``oldObject`` (null when absent),
 ``params`` and the ``authorizer``.  A policy's ``variables`` are evaluated
 lazily, once per request, when an expression reads them.
 
-Cost is bounded as for CRD rules (apiextensions/cel/cost.py): an estimate
+Cost is bounded as for CRD rules (cel/cost.py): an estimate
 from the expression's shape and the actual sizes of its inputs, against
 upstream's per-call limit and per-evaluation budget.
 """
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kapiserver.admission.cel import authz
-from kapiserver.admission.cel.compiler import (AUTHORIZER, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST, VARIABLES,
-                                               CompiledExpression, functions)
-from kapiserver.admission.interface import Attributes, GroupVersionKind, GroupVersionResource
-from kapiserver.apiextensions.cel import cost
+from kapiserver.cel import cost
+from kapiserver.cel.compiler import (AUTHORIZER, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST, VARIABLES,
+                                     CompiledExpression, functions)
+from kapiserver.registry.admission import Attributes, GroupVersionKind, GroupVersionResource
 
 if TYPE_CHECKING:
     from kapiserver.machinery.cel_runtime import cel

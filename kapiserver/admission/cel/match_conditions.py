@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from kapiserver.admission.cel.compiler import CompiledExpression, Declarations, compile_expression
 from kapiserver.admission.cel.evaluation import RUNTIME_BUDGET_MATCH_CONDITIONS, BudgetExceeded, Evaluator, Inputs
+from kapiserver.cel.compiler import CompiledExpression, Declarations, compile_expression
 
 
 @dataclass

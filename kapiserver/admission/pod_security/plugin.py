@@ -27,11 +27,11 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from kapiserver.admission.errors import admission_forbidden, resource_name
-from kapiserver.admission.interface import CREATE, UPDATE, AdmissionPlugin, Attributes
+from kapiserver.admission.errors import PluginError, admission_forbidden, resource_name
 from kapiserver.admission.pod_security import checks
 from kapiserver.apis.columns import get_path
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
 PLUGIN_NAME = "PodSecurity"
 LABEL_PREFIX = "pod-security.kubernetes.io/"
@@ -328,7 +328,6 @@ def pod_security(config: Optional[bytes], deps: Any) -> PodSecurity:
     try:
         defaults, exemptions = parse_configuration(config)
     except PodSecurityConfigError as e:
-        from kapiserver.admission.plugins import PluginError
         raise PluginError(str(e)) from None
     return PodSecurity(defaults, exemptions, lambda: deps.store("", "v1", "namespaces"),
                        lambda: deps.store("", "v1", "pods"))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from kapiserver.admission.cel.compiler import CompiledExpression, Declarations, compile_expression
 from kapiserver.admission.cel.match_conditions import MatchConditions
-from kapiserver.admission.interface import GroupVersionKind
 from kapiserver.admission.resources import ResourceMapper
+from kapiserver.cel.compiler import CompiledExpression, Declarations, compile_expression
+from kapiserver.registry.admission import GroupVersionKind
 from kapiserver.registry.resource_type import ResourceType
 
 

@@ -22,7 +22,6 @@ from kapiserver.admission.cel import authz
 from kapiserver.admission.cel.evaluation import Inputs, namespace_value, request_value
 from kapiserver.admission.errors import admission_forbidden
 from kapiserver.admission.initializer import AdmissionDeps
-from kapiserver.admission.interface import CONNECT, CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.admission.policy.compiled import CompiledPolicy, compile_policy
 from kapiserver.admission.policy.matcher import Match, MatchError, PolicyMatcher
 from kapiserver.admission.policy.params import ParamError, collect_params
@@ -30,6 +29,7 @@ from kapiserver.admission.policy.validator import DENY, Decision, validate
 from kapiserver.admission.resources import ResourceMapper, convert
 from kapiserver.admission.source import ConfigurationSource
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CONNECT, CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
 
 log = Logger()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from kapiserver.admission.cel.compiler import Declarations
 from kapiserver.admission.cel.match_conditions import MatchConditions
+from kapiserver.cel.compiler import Declarations
 from kapiserver.machinery import errors
 from kapiserver.machinery.labels import EVERYTHING, LabelSelector, selector_from_label_selector_dict
 

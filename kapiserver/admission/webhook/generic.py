@@ -12,13 +12,13 @@ from kapiserver.admission.cel import authz
 from kapiserver.admission.cel.evaluation import Inputs, request_value
 from kapiserver.admission.errors import CallingWebhookError, admission_forbidden
 from kapiserver.admission.initializer import AdmissionDeps
-from kapiserver.admission.interface import AdmissionPlugin, Attributes, GroupVersionKind, GroupVersionResource
 from kapiserver.admission.resources import ResourceMapper, convert
 from kapiserver.admission.source import ConfigurationSource
 from kapiserver.admission.webhook import review
 from kapiserver.admission.webhook.accessor import Webhook
 from kapiserver.admission.webhook.client import CallFailed, WebhookClient
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import AdmissionPlugin, Attributes, GroupVersionKind, GroupVersionResource
 from kapiserver.registry.resource_type import ResourceType
 
 

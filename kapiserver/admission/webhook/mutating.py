@@ -16,10 +16,10 @@ import orjson
 from twisted.logger import Logger
 
 from kapiserver.admission.errors import CallingWebhookError, webhook_denied
-from kapiserver.admission.interface import CONNECT, CREATE, DELETE, UPDATE, Attributes
 from kapiserver.admission.webhook import review
 from kapiserver.admission.webhook.generic import Invocation, VersionedObjects, WebhookPluginBase
 from kapiserver.machinery import codec, errors, jsonpatch
+from kapiserver.registry.admission import CONNECT, CREATE, DELETE, UPDATE, Attributes
 
 log = Logger()
 

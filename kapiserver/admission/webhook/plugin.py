@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from kapiserver.admission.errors import PluginError
 from kapiserver.admission.initializer import AdmissionDeps
 from kapiserver.admission.resources import ResourceMapper
 from kapiserver.admission.webhook.authentication import AuthenticationConfigError, AuthenticationInfoResolver
@@ -19,7 +20,6 @@ __all__ = ["MUTATING", "VALIDATING", "mutating_webhook", "validating_webhook"]
 
 
 def _parts(config: Optional[bytes], deps: AdmissionDeps) -> tuple[WebhookClient, ResourceMapper]:
-    from kapiserver.admission.plugins import PluginError
     try:
         credentials = AuthenticationInfoResolver.from_plugin_config(config)
     except AuthenticationConfigError as e:

@@ -7,8 +7,8 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from kapiserver.admission.interface import Attributes, GroupVersionKind, GroupVersionResource
 from kapiserver.machinery.meta import new_uid
+from kapiserver.registry.admission import Attributes, GroupVersionKind, GroupVersionResource
 
 V1 = "admission.k8s.io/v1"
 V1BETA1 = "admission.k8s.io/v1beta1"

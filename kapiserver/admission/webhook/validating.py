@@ -14,9 +14,9 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.admission.errors import CallingWebhookError, webhook_denied
-from kapiserver.admission.interface import CONNECT, CREATE, DELETE, UPDATE, Attributes
 from kapiserver.admission.webhook.generic import Invocation, VersionedObjects, WebhookPluginBase
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CONNECT, CREATE, DELETE, UPDATE, Attributes
 
 log = Logger()
 

@@ -15,20 +15,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from kapiserver.cel import cost
+from kapiserver.cel.references import BOUND_VARS, OPERATOR, compile_error, ref_error
 from kapiserver.machinery import errors, limits, regex
 from kapiserver.machinery.errors import Cause
-
-from ..schema.paths import child, index, key
-from . import cost
+from kapiserver.machinery.schema_paths import child, index, key
 
 # The CEL engine (and our function library built on it) is imported on first
 # use: its package pulls in a command-line stack worth ~170 ms of start-up,
 # which a server whose CRDs have no validation rules should not pay.
 
 REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
-_OPERATOR = re.compile(r"^[_@!-]")
-_BOUND_VARS = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,"
-                         r"(?:\s*([A-Za-z_]\w*)\s*,)?")
 MAX_MESSAGE_EXPRESSION_RESULT = 5 * 1024
 
 
@@ -104,35 +101,18 @@ def _compile_node(s: dict, path: str, uncorrelatable: bool, uncorrelatable_path:
     return None if node.empty() else node
 
 
-def _compile_error(rule: str, err: Exception) -> str:
-    text = str(err)
-    prefix = f"Failed to parse expression '{rule}': "
-    text = text[len(prefix):] if text.startswith(prefix) else text
-    return text.replace("\n| ", "\n | ")
-
-
 def _undeclared(source: str, program: Any, allow_old_self: bool) -> Optional[str]:
-    from . import library
+    from kapiserver.cel import library
     refs = program.references()
-    bound = {name for m in _BOUND_VARS.finditer(source) for name in m.groups() if name}
+    bound = {name for m in BOUND_VARS.finditer(source) for name in m.groups() if name}
     allowed = {"self"} | library.NAMESPACES | bound | ({"oldSelf"} if allow_old_self else set())
     for name in refs["variables"]:
         if name not in allowed:
-            return _ref_error(source, name)
+            return ref_error(source, name)
     for name in refs["functions"]:
-        if not _OPERATOR.match(name) and name not in library.known_functions():
-            return _ref_error(source, name)
+        if not OPERATOR.match(name) and name not in library.known_functions():
+            return ref_error(source, name)
     return None
-
-
-def _ref_error(source: str, name: str) -> str:
-    m = re.search(rf"(?<![\w.]){re.escape(name)}\b", source) or re.search(re.escape(name), source)
-    offset = m.start() if m else 0
-    line = source.count("\n", 0, offset) + 1
-    col = offset - (source.rfind("\n", 0, offset) + 1) + 1
-    text_line = source.splitlines()[line - 1] if source else ""
-    return (f"ERROR: <input>:{line}:{col}: undeclared reference to '{name}' (in container '')\n"
-            f" | {text_line}\n | {'.' * (col - 1)}^")
 
 
 _STRING_LITERAL = re.compile(r"""[rR]?('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
@@ -174,7 +154,7 @@ def _compile_expression(source: str, allow_old_self: bool = True) -> tuple[Any, 
     try:
         program = cel.compile(source)
     except Exception as e:  # the engine raises ValueError on parse errors
-        return None, _compile_error(source, e)
+        return None, compile_error(source, e)
     problem = _undeclared(source, program, allow_old_self)
     return (None, problem) if problem else (program, None)
 
@@ -336,9 +316,8 @@ def _correlate(node: RuleNode, old: Any) -> Optional[dict]:
 
 
 def _run_rules(node: RuleNode, value: Any, old: Any, path: str, out: list[Cause], budget: _Budget) -> None:
+    from kapiserver.cel import library
     from kapiserver.machinery.cel_runtime import cel
-
-    from . import library
     size = None
     for rule in node.rules:
         if rule.uses_old_self and old is None and not rule.optional_old_self:
@@ -399,7 +378,7 @@ def _rule_error_string(rule: CompiledRule) -> str:
 
 
 def _message(rule: CompiledRule, variables: dict) -> str:
-    from . import library
+    from kapiserver.cel import library
     if rule.message_program is not None:
         try:
             text = rule.message_program.execute(library.new_context(variables))

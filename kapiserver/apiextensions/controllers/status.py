@@ -12,35 +12,57 @@ server.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Awaitable, Callable, Optional
+from typing import Awaitable, Callable, Optional, Protocol
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_true
 from kapiserver.apiextensions.controllers.finalizer import finalize
 from kapiserver.apiextensions.controllers.naming import apply_naming
 from kapiserver.apiextensions.controllers.schema_conditions import apply_api_approval, apply_nonstructural
 from kapiserver.apiextensions.custom_resource import CRDState
-from kapiserver.controllers.informer import Informer
-from kapiserver.controllers.queue import ReconcileQueue
 from kapiserver.machinery import errors
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kapiserver.apiextensions.server import APIExtensionsServer
+from kapiserver.registry.informer import Informer
+from kapiserver.registry.queue import ReconcileQueue
+from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.store import Store
 
 FINALIZE_RETRY_SECONDS = 1.0
 ESTABLISH_DELAY_SECONDS = 5.0  # upstream's hold in HA clusters
 
 
+class CRDInstaller(Protocol):
+    """What the status controller needs of the server serving the CRDs (``apiextensions/server.py``):
+    the CRD Store, what is stored and served, and serving or no longer serving a CRD at once."""
+
+    store: Store
+    # the newest CRD objects seen, by name
+    latest: dict[str, dict]
+    # what each served CRD's custom resources need to know of it (terminating), by name
+    states: dict[str, CRDState]
+
+    def make_store(self, rtype: ResourceType) -> Store: ...
+
+    def builtin_types(self) -> list[ResourceType]: ...
+
+    def install(self, crd: dict) -> None: ...
+
+    def uninstall(self, name: str) -> None: ...
+
+    def remember(self, crd: dict) -> None: ...
+
+
 class CRDStatusController:
-    def __init__(self, server: "APIExtensionsServer", server_count: Callable[[], Awaitable[int]]) -> None:
+    def __init__(self, server: CRDInstaller, reactor: IReactorTime,
+                 server_count: Callable[[], Awaitable[int]]) -> None:
         self.server = server
         self.server_count = server_count
-        self.reactor = server.api.reactor
+        self.reactor = reactor
         self._names_accepted_at: dict[str, float] = {}
         self.store = server.store
-        self.queue = ReconcileQueue("customresourcedefinitions", self._reconcile, server.api.reactor)
-        self.informer = Informer(self.store, self._on_event, server.api.reactor)
+        self.queue = ReconcileQueue("customresourcedefinitions", self._reconcile, reactor)
+        self.informer = Informer(self.store, self._on_event, reactor)
         self._lock = defer.DeferredLock()
 
     def start(self) -> None:
@@ -79,9 +101,9 @@ class CRDStatusController:
         except errors.StatusError as e:
             if e.code != 404:
                 raise
-            server._uninstall(name)
+            server.uninstall(name)
             return
-        server._remember(crd)
+        server.remember(crd)
         if crd["metadata"].get("deletionTimestamp"):
             state = server.states.setdefault(name, CRDState(name))
             state.terminating = True
@@ -89,7 +111,7 @@ class CRDStatusController:
                 self.queue.add(name, FINALIZE_RETRY_SECONDS)
             return
         others = [c for n, c in server.latest.items() if n != name]
-        builtins = server._builtin_types()
+        builtins = server.builtin_types()
         establish = await self._may_establish(crd)
 
         def update_status(current: Optional[dict]) -> dict:
@@ -100,8 +122,8 @@ class CRDStatusController:
             return new
         before = (crd.get("status") or {}).get("acceptedNames")
         crd, _ = await self.store.guaranteed_update("", name, update_status, subresource="status")
-        server._remember(crd)
-        server._install(crd)  # at once here; the other servers install it from their informers
+        server.remember(crd)
+        server.install(crd)  # at once here; the other servers install it from their informers
         if (crd.get("status") or {}).get("acceptedNames") != before:
             self._requeue_group(crd)
 

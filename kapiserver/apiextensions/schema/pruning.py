@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .paths import child, index
+from kapiserver.machinery.schema_paths import child, index
 
 _TYPE_META = ("apiVersion", "kind")
 # ObjectMeta fields kept in an embedded resource's metadata.

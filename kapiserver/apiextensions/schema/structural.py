@@ -13,8 +13,8 @@ from typing import Any
 
 from kapiserver.machinery import errors, regex
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.schema_paths import child, index, key
 
-from .paths import child, index, key
 from .pruning import prune
 from .validation import validate
 

@@ -15,9 +15,9 @@ from typing import Any, Optional
 
 from kapiserver.machinery import errors, regex
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.schema_paths import child, go_number, go_value, index, json_type
 
 from . import formats
-from .paths import child, go_number, go_value, index, json_type
 
 # ObjectMeta fields an embedded resource's metadata may carry.
 _EMBEDDED_REQUIRED = ("apiVersion", "kind")
@@ -33,14 +33,6 @@ def validate(obj: Any, schema: Optional[dict], path: str = "", relative: bool = 
     if schema:
         _validate(obj, schema, path, out, path if relative else "")
     return out
-
-
-def compile_pattern(pattern: str) -> Optional[Any]:
-    """A schema ``pattern`` compiled once with RE2 semantics (None when RE2 refuses it)."""
-    try:
-        return regex.compile(pattern)
-    except regex.RegexError:
-        return None
 
 
 def _name(path: str, base: str = "") -> str:
@@ -132,7 +124,7 @@ def _validate_string(value: str, s: dict, path: str, name: str, out: list[Cause]
     if "minLength" in s and len(value) < s["minLength"]:
         out.append(errors.field_invalid(path, value, f"{name} in body should be at least {s['minLength']} chars long"))
     if "pattern" in s:
-        compiled = compile_pattern(s["pattern"])
+        compiled = regex.compile_or_none(s["pattern"])
         if compiled is not None and not compiled.search(value):
             out.append(errors.field_invalid(path, value, f"{name} in body should match '{s['pattern']}'"))
     fmt = s.get("format")

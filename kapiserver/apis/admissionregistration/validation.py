@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 from urllib.parse import urlsplit
 
-from kapiserver.admission.cel.compiler import Declarations, compile_expression
+from kapiserver.cel.compiler import Declarations, compile_expression
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.errors import Cause
 

@@ -17,8 +17,9 @@ from typing import Optional
 
 from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
+from kapiserver.registry.strategy import Strategy
 
 GROUP = "apiregistration.k8s.io"
 VERSION = "v1"

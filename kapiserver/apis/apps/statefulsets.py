@@ -6,8 +6,9 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.validation import DNS1123_LABEL
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import DNS1123_LABEL, Strategy
+from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.apps.v1.StatefulSet"
 POD_MANAGEMENT_POLICIES = ("OrderedReady", "Parallel")

@@ -5,7 +5,7 @@ authenticated as (from the client certificate: CN and O).
 """
 from __future__ import annotations
 
-from kapiserver.registry.deps import RegistryDeps
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
 

@@ -12,11 +12,11 @@ from typing import Any, Optional
 
 from twisted.internet import defer
 
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult
 from kapiserver.auth.bearertoken import INVALID_TOKEN
 from kapiserver.auth.user import with_authenticated_group
 from kapiserver.machinery import errors
-from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.auth.authorizer import Attributes, decide
 from kapiserver.auth.user import UserInfo
 from kapiserver.machinery import errors
-from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
 

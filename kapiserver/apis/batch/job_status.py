@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kapiserver.apis.batch import jobs
+from kapiserver.apis.batch import job_indexes
 from kapiserver.machinery import errors, meta, validation
 from kapiserver.machinery.errors import Cause
 
@@ -92,8 +92,8 @@ def _overlap(completed: str, failed: str, completions: int) -> str:
     """upstream's validateFailedIndexesNotOverlapCompleted ("" when they do not overlap)."""
     if not completed or not failed:
         return ""
-    parsed_completed = [jobs._parse_interval(i, completions) for i in completed.split(",")]
-    parsed_failed = [jobs._parse_interval(i, completions) for i in failed.split(",")]
+    parsed_completed = [job_indexes.parse_interval(i, completions) for i in completed.split(",")]
+    parsed_failed = [job_indexes.parse_interval(i, completions) for i in failed.split(",")]
     ci = fi = 0
     while ci < len(parsed_completed) and fi < len(parsed_failed):
         cx, cy, cerr = parsed_completed[ci]
@@ -170,13 +170,13 @@ def validate_status(job: dict, opts: dict[str, bool]) -> list[Cause]:
     completed = status.get("completedIndexes") or ""
     failed_indexes = status.get("failedIndexes")
     if opts["invalid_completed"] and validation.is_int(completions):
-        _, problem = jobs.parse_indexes(completed, completions)
+        _, problem = job_indexes.parse_indexes(completed, completions)
         if problem:
             causes.append(errors.field_invalid("status.completedIndexes", completed,
                                                f"error parsing completedIndexes: {problem}"))
     if opts["invalid_failed"] and validation.is_int(completions) and spec.get("backoffLimitPerIndex") is not None \
             and failed_indexes is not None:
-        _, problem = jobs.parse_indexes(str(failed_indexes), completions)
+        _, problem = job_indexes.parse_indexes(str(failed_indexes), completions)
         if problem:
             causes.append(errors.field_invalid("status.failedIndexes", failed_indexes,
                                                f"error parsing failedIndexes: {problem}"))

@@ -9,12 +9,11 @@ controller runs pods here, so STATUS stays ``Running`` and COMPLETIONS ``0/N``.
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any, Optional
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
-from kapiserver.apis.batch import job_status
+from kapiserver.apis.batch import job_indexes, job_status
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, meta, validation
 from kapiserver.machinery.fields import FieldLabelConversion
@@ -290,7 +289,7 @@ def _validate_success_policy(spec: dict, path: str) -> list[errors.Cause]:
         if indexes is not None:
             if len(str(indexes)) > MAX_SUCCEEDED_INDEXES_LENGTH:
                 causes.append(errors.field_too_long(f"{at}.succeededIndexes", MAX_SUCCEEDED_INDEXES_LENGTH))
-            total, problem = parse_indexes(str(indexes), completions)
+            total, problem = job_indexes.parse_indexes(str(indexes), completions)
             if problem:
                 causes.append(errors.field_invalid(f"{at}.succeededIndexes", indexes,
                                                    f"error parsing succeededIndexes: {problem}"))
@@ -304,41 +303,6 @@ def _validate_success_policy(spec: dict, path: str) -> list[errors.Cause]:
                                                    f"{total} (the number of indexes in the specified "
                                                    "succeededIndexes field)"))
     return causes
-
-
-def _parse_interval(text: str, completions: int) -> tuple[int, int, str]:
-    parts = text.split("-")
-    if len(parts) > 2:
-        return 0, 0, (f"the fragment {gorepr.quote(text)} violates the requirement that an index interval can have "
-                      "at most two parts separated by '-'")
-    numbers = []
-    for part in parts:
-        if not re.fullmatch(r"[+-]?[0-9]+", part):
-            return 0, 0, f"cannot convert string to integer for index: {gorepr.quote(part)}"
-        number = int(part)
-        if number >= completions:
-            return 0, 0, f"too large index: {gorepr.quote(part)}"
-        numbers.append(number)
-    if len(numbers) == 2 and numbers[0] >= numbers[1]:
-        return 0, 0, f"non-increasing order, previous: {numbers[0]}, current: {numbers[1]}"
-    return numbers[0], numbers[-1], ""
-
-
-def parse_indexes(text: str, completions: int) -> tuple[int, str]:
-    """upstream's validateIndexesFormat: (how many indexes, the problem or "")."""
-    if not text:
-        return 0, ""
-    last: Optional[int] = None
-    total = 0
-    for interval in text.split(","):
-        low, high, problem = _parse_interval(interval, completions)
-        if problem:
-            return 0, problem
-        if last is not None and last >= low:
-            return 0, f"non-increasing order, previous: {last}, current: {low}"
-        total += high - low + 1
-        last = high
-    return total, ""
 
 
 def _validate_generated_selector(obj: dict, require_prefixed: bool) -> list[errors.Cause]:

@@ -25,9 +25,10 @@ from kapiserver.apis import columns
 from kapiserver.apis.certificates.pem import certificate_problem, check_base64, decoded, parse_csr
 from kapiserver.machinery import errors, meta, validation
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
-from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
+from kapiserver.registry.strategy import Strategy
 from kapiserver.registry.subresources import Subresource
 
 GROUP = "certificates.k8s.io"

@@ -9,6 +9,10 @@ from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.core.v1.ConfigMap"
+# The ConfigMap of the cluster's CA in every namespace: the root CA publisher writes it
+# (controllers/namespace_defaults.py), service-account token volumes project it
+# (admission/service_account.py).  Upstream's RootCACertConfigMapName.
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 
 
 class ConfigMapStrategy(Strategy):

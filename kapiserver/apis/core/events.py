@@ -14,8 +14,9 @@ from typing import Any
 from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
+from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Event"
 OBJECT_REFERENCE = "io.k8s.api.core.v1.ObjectReference"

@@ -29,6 +29,7 @@ from twisted.logger import Logger
 
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
 from kapiserver.apis.core.range_allocation import StoredRange
+from kapiserver.apis.core.service_cluster_ips import validate_cluster_ips_related_fields
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR, IPRange, PortRange
 from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.errors import Cause
@@ -212,8 +213,6 @@ class ServiceAllocator:
 
     def _init_ip_families(self, spec: dict, old_spec: Optional[dict]) -> list[Cause]:
         """upstream's initIPFamilyFields on a single-family cluster."""
-        from kapiserver.apis.core import services  # the checks live with the kind
-
         if spec.get("ipFamilyPolicy") is None:
             if old_spec is not None and old_spec.get("ipFamilyPolicy") is not None:
                 spec["ipFamilyPolicy"] = old_spec["ipFamilyPolicy"]
@@ -221,7 +220,7 @@ class ServiceAllocator:
                 spec["ipFamilyPolicy"] = "RequireDualStack"
             else:
                 spec["ipFamilyPolicy"] = "SingleStack"
-        causes = services.validate_cluster_ips_related_fields(spec)
+        causes = validate_cluster_ips_related_fields(spec)
         if causes:
             return causes
         policy = spec["ipFamilyPolicy"]

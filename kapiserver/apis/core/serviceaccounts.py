@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import serviceaccount_token
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors
-from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 

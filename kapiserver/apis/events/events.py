@@ -12,8 +12,9 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import events as core_events
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.validation import DNS1123_SUBDOMAIN
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import DNS1123_SUBDOMAIN, Strategy
+from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.events.v1.Event"
 GROUP, VERSION = "events.k8s.io", "v1"

@@ -12,6 +12,7 @@ from typing import Any
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.flowcontrol.semantic import semantically_equal
 from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol.api import DANGLING, default_flow_schema_spec, matching_order
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -19,25 +20,11 @@ from kapiserver.registry.strategy import Strategy
 SCHEMA = "io.k8s.api.flowcontrol.v1.FlowSchema"
 SPEC = "io.k8s.api.flowcontrol.v1.FlowSchemaSpec"
 REFERENCE = "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference"
-DEFAULT_MATCHING_PRECEDENCE = 1000
 MAX_MATCHING_PRECEDENCE = 10000
 DISTINGUISHER_METHODS = ["ByNamespace", "ByUser"]
 SUPPORTED_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "proxy", "update", "watch"]
 SUBJECT_KINDS = ["Group", "ServiceAccount", "User"]
-DANGLING = "Dangling"
 _NS_INTRO = "each member of this list must be '*' or a DNS-1123 label; "
-
-
-def default_spec(spec: dict) -> None:
-    """SetDefaults_FlowSchemaSpec."""
-    if not spec.get("matchingPrecedence"):
-        spec["matchingPrecedence"] = DEFAULT_MATCHING_PRECEDENCE
-
-
-def matching_order(fs: dict) -> tuple:
-    """Upstream's FlowSchemaSequence: by matchingPrecedence, then by name."""
-    spec = fs.get("spec") or {}
-    return (spec.get("matchingPrecedence") or 0, (fs.get("metadata") or {}).get("name") or "")
 
 
 class FlowSchemaStrategy(Strategy):
@@ -51,7 +38,7 @@ class FlowSchemaStrategy(Strategy):
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):
-            default_spec(spec)
+            default_flow_schema_spec(spec)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         name = columns.get_path(obj, "metadata", "name", default="")
@@ -61,7 +48,7 @@ class FlowSchemaStrategy(Strategy):
         mandatory = next((f for f in bootstrap.MANDATORY_FLOW_SCHEMAS if f["metadata"]["name"] == name), None)
         if mandatory is not None:
             fixed = dict(mandatory["spec"])
-            default_spec(fixed)
+            default_flow_schema_spec(fixed)
             if not semantically_equal(spec, fixed):
                 causes.append(errors.field_invalid("spec", gorepr.GoRepr("flowcontrol.FlowSchemaSpec{...}"),
                                                    f"spec of '{name}' must equal the fixed value"))

@@ -12,6 +12,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.flowcontrol.flowschemas import validate_status
 from kapiserver.apis.flowcontrol.semantic import semantically_equal
 from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol.api import default_priority_level_spec
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -20,35 +21,11 @@ SCHEMA = "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration"
 SPEC = "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec"
 LIMITED = "io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration"
 QUEUING = "io.k8s.api.flowcontrol.v1.QueuingConfiguration"
-DEFAULT_HAND_SIZE = 8
-DEFAULT_QUEUES = 64
-DEFAULT_QUEUE_LENGTH_LIMIT = 50
-DEFAULT_NOMINAL_CONCURRENCY_SHARES = 30
 MAX_QUEUES = 10 * 1000 * 1000
 MAX_HASH_BITS = 60
 TYPES = ["Exempt", "Limited"]
 LIMIT_RESPONSE_TYPES = ["Queue", "Reject"]
 PRESERVE_ZERO_SHARES = "flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares"
-
-
-def default_spec(spec: dict) -> None:
-    """SetDefaults_ExemptPriorityLevelConfiguration, _LimitedPriorityLevelConfiguration, _QueuingConfiguration."""
-    exempt = spec.get("exempt")
-    if isinstance(exempt, dict):
-        exempt.setdefault("nominalConcurrencyShares", 0)
-        exempt.setdefault("lendablePercent", 0)
-    limited = spec.get("limited")
-    if isinstance(limited, dict):
-        if limited.get("nominalConcurrencyShares") is None:
-            limited["nominalConcurrencyShares"] = DEFAULT_NOMINAL_CONCURRENCY_SHARES
-        if limited.get("lendablePercent") is None:
-            limited["lendablePercent"] = 0
-        queuing = (limited.get("limitResponse") or {}).get("queuing")
-        if isinstance(queuing, dict):
-            for key, value in (("handSize", DEFAULT_HAND_SIZE), ("queues", DEFAULT_QUEUES),
-                               ("queueLengthLimit", DEFAULT_QUEUE_LENGTH_LIMIT)):
-                if not queuing.get(key):
-                    queuing[key] = value
 
 
 def required_entropy_bits(deck_size: int, hand_size: int) -> int:
@@ -66,7 +43,7 @@ class PriorityLevelConfigurationStrategy(Strategy):
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):
-            default_spec(spec)
+            default_priority_level_spec(spec)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         name = columns.get_path(obj, "metadata", "name", default="")
@@ -90,7 +67,7 @@ def _validate_mandatory(name: str, spec: dict) -> list[errors.Cause]:
     if mandatory is None:
         return []
     fixed = bootstrap.mandatory_priority_level(name)["spec"]
-    default_spec(fixed)
+    default_priority_level_spec(fixed)
     have = dict(spec)
     if name == bootstrap.EXEMPT:
         have["exempt"] = fixed.get("exempt")

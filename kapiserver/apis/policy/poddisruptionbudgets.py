@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
+from kapiserver.registry.strategy import Strategy
 
 SCHEMA = "io.k8s.api.policy.v1.PodDisruptionBudget"
 SPEC = "io.k8s.api.policy.v1.PodDisruptionBudgetSpec"

@@ -12,11 +12,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, Awaitable, Callable, Optional
 
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.auth.rbac.escalation import (AGGREGATION_NEEDS_ADMIN, FULL_AUTHORITY, GROUP, bind_authorized,
                                              escalate_authorized, escalation_allowed, missing_permissions,
                                              only_gc_fields_changed)
 from kapiserver.machinery import errors
-from kapiserver.registry.deps import RegistryDeps
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, labels, validation
+from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import TableColumn
-from kapiserver.registry.strategy import PATH_SEGMENT, Strategy
+from kapiserver.registry.strategy import Strategy
 
 GROUP = "rbac.authorization.k8s.io"
 

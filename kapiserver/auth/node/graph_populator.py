@@ -1,7 +1,7 @@
 """Keeps the Node authorizer's graph current: informers over the Pods, PersistentVolumes and
 VolumeAttachments Stores (upstream's node/graph_populator.go over its shared informers).
 
-The same in-process informers as RBAC's policy index (``controllers/informer.py``): a list,
+The same in-process informers as RBAC's policy index (``registry/informer.py``): a list,
 then a watch, restarted with a fresh list when it ends.  A pod enters the graph once it is
 bound to a node, and is added again only when its node, its uid (deleted and created again
 under the same name, possibly on another node) or its ResourceClaim statuses change: all
@@ -17,8 +17,8 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.auth.node.graph import Graph
-from kapiserver.controllers.informer import Informer
 from kapiserver.machinery.pod_references import as_dict, pod_resource_claim_statuses
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.store import Store
 
 DELETED = "DELETED"

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 
 from kapiserver.auth.rbac.policy_index import PolicyIndex
-from kapiserver.controllers.informer import Informer
+from kapiserver.registry.informer import Informer
 
 GROUP = "rbac.authorization.k8s.io"
 

@@ -13,5 +13,7 @@ protocols, subclassed:
   idle keep-alive timeouts, HTTP/2 stream limits and PINGs, and the body gate:
   a request is authenticated as soon as its headers are complete, and its body
   is read only when it was authenticated and fits the limit;
-* ``policy.py``: the limits, from the ``connections`` section of the configuration.
+* ``policy.py``: the limits, from the ``connections`` section of the configuration;
+* ``site.py``: the Site serving the handler chain over these connections;
+  ``interfaces.py``: what a channel needs of the connection it runs on.
 """

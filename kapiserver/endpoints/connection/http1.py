@@ -29,7 +29,7 @@ Twisted's :class:`~twisted.web.http.HTTPChannel`, with:
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IProtocol
@@ -39,11 +39,9 @@ from twisted.python.failure import Failure
 from twisted.web import http
 from zope.interface import implementer
 
+from kapiserver.endpoints.connection.interfaces import ChannelConnection
 from kapiserver.endpoints.filters.request import APIRequest, BodyVerdict
 from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
-
-if TYPE_CHECKING:
-    from kapiserver.endpoints.connection.protocol import APIConnection
 
 log = Logger()
 
@@ -113,7 +111,7 @@ class APIHTTPChannel(http.HTTPChannel):
     transport: Any
     _networkProducer: Any
 
-    def __init__(self, connection: "APIConnection") -> None:
+    def __init__(self, connection: ChannelConnection) -> None:
         super().__init__()
         self.connection = connection
         policy = connection.policy

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import h2.connection
 import h2.errors
@@ -36,10 +36,8 @@ from twisted.python.failure import Failure
 from twisted.logger import Logger
 from twisted.web._http2 import H2Connection, H2Stream, _addHeaderToRequest
 
+from kapiserver.endpoints.connection.interfaces import ChannelConnection
 from kapiserver.endpoints.filters.request import APIRequest, BodyVerdict
-
-if TYPE_CHECKING:
-    from kapiserver.endpoints.connection.protocol import APIConnection
 
 log = Logger()
 
@@ -155,7 +153,7 @@ class APIH2Connection(H2Connection):
     transport: Any
     requestFactory: Any
 
-    def __init__(self, connection: "APIConnection") -> None:
+    def __init__(self, connection: ChannelConnection) -> None:
         super().__init__(connection.reactor)
         self.connection = connection
         policy = connection.policy

@@ -14,9 +14,9 @@ from twisted.web import server
 from kapiserver.auth.authorizer import Attributes, Authorizer, Decision, forbidden
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import FieldRequirement, parse_field_selector
+from kapiserver.request.info import RequestInfo
 
 
 def attributes_for(info: RequestInfo) -> Attributes:

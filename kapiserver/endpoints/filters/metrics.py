@@ -9,7 +9,7 @@ from twisted.web import server
 
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
-from kapiserver.endpoints.request_info import RequestInfo
+from kapiserver.request.info import RequestInfo
 
 # (request info, response code, seconds from arrival to the end of the response)
 Recorder = Callable[[RequestInfo, int, float], None]

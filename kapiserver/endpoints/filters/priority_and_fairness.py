@@ -25,11 +25,11 @@ from twisted.web import server
 
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
-from kapiserver.endpoints.request_info import RequestInfo
 from kapiserver.flowcontrol import bootstrap, work_estimate
 from kapiserver.flowcontrol.controller import APFController, PriorityLevelState
 from kapiserver.flowcontrol.queueset import EXECUTING, WAITING, Request
 from kapiserver.machinery.duration import parse_go_duration
+from kapiserver.request.info import RequestInfo
 
 MAX_WAIT_SECONDS = 60.0
 ANONYMOUS = ("system:anonymous", ("system:unauthenticated",))

@@ -8,8 +8,8 @@ to the chain without its body, and the chain answers it (401 from the
 authentication filter, which reuses the decision; 413 from the request-info
 filter).  The body is held in memory, bounded: past the limit nothing more is
 stored.  A failure that escapes the chain becomes a Status instead of Twisted's
-HTML page.  :class:`APISite` serves the handler chain with such requests over
-the connections of ``endpoints/connection/``.  The handler chain itself is
+HTML page.  ``endpoints/connection/site.py``'s ``APISite`` serves the handler
+chain with such requests over the connections of ``endpoints/connection/``.  The handler chain itself is
 plain resources (``filters/chain.py``), so it also runs under any other Site,
 such as ``treq.testing.StubTreq``'s in memory.
 """
@@ -20,7 +20,7 @@ import io
 from typing import Any, Optional
 
 from twisted.logger import Logger
-from twisted.web import http, resource, server
+from twisted.web import http, server
 
 from twisted.internet import defer
 
@@ -29,11 +29,10 @@ from kapiserver.auth.authorizer import Authorizer
 from kapiserver.auth.decision import AuthenticationDecision
 from kapiserver.auth.user import ANONYMOUS_USER, UserInfo
 from kapiserver.endpoints import respond
-from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.filters.authorization import attributes_for
 from kapiserver.endpoints.request_context import context_of
-from kapiserver.endpoints.request_info import parse_request_info
 from kapiserver.machinery import errors
+from kapiserver.request.info import parse_request_info
 
 log = Logger()
 
@@ -168,46 +167,3 @@ class APIRequest(server.Request):
     def processingFailed(self, reason):  # last resort: a Status, not Twisted's HTML page
         log.failure("request processing failed", reason)
         respond.write_status(self, errors.internal_error())
-
-
-class APISite(server.Site):
-    """The Site of the handler chain: :class:`APIRequest` over the connections of ``endpoints/connection``.
-
-    ``authenticator`` is the one the authentication filter uses (None: requests
-    are authenticated by the filter only, bodies always read), ``authorizer`` the
-    authorization filter's (anonymous uploads it refuses are not read); ``connections``
-    are the open connections, which a graceful shutdown drains.  ``access_log``: a line
-    per request (kube-apiserver writes its request log only at ``-v=3`` and up; here
-    ``log_level: debug``): formatting and writing it costs a busy server several percent.
-    """
-
-    requestFactory = APIRequest
-    displayTracebacks = False
-
-    def __init__(self, handler_chain: resource.IResource, max_body_bytes: int,
-                 authenticator: Optional[Authenticator] = None, policy: Optional[ConnectionPolicy] = None,
-                 reactor: Any = None, authorizer: Optional[Authorizer] = None, access_log: bool = True,
-                 **kwargs: Any) -> None:
-        if reactor is None:
-            from twisted.internet import reactor as default_reactor
-            reactor = default_reactor
-        super().__init__(handler_chain, reactor=reactor, **kwargs)
-        from kapiserver.endpoints.connection.protocol import OpenConnections
-        self.noisy = False
-        self.max_body_bytes = max_body_bytes
-        self.authenticator = authenticator
-        # anonymous requests with a body are authorized before it is read (the filter decides again)
-        self.authorizer = authorizer
-        self.policy = policy if policy is not None else ConnectionPolicy(max_body_bytes=max_body_bytes)
-        self.connections = OpenConnections()
-        self.access_log = access_log
-
-    def log(self, request: Any) -> None:
-        if self.access_log:
-            super().log(request)
-
-    def buildProtocol(self, addr: Any) -> Any:
-        from kapiserver.endpoints.connection.protocol import APIConnection
-        connection = APIConnection(self)
-        connection.factory = self
-        return connection

@@ -13,8 +13,8 @@ from twisted.web import server
 
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
-from kapiserver.endpoints.request_info import parse_request_info
 from kapiserver.machinery import errors
+from kapiserver.request.info import parse_request_info
 
 
 class WithRequestInfo(Filter):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Coroutine
 
-from kapiserver.admission.interface import CONNECT, CREATE
 from kapiserver.admission.resources import subresource_kind
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors
+from kapiserver.registry.admission import CONNECT, CREATE
 from kapiserver.registry.subresources import Location, Subresource, SubresourceRequest
 
 

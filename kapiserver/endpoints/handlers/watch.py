@@ -29,7 +29,7 @@ from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope
 from kapiserver.endpoints.transform import transform_watch_object
-from kapiserver.machinery import codec, protobuf, protobuf_types
+from kapiserver.machinery import codec, protobuf, protobuf_tables
 from kapiserver.registry.watch import ADDED, BOOKMARK, ERROR, INITIAL_EVENTS_END, ResourceWatch
 
 log = Logger()
@@ -277,7 +277,7 @@ class WatchStream:
         target, rtype = self.scope.target, self.scope.rtype
         if not target.as_kind:  # the object itself: the bytes its LISTs memoize
             if self.protobuf:
-                self._memo_key = protobuf_types.message_for(rtype.group, rtype.version, rtype.kind)
+                self._memo_key = protobuf_tables.message_for(rtype.group, rtype.version, rtype.kind)
             elif target.media_type == codec.JSON:
                 self._memo_key = "json"
         self._schedule_feed()

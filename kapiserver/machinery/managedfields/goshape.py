@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
+from kapiserver.machinery.protobuf_tables import all_messages, message_for
 from kapiserver.machinery.protobuf_types import (BOOL, BYTES, FIELDS_V1, INT32, INT64, INT_OR_STRING, MESSAGE,
-                                                 MICRO_TIME, QUANTITY, STRING, TIME, all_messages, message_for,
-                                                 split_api_version)
+                                                 MICRO_TIME, QUANTITY, STRING, TIME, split_api_version)
 
 _MAP_KINDS = frozenset(("map<string,string>", "map<string,bytes>", "map<string,Quantity>", "map<string,Time>",
                         "map<string,ExtraValue>"))

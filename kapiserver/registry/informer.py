@@ -2,6 +2,9 @@
 
 Controllers get ``on_event(type, obj)`` for the initial state (ADDED) and
 every change; a broken or expired watch is restarted with a fresh list.
+It is a client of the Store, as client-go's informers are of the API, so it
+lives beside it: authorizers, flow control, admission and the controllers
+all use it.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ class Informer:
         self._watch: Optional[ResourceWatch] = None
         self._stopped = False
         self._restart = None
-        self.synced = defer.Deferred()
+        self.synced: defer.Deferred[None] = defer.Deferred()
 
     # WatchSink
     def send(self, event_type: str, obj: dict) -> None:

@@ -4,28 +4,28 @@ Most kinds need only the generic Store over the storage backend; a few are
 answered from elsewhere (access reviews ask the authorizer, token requests sign
 with the service-account key, the RBAC kinds check escalation with the rule
 resolver).  They get this typed bundle, built once from the
-completed configuration, instead of the whole server.
+completed configuration, instead of the whole server.  It holds auth's parts,
+so it sits with the kinds (apis/), above auth; the registry knows it only as
+what ``make_store`` is given.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from kapiserver.admission.interface import AdmissionChain
 from kapiserver.auth.authorizer import Authorizer
+from kapiserver.registry.admission import AdmissionChain
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.storage.interface import Storage
 
 if TYPE_CHECKING:
-    from kapiserver.auth.build import Authentication
+    from kapiserver.auth.authentication import Authentication
     from kapiserver.auth.rbac.policy_index import PolicyIndex
     from kapiserver.registry.store import Store
-    from kapiserver.server.config import Config
 
 
 @dataclass(frozen=True)
 class RegistryDeps:
-    config: "Config"
     storage: Storage
     admission: AdmissionChain
     leases: LeaseReuser

@@ -2,7 +2,10 @@
 
 It serves the groups of Established CRDs.  Until the CRDs stored at startup
 are all installed, a request that may belong to one answers 503 rather than a
-misleading 404; past it, everything unmatched is a 404 Status.
+misleading 404; past it, everything unmatched is a 404 Status.  It is the
+CRD link of the server's delegation chain (``kube_api.py`` is the one before
+it), built on the endpoints; what it serves comes from
+``apiextensions/server.py``.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from typing import Hashable
 from twisted.internet.task import Clock
 from twisted.logger import LogLevel, capturedLogs
 from twisted.trial import unittest
+from kapiserver.registry.queue import ReconcileQueue, RetryLater
 
-from kapiserver.controllers.queue import ReconcileQueue, RetryLater
 
 
 class QueueTests(unittest.TestCase):

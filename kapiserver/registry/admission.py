@@ -1,4 +1,9 @@
-"""Admission: plugins that see (and may change or refuse) every write.
+"""Admission's contract with the Store: plugins that see (and may change or refuse) every write.
+
+This is upstream's ``k8s.io/apiserver/pkg/admission`` (interfaces, attributes,
+the chain): the generic registry calls it, as upstream passes admission into
+the Store, and ``kapiserver/admission/`` implements it (the plugins, and
+``admission/plugins.py`` building the chain from the configuration).
 
 As upstream, the chain runs in two phases around the object's validation:
 mutating plugins (``admit``) first, in order, then the strategy's validation

@@ -9,12 +9,12 @@ client-go's delaying queue keeps the earliest.
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Hashable
+from typing import Any, Callable, Coroutine, Hashable
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from kapiserver.machinery import metrics
 
-from kapiserver.server import metrics
 
 log = Logger()
 MAX_BACKOFF_SECONDS = 30.0
@@ -25,7 +25,7 @@ class RetryLater(Exception):
 
 
 class ReconcileQueue:
-    def __init__(self, name: str, reconcile: Callable[[Hashable], Awaitable[None]], reactor) -> None:
+    def __init__(self, name: str, reconcile: Callable[[Hashable], Coroutine[Any, Any, None]], reactor) -> None:
         self.name = name
         self.reconcile = reconcile
         self.reactor = reactor

@@ -9,6 +9,10 @@ for the policy's variables declared before.  Anything else is upstream's
 The engine (cel-rust) has no optional field syntax, so ``a.?b`` and
 ``a[?k]`` are rewritten to calls of ``optSelect``/``optIndex`` before
 compiling; both yield CEL optionals as upstream's syntax does.
+
+Upstream's ``k8s.io/apiserver/pkg/admission/plugin/cel``: admission compiles
+with it, and so does the validation of the admissionregistration kinds
+(``apis/admissionregistration/validation.py``), which sits below admission.
 """
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from kapiserver.apiextensions.cel import cost
-from kapiserver.apiextensions.cel.rules import _BOUND_VARS, _OPERATOR, _compile_error, _ref_error
+from kapiserver.cel import cost
+from kapiserver.cel.references import BOUND_VARS, OPERATOR, compile_error, ref_error
 
 OBJECT, OLD_OBJECT, REQUEST, NAMESPACE, PARAMS, AUTHORIZER, VARIABLES = (
     "object", "oldObject", "request", "namespaceObject", "params", "authorizer", "variables")
@@ -28,7 +32,7 @@ _VARIABLE_REF = re.compile(r"(?<![\w.])variables\s*\.\s*([A-Za-z_]\w*)")
 
 
 # The engine, and the function library built on it, are imported where they are
-# used, so they load with the first expression compiled (apiextensions/cel/library.py).
+# used, so they load with the first expression compiled (cel/library.py).
 def _opt_select(target: Any, name: str) -> Any:
     from kapiserver.machinery.cel_runtime import cel
     if isinstance(target, cel.OptionalValue):
@@ -58,13 +62,13 @@ def _opt_index(target: Any, key: Any) -> Any:
 @functools.cache
 def functions() -> dict[str, Callable]:
     """The functions every admission expression may call (authorizer ones are bound per request)."""
-    from kapiserver.apiextensions.cel import library
+    from kapiserver.cel import library
     return dict(library.functions(), optSelect=_opt_select, optIndex=_opt_index)
 
 
 @functools.cache
 def known_functions() -> frozenset[str]:
-    from kapiserver.apiextensions.cel import library
+    from kapiserver.cel import library
     return library.known_functions() | {"optSelect", "optIndex"} | AUTHZ_FUNCTIONS
 
 
@@ -149,16 +153,16 @@ def rewrite_optional_syntax(source: str) -> str:
 
 
 def _check_references(source: str, program: Any, decls: Declarations) -> Optional[str]:
-    from kapiserver.apiextensions.cel import library
+    from kapiserver.cel import library
     refs = program.references()
-    bound = {name for m in _BOUND_VARS.finditer(source) for name in m.groups() if name}
+    bound = {name for m in BOUND_VARS.finditer(source) for name in m.groups() if name}
     allowed = decls.names() | library.NAMESPACES | bound
     for name in refs["variables"]:
         if name not in allowed:
-            return _ref_error(source, name)
+            return ref_error(source, name)
     for name in refs["functions"]:
-        if not _OPERATOR.match(name) and name not in known_functions():
-            return _ref_error(source, name)
+        if not OPERATOR.match(name) and name not in known_functions():
+            return ref_error(source, name)
     if decls.composition:
         for m in _VARIABLE_REF.finditer(source):
             if m.group(1) not in decls.variables:
@@ -178,7 +182,7 @@ def compile_expression(source: str, decls: Declarations) -> CompiledExpression:
     try:
         program = cel.compile(rewritten)
     except Exception as e:  # the engine raises ValueError on parse errors
-        return CompiledExpression(source, error="compilation failed: " + _compile_error(rewritten, e))
+        return CompiledExpression(source, error="compilation failed: " + compile_error(rewritten, e))
     problem = _check_references(source, program, decls)
     if problem:
         return CompiledExpression(source, error="compilation failed: " + problem)

@@ -7,8 +7,8 @@ from twisted.internet import defer
 from twisted.trial import unittest
 from twisted.web import resource
 
-from kapiserver.endpoints.request_info import parse_request_info
-from kapiserver.server import metrics
+from kapiserver.machinery import metrics
+from kapiserver.request.info import parse_request_info
 
 
 def _samples(text: str, name: str) -> list:

@@ -21,10 +21,8 @@ import urllib.parse
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable
 
-from kapiserver.apiextensions import names
-from kapiserver.apiextensions.cel import network
-from kapiserver.apiextensions.schema.validation import compile_pattern
-from kapiserver.machinery import quantity, regex
+from kapiserver.cel import network
+from kapiserver.machinery import quantity, regex, validation
 
 if TYPE_CHECKING:
     from kapiserver.machinery.cel_runtime import cel
@@ -61,7 +59,7 @@ def _is_sorted(items: list) -> bool:
 
 
 def _find(s: str, pattern: str) -> str:
-    compiled = compile_pattern(pattern)
+    compiled = regex.compile_or_none(pattern)
     if compiled is None:
         raise ValueError(f"invalid regex: {pattern}")
     m = compiled.search(s)
@@ -69,7 +67,7 @@ def _find(s: str, pattern: str) -> str:
 
 
 def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    compiled = compile_pattern(pattern)
+    compiled = regex.compile_or_none(pattern)
     if compiled is None:
         raise ValueError(f"invalid regex: {pattern}")
     found = [m.group(0) for m in compiled.finditer(s)]
@@ -285,9 +283,9 @@ _K8S_FUNCTIONS: dict[str, Callable] = {
     "getPort": _port,
     "getEscapedPath": lambda u: _u(u).path,
     "getQuery": _query,
-    "format.dns1123Label": _format_checker("dns1123Label", names.dns1123_label),
-    "format.dns1123Subdomain": _format_checker("dns1123Subdomain", names.dns1123_subdomain),
-    "format.dns1035Label": _format_checker("dns1035Label", names.dns1035_label),
+    "format.dns1123Label": _format_checker("dns1123Label", validation.is_dns1123_label),
+    "format.dns1123Subdomain": _format_checker("dns1123Subdomain", validation.is_dns1123_subdomain),
+    "format.dns1035Label": _format_checker("dns1035Label", validation.is_dns1035_label),
     "format.qualifiedName": _format_checker(
         "qualifiedName", lambda v: [] if re.match(r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$", v)
         else ["name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "

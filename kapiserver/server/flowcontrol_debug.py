@@ -3,6 +3,8 @@
 Text in upstream's layout: comma-separated columns aligned by Go's
 tabwriter, one row per priority level, per queue, or per request (waiting
 or running); ``?includeRequestDetails=1`` adds who and what to each request.
+An HTTP resource the server installs (upstream's ``apfController.Install`` on
+the server's mux), reading the controller of ``kapiserver.flowcontrol``.
 """
 from __future__ import annotations
 

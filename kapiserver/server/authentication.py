@@ -10,18 +10,20 @@ configuration names (blocking: call it at start) and returns everything the
 server needs from authentication: the handler chain's authenticator, the token
 authenticators TokenReview asks, the CAs the TLS handshake trusts, what the
 ``extension-apiserver-authentication`` ConfigMap publishes, and the
-service-account token signer.
+service-account token signer (:class:`~kapiserver.auth.authentication.Authentication`).
+It composes auth/ from the server's whole configuration, as upstream's
+``pkg/kubeapiserver/authenticator`` does, so it sits with the server.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from twisted.logger import Logger
 
 from kapiserver.auth import jose
+from kapiserver.auth.authentication import Authentication, RequestHeaderTrust
 from kapiserver.auth.authenticator import Authenticator, ClientCertificateAuthenticator, TokenAuthenticator, \
     UnionAuthenticator
 from kapiserver.auth.authentication_configuration import (AuthenticationConfigurationError,
@@ -48,44 +50,6 @@ log = Logger()
 
 class CredentialsError(Exception):
     """A credential file named by the configuration is missing or unreadable; ``str()`` is one line."""
-
-
-@dataclass(frozen=True)
-class RequestHeaderTrust:
-    """What front-proxy authentication trusts, as the ConfigMap publishes it."""
-
-    ca_pem: bytes
-    allowed_names: tuple[str, ...]
-    username_headers: tuple[str, ...]
-    group_headers: tuple[str, ...]
-    extra_headers_prefix: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Authentication:
-    # the handler chain's authenticator
-    request: UnionAuthenticator
-    # every bearer-token authenticator (TokenReview); None when none is configured
-    tokens: Optional[TokenAuthenticator]
-    api_audiences: tuple[str, ...]
-    # PEM of every CA a client certificate may chain to (the TLS handshake); b"" = none configured
-    handshake_client_cas: bytes
-    # the client CA bundle (published as client-ca-file)
-    client_ca_pem: bytes
-    requestheader: Optional[RequestHeaderTrust]
-    # signing side of ServiceAccount tokens; None without a signing key
-    service_accounts: Optional[ServiceAccountTokens]
-    # JWT authenticators of the authentication configuration file (fetch their issuers' keys)
-    jwt: tuple[JWTAuthenticator, ...] = ()
-
-    def start(self) -> None:
-        """Begin what runs in the background: OIDC discovery."""
-        for authenticator in self.jwt:
-            authenticator.start()
-
-    def stop(self) -> None:
-        for authenticator in self.jwt:
-            authenticator.stop()
 
 
 def _read(path: str, default: bool, what: str) -> Optional[bytes]:

@@ -1,4 +1,5 @@
-"""Field paths and Go-style value rendering shared by the schema walkers."""
+"""Field paths (upstream's field.Path) and Go-style value rendering shared by the schema walkers:
+the CRD schema checks, pruning and CEL rules (apiextensions) and fieldValidation (machinery)."""
 from __future__ import annotations
 
 import math

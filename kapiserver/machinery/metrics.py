@@ -5,6 +5,11 @@ The names and label sets follow kube-apiserver (``apiserver_request_total``,
 alerts work.  The registry is per :class:`Metrics` instance (not
 prometheus_client's global one) so several servers in one test process do not
 collide.
+
+This is upstream's component-base metrics registry (``legacyregistry``): it
+sits on the ground floor so that every layer records into it, and a part with
+metrics of its own registers them in :data:`METRICS` (``audit/metrics.py``,
+``flowcontrol/metrics.py``).
 """
 from __future__ import annotations
 
@@ -88,9 +93,6 @@ class Metrics:
             "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"], registry=self.registry)
         self._storage = _StorageObjectsCollector()
         self.registry.register(self._storage)
-        from kapiserver.flowcontrol.metrics import FlowControlCollector
-        self._flow_control = FlowControlCollector()
-        self.registry.register(self._flow_control)
         for kind in ("readOnly", "mutating"):
             self.inflight.labels(request_kind=kind).set(0)
 
@@ -134,10 +136,6 @@ class Metrics:
         """``source()`` returns {resource (e.g. ``pods``, ``deployments.apps``): count}; called per scrape."""
         self._storage.source = source
 
-    def set_flow_control_source(self, source: Optional[Callable[[], Any]]) -> None:
-        """``source()`` returns the API Priority and Fairness controller (or None); read per scrape."""
-        self._flow_control.source = source
-
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -165,7 +163,7 @@ _METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST
 
 def record_request(info: Any, code: int, seconds: float, dry_run: bool = False,
                    metrics: Optional[Metrics] = None) -> None:
-    """Record one finished request described by a RequestInfo (kapiserver.endpoints.request_info)."""
+    """Record one finished request described by a RequestInfo (kapiserver.request.info)."""
     target = metrics or METRICS
     verb = _METRIC_VERBS.get(info.verb, info.verb.upper())
     if info.is_resource_request:
