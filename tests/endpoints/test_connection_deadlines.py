@@ -22,7 +22,7 @@ from twisted.web import resource, server
 from zope.interface import alsoProvides
 
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
-from kapiserver.endpoints.filters.request import APISite
+from kapiserver.endpoints.connection.site import APISite
 
 HANDSHAKE, HEAD, IDLE = 2.0, 2.0, 3.0
 PING_INTERVAL, PING_TIMEOUT = 2.0, 1.0

@@ -14,7 +14,7 @@ from twisted.trial import unittest
 from twisted.web import resource, server
 
 from kapiserver.endpoints.connection.http1 import HIJACK_BUFFER_BYTES, HijackedHTTPConnection
-from kapiserver.endpoints.filters.request import APISite
+from kapiserver.endpoints.connection.site import APISite
 
 LIMIT = 1024 * 1024
 UPGRADE = (b"GET /upgrade HTTP/1.1\r\nHost: kapiserver\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
