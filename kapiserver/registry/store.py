@@ -1011,16 +1011,9 @@ class Store:
                     marked["metadata"]["finalizers"] = finalizers
                 if ctx.dry_run or opts.dry_run:
                     return marked, False
-                try:
-                    written = await self.storage.update(key, await self._encode_async(marked),
-                                                        expected_mod_revision=kv.mod_revision)
-                except st.ConflictError as e:
-                    base.replace(e.current)
+                written = await self._mark(key, marked, kv, base)
+                if written is None:
                     continue
-                except st.KeyNotFoundError:
-                    base.replace(None)
-                    continue
-                marked["metadata"]["resourceVersion"] = str(written.mod_revision)
                 if finalizers or period > 0:  # the kubelet (or a finalizer's owner) finishes the deletion
                     return await self._external(marked), False
                 # a period of 0: marked, then removed at once (upstream's two writes; watchers see both)
@@ -1053,16 +1046,8 @@ class Store:
                 mmd["deletionGracePeriodSeconds"] = 0
                 if ctx.dry_run or opts.dry_run:
                     return marked, False
-                try:
-                    written = await self.storage.update(key, await self._encode_async(marked),
-                                                        expected_mod_revision=kv.mod_revision)
-                except st.ConflictError as e:
-                    base.replace(e.current)
+                if await self._mark(key, marked, kv, base) is None:
                     continue
-                except st.KeyNotFoundError:
-                    base.replace(None)
-                    continue
-                marked["metadata"]["resourceVersion"] = str(written.mod_revision)
                 return await self._external(marked), False
             if ctx.dry_run or opts.dry_run:
                 return current, True
@@ -1076,6 +1061,21 @@ class Store:
             await self._after_delete(current)
             current["metadata"]["resourceVersion"] = str(deleted.mod_revision)
             return current, True
+
+    async def _mark(self, key: str, marked: dict, kv: st.KeyValue, base: "WriteBase") -> Optional[st.KeyValue]:
+        """Write a delete's mark (deletionTimestamp, finalizers) over ``kv``; the written kv, or
+        None when another write came first (``base`` then holds what is stored: try again)."""
+        try:
+            written = await self.storage.update(key, await self._encode_async(marked),
+                                                expected_mod_revision=kv.mod_revision)
+        except st.ConflictError as e:
+            base.replace(e.current)
+            return None
+        except st.KeyNotFoundError:
+            base.replace(None)
+            return None
+        marked["metadata"]["resourceVersion"] = str(written.mod_revision)
+        return written
 
     def _graceful_deletion(self, current: dict, opts: DeleteOptions) -> Any:
         """upstream's rest.BeforeDelete for kinds deleted gracefully: None (not graceful: delete,
