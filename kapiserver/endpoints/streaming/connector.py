@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional
 from urllib.parse import quote, unquote_to_bytes, urlencode
 
 from twisted.internet import defer, protocol, threads
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.endpoints import wrapClientTLS
 from twisted.internet.interfaces import (IHostnameResolver, IOpenSSLClientConnectionCreator, IPushProducer,
                                          IReactorPluggableNameResolver, IReactorTCP, IReactorThreads, IReactorTime,
@@ -39,6 +40,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.client import URI, Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
+from twisted.web._newclient import RequestTransmissionFailed, ResponseFailed, ResponseNeverReceived
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, IResponse
@@ -105,7 +107,8 @@ def forwarded_headers(request: server.Request, keep_upgrade: bool) -> list[tuple
 def with_forwarded_for(request: server.Request, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """``headers`` with the client's address appended to ``X-Forwarded-For`` (upstream's
     AppendForwardedForHeader: prior values folded into one, comma-separated)."""
-    client_ip = getattr(request.getClientAddress(), "host", "")
+    address = request.getClientAddress()
+    client_ip = address.host if isinstance(address, (IPv4Address, IPv6Address)) else ""
     if not client_ip:
         return headers
     prior = b", ".join(request.requestHeaders.getRawHeaders(b"x-forwarded-for") or [])
@@ -504,10 +507,12 @@ class _BoundedPage(protocol.Protocol):
             self.transport.stopProducing()
 
 
+_WrapperError = (ResponseNeverReceived, RequestTransmissionFailed, ResponseFailed)
+
+
 def _describe(e: BaseException) -> str:
-    reasons = getattr(e, "reasons", None)  # twisted's ResponseNeverReceived and the like
-    if reasons:
-        return "; ".join(r.getErrorMessage() for r in reasons)
+    if isinstance(e, _WrapperError) and e.reasons:  # twisted.web.client's failures carry their causes
+        return "; ".join(r.getErrorMessage() for r in e.reasons)
     return str(e) or type(e).__name__
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from twisted.internet import defer, ssl
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import (IAddress, IHostnameResolver, IHostResolution, IOpenSSLClientConnectionCreator,
                                          IResolutionReceiver)
 from zope.interface import implementer
@@ -84,9 +85,8 @@ class _Addresses:
         pass
 
     def addressResolved(self, address: IAddress) -> None:
-        host = getattr(address, "host", None)
-        if isinstance(host, str):
-            self.hosts.append(host)
+        if isinstance(address, (IPv4Address, IPv6Address)):
+            self.hosts.append(address.host)
 
     def resolutionComplete(self) -> None:
         self.done.callback(self.hosts)
