@@ -121,6 +121,10 @@ class CreateGetTests(ServerTestCase):
     async def test_unsupported_content_type_is_415(self):
         r = await self.client.post(CM, raw=b"a=b", content_type="application/x-www-form-urlencoded")
         self.assertEqual(r.code, 415)
+        # upstream lists the serializers' media types (not the patch types, not the one it got)
+        self.assertEqual((r.body["reason"], r.body["message"]), (
+            "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types "
+            "include: application/json, application/yaml, application/vnd.kubernetes.protobuf"))
 
     @run
     async def test_unacceptable_accept_is_406(self):
