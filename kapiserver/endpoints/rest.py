@@ -34,6 +34,9 @@ HANDLERS = {
     "deletecollection": deletecollection.delete_collection,
 }
 SCALE_HANDLERS = {"get": scale.get_scale, "update": scale.update_scale, "patch": scale.patch_scale}
+# the verbs served on an object's own path: without any of them upstream registers no such path (a
+# create-only kind such as SelfSubjectReview), so a request naming an object is 404, not 405
+ITEM_VERBS = frozenset(("get", "update", "patch", "delete"))
 # verbs each subresource answers
 SUBRESOURCE_VERBS = {"status": ("get", "update", "patch"), "scale": ("get", "update", "patch")}
 
@@ -69,6 +72,8 @@ class RESTEndpoint(resource.Resource):
                     raise errors.resource_not_found()
                 elif verb not in SUBRESOURCE_VERBS[info.subresource]:
                     raise errors.method_not_allowed()
+            elif info.name and ITEM_VERBS.isdisjoint(rtype.verbs):
+                raise errors.resource_not_found()
             elif verb not in rtype.verbs:
                 if verb == "watch" and "list" in rtype.verbs:  # the route exists, the storage cannot watch
                     raise errors.method_not_supported(rtype.plural, rtype.group, verb)

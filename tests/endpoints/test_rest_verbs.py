@@ -126,6 +126,21 @@ class CreateGetTests(ServerTestCase):
             "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types "
             "include: application/json, application/yaml, application/vnd.kubernetes.protobuf"))
 
+
+    @run
+    async def test_create_only_kind_has_no_object_path(self):
+        """Upstream registers no path for an object of a kind that is only created (the reviews, Binding):
+        naming one is 404 whatever the method; its collection path exists, so another method there is 405."""
+        reviews = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+        for method, path in (("GET", reviews + "/x"), ("PUT", reviews + "/x"), ("DELETE", reviews + "/x"),
+                             ("GET", "/api/v1/namespaces/default/bindings/x"),
+                             ("GET", "/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews/x")):
+            r = await self.client.request(method, path, raw=b"{}" if method == "PUT" else None)
+            self.assertEqual((r.code, r.body["reason"], r.body["message"]),
+                             (404, "NotFound", "the server could not find the requested resource"), (method, path))
+        r = await self.client.get(reviews)
+        self.assertEqual((r.code, r.body["reason"]), (405, "MethodNotAllowed"))
+
     @run
     async def test_unacceptable_accept_is_406(self):
         r = await self.client.get(CM, headers={"Accept": "application/x-unheard-of"})
