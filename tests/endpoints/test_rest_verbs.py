@@ -673,9 +673,27 @@ class WatchTests(ServerTestCase):
         self.assertLess(types.index("ADDED"), types.index("BOOKMARK"))
 
     @run
-    async def test_send_initial_events_requires_bookmarks(self):
-        r = await self.client.get(CM + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
-        self.assertEqual(r.code, 422)
+    async def test_send_initial_events_without_bookmarks_is_a_watch_list_without_them(self):
+        """Upstream's validateWatchOptions asks for resourceVersionMatch=NotOlderThan, not for bookmarks."""
+        await self.client.post(CM, cm("nb1"))
+        events = await self._watch("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
+        self.assertIn("nb1", [e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED"])
+        self.assertNotIn("BOOKMARK", [e["type"] for e in events])
+        r = await self.client.get(CM + "?watch=true&sendInitialEvents=true&resourceVersionMatch=Exact")
+        self.assertEqual((r.code, r.body["message"]), (422, 'ListOptions.meta.k8s.io "" is invalid: '
+                         '[resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch '
+                         'to NotOlderThan, resourceVersionMatch: Unsupported value: "Exact": supported values: '
+                         '"NotOlderThan"]'))
+
+    @run
+    async def test_list_options_are_validated_in_upstream_order(self):
+        # kube-apiserver v1.32.13's message for the same query
+        r = await self.client.get(CM + "?sendInitialEvents=true&resourceVersionMatch=Bogus")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (422, "Invalid", (
+            'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is '
+            'forbidden unless resourceVersion is provided, resourceVersionMatch: Unsupported value: "Bogus": '
+            'supported values: "Exact", "NotOlderThan", "", sendInitialEvents: Forbidden: sendInitialEvents is '
+            'forbidden for list]')))
 
     @run
     async def test_timeout_seconds_ends_the_watch(self):
