@@ -159,12 +159,15 @@ class Connection:
         self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
         self._dir = tempfile.mkdtemp(prefix="kapi-fuzz-")
         paths = {}
-        for name, key in (("ca", "certificate-authority-data"), ("cert", "client-certificate-data"),
-                          ("key", "client-key-data")):
-            data = cluster.get(key) if name == "ca" else user.get(key)
+        for name, key in (("ca", "certificate-authority"), ("cert", "client-certificate"),
+                          ("key", "client-key")):
+            section = cluster if name == "ca" else user
+            if section.get(key + "-data") is None and section.get(key):
+                paths[name] = section[key]  # a kubeconfig naming files (kube-apiserver's admin.kubeconfig)
+                continue
             paths[name] = os.path.join(self._dir, name + ".pem")
             with open(paths[name], "wb") as f:
-                f.write(base64.b64decode(data))
+                f.write(base64.b64decode(section[key + "-data"]))
         self.ctx = ssl.create_default_context(cafile=paths["ca"])
         self.ctx.load_cert_chain(paths["cert"], paths["key"])
         self.ctx.set_alpn_protocols(["http/1.1"])

@@ -129,6 +129,34 @@ def _negotiate(accept: str, allowed_as: tuple[tuple[str, str, str], ...], protob
     raise errors.not_acceptable()
 
 
+STREAM_MEDIA_TYPES = ("application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch")
+
+
+def route_produces(verb: str) -> tuple[str, ...]:
+    """The media types upstream's route of a built-in kind declares (installer.go): a list's route adds the
+    watch streams."""
+    if verb in ("list", "watch"):
+        return errors.BUILTIN_MEDIA_TYPES + STREAM_MEDIA_TYPES
+    return errors.BUILTIN_MEDIA_TYPES
+
+
+def check_route_accepts(accept: Optional[str], produces: tuple[str, ...]) -> None:
+    """406 as go-restful's router answers before any handler runs, for the routes of built-in kinds.
+
+    It compares each Accept type, parameters cut off, with the route's types literally: only ``*/*`` is a
+    wildcard (``application/*`` is not), no case folding.  What passes is negotiated by :func:`negotiate`.
+    """
+    if not accept:
+        return
+    for part in accept.split(","):
+        mime = part.split(";", 1)[0].strip(" ")
+        if mime == "*/*" or mime in produces:
+            return
+    # (the router's error becomes a generic server response: empty details, unlike the handler's 406)
+    raise errors.StatusError(406, "NotAcceptable",
+                             f"406: Not Acceptable\n\nAvailable representations: {', '.join(produces)}", {})
+
+
 TABLE_SHAPES = (("Table", "meta.k8s.io", "v1"), ("Table", "meta.k8s.io", "v1beta1"))
 PARTIAL_SHAPES = (("PartialObjectMetadata", "meta.k8s.io", "v1"),
                   ("PartialObjectMetadata", "meta.k8s.io", "v1beta1"),

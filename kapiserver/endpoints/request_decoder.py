@@ -118,7 +118,7 @@ def parse(body: bytes, media: str, kind: str, rtype: Optional[ResourceType] = No
         except RecursionError:
             raise unrecognized(kind, f"unable to decode protobuf body: {limits.depth_message()}", body) from None
         return ParsedBody(decoded.obj, unknown=list(decoded.unknown_fields))
-    raise errors.unsupported_media_type(media)
+    raise errors.unsupported_media_type()
 
 
 def count_keys(value: Any) -> int:

@@ -15,7 +15,7 @@ from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.endpoints.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
 from kapiserver.endpoints.handlers import scale, subresource, update, watch as watch_handler
-from kapiserver.endpoints.negotiation import negotiate
+from kapiserver.endpoints.negotiation import check_route_accepts, negotiate, route_produces
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints.list_encoding import list_body
@@ -34,6 +34,9 @@ HANDLERS = {
     "deletecollection": deletecollection.delete_collection,
 }
 SCALE_HANDLERS = {"get": scale.get_scale, "update": scale.update_scale, "patch": scale.patch_scale}
+# the verbs served on an object's own path: without any of them upstream registers no such path (a
+# create-only kind such as SelfSubjectReview), so a request naming an object is 404, not 405
+ITEM_VERBS = frozenset(("get", "update", "patch", "delete"))
 # verbs each subresource answers
 SUBRESOURCE_VERBS = {"status": ("get", "update", "patch"), "scale": ("get", "update", "patch")}
 
@@ -69,11 +72,17 @@ class RESTEndpoint(resource.Resource):
                     raise errors.resource_not_found()
                 elif verb not in SUBRESOURCE_VERBS[info.subresource]:
                     raise errors.method_not_allowed()
+            elif info.name and ITEM_VERBS.isdisjoint(rtype.verbs):
+                raise errors.resource_not_found()
             elif verb not in rtype.verbs:
                 if verb == "watch" and "list" in rtype.verbs:  # the route exists, the storage cannot watch
                     raise errors.method_not_supported(rtype.plural, rtype.group, verb)
                 raise errors.method_not_allowed()
             accept = request.getHeader(b"accept")
+            if not rtype.is_crd and (sub is None or info.subresource in SUBRESOURCE_VERBS):
+                # go-restful's route check (custom resources have no routes; other subresources
+                # declare their own types)
+                check_route_accepts(accept.decode("latin-1") if accept else None, route_produces(verb))
             printable = rtype.table_convertor and (sub is None or (sub.create is None and sub.connect is None))
             target = negotiate(accept.decode("latin-1") if accept else None, allowed_shapes(verb, printable),
                                protobuf_objects=not rtype.is_crd)

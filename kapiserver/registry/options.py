@@ -95,35 +95,52 @@ class ListOptions:
         if self.timeout_seconds is not None and self.timeout_seconds < 0:
             causes.append(errors.field_invalid("timeoutSeconds", self.timeout_seconds,
                                                "must be greater than or equal to 0"))
-        match = self.resource_version_match
-        if match and match not in (NOT_OLDER_THAN, EXACT):
-            causes.append(errors.Cause(errors.NOT_SUPPORTED,
-                                       f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"',
-                                       "resourceVersionMatch"))
-        if match and not self.resource_version and match == EXACT:
-            causes.append(errors.Cause(errors.FORBIDDEN, "resourceVersionMatch is forbidden unless resourceVersion "
-                                       "is provided", "resourceVersionMatch"))
-        if match == EXACT and self.resource_version == "0":
-            causes.append(errors.Cause(errors.FORBIDDEN, 'resourceVersionMatch "exact" is forbidden for '
-                                       'resourceVersion "0"', "resourceVersionMatch"))
         if self.continue_token and self.resource_version and self.resource_version != "0":
             causes.append(errors.Cause(errors.FORBIDDEN, "specifying resource version is not allowed when using "
                                        "continue", "resourceVersion"))
-        if self.send_initial_events is not None:
-            if not self.watch:
-                causes.append(errors.Cause(errors.FORBIDDEN, "sendInitialEvents is forbidden for list",
-                                           "sendInitialEvents"))
-            elif not self.allow_watch_bookmarks:
-                causes.append(errors.Cause(errors.FORBIDDEN, "sendInitialEvents requires setting "
-                                           "allowWatchBookmarks to true", "allowWatchBookmarks"))
-            elif match != NOT_OLDER_THAN:
-                causes.append(errors.Cause(errors.FORBIDDEN, "sendInitialEvents requires setting "
-                                           "resourceVersionMatch to NotOlderThan", "sendInitialEvents"))
-        elif self.watch and match:
-            causes.append(errors.Cause(errors.FORBIDDEN, "resourceVersionMatch is forbidden for watch unless "
-                                       "sendInitialEvents is provided", "resourceVersionMatch"))
+        causes += self._watch_causes() if self.watch else self._list_causes()
         if causes:
             raise errors.invalid("ListOptions", "meta.k8s.io", "", causes)
+
+    def _list_causes(self) -> list[errors.Cause]:
+        """Upstream's ValidateListOptions for a list, in its order."""
+        causes = []
+        match = self.resource_version_match
+        if match:
+            if not self.resource_version:
+                causes.append(errors.field_forbidden(
+                    "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+            if self.continue_token:
+                causes.append(errors.field_forbidden(
+                    "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
+            if match not in (EXACT, NOT_OLDER_THAN):
+                causes.append(errors.field_not_supported("resourceVersionMatch", match, [EXACT, NOT_OLDER_THAN, ""]))
+            if match == EXACT and self.resource_version == "0":
+                causes.append(errors.field_forbidden(
+                    "resourceVersionMatch", 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
+        if self.send_initial_events is not None:
+            causes.append(errors.field_forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+        return causes
+
+    def _watch_causes(self) -> list[errors.Cause]:
+        """Upstream's validateWatchOptions (the WatchList feature is on in v1.32)."""
+        causes = []
+        match = self.resource_version_match
+        if self.send_initial_events is not None:
+            if match != NOT_OLDER_THAN:
+                causes.append(errors.field_forbidden(
+                    "resourceVersionMatch", f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}"))
+        if match:
+            if self.send_initial_events is None:
+                causes.append(errors.field_forbidden(
+                    "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                    "provided"))
+            if match != NOT_OLDER_THAN:
+                causes.append(errors.field_not_supported("resourceVersionMatch", match, [NOT_OLDER_THAN]))
+            if self.continue_token:
+                causes.append(errors.field_forbidden(
+                    "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
+        return causes
 
     def parsed_resource_version(self) -> int:
         """The resourceVersion as a revision (0 when unset or "0")."""

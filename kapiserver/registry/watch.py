@@ -114,7 +114,7 @@ class ResourceWatch:
                 for obj in initial_objs:
                     if self.matches is None or self.matches(obj):
                         self.sink.send(ADDED, obj)
-            if opts.send_initial_events:
+            if opts.send_initial_events and opts.allow_watch_bookmarks:  # (upstream sends none unasked)
                 self._bookmark({INITIAL_EVENTS_END: "true"})
         else:
             self.revision = parse_resource_version(opts.resource_version)

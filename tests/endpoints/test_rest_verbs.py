@@ -121,12 +121,44 @@ class CreateGetTests(ServerTestCase):
     async def test_unsupported_content_type_is_415(self):
         r = await self.client.post(CM, raw=b"a=b", content_type="application/x-www-form-urlencoded")
         self.assertEqual(r.code, 415)
+        # upstream lists the serializers' media types (not the patch types, not the one it got)
+        self.assertEqual((r.body["reason"], r.body["message"]), (
+            "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types "
+            "include: application/json, application/yaml, application/vnd.kubernetes.protobuf"))
+
+    @run
+    async def test_create_only_kind_has_no_object_path(self):
+        """Upstream registers no path for an object of a kind that is only created (the reviews, Binding):
+        naming one is 404 whatever the method; its collection path exists, so another method there is 405."""
+        reviews = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+        for method, path in (("GET", reviews + "/x"), ("PUT", reviews + "/x"), ("DELETE", reviews + "/x"),
+                             ("GET", "/api/v1/namespaces/default/bindings/x"),
+                             ("GET", "/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews/x")):
+            r = await self.client.request(method, path, raw=b"{}" if method == "PUT" else None)
+            self.assertEqual((r.code, r.body["reason"], r.body["message"]),
+                             (404, "NotFound", "the server could not find the requested resource"), (method, path))
+        r = await self.client.get(reviews)
+        self.assertEqual((r.code, r.body["reason"]), (405, "MethodNotAllowed"))
 
     @run
     async def test_unacceptable_accept_is_406(self):
         r = await self.client.get(CM, headers={"Accept": "application/x-unheard-of"})
         self.assertEqual(r.code, 406)
         self.assertEqual(r.body["reason"], "NotAcceptable")
+        # go-restful's router answers for a built-in kind, listing its route's types (a list's: the streams
+        # too), before any handler; only */* is a wildcard there
+        self.assertEqual((r.body["message"], r.body["details"]), (
+            "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, "
+            "application/vnd.kubernetes.protobuf, application/json;stream=watch, "
+            "application/vnd.kubernetes.protobuf;stream=watch", {}))
+        await self.client.post(CM, cm("accept"))
+        for accept in ("text/html", "application/*", "text/html, application/*;q=0.5"):
+            r = await self.client.get(CM + "/accept", headers={"Accept": accept})
+            self.assertEqual((r.code, r.body["message"]), (406, "406: Not Acceptable\n\nAvailable representations: "
+                             "application/json, application/yaml, application/vnd.kubernetes.protobuf"), accept)
+        for accept in ("text/html, */*;q=0.1", "application/json;q=abc", "application/yaml ;x=y"):
+            r = await self.client.get(CM + "/accept", headers={"Accept": accept})
+            self.assertEqual(r.code, 200, accept)
 
     @run
     async def test_yaml_in_and_out(self):
@@ -641,9 +673,27 @@ class WatchTests(ServerTestCase):
         self.assertLess(types.index("ADDED"), types.index("BOOKMARK"))
 
     @run
-    async def test_send_initial_events_requires_bookmarks(self):
-        r = await self.client.get(CM + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
-        self.assertEqual(r.code, 422)
+    async def test_send_initial_events_without_bookmarks_is_a_watch_list_without_them(self):
+        """Upstream's validateWatchOptions asks for resourceVersionMatch=NotOlderThan, not for bookmarks."""
+        await self.client.post(CM, cm("nb1"))
+        events = await self._watch("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
+        self.assertIn("nb1", [e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED"])
+        self.assertNotIn("BOOKMARK", [e["type"] for e in events])
+        r = await self.client.get(CM + "?watch=true&sendInitialEvents=true&resourceVersionMatch=Exact")
+        self.assertEqual((r.code, r.body["message"]), (422, 'ListOptions.meta.k8s.io "" is invalid: '
+                         '[resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch '
+                         'to NotOlderThan, resourceVersionMatch: Unsupported value: "Exact": supported values: '
+                         '"NotOlderThan"]'))
+
+    @run
+    async def test_list_options_are_validated_in_upstream_order(self):
+        # kube-apiserver v1.32.13's message for the same query
+        r = await self.client.get(CM + "?sendInitialEvents=true&resourceVersionMatch=Bogus")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (422, "Invalid", (
+            'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is '
+            'forbidden unless resourceVersion is provided, resourceVersionMatch: Unsupported value: "Bogus": '
+            'supported values: "Exact", "NotOlderThan", "", sendInitialEvents: Forbidden: sendInitialEvents is '
+            'forbidden for list]')))
 
     @run
     async def test_timeout_seconds_ends_the_watch(self):
