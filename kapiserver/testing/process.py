@@ -13,10 +13,14 @@ import os
 import shutil
 import signal
 import socket
+import json
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from typing import Any, Optional
 
 import yaml
@@ -66,17 +70,27 @@ class ServerProcess:
         self.notifications: list[str] = []
         self.server_url = ""
 
+    @property
+    def cert_dir(self) -> str:
+        """Where the server keeps its CA, serving and admin certificates (generated at first start)."""
+        return os.path.join(self.workdir, "certs")
+
+    @property
+    def ca_path(self) -> str:
+        """The cluster CA certificate (PEM): it signed the serving and client certificates."""
+        return os.path.join(self.cert_dir, "ca.crt")
+
     def write_config(self) -> None:
         config: dict[str, Any] = {
             "secure_port": 0,
             "bind_address": "127.0.0.1",
             "workers": 1,  # one process unless a test asks for more (tests/e2e/test_workers.py)
             "advertise_address": TEST_ADVERTISE_ADDRESS,  # Endpoints refuse loopback addresses
-            "cert_dir": os.path.join(self.workdir, "certs"),
+            "cert_dir": self.cert_dir,
             "data_dir": os.path.join(self.workdir, "data"),
             "admin_kubeconfig": self.kubeconfig,
         }
-        _deep_merge(config, self.extra_config)
+        deep_merge(config, self.extra_config)
         with open(self.config_path, "w") as f:
             yaml.safe_dump(config, f)
 
@@ -155,6 +169,21 @@ class ServerProcess:
         config.load_kube_config(config_file=kubeconfig or self.kubeconfig, client_configuration=configuration)
         return client.ApiClient(configuration)
 
+    def admin_request(self, method: str, path: str, body: Optional[dict] = None,
+                      timeout: float = 30.0) -> tuple[int, dict]:
+        """One HTTPS request as the admin (client certificate), with no client library: (status, JSON body)."""
+        context = ssl.create_default_context(cafile=self.ca_path)
+        context.load_cert_chain(os.path.join(self.cert_dir, "admin.crt"), os.path.join(self.cert_dir, "admin.key"))
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.server_url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=timeout) as response:
+                return response.status, json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            with error:
+                return error.code, json.loads(error.read() or b"{}")
+
     def kubeconfig_for(self, user: str, groups: tuple[str, ...] = ()) -> str:
         """A kubeconfig acting as ``user`` (in ``groups``): a client certificate signed by the cluster CA.
 
@@ -166,7 +195,7 @@ class ServerProcess:
         path = os.path.join(self.workdir, f"user-{safe}.kubeconfig")
         if os.path.exists(path):
             return path
-        cert, key = issue_client_certificate(os.path.join(self.workdir, "certs"), user, groups)
+        cert, key = issue_client_certificate(self.cert_dir, user, groups)
         cert_path = os.path.join(self.workdir, f"user-{safe}.crt")
         key_path = os.path.join(self.workdir, f"user-{safe}.key")
         for file_path, data in ((cert_path, cert), (key_path, key)):
@@ -191,10 +220,11 @@ def kubectl_binary() -> str:
     raise RuntimeError("kubectl is not installed")
 
 
-def _deep_merge(base: dict, extra: dict) -> None:
+def deep_merge(base: dict, extra: dict) -> None:
+    """Merge ``extra`` into ``base`` in place: mappings key by key, anything else replaced."""
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_merge(base[key], value)
+            deep_merge(base[key], value)
         else:
             base[key] = value
 

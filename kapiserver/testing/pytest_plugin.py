@@ -1,0 +1,155 @@
+"""A pytest plugin: a real kapiserver for an operator's or controller's tests, with no conftest.
+
+Installed with kapiserver, it is found through the ``pytest11`` entry point
+(pyproject.toml), as pytest finds every installed plugin.  It gives envtest's
+service in pytest's idiom: one ``twistd -n kapiserver`` process
+(:class:`~kapiserver.testing.process.ServerProcess`, one worker, an ephemeral
+port, its own temporary directory) per test session, or per worker under
+pytest-xdist, and fixtures on top of it:
+
+* ``kube_apiserver`` (session): the running server (URL, CA, admin
+  kubeconfig, ``kubeconfig_for(user, groups)`` for RBAC tests);
+* ``kubeconfig`` (session): the admin kubeconfig's path;
+* ``kube_client`` (session): an ``ApiClient`` of the official ``kubernetes``
+  package (the test is skipped when that package is not installed);
+* ``kube_namespace`` (function): a fresh namespace, deleted after the test.
+
+Options (``pytest --help``, group "kapiserver"): ``--kapiserver-config-json``
+/ ini ``kapiserver_config`` (more configuration keys, docs/configuration.md)
+and ``--kapiserver-backend`` / ini ``kapiserver_backend``.
+
+Only this module imports pytest, and nothing in the server imports it: pytest
+is a test dependency, not the server's.  The guide is docs/testing.md.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any, Iterator, Optional
+
+import pytest
+import yaml
+
+from kapiserver.testing.etcd import EtcdServer, skip_reason as etcd_skip_reason
+from kapiserver.testing.process import ServerProcess, deep_merge
+
+BACKENDS = ("sqlite", "etcd3")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kapiserver", "kapiserver: a real Kubernetes API server for tests")
+    group.addoption(
+        "--kapiserver-config-json", dest="kapiserver_config_json", default=None, metavar="JSON",
+        help="more kapiserver configuration keys for the kube_apiserver fixture, as a JSON (or YAML flow) "
+             "mapping, e.g. '{\"admission\": {\"enable_plugins\": [\"AlwaysPullImages\"]}}'; merged over the "
+             "ini option kapiserver_config (keys: kapiserver's docs/configuration.md)")
+    group.addoption(
+        "--kapiserver-backend", dest="kapiserver_backend", default=None, choices=BACKENDS,
+        help="storage of the kube_apiserver fixture: sqlite (the default, a private database) or etcd3 (a private "
+             "etcd from /usr/bin/etcd, or storage.etcd.servers of the configuration with a key prefix per run)")
+    parser.addini("kapiserver_config", type="string", default="",
+                  help="more kapiserver configuration keys for the kube_apiserver fixture (a JSON or YAML mapping)")
+    parser.addini("kapiserver_backend", type="string", default="sqlite",
+                  help="storage of the kube_apiserver fixture: sqlite (default) or etcd3")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # a bad option is a usage error at once, not an error in every test using the server
+    server_configuration(config)
+
+
+def _config_mapping(text: str, origin: str) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise pytest.UsageError(f"{origin}: not JSON or YAML: {error}") from None
+    if not isinstance(value, dict):
+        raise pytest.UsageError(f"{origin}: must be a mapping of configuration keys, not {type(value).__name__}")
+    return value
+
+
+def server_configuration(config: pytest.Config) -> tuple[str, dict[str, Any]]:
+    """The backend and the extra configuration keys the options ask for (command line over ini)."""
+    extra = _config_mapping(str(config.getini("kapiserver_config")), "ini option kapiserver_config")
+    deep_merge(extra, _config_mapping(config.getoption("kapiserver_config_json") or "", "--kapiserver-config-json"))
+    backend = config.getoption("kapiserver_backend") or str(config.getini("kapiserver_backend")) or "sqlite"
+    if backend not in BACKENDS:
+        raise pytest.UsageError(f"kapiserver_backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    return backend, extra
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A running kapiserver for the session (for each pytest-xdist worker), stopped at its end.
+
+    Its ``server_url``, ``ca_path``, ``kubeconfig`` (the admin's) and
+    ``kubeconfig_for(user, groups)`` (a kubeconfig acting as another user,
+    for RBAC tests) are what tests use; its ``log()`` is the server's log.
+    """
+    backend, extra = server_configuration(request.config)
+    etcd: Optional[EtcdServer] = None
+    if backend == "etcd3":
+        etcd_config = extra.setdefault("storage", {}).setdefault("etcd", {})
+        if etcd_config.get("servers"):
+            # a shared etcd: every session (every xdist worker) keeps its objects under its own prefix
+            etcd_config.setdefault("prefix", f"/kapiserver-pytest-{uuid.uuid4().hex[:12]}")
+        else:
+            reason = etcd_skip_reason()
+            if reason is not None:
+                pytest.skip(f"--kapiserver-backend=etcd3: {reason}")
+            etcd = EtcdServer().start()
+            etcd_config["servers"] = [etcd.endpoint]
+        extra["storage"]["backend"] = "etcd3"
+    # tmp_path_factory: a directory per session and per xdist worker, kept (with server.log) after a failure
+    server = ServerProcess(extra_config=extra, workdir=str(tmp_path_factory.mktemp("kapiserver")))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        if etcd is not None:
+            etcd.cleanup()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(kube_apiserver: ServerProcess) -> str:
+    """The path of the admin kubeconfig of ``kube_apiserver`` (user kapiserver-admin, group system:masters)."""
+    return kube_apiserver.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def kube_client(kube_apiserver: ServerProcess) -> Iterator[Any]:
+    """A ``kubernetes.client.ApiClient`` acting as the admin; the test is skipped without the package."""
+    pytest.importorskip("kubernetes", reason="the kube_client fixture needs the official client: "
+                                             "pip install kubernetes")
+    api_client = kube_apiserver.python_client()
+    yield api_client
+    api_client.close()
+
+
+# what a namespace name may hold (a DNS label); the rest of a test's name becomes '-'
+_NOT_IN_LABEL = re.compile(r"[^a-z0-9-]+")
+# generateName's prefix is cut by the server to leave room for the 5 random characters
+_PREFIX_MAX = 40
+
+
+@pytest.fixture
+def kube_namespace(request: pytest.FixtureRequest, kube_apiserver: ServerProcess) -> Iterator[str]:
+    """A fresh namespace named after the test (and 5 random characters), deleted after it without waiting.
+
+    The server's namespace controller then deletes what the test left in it.
+    """
+    prefix = _NOT_IN_LABEL.sub("-", request.node.name.lower()).strip("-")[:_PREFIX_MAX].rstrip("-") or "test"
+    status, body = kube_apiserver.admin_request(
+        "POST", "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": prefix + "-"}})
+    if status != 201:
+        raise RuntimeError(f"kube_namespace: creating a namespace answered {status}: {body.get('message', body)}")
+    name: str = body["metadata"]["name"]
+    yield name
+    status, body = kube_apiserver.admin_request("DELETE", f"/api/v1/namespaces/{name}")
+    # 404: the test deleted it itself
+    if status not in (200, 202, 404):
+        raise RuntimeError(f"kube_namespace: deleting namespace {name} answered {status}: {body.get('message', body)}")
