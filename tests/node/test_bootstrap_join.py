@@ -66,9 +66,14 @@ def _kubelet_kubeconfig(cluster: node.NodeCluster) -> str:
 
 def _before_node(cluster: node.NodeCluster) -> None:
     _bootstrap_objects(cluster)
-    # the kubelet starts from the bootstrap kubeconfig and writes its own (flags after the kit's win)
+    # the kubelet starts from the bootstrap kubeconfig and writes its own (flags after the kit's win); its
+    # certificates go to a directory of this cluster's: a kubelet finding a client certificate from an
+    # earlier cluster in the kit's cert dir would use it instead of bootstrapping
+    assert cluster.server is not None
+    cert_dir = os.path.join(cluster.server.workdir, "kubelet-pki")
     cluster.node_env["KNODE_KUBELET_ARGS"] = (f"--kubeconfig={_kubelet_kubeconfig(cluster)} --rotate-certificates "
-                                              f"--bootstrap-kubeconfig={_bootstrap_path(cluster)}")
+                                              f"--bootstrap-kubeconfig={_bootstrap_path(cluster)} "
+                                              f"--cert-dir={cert_dir}")
 
 
 def _make() -> node.NodeCluster:
