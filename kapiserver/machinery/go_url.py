@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Optional
 
+from kapiserver.machinery import gorepr
+
 _UPPERHEX = b"0123456789ABCDEF"
 _ALNUM = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
@@ -30,33 +32,6 @@ class URLError(ValueError):
 
 class _ParseError(ValueError):
     """The reason of a refusal, before it is wrapped as ``parse "<url>": <reason>``."""
-
-
-def _go_quote(raw: bytes) -> str:
-    """Go's ``strconv.Quote`` of a byte string (invalid UTF-8 bytes as ``\\x..``)."""
-    out = ['"']
-    text = raw.decode("utf-8", "surrogateescape")
-    for ch in text:
-        code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:  # a byte that is no UTF-8
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in _SHORT_ESCAPES:
-            out.append(_SHORT_ESCAPES[ch])
-        elif ch == " " or ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-_SHORT_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
 def _ishex(c: int) -> bool:
@@ -130,17 +105,17 @@ def unescape(s: bytes, mode: int) -> bytes:
         c = s[i]
         if c == 0x25:  # %
             if i + 2 >= len(s) or not _ishex(s[i + 1]) or not _ishex(s[i + 2]):
-                raise _ParseError("invalid URL escape " + _go_quote(s[i:i + 3]))
+                raise _ParseError("invalid URL escape " + gorepr.quote(s[i:i + 3]))
             if mode == HOST and _unhex(s[i + 1]) < 8 and s[i:i + 3] != b"%25":
-                raise _ParseError("invalid URL escape " + _go_quote(s[i:i + 3]))
+                raise _ParseError("invalid URL escape " + gorepr.quote(s[i:i + 3]))
             if mode == ZONE:
                 v = _unhex(s[i + 1]) << 4 | _unhex(s[i + 2])
                 if s[i:i + 3] != b"%25" and v != 0x20 and should_escape(v, HOST):
-                    raise _ParseError("invalid URL escape " + _go_quote(s[i:i + 3]))
+                    raise _ParseError("invalid URL escape " + gorepr.quote(s[i:i + 3]))
             i += 3
         else:
             if mode in (HOST, ZONE) and c < 0x80 and should_escape(c, mode):
-                raise _ParseError("invalid character " + _go_quote(s[i:i + 1]) + " in host name")
+                raise _ParseError("invalid character " + gorepr.quote(s[i:i + 1]) + " in host name")
             i += 1
     if b"%" not in s and not (mode == QUERY_COMPONENT and b"+" in s):
         return s
@@ -194,18 +169,18 @@ class URL:
             try:
                 return _parse(raw, True)
             except _ParseError as e:
-                raise URLError(f"parse {_go_quote(raw)}: {e}") from None
+                raise URLError(f"parse {gorepr.quote(raw)}: {e}") from None
         u, sep, frag = raw.partition(b"#")
         try:
             url = _parse(u, False)
         except _ParseError as e:
-            raise URLError(f"parse {_go_quote(u)}: {e}") from None
+            raise URLError(f"parse {gorepr.quote(u)}: {e}") from None
         if not frag:
             return url
         try:
             return url._with_fragment(frag)
         except _ParseError as e:
-            raise URLError(f"parse {_go_quote(raw)}: {e}") from None
+            raise URLError(f"parse {gorepr.quote(raw)}: {e}") from None
 
     def with_path(self, path: bytes) -> "URL":
         """The URL with ``Path`` set (its ``RawPath`` hint kept, as a Go assignment keeps it:
@@ -364,7 +339,7 @@ def _parse_host(host: bytes) -> bytes:
             raise _ParseError("missing ']' in host")
         colon_port = host[close_bracket + 1:]
         if not _valid_optional_port(colon_port):
-            raise _ParseError(f"invalid port {_go_quote(colon_port)} after host")
+            raise _ParseError(f"invalid port {gorepr.quote(colon_port)} after host")
         unescaped_port = unescape(colon_port, HOST)
         hostname = host[open_bracket + 1:close_bracket]
         zone = hostname.find(b"%25")
@@ -376,7 +351,7 @@ def _parse_host(host: bytes) -> bytes:
         return b"[" + unescaped + b"]" + unescaped_port
     colon = host.rfind(b":")
     if colon != -1 and not _valid_optional_port(host[colon:]):
-        raise _ParseError(f"invalid port {_go_quote(host[colon:])} after host")
+        raise _ParseError(f"invalid port {gorepr.quote(host[colon:])} after host")
     return unescape(host, HOST)
 
 
@@ -395,7 +370,7 @@ def _check_ip_literal(text: bytes) -> None:
         raise
     except ValueError:
         # netip's reasons are finer ("IPv6 field has value >=2^16"...); this is its most common one
-        raise _ParseError(f"invalid host: ParseAddr({_go_quote(text)}): unable to parse IP") from None
+        raise _ParseError(f"invalid host: ParseAddr({gorepr.quote(text)}): unable to parse IP") from None
 
 
 def clean(path: bytes) -> bytes:

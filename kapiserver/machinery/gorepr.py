@@ -19,11 +19,16 @@ class GoRepr(str):
 
 
 def quote(text: Any) -> str:
-    """Go's ``strconv.Quote``: printable runes kept, the rest escaped."""
+    """Go's ``strconv.Quote``: printable runes kept, the rest escaped.  Bytes (or text decoded
+    with ``surrogateescape``) that are no UTF-8 are written ``\\x..``, as Go writes invalid bytes."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
     out = ['"']
     for ch in "" if text is None else str(text):
         code = ord(ch)
-        if ch == '"' or ch == "\\":
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is no UTF-8 (surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch == '"' or ch == "\\":
             out.append("\\" + ch)
         elif ch in _SHORT_ESCAPES:
             out.append(_SHORT_ESCAPES[ch])
