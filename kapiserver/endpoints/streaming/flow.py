@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Protocol as TypingProtocol, cast
 
 from twisted.internet.interfaces import IPushProducer, IReactorTime
-from twisted.internet.protocol import Protocol
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 log = Logger()
@@ -157,3 +158,46 @@ class HeldProtocol(Protocol):
 
     def received(self, data: bytes) -> None:
         raise NotImplementedError
+
+
+class KubeletListener(TypingProtocol):
+    """A relay as its kubelet connection sees it."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    def kubelet_bytes(self, data: bytes) -> None: ...
+
+    def kubelet_lost(self, reason: Failure) -> None: ...
+
+
+class KubeletConnection(HeldProtocol):
+    """A relay's upgraded kubelet connection (the translator's and the tunnel's): held until the
+    relay is ready; its bytes and its end go to the relay."""
+
+    def __init__(self, relay: KubeletListener) -> None:
+        super().__init__()
+        self.relay = relay
+        self.lost = False
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        if self.relay.finished:
+            self.wire.loseConnection()
+
+    def received(self, data: bytes) -> None:
+        self.relay.kubelet_bytes(data)
+
+    def write(self, data: bytes) -> None:
+        if data and self.connected and not self.lost:
+            self.wire.write(data)
+
+    def close(self) -> None:
+        if self.connected and not self.lost:
+            self.gate.stop()
+            self.wire.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self.lost = True
+        self.gate.stop()
+        self.relay.kubelet_lost(reason)

@@ -53,12 +53,11 @@ from dataclasses import dataclass
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from kapiserver.endpoints.streaming import answers
-from kapiserver.endpoints.streaming.flow import HeldProtocol, default_clock
+from kapiserver.endpoints.streaming.flow import KubeletConnection, default_clock
 from kapiserver.endpoints.streaming.interfaces import HijackedConnection, UpgradeDialer, UpgradeResponse
 from kapiserver.endpoints.streaming.wsconn import WebSocketConnection
 from kapiserver.machinery.httpstream import channel, heads, spdy
@@ -133,37 +132,6 @@ def status_of_failed_upgrade(response: UpgradeResponse) -> tuple[dict, int]:
     return channel.internal_error_status(f"unable to upgrade connection: {text}"), 500
 
 
-class _KubeletConnection(HeldProtocol):
-    """The upgraded kubelet connection: SPDY bytes to and from the translator."""
-
-    def __init__(self, translator: "_Translator") -> None:
-        super().__init__()
-        self.translator = translator
-        self.lost = False
-
-    def connectionMade(self) -> None:
-        super().connectionMade()
-        if self.translator.finished:
-            self.wire.loseConnection()
-
-    def received(self, data: bytes) -> None:
-        self.translator.kubelet_bytes(data)
-
-    def write(self, data: bytes) -> None:
-        if data and self.connected and not self.lost:
-            self.wire.write(data)
-
-    def close(self) -> None:
-        if self.connected and not self.lost:
-            self.gate.stop()
-            self.wire.loseConnection()
-
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self.lost = True
-        self.gate.stop()
-        self.translator.kubelet_lost(reason)
-
-
 _DIALING, _CREATING, _STREAMING, _FINISHED = "dialing", "creating streams", "streaming", "finished"
 
 
@@ -175,7 +143,7 @@ class _Translator:
         self.label = label
         self.clock = clock
         self.client = WebSocketConnection(self, label, echo_close_code=False)
-        self.kubelet = _KubeletConnection(self)
+        self.kubelet = KubeletConnection(self)
         self.session = spdy.SpdySession(client=True)
         self.state = _DIALING
         self.version = 0

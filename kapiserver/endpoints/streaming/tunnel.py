@@ -29,12 +29,11 @@ from __future__ import annotations
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
-from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from kapiserver.endpoints.streaming import answers
-from kapiserver.endpoints.streaming.flow import HeldProtocol, default_clock
+from kapiserver.endpoints.streaming.flow import KubeletConnection, default_clock
 from kapiserver.endpoints.streaming.interfaces import HijackedConnection, UpgradeDialer, UpgradeResponse
 from kapiserver.endpoints.streaming.wsconn import WebSocketConnection
 from kapiserver.machinery.httpstream import channel, heads, spdy
@@ -65,38 +64,13 @@ def spdy_request_headers(kubelet_headers: heads.HeaderList, protocols: list[str]
     return headers
 
 
-class _KubeletSide(HeldProtocol):
-    def __init__(self, tunnel: "_Tunnel") -> None:
-        super().__init__()
-        self.tunnel = tunnel
-        self.lost = False
-
-    def connectionMade(self) -> None:
-        super().connectionMade()
-        if self.tunnel.finished:
-            self.wire.loseConnection()
-
-    def received(self, data: bytes) -> None:
-        self.tunnel.from_kubelet(data)
-
-    def close(self) -> None:
-        if self.connected and not self.lost:
-            self.gate.stop()
-            self.wire.loseConnection()
-
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self.lost = True
-        self.gate.stop()
-        self.tunnel.kubelet_lost(reason)
-
-
 class _Tunnel:
     """The relay between the client's WebSocket and the kubelet's SPDY bytes."""
 
     def __init__(self, label: str) -> None:
         self.label = label
         self.client = WebSocketConnection(self, label, echo_close_code=True, max_message_size=None)
-        self.kubelet = _KubeletSide(self)
+        self.kubelet = KubeletConnection(self)
         self.finished = False
         self.code = 101
         self.done: defer.Deferred[int] = defer.Deferred()
@@ -149,7 +123,7 @@ class _Tunnel:
     def ws_lost(self, reason: Failure) -> None:
         self.finish(f"the client connection ended ({reason.getErrorMessage()})")
 
-    def from_kubelet(self, data: bytes) -> None:
+    def kubelet_bytes(self, data: bytes) -> None:
         self.client.send_binary(data)
 
     def kubelet_lost(self, reason: Failure) -> None:
