@@ -1083,7 +1083,8 @@ class Store:
         (deletionTimestamp, deletionGracePeriodSeconds)."""
         cmd = current["metadata"]
         requested = opts.grace_period_seconds
-        if self.strategy.graceful_delete_period(current, requested) is None:
+        period = self.strategy.graceful_delete_period(current, requested)
+        if period is None:
             return None
         existing_period = cmd.get("deletionGracePeriodSeconds")
         if cmd.get("deletionTimestamp"):
@@ -1093,8 +1094,6 @@ class Store:
             if requested is None or requested >= existing_period:
                 return GRACE_PENDING  # only a shorter grace period may be given
             return meta.rfc3339_moved(cmd["deletionTimestamp"], requested - existing_period), requested
-        period = self.strategy.graceful_delete_period(current, requested)
-        assert period is not None
         return meta.rfc3339_in(period), period
 
     async def delete_collection(self, namespace: str, list_opts: ListOptions, opts: DeleteOptions,

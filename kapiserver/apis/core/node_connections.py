@@ -78,6 +78,8 @@ def _time_option(request: SubresourceRequest, name: str) -> Optional[str]:
         if parsed.tzinfo is None or "T" not in raw.upper():
             raise ValueError
     except ValueError:
+        # Go's time.Parse names the element it stopped at; this names the first, so the message is
+        # upstream's only for a value that does not start with a year
         raise errors.bad_request(f'parsing time "{raw}" as "2006-01-02T15:04:05Z07:00": cannot parse '
                                  f'"{raw}" as "2006"') from None
     return parsed.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
