@@ -38,7 +38,7 @@ from kapiserver.admission.errors import admission_forbidden
 from kapiserver.admission.lister import Lister, ListingPlugin
 from kapiserver.apis.core.configmaps import ROOT_CA_CONFIGMAP
 from kapiserver.machinery.pod_references import as_dict, as_list, pod_secret_names, ref_name
-from kapiserver.machinery import errors, meta
+from kapiserver.machinery import errors, meta, strconv
 from kapiserver.registry.admission import CREATE, UPDATE, Attributes
 
 PLUGIN_NAME = "ServiceAccount"
@@ -78,7 +78,7 @@ def should_automount(sa: dict, spec: dict) -> bool:
 
 def _parse_bool(value: Any) -> bool:
     """Go's strconv.ParseBool, false for what it does not parse."""
-    return value in ("1", "t", "T", "TRUE", "true", "True")
+    return value in strconv.TRUE_VALUES
 
 
 def enforce_mountable_secrets(sa: dict) -> bool:

@@ -28,7 +28,7 @@ from twisted.logger import Logger
 from kapiserver.apis.flowcontrol.semantic import semantically_equal
 from kapiserver.flowcontrol import bootstrap
 from kapiserver.flowcontrol.api import default_flow_schema_spec, default_priority_level_spec
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, strconv
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
 from kapiserver.registry.options import DeleteOptions, ListOptions
@@ -41,15 +41,11 @@ FIELD_MANAGER = "api-priority-and-fairness-config-producer-v1"
 RETRY_SECONDS = 1.0
 PERIOD_SECONDS = 60.0
 
-_TRUE = ("1", "t", "T", "true", "TRUE", "True")
-_FALSE = ("0", "f", "F", "false", "FALSE", "False")
-
-
 def _parse_bool(value: Optional[str]) -> Optional[bool]:
     """Go's strconv.ParseBool; None when it is not a boolean."""
-    if value in _TRUE:
+    if value in strconv.TRUE_VALUES:
         return True
-    if value in _FALSE:
+    if value in strconv.FALSE_VALUES:
         return False
     return None
 

@@ -6,6 +6,10 @@ message is Go's error text, so the same text is produced here.
 """
 from __future__ import annotations
 
+import re
+
+from kapiserver.machinery import gorepr
+
 TRUE_VALUES = ("1", "t", "T", "true", "TRUE", "True")
 FALSE_VALUES = ("0", "f", "F", "false", "FALSE", "False")
 
@@ -16,15 +20,18 @@ def parse_bool(value: str) -> bool:
         return True
     if value in FALSE_VALUES:
         return False
-    raise ValueError(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+    raise ValueError(f"strconv.ParseBool: parsing {gorepr.quote(value)}: invalid syntax")
+
+
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 def parse_int(value: str, bits: int = 64) -> int:
-    """``strconv.ParseInt(value, 10, bits)``: an optional sign and ASCII digits, in range."""
-    digits = value[1:] if value[:1] in ("+", "-") else value
-    if not digits or not digits.isascii() or not digits.isdigit():
-        raise ValueError(f'strconv.ParseInt: parsing "{value}": invalid syntax')
+    """``strconv.ParseInt(value, 10, bits)``: an optional sign and ASCII digits, in range (Python's
+    int() would also take spaces, underscores and non-ASCII digits)."""
+    if _DECIMAL.fullmatch(value) is None:
+        raise ValueError(f"strconv.ParseInt: parsing {gorepr.quote(value)}: invalid syntax")
     number = int(value)
     if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
-        raise ValueError(f'strconv.ParseInt: parsing "{value}": value out of range')
+        raise ValueError(f"strconv.ParseInt: parsing {gorepr.quote(value)}: value out of range")
     return number

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 import orjson
 
-from kapiserver.machinery import errors, gorepr
+from kapiserver.machinery import errors, strconv
 from kapiserver.machinery.fields import FieldSelector, parse_field_selector
 from kapiserver.machinery.labels import LabelSelector, parse_label_selector
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
@@ -37,21 +36,16 @@ def _bool_arg(args: dict, name: str) -> bool:
     return go_bool(query_arg(args, name))
 
 
-_GO_DECIMAL = re.compile(r"[+-]?[0-9]+")
-
-
 def _int_arg(args: dict, name: str) -> Optional[int]:
     """An int64 parameter as strconv.ParseInt(value, 10, 64) reads it (Python's int() would
     also take spaces, underscores and non-ASCII digits); its error is upstream's 400 message."""
     value = query_arg(args, name)
     if value is None:
         return None
-    if _GO_DECIMAL.fullmatch(value) is None:
-        raise errors.bad_request(f"strconv.ParseInt: parsing {gorepr.quote(value)}: invalid syntax")
-    number = int(value)
-    if not -(1 << 63) <= number < (1 << 63):  # the Go field is an int64
-        raise errors.bad_request(f"strconv.ParseInt: parsing {gorepr.quote(value)}: value out of range")
-    return number
+    try:
+        return strconv.parse_int(value)  # the Go field is an int64
+    except ValueError as e:
+        raise errors.bad_request(str(e)) from None
 
 
 @dataclass

@@ -12,12 +12,11 @@ not for the deprecated ``/watch/`` paths, as upstream.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 from urllib.parse import unquote
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import errors, strconv
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
 from kapiserver.registry.options import go_bool, query_arg
@@ -29,9 +28,6 @@ _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 LONG_RUNNING_VERBS = {"watch", "proxy"}
 # upstream's BasicLongRunningRequestCheck: these subresources stream for as long as they last
 LONG_RUNNING_SUBRESOURCES = {"attach", "exec", "proxy", "log", "portforward"}
-# strconv.ParseInt(s, 10, 64)'s syntax; the range is checked apart
-_GO_INT = re.compile(r"[+-]?[0-9]+")
-_INT64 = range(-2 ** 63, 2 ** 63)
 
 
 @dataclass
@@ -66,7 +62,13 @@ class RequestInfo:
 
 def _go_int64(value: Optional[str]) -> bool:
     """Whether an int64 query parameter decodes (strconv.ParseInt(value, 10, 64)); absent is fine."""
-    return value is None or (_GO_INT.fullmatch(value) is not None and int(value) in _INT64)
+    if value is None:
+        return True
+    try:
+        strconv.parse_int(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _list_watch_name(args: dict[bytes, list[bytes]]) -> tuple[bool, Optional[str]]:

@@ -12,6 +12,7 @@ from twisted.application import service
 from twisted.logger import FilteringLogObserver, LogLevel, LogLevelFilterPredicate, globalLogBeginner
 from twisted.python import usage
 
+from kapiserver.machinery import strconv
 from kapiserver.machinery.duration import parse_go_duration
 from kapiserver.server.config import Config, ConfigError, load_config, worker_count
 
@@ -19,15 +20,6 @@ from kapiserver.server.config import Config, ConfigError, load_config, worker_co
 def _list(value: str) -> list[str]:
     """A comma-separated flag value (upstream's string slices)."""
     return [s.strip() for s in value.split(",") if s.strip()]
-
-
-def _bool(value: str) -> bool:
-    """Go's strconv.ParseBool, as upstream's boolean flags (``--anonymous-auth=false``)."""
-    if value in ("1", "t", "T", "true", "TRUE", "True"):
-        return True
-    if value in ("0", "f", "F", "false", "FALSE", "False"):
-        return False
-    raise ValueError(value)
 
 
 def _seconds(value: str) -> int:
@@ -61,10 +53,10 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "etcd-cafile": ("storage.etcd.cafile", str),
     "etcd-certfile": ("storage.etcd.certfile", str),
     "etcd-keyfile": ("storage.etcd.keyfile", str),
-    "anonymous-auth": ("authentication.anonymous", _bool),
+    "anonymous-auth": ("authentication.anonymous", strconv.parse_bool),
     "client-ca-file": ("authentication.client_ca_file", str),
     "token-auth-file": ("authentication.token_auth_file", str),
-    "enable-bootstrap-token-auth": ("authentication.enable_bootstrap_token_auth", _bool),
+    "enable-bootstrap-token-auth": ("authentication.enable_bootstrap_token_auth", strconv.parse_bool),
     "authentication-config": ("authentication.config_file", str),
     "api-audiences": ("authentication.api_audiences", _list),
     "service-account-signing-key-file": ("authentication.service_account.signing_key_file", str),
@@ -72,8 +64,8 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "service-account-issuer": ("authentication.service_account.issuers", _list),
     "service-account-max-token-expiration": ("authentication.service_account.max_token_expiration_seconds",
                                              _seconds),
-    "service-account-extend-token-expiration": ("authentication.service_account.extend_token_expiration", _bool),
-    "service-account-lookup": ("authentication.service_account.lookup", _bool),
+    "service-account-extend-token-expiration": ("authentication.service_account.extend_token_expiration", strconv.parse_bool),
+    "service-account-lookup": ("authentication.service_account.lookup", strconv.parse_bool),
     "service-account-jwks-uri": ("authentication.service_account.jwks_uri", str),
     "requestheader-client-ca-file": ("authentication.requestheader.client_ca_file", str),
     "requestheader-allowed-names": ("authentication.requestheader.allowed_names", _list),
@@ -112,7 +104,7 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "kubelet-preferred-address-types": ("kubelet.preferred_address_types", _list),
     "kubelet-timeout": ("kubelet.timeout_seconds", _duration),
     "controllers": ("controllers.names", _list),
-    "enable-priority-and-fairness": ("limits.enable_priority_and_fairness", _bool),
+    "enable-priority-and-fairness": ("limits.enable_priority_and_fairness", strconv.parse_bool),
     "max-requests-inflight": ("limits.max_requests_inflight", int),
     "max-mutating-requests-inflight": ("limits.max_mutating_requests_inflight", int),
 }
