@@ -136,11 +136,12 @@ def in_process_rows(n: int) -> list[list]:
     from kapiserver.admission.cel.evaluation import Inputs, request_value
     from kapiserver.admission.policy.validator import validate
     from kapiserver.admission.resources import ResourceMapper
+    from kapiserver.registry.groups import FixedTypes
     from kapiserver.apis.builtin import builtin_resource_types
     from kapiserver.auth.authorizer import AlwaysAllow
 
     types = builtin_resource_types()
-    mapper = ResourceMapper(lambda: types, lambda: 1)
+    mapper = ResourceMapper(FixedTypes(types))
     policy = compile_policy(POLICY, mapper)
     rtype = next(t for t in types if t.kind == "ConfigMap")
     obj = configmap(0)

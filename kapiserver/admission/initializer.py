@@ -6,12 +6,12 @@ callables are looked up lazily, when a plugin starts or admits a request.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kapiserver.auth.authorizer import Authorizer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kapiserver.registry.resource_type import ResourceType
+    from kapiserver.registry.groups import ServedTypes
     from kapiserver.registry.store import Store
 
 
@@ -22,9 +22,8 @@ class AdmissionDeps:
     authorizer: Authorizer
     # any served resource's Store: ``store(group, version, plural)`` (KeyError if not served)
     store: Callable[[str, str, str], "Store"]
-    # every served resource type, built-in and custom (equivalent resources, param kinds)
-    served_types: Callable[[], list["ResourceType"]]
-    # changes whenever the served types do (CRDs come and go)
-    served_types_generation: Callable[[], Hashable]
+    # every served resource type, built-in and custom (equivalent resources, param kinds), and a
+    # generation that changes whenever they do (CRDs come and go)
+    served: "ServedTypes"
     # ``$ref`` -> schema of the built-in definitions (type checking of policies)
     schema_resolver: Callable[[str], dict]

@@ -100,4 +100,4 @@ class OwnerReferencesPermissionEnforcement(AdmissionPlugin):
 
 
 def owner_references_permission_enforcement(config: Optional[bytes], deps: Any) -> OwnerReferencesPermissionEnforcement:
-    return OwnerReferencesPermissionEnforcement(deps.authorizer, deps.served_types)
+    return OwnerReferencesPermissionEnforcement(deps.authorizer, deps.served.types)

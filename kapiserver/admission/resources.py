@@ -11,9 +11,10 @@ served types change (CRDs).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Optional
+from typing import Any, Optional
 
 from kapiserver.registry.admission import GroupVersionKind, GroupVersionResource
+from kapiserver.registry.groups import ServedTypes
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_KIND = GroupVersionKind("autoscaling", "v1", "Scale")
@@ -39,22 +40,21 @@ def _storage_identity(rtype: ResourceType) -> tuple:
 
 
 class ResourceMapper:
-    def __init__(self, served_types: Callable[[], list[ResourceType]], generation: Callable[[], Hashable]) -> None:
-        self._served_types = served_types
-        self._generation = generation
+    def __init__(self, served: ServedTypes) -> None:
+        self._served = served
         self._built_for: Any = object()
         self._by_gvr: dict[GroupVersionResource, ResourceType] = {}
         self._by_kind: dict[tuple[str, str, str], ResourceType] = {}
         self._by_storage: dict[tuple, list[ResourceType]] = {}
 
     def _refresh(self) -> None:
-        generation = self._generation()
+        generation = self._served.generation
         if generation == self._built_for:
             return
         by_gvr: dict[GroupVersionResource, ResourceType] = {}
         by_kind: dict[tuple[str, str, str], ResourceType] = {}
         by_storage: dict[tuple, list[ResourceType]] = {}
-        for rtype in self._served_types():
+        for rtype in self._served.types():
             by_gvr[GroupVersionResource(rtype.group, rtype.version, rtype.plural)] = rtype
             by_kind.setdefault((rtype.group, rtype.version, rtype.kind), rtype)
             if rtype.stored:

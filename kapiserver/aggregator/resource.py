@@ -17,7 +17,7 @@ from kapiserver.aggregator import discovery as merged
 from kapiserver.aggregator.discovery import RemoteResources
 from kapiserver.endpoints import discovery_endpoints
 from kapiserver.endpoints.deps import EndpointDeps
-from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.registry.groups import APIGroupSet
 from kapiserver.endpoints.groups_resource import APIGroupsResource
 from kapiserver.endpoints.static import DocumentEndpoint
 from kapiserver.machinery import errors

@@ -31,7 +31,7 @@ from kapiserver.aggregator.proxy import ProxyResource
 from kapiserver.aggregator.service_resolver import ServiceResolver
 from kapiserver.aggregator.transport import ExtensionTransport, load_client_certificate
 from kapiserver.apis.apiregistration import apiservices
-from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.registry.groups import APIGroupSet
 from kapiserver.registry.admission import AdmissionChain
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.store import Store

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Optional
+from typing import Callable, Hashable, Optional
 
 from twisted.internet import defer, task
 from twisted.logger import Logger
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
+from kapiserver.registry.groups import ServedResources
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
 from kapiserver.registry.queue import ReconcileQueue
@@ -126,11 +127,10 @@ class _GraphInformer(Informer):
 
 
 class GarbageCollector:
-    def __init__(self, stores: Callable[[], Iterable[Store]], types_generation: Callable[[], Hashable],
+    def __init__(self, served: ServedResources,
                  reactor) -> None:
-        """``stores`` lists every served Store; ``types_generation`` changes whenever that list does."""
-        self.stores = stores
-        self.types_generation = types_generation
+        """It collects the objects of every Store ``served`` lists, following the CRDs as they come and go."""
+        self.served = served
         self.reactor = reactor
         self.nodes: dict[str, _Node] = {}
         self.dependents: dict[str, set[str]] = {}  # owner uid -> dependent uids
@@ -162,13 +162,13 @@ class GarbageCollector:
 
     def _sync_types(self) -> None:
         """Start an informer for every new resource, stop those of resources no longer served."""
-        generation = self.types_generation()
+        generation = self.served.generation
         if generation == self._generation:
             return
         self._generation = generation
         current: dict[str, list[Store]] = {}
         kinds: dict[tuple[str, str], list[Store]] = {}
-        for store in self.stores():
+        for store in self.served.stores():
             rtype = store.rtype
             kinds.setdefault((rtype.group, rtype.kind), []).append(store)
             if rtype.storage_resource in IGNORED_RESOURCES or not REQUIRED_VERBS <= set(rtype.verbs):

@@ -41,7 +41,7 @@ kube-controller-manager runs against this server):
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Hashable, Iterable, Optional, Sequence
+from typing import Awaitable, Callable, Optional, Sequence
 
 from twisted.logger import Logger
 
@@ -74,7 +74,7 @@ from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensCon
 from kapiserver.controllers.storage_protection import PVCProtectionController, PVProtectionController
 from kapiserver.controllers.system_priority_classes import READY_CHECK as PRIORITY_CLASSES_CHECK
 from kapiserver.controllers.system_priority_classes import SystemPriorityClasses
-from kapiserver.registry.store import Store
+from kapiserver.registry.groups import ServedResources
 from kapiserver.server.advertise import advertise_address
 from kapiserver.server.certs import CertificateError, load_signing_ca
 from kapiserver.server.config import Config
@@ -85,12 +85,11 @@ log = Logger()
 
 class ServerControllers:
     """Built from the registry's dependencies plus what only the server knows: its health
-    checks, every served Store and their generation (CRDs come and go), the CRD status
+    checks, every served resource (CRDs come and go), the CRD status
     controller's factory and the port it listens on."""
 
     def __init__(self, config: Config, deps: RegistryDeps, health: HealthChecks,
-                 all_stores: Callable[[], Iterable[Store]],
-                 served_types_generation: Callable[[], Hashable],
+                 served: ServedResources,
                  crd_status_controller: Callable[[Callable[[], Awaitable[int]]], Controller],
                  secure_port: Callable[[], Optional[int]],
                  policy_status_controllers: Sequence[Callable[[], Controller]] = ()) -> None:
@@ -135,13 +134,13 @@ class ServerControllers:
         # the apiextensions server's own controllers, then kube-controller-manager's that are selected
         factories: list[Callable[[], Controller]] = [lambda: crd_status_controller(leases.count)]
         if NAMESPACE in selection:
-            factories.append(lambda: NamespaceController(namespaces, all_stores, reactor))
+            factories.append(lambda: NamespaceController(namespaces, served.stores, reactor))
         if any(ns_defaults):
             factories.append(lambda: NamespaceDefaultsController(
                 namespaces, deps.store("", "v1", "serviceaccounts"), deps.store("", "v1", "configmaps"),
                 deps.ca_pem, reactor, service_account=ns_defaults[0], root_ca=ns_defaults[1]))
         if GARBAGE_COLLECTOR in selection:
-            factories.append(lambda: GarbageCollector(all_stores, served_types_generation, reactor))
+            factories.append(lambda: GarbageCollector(served, reactor))
         if CSR_SIGNING in selection:
             factories.extend(self._csr_signers(config, deps))
         csrs = deps.store("certificates.k8s.io", "v1", "certificatesigningrequests")
@@ -156,7 +155,7 @@ class ServerControllers:
             factories.append(lambda: ClusterRoleAggregationController(
                 deps.store("rbac.authorization.k8s.io", "v1", "clusterroles"), reactor))
         if RESOURCE_QUOTA in selection:
-            factories.append(lambda: ResourceQuotaController(deps.store("", "v1", "resourcequotas"), all_stores,
+            factories.append(lambda: ResourceQuotaController(deps.store("", "v1", "resourcequotas"), served.stores,
                                                              reactor))
         if PVC_PROTECTION in selection:
             factories.append(lambda: PVCProtectionController(

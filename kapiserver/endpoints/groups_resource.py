@@ -10,7 +10,7 @@ from twisted.web import resource
 
 from kapiserver.endpoints import discovery_endpoints, static
 from kapiserver.endpoints.deps import EndpointDeps
-from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.registry.groups import APIGroupSet
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.rest import RESTEndpoint
 

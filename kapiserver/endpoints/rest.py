@@ -12,7 +12,7 @@ from twisted.web import resource, server
 
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.deps import EndpointDeps
-from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.registry.groups import APIGroupSet
 from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
 from kapiserver.endpoints.handlers import scale, subresource, update, watch as watch_handler
 from kapiserver.endpoints.negotiation import check_route_accepts, negotiate, route_produces

@@ -42,7 +42,7 @@ from kapiserver.server.kubelet_connection import kubelet_client_config
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
-from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.registry.groups import APIGroupSet, ServedResources
 from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
 from kapiserver.endpoints.static import DocumentEndpoint
 from kapiserver.flowcontrol import bootstrap, metrics as flow_control_metrics
@@ -120,24 +120,23 @@ class APIServer:
         self.authorizer: Authorizer = (authorizer if authorizer is not None
                                        else build_authorizer(config.authorization, self.rbac, reactor,
                                                              node_graph=self.node_graph))
-        # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
-        self.authentication = build_authentication(config, self.store, reactor=reactor)
-        self.authenticator = self.authentication.request
-        self._advertised: str | None = None  # the address in the default jwks_uri, found on first use
         self.kube_groups = APIGroupSet()
         self.crd_groups = APIGroupSet()
         self.aggregator_groups = APIGroupSet()  # apiregistration.k8s.io, served by the aggregator link
+        self.served = ServedResources(self.aggregator_groups, self.kube_groups, self.crd_groups)
+        # the authenticators the configuration names (reads their files; CredentialsError if one is bad)
+        self.authentication = build_authentication(config, self.served.store, reactor=reactor)
+        self.authenticator = self.authentication.request
+        self._advertised: str | None = None  # the address in the default jwks_uri, found on first use
         self.leases = LeaseReuser(storage)
         self.admission = new_chain(
             enabled_plugin_names(config.admission.enable_plugins, config.admission.disable_plugins),
             read_admission_configuration(config.admission.config_file),
-            AdmissionDeps(reactor=reactor, authorizer=self.authorizer, store=self.store,
-                          served_types=self.all_types,
-                          served_types_generation=lambda: (self.kube_groups.generation, self.crd_groups.generation),
+            AdmissionDeps(reactor=reactor, authorizer=self.authorizer, store=self.served.store, served=self.served,
                           schema_resolver=self.resolve_schema_ref))
         self.registry = RegistryDeps(storage=storage, admission=self.admission, leases=self.leases,
                                      authorizer=self.authorizer, reactor=reactor, ca_pem=self.ca_pem,
-                                     store=self.store, health=health, authentication=self.authentication,
+                                     store=self.served.store, health=health, authentication=self.authentication,
                                      rule_resolver=self.rbac)
         for rtype in builtin_resource_types():
             if rtype.ttl_seconds:
@@ -154,7 +153,7 @@ class APIServer:
         files = credential_files(config)
         self.aggregator = Aggregator(AggregatorServerDeps(
             reactor=reactor, storage=storage, admission=self.admission, leases=self.leases,
-            groups=self.aggregator_groups, kube_groups=self.kube_groups, store=self.store,
+            groups=self.aggregator_groups, kube_groups=self.kube_groups, store=self.served.store,
             crd_store=lambda: self.apiextensions.store, health=health,
             proxy_client_cert=files.proxy_client_cert, proxy_client_key=files.proxy_client_key))
         limits = config.limits
@@ -172,12 +171,12 @@ class APIServer:
         self.watches = WatchRegistry(_count_watch)
         self.streams = StreamConnector(reactor, kubelet_client_config(config))
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
-                                 schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.store,
+                                 schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.served.store,
                                  streams=self.streams)
         crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
         self.root = AggregatorResource(AggregatorDeps(
-            all_types=self.all_types, groups=self.aggregator_groups, endpoints=endpoints,
+            all_types=self.served.types, groups=self.aggregator_groups, endpoints=endpoints,
             routing=self.aggregator.registration, proxy=self.aggregator.proxy,
             remote_resources=lambda: self.aggregator.remote_resources), kube)
 
@@ -231,25 +230,11 @@ class APIServer:
         tokens = self.authentication.service_accounts
         if tokens is not None and issuer_discoverable(tokens.issuer):
             paths |= {"/.well-known/openid-configuration", "/openid/v1/jwks"}
-        for rtype in self.all_types():
+        for rtype in self.served.types():
             if rtype.group:
                 paths.add(f"/apis/{rtype.group}")
                 paths.add(f"/apis/{rtype.group}/{rtype.version}")
         return sorted(paths)
-
-    def all_types(self) -> list[ResourceType]:
-        return self.aggregator_groups.types() + self.kube_groups.types() + self.crd_groups.types()
-
-    def store(self, group: str, version: str, plural: str) -> Store:
-        found = (self.kube_groups.lookup(group, version, plural) or self.crd_groups.lookup(group, version, plural)
-                 or self.aggregator_groups.lookup(group, version, plural))
-        if found is None:
-            raise KeyError((group, version, plural))
-        return found[1]
-
-    def all_stores(self) -> list[Store]:
-        return ([s for _, s in self.aggregator_groups] + [s for _, s in self.kube_groups]
-                + [s for _, s in self.crd_groups])
 
     def definitions(self) -> Any:
         if self._definitions is None:
@@ -270,10 +255,9 @@ class APIServer:
         if self._openapi is None:
             from kapiserver.endpoints.openapi import OpenAPIService
             self._openapi = OpenAPIService(self.definitions())
-        generation = (self.kube_groups.generation, self.crd_groups.generation)
-        if self._openapi_generation != generation:
-            self._openapi.set_types(self.all_types())
-            self._openapi_generation = generation
+        if self._openapi_generation != self.served.generation:
+            self._openapi.set_types(self.served.types())
+            self._openapi_generation = self.served.generation
         if self._openapi_aggregated != self.aggregator.openapi_generation:
             self._openapi.set_aggregated(*self.aggregator.openapi_parts)
             self._openapi_aggregated = self.aggregator.openapi_generation
@@ -283,7 +267,7 @@ class APIServer:
         """Refresh apiserver_storage_objects (upstream refreshes it about once a minute)."""
         counts = {}
         seen = set()
-        for store in self.all_stores():
+        for store in self.served.stores():
             rtype = store.rtype
             if rtype.storage_resource in seen:
                 continue
@@ -302,7 +286,7 @@ class APIServer:
     def object_count(self, group: str, resource: str) -> int | None:
         """How many objects of a resource are stored (the seats a LIST takes): the watch
         cache's count when it holds the resource, else the last periodic count."""
-        for rtype in self.all_types():
+        for rtype in self.served.types():
             if rtype.group == group and rtype.plural == resource and rtype.stored:
                 cached = getattr(self.storage, "cached_count", None)
                 count = cached(rtype.storage_prefix()) if cached is not None else None
@@ -347,7 +331,7 @@ class APIServer:
         # admission's informers (webhook configurations, policies): every write, the server's
         # own bootstrap ones too, goes through the chain
         await self.admission.start()
-        namespaces = self.store("", "v1", "namespaces")
+        namespaces = self.served.store("", "v1", "namespaces")
         for name in BOOTSTRAP_NAMESPACES:
             try:
                 await namespaces.create("", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -357,19 +341,19 @@ class APIServer:
         self.authentication.start()
         # RBAC on every server: the authorizer's informers, then the bootstrap policy
         # (upstream's rbac/bootstrap-roles post-start hook)
-        self.rbac_informers = PolicyInformers(self.rbac, self.store, self.reactor)
+        self.rbac_informers = PolicyInformers(self.rbac, self.served.store, self.reactor)
         self.rbac_informers.start()
         if self.node_graph is not None:  # the Node authorizer's pods, volumes and attachments
-            self.node_graph_populator = GraphPopulator(self.node_graph, self.store, self.reactor)
+            self.node_graph_populator = GraphPopulator(self.node_graph, self.served.store, self.reactor)
             self.node_graph_populator.start()
             await self.node_graph_populator.synced
         await self.rbac_informers.synced
         if self.bootstrap_rbac:
-            await ensure_bootstrap_policy(self.store, self.reactor)
+            await ensure_bootstrap_policy(self.served.store, self.reactor)
         self.rbac_bootstrapped = True
         if self.flow_control is not None:
-            self.flow_control.start(self.store(bootstrap.GROUP, bootstrap.VERSION, "flowschemas"),
-                                    self.store(bootstrap.GROUP, bootstrap.VERSION, "prioritylevelconfigurations"))
+            self.flow_control.start(self.served.store(bootstrap.GROUP, bootstrap.VERSION, "flowschemas"),
+                                    self.served.store(bootstrap.GROUP, bootstrap.VERSION, "prioritylevelconfigurations"))
         await self.apiextensions.start()
         # the aggregator's controllers run on every server, as kube-apiserver runs them
         await self.aggregator.start()
@@ -377,8 +361,7 @@ class APIServer:
             await self.flow_control.synced
         # after the stored CRDs are served, so the garbage collector's first sync sees every kind
         self.controllers = ServerControllers(
-            self.config, self.registry, self.health, self.all_stores,
-            lambda: (self.kube_groups.generation, self.crd_groups.generation),
+            self.config, self.registry, self.health, self.served,
             self.apiextensions.status_controller, lambda: self.secure_port,
             policy_status_controllers=[self._policy_status_controller])
         await self.controllers.start()
@@ -392,13 +375,13 @@ class APIServer:
 
     def _policy_status_controller(self) -> Any:
         from kapiserver.controllers.validating_admission_policy_status import PolicyStatusController
-        return PolicyStatusController(self.store("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
+        return PolicyStatusController(self.served.store("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
                                       self._policy_type_checker, self.reactor)
 
     def _policy_type_checker(self) -> Any:
         from kapiserver.admission.policy.typecheck import TypeChecker
         from kapiserver.admission.resources import ResourceMapper
-        mapper = ResourceMapper(self.all_types, lambda: (self.kube_groups.generation, self.crd_groups.generation))
+        mapper = ResourceMapper(self.served)
         return TypeChecker(mapper, self.resolve_schema_ref)
 
     async def stop(self) -> None:

@@ -16,7 +16,7 @@ from twisted.web import resource
 
 from kapiserver.endpoints import static
 from kapiserver.endpoints.deps import EndpointDeps
-from kapiserver.endpoints.groups import APIGroupSet
+from kapiserver.registry.groups import APIGroupSet
 from kapiserver.endpoints.groups_resource import APIGroupsResource
 from kapiserver.machinery import errors
 

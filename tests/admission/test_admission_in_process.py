@@ -174,7 +174,7 @@ class AuditAnnotationTests(AdmissionTestCase):
         for plural, obj in (("validatingadmissionpolicies", policy), ("validatingadmissionpolicybindings", binding)):
             self.assertEqual((await self.client.post(f"{ADMISSION}/{plural}", obj)).code, 201)
         await sleep(0.3)
-        store = self.server.api.store("", "v1", "configmaps")
+        store = self.server.api.served.store("", "v1", "configmaps")
         ctx = Context()
         await store.create("default", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"},
                                        "data": {"x": "1", "y": "2"}}, ctx)

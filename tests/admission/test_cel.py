@@ -10,6 +10,7 @@ from kapiserver.admission.cel.evaluation import BudgetExceeded, Evaluator, Input
 from kapiserver.admission.cel.match_conditions import MatchConditions
 from kapiserver.admission.policy.typecheck import TypeChecker
 from kapiserver.admission.resources import ResourceMapper
+from kapiserver.registry.groups import FixedTypes
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.auth.authorizer import Decision
 from kapiserver.auth.user import UserInfo
@@ -125,7 +126,7 @@ class EvaluationTests(unittest.TestCase):
 class TypeCheckTests(unittest.TestCase):
     def setUp(self):
         types = builtin_resource_types()
-        self.checker = TypeChecker(ResourceMapper(lambda: types, lambda: 1), load_definitions().resolve_ref)
+        self.checker = TypeChecker(ResourceMapper(FixedTypes(types)), load_definitions().resolve_ref)
 
     def policy(self, *expressions: str, param_kind=None) -> dict:
         spec = {"matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],

@@ -6,6 +6,7 @@ from twisted.trial import unittest
 
 from kapiserver.admission.predicates import match_object_selector, rule_matches
 from kapiserver.admission.resources import ResourceMapper, subresource_kind
+from kapiserver.registry.groups import FixedTypes
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.machinery.labels import selector_from_label_selector_dict
 from kapiserver.registry.admission import Attributes, GroupVersionResource
@@ -65,7 +66,7 @@ class RuleTests(unittest.TestCase):
 class EquivalentResourceTests(unittest.TestCase):
     def setUp(self):
         types = builtin_resource_types()
-        self.mapper = ResourceMapper(lambda: types, lambda: 1)
+        self.mapper = ResourceMapper(FixedTypes(types))
 
     def test_events_and_autoscaling_versions_are_equivalent(self):
         events = TYPES[("", "v1", "events")]

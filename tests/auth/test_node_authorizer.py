@@ -382,7 +382,7 @@ class PopulatorTests(ServerTestCase):
         await self.create("/api/v1/namespaces/ns/pods", pod("early", "node-a", volumes=[
             {"name": "s", "secret": {"secretName": "early-secret"}}]))
         self.graph = Graph()
-        populator = GraphPopulator(self.graph, self.server.api.store, reactor)
+        populator = GraphPopulator(self.graph, self.server.api.served.store, reactor)
         populator.start()
         self.addCleanup(populator.stop)
         await populator.synced

@@ -34,7 +34,7 @@ class RBACTestCase(ServerTestCase):
 
     async def _start(self) -> None:
         await super()._start()
-        store = self.server.api.store(GROUP, "v1", "clusterrolebindings")
+        store = self.server.api.served.store(GROUP, "v1", "clusterrolebindings")
         await store.create("", binding("test-anonymous-admin", "cluster-admin",
                                        {"kind": "User", "name": "system:anonymous"}))
         await self.wait_for(lambda: self._indexed("test-anonymous-admin"))
@@ -270,7 +270,7 @@ class BootstrapTests(RBACTestCase):
 
     @run
     async def test_restart_reconciles_keeping_user_changes(self):
-        roles = self.server.api.store(GROUP, "v1", "clusterroles")
+        roles = self.server.api.served.store(GROUP, "v1", "clusterroles")
         basic = await roles.get("", "system:basic-user")
         extra = {"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}
         basic["rules"] = [extra]  # a user dropped the bootstrap rules and added one
@@ -280,7 +280,7 @@ class BootstrapTests(RBACTestCase):
         public["rules"] = []
         await roles.update("", "system:public-info-viewer", public)
         await roles.delete("", "system:discovery", DeleteOptions())
-        await ensure_bootstrap_policy(self.server.api.store, reactor)
+        await ensure_bootstrap_policy(self.server.api.served.store, reactor)
         basic = await roles.get("", "system:basic-user")
         self.assertEqual(basic["rules"][0], extra)
         self.assertEqual(len(basic["rules"]), 4)  # the three bootstrap resources, broken down, came back

@@ -86,7 +86,7 @@ class WebhookTests(ServerTestCase):
         return super().setUp()
 
     async def make_anonymous_admin(self) -> None:
-        store = self.server.api.store(GROUP, "v1", "clusterrolebindings")
+        store = self.server.api.served.store(GROUP, "v1", "clusterrolebindings")
         await store.create("", {"metadata": {"name": "anonymous-admin"},
                                 "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": "cluster-admin"},
                                 "subjects": [{"apiGroup": GROUP, "kind": "User", "name": "system:anonymous"}]})

@@ -175,7 +175,7 @@ class TokenCleanerTests(ServerTestCase):
         for secret in secrets.values():
             reply = await self.client.post(SECRETS.format(ns=secret["metadata"]["namespace"]), secret)
             self.assertEqual(reply.code, 201, reply.body)
-        cleaner = TokenCleaner(self.server.api.store("", "v1", "secrets"), self.clock)
+        cleaner = TokenCleaner(self.server.api.served.store("", "v1", "secrets"), self.clock)
         cleaner.start()
         self.addCleanup(cleaner.stop)
         await cleaner.informer.synced

@@ -353,7 +353,7 @@ class CorruptObjectTests(ServerTestCase):
     """One undecodable stored value fails reads of that object only; the kind stays listable and watchable."""
 
     async def store_raw(self, name: str, value: bytes) -> str:
-        store = self.server.api.store("", "v1", "configmaps")
+        store = self.server.api.served.store("", "v1", "configmaps")
         key = store.rtype.storage_key("default", name)
         await store.storage.create(key, value)
         return key

@@ -38,7 +38,7 @@ class ListBytesTests(ServerTestCase):
         the ListMeta of ``answer`` (JSON or YAML) when given, since writes elsewhere (the
         bootstrap controllers') move the revision in between.  ``typed``: as a ConfigMapList
         carries its items, without their kind and apiVersion (a Table's rows keep them)."""
-        store = self.server.api.store("", "v1", "configmaps")
+        store = self.server.api.served.store("", "v1", "configmaps")
         args = {k.encode(): [v.encode()] for k, v in (p.split("=", 1) for p in query.split("&") if p)}
         listed = await store.list("default", ListOptions.from_args(args))
         if typed:  # kube-apiserver's typed (built-in) lists carry their items without TypeMeta
@@ -136,7 +136,7 @@ class ListBytesTests(ServerTestCase):
         for include in ("", "&includeObject=Object", "&includeObject=None"):
             r = await self.client.get(CM + "?resourceVersion=0" + include, headers={"Accept": accept})
             expected = await self.expected("resourceVersion=0", typed=False)
-            whole = table.to_table(self.server.api.store("", "v1", "configmaps").rtype, expected["items"],
+            whole = table.to_table(self.server.api.served.store("", "v1", "configmaps").rtype, expected["items"],
                                    include.rsplit("=", 1)[-1] if include else "Metadata", expected["metadata"])
             got = json.loads(r.raw)
             # AGE may tick between the two; everything else is byte for byte the same
@@ -180,7 +180,7 @@ class ListBytesTests(ServerTestCase):
     async def test_a_get_answers_the_bytes_of_the_object_in_every_form(self):
         # a GET of a stored value answers the encodings memoized on it (compact JSON, protobuf)
         await self.fill()
-        store = self.server.api.store("", "v1", "configmaps")
+        store = self.server.api.served.store("", "v1", "configmaps")
         obj = await store.get("default", "cm-2")
         forms = [({}, codec.encode_json(obj)), ({"Accept": PB}, protobuf.encode_object(obj)),
                  ({"Accept": "application/yaml"}, codec.encode_yaml(obj)),

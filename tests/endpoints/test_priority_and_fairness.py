@@ -66,7 +66,7 @@ class APFTestCase(ServerTestCase):
 
     def hold_lists(self) -> defer.Deferred:
         """ConfigMap lists wait until the returned Deferred fires (they hold their seats)."""
-        store = self.server.api.store("", "v1", "configmaps")
+        store = self.server.api.served.store("", "v1", "configmaps")
         original = store.list_stored
         gate: defer.Deferred = defer.Deferred()
 

@@ -13,7 +13,7 @@ from kapiserver.testing.cases import ServerTestCase, run
 class HandlerBugTests(ServerTestCase):
     @run
     async def test_bug_is_a_generic_500_status(self):
-        store = self.server.api.store("", "v1", "configmaps")
+        store = self.server.api.served.store("", "v1", "configmaps")
 
         async def broken(*args, **kwargs):
             raise RuntimeError("secret internals")
@@ -62,7 +62,7 @@ class LimitTests(ServerTestCase):
 
     def hang_lists(self) -> defer.Deferred:
         """Make configmap lists wait until the returned Deferred fires."""
-        store = self.server.api.store("", "v1", "configmaps")
+        store = self.server.api.served.store("", "v1", "configmaps")
         original = store.list_stored
         gate = defer.Deferred()
 

@@ -52,7 +52,7 @@ class ValidatingAdmissionPolicyPlugin(AdmissionPlugin):
 
     def __init__(self, deps: AdmissionDeps) -> None:
         self.deps = deps
-        self.mapper = ResourceMapper(deps.served_types, deps.served_types_generation)
+        self.mapper = ResourceMapper(deps.served)
         self.matcher = PolicyMatcher(self.mapper, lambda: deps.store("", "v1", "namespaces"))
         self.bindings: ConfigurationSource[list[dict]] = ConfigurationSource(
             lambda: deps.store(GROUP, "v1", "validatingadmissionpolicybindings"), deps.reactor, lambda objs: objs)
@@ -66,7 +66,7 @@ class ValidatingAdmissionPolicyPlugin(AdmissionPlugin):
 
     def hooks(self) -> list[CompiledPolicy]:
         """The compiled policies with their bindings (rebuilt when either changed, or the served types)."""
-        served = self.deps.served_types_generation()
+        served = self.deps.served.generation
         if self._built_for is not None and served != self._built_for[2]:
             self.policies.invalidate()  # a paramKind may be served now
         key = (self.policies.generation, self.bindings.generation, served)

@@ -25,7 +25,7 @@ def _parts(config: Optional[bytes], deps: AdmissionDeps) -> tuple[WebhookClient,
     except AuthenticationConfigError as e:
         raise PluginError(str(e)) from None
     client = WebhookClient(deps.reactor, ServiceResolver(deps.store), credentials)
-    return client, ResourceMapper(deps.served_types, deps.served_types_generation)
+    return client, ResourceMapper(deps.served)
 
 
 def mutating_webhook(config: Optional[bytes], deps: AdmissionDeps) -> MutatingWebhookPlugin:
