@@ -57,8 +57,8 @@ class AggregatorServerDeps:
     kube_groups: APIGroupSet
     # any served kind's Store: ``store(group, version, plural)`` (Services, EndpointSlices)
     store: Callable[[str, str, str], Store]
-    # the CRD Store, once the apiextensions server exists (it is built after the aggregator)
-    crd_store: Callable[[], Store]
+    # the apiextensions server's CRD Store (each CRD's versions get an APIService)
+    crd_store: Store
     health: HealthChecks
     # the front-proxy client certificate and key presented to extension servers
     proxy_client_cert: str
@@ -104,7 +104,7 @@ class Aggregator:
         await self.resolver.synced
         await self.registration.synced
         self.autoregister = AutoRegisterController(self.store, reactor)
-        self.crd_registration = CRDRegistrationController(self.deps.crd_store(), self.autoregister, reactor)
+        self.crd_registration = CRDRegistrationController(self.deps.crd_store, self.autoregister, reactor)
         # the CRDs' versions are known before the first sync, so it does not delete their APIServices
         self.crd_registration.start()
         await self.crd_registration.synced
@@ -131,7 +131,7 @@ class Aggregator:
     def builtin_group_versions(self) -> list[tuple[str, str]]:
         """The group versions served here that upstream registers at start (kube and apiextensions links)."""
         served = {(t.group, t.version) for t in self.deps.kube_groups.types()}
-        crds = self.deps.crd_store().rtype
+        crds = self.deps.crd_store.rtype
         served.add((crds.group, crds.version))
         return sorted(gv for gv in served if priorities.builtin_priority(*gv) is not None)
 

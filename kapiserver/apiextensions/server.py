@@ -1,10 +1,10 @@
 """The apiextensions server: CustomResourceDefinitions and the custom resources they define.
 
-It serves the CRD kind from ``api.crd_groups`` and keeps the served custom
-resource types in step with the stored CRDs.  That part runs on every server
-(each serves what is stored): at startup every stored CRD is installed
-before ``api.crds_synced`` turns True (until then unknown groups answer 503
-and ``/readyz`` fails); afterwards an informer on the CRD Store installs or
+It serves the CRD kind from the CRD group set it is given and keeps the served
+custom resource types in step with the stored CRDs.  That part runs on every
+server (each serves what is stored): at startup every stored CRD is installed
+before its :class:`CRDReadiness` turns ready (until then unknown groups answer
+503 and ``/readyz`` fails); afterwards an informer on the CRD Store installs or
 replaces the ResourceTypes of Established CRDs, marks deleting ones
 Terminating and uninstalls deleted ones.
 
@@ -17,17 +17,23 @@ builds the controller the controller manager runs
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_true
 from kapiserver.apiextensions.controllers.finalizer import list_everything
 from kapiserver.apiextensions.custom_resource import CRDState, resource_types
+from kapiserver.registry.admission import AdmissionChain
+from kapiserver.registry.groups import APIGroupSet
 from kapiserver.registry.informer import Informer
+from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
+from kapiserver.storage.interface import Storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.apiextensions.controllers.status import CRDStatusController
@@ -43,35 +49,55 @@ def _rv(crd: dict) -> int:
         return 0
 
 
+@dataclass(frozen=True)
+class APIExtensionsDeps:
+    """What the apiextensions server needs of the server that runs it (``server/apiserver.py``)."""
+
+    reactor: IReactorTime
+    storage: Storage
+    admission: AdmissionChain
+    leases: LeaseReuser
+    # the CRD link's groups: the CRD kind and every served custom resource version are added to it
+    groups: APIGroupSet
+    # the built-in groups, whose names a CRD may not take
+    builtin_groups: APIGroupSet
+    # ends the watches on resource types no longer served (a CRD replaced or deleted)
+    stop_serving: Callable[[list[ResourceType]], None]
+
+
+class CRDReadiness:
+    """Whether the CRDs stored at startup are served yet: until then a request to an unknown group
+    may be for one of them (the CRD link answers 503) and ``/readyz`` fails (``SYNC_CHECK``)."""
+
+    def __init__(self) -> None:
+        self.synced = False
+
+    def check(self) -> None:
+        if not self.synced:
+            raise RuntimeError("the stored CustomResourceDefinitions are not installed yet")
+
+
 class APIExtensionsServer:
-    def __init__(self, api: Any) -> None:
-        self.api = api
-        api.crds_synced = False  # until start() has installed the stored CRDs
+    def __init__(self, deps: APIExtensionsDeps) -> None:
+        self.deps = deps
+        self.readiness = CRDReadiness()  # ready once start() has installed the stored CRDs
         self.rtype = customresourcedefinitions.resource_type()
-        self.store = Store(self.rtype, api.storage, api.admission, api.leases)
-        api.crd_groups.add(self.rtype, self.store)
+        self.store = Store(self.rtype, deps.storage, deps.admission, deps.leases)
+        deps.groups.add(self.rtype, self.store)
         # crd name -> (group, plural, serving signature, resource types) of what is installed
         self.installed: dict[str, tuple[str, str, str, list[ResourceType]]] = {}
         self.states: dict[str, CRDState] = {}
         self.latest: dict[str, dict] = {}  # newest CRD objects seen (informer or own writes)
         self.informer: Optional[Informer] = None
-        try:
-            api.health.add(SYNC_CHECK, self._synced_check, kinds=("readyz",))
-        except ValueError:
-            pass  # a second server on the same health registry (tests)
 
     # ------------------------------------------------------------ lifecycle
 
-    def _synced_check(self) -> None:
-        if not self.api.crds_synced:
-            raise RuntimeError("the stored CustomResourceDefinitions are not installed yet")
-
     async def start(self) -> None:
         """Install every stored CRD, then serve; watch for changes from then on."""
-        self.api.crds_synced = False
+        self.readiness.synced = False
         await self.initial_install()
-        self.api.crds_synced = True
-        self.informer = Informer(self.store, self._on_event, self.api.reactor, after_list=self._after_list)
+        self.readiness.synced = True
+        self.informer = Informer(self.store, self._on_event, self.deps.reactor, after_list=self._after_list)
         self.informer.start()
 
     async def initial_install(self) -> None:
@@ -88,15 +114,15 @@ class APIExtensionsServer:
         """A new leader-only controller writing the CRDs' status (for the controller manager);
         ``server_count()`` says how many API servers serve the cluster now."""
         from kapiserver.apiextensions.controllers.status import CRDStatusController
-        return CRDStatusController(self, self.api.reactor, server_count)
+        return CRDStatusController(self, self.deps.reactor, server_count)
 
     # ------------------------------------------------------------ serving
 
     def builtin_types(self) -> list[ResourceType]:
-        return self.api.kube_groups.types()
+        return self.deps.builtin_groups.types()
 
     def make_store(self, rtype: ResourceType) -> Store:
-        return Store(rtype, self.api.storage, self.api.admission, self.api.leases)
+        return Store(rtype, self.deps.storage, self.deps.admission, self.deps.leases)
 
     def install(self, crd: dict) -> None:
         """Serve the served versions of a CRD whose names are accepted or that is Established
@@ -116,22 +142,22 @@ class APIExtensionsServer:
             log.error("cannot serve CustomResourceDefinition {name}: {err}", name=name, err=e)
             return
         if previous is not None:
-            self.api.crd_groups.remove_group_resource(previous[0], previous[1])
+            self.deps.groups.remove_group_resource(previous[0], previous[1])
         group = crd["spec"]["group"]
         plural = types[0].plural if types else crd["spec"]["names"]["plural"]
         for rtype in types:
-            self.api.crd_groups.add(rtype, self.make_store(rtype))
+            self.deps.groups.add(rtype, self.make_store(rtype))
         self.installed[name] = (group, plural, signature, types)
         if previous is not None:
-            self.api.watches.stop_serving(previous[3])
+            self.deps.stop_serving(previous[3])
         log.info("serving {name} ({versions})", name=name, versions=", ".join(t.version for t in types))
 
     def uninstall(self, name: str) -> None:
         previous = self.installed.pop(name, None)
         self.states.pop(name, None)
         if previous is not None:
-            self.api.crd_groups.remove_group_resource(previous[0], previous[1])
-            self.api.watches.stop_serving(previous[3])
+            self.deps.groups.remove_group_resource(previous[0], previous[1])
+            self.deps.stop_serving(previous[3])
             log.info("stopped serving {name}", name=name)
 
     # ------------------------------------------------------------ what is stored

@@ -20,6 +20,7 @@ from kapiserver.admission.config import read_admission_configuration
 from kapiserver.admission.initializer import AdmissionDeps
 from kapiserver.admission.plugins import enabled_plugin_names, new_chain
 from kapiserver.aggregator.resource import AggregatorResource
+from kapiserver.apiextensions.server import SYNC_CHECK as CRD_SYNC_CHECK, APIExtensionsDeps, APIExtensionsServer
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.audit.build import build_auditing
@@ -100,7 +101,6 @@ class APIServer:
         self.reactor = reactor
         self.health = health
         self.ca_pem = ca_cert_pem.decode() if isinstance(ca_cert_pem, bytes) else ca_cert_pem
-        self.crds_synced = True  # set False while stored CRDs are being installed
         self._definitions: Any = None
         self._openapi: Any = None
         self._openapi_generation: Any = None
@@ -150,11 +150,16 @@ class APIServer:
                 rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
+        self.watches = WatchRegistry(_count_watch)
+        self.apiextensions = APIExtensionsServer(APIExtensionsDeps(
+            reactor=reactor, storage=storage, admission=self.admission, leases=self.leases,
+            groups=self.crd_groups, builtin_groups=self.kube_groups, stop_serving=self.watches.stop_serving))
+        health.add(CRD_SYNC_CHECK, self.apiextensions.readiness.check, kinds=("readyz",))
         files = credential_files(config)
         self.aggregator = Aggregator(AggregatorServerDeps(
             reactor=reactor, storage=storage, admission=self.admission, leases=self.leases,
             groups=self.aggregator_groups, kube_groups=self.kube_groups, store=self.served.store,
-            crd_store=lambda: self.apiextensions.store, health=health,
+            crd_store=self.apiextensions.store, health=health,
             proxy_client_cert=files.proxy_client_cert, proxy_client_key=files.proxy_client_key))
         limits = config.limits
         # API Priority and Fairness: the server's concurrency shared among priority levels
@@ -168,12 +173,11 @@ class APIServer:
                 except ValueError:
                     pass  # a second server on the same health registry (tests)
 
-        self.watches = WatchRegistry(_count_watch)
         self.streams = StreamConnector(reactor, kubelet_client_config(config))
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
                                  schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.served.store,
                                  streams=self.streams)
-        crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, lambda: self.crds_synced))
+        crd = CRDResource(CRDAPIDeps(self.crd_groups, endpoints, self.apiextensions.readiness))
         kube = KubeAPIResource(KubeAPIDeps(self.kube_groups, endpoints, self._server_paths(), self._root_paths), crd)
         self.root = AggregatorResource(AggregatorDeps(
             all_types=self.served.types, groups=self.aggregator_groups, endpoints=endpoints,
@@ -197,8 +201,6 @@ class APIServer:
         self.secure_port: int | None = None  # the bound port, set by whoever listens (the kubernetes Service)
         self.controllers: ServerControllers | None = None
         self.rbac_informers: PolicyInformers | None = None
-        from kapiserver.apiextensions.server import APIExtensionsServer
-        self.apiextensions = APIExtensionsServer(self)
 
     # ------------------------------------------------------------ wiring
 

@@ -10,10 +10,10 @@ it), built on the endpoints; what it serves comes from
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 from twisted.web import resource
 
+from kapiserver.apiextensions.server import CRDReadiness
 from kapiserver.endpoints import static
 from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.registry.groups import APIGroupSet
@@ -26,14 +26,14 @@ class CRDAPIDeps:
     # the groups of Established CRDs (the apiextensions server keeps it current)
     groups: APIGroupSet
     endpoints: EndpointDeps
-    # False while the CRDs stored at startup are still being installed
-    synced: Callable[[], bool]
+    # not ready while the CRDs stored at startup are still being installed
+    readiness: CRDReadiness
 
 
 class CRDResource(APIGroupsResource):
     def __init__(self, deps: CRDAPIDeps) -> None:
         super().__init__(deps.groups, deps.endpoints, static.not_found())
-        self.synced = deps.synced
+        self.readiness = deps.readiness
         self.unsynced = static.StatusEndpoint(errors.service_unavailable(
             "the server is not ready to serve custom resources yet: the CustomResourceDefinitions "
             "are still being installed"))
@@ -42,6 +42,6 @@ class CRDResource(APIGroupsResource):
         owned = self.own_named_group(parts)
         if owned is not None:
             return owned
-        if not self.synced() and len(parts) >= 2 and parts[0] == "apis":
+        if not self.readiness.synced and len(parts) >= 2 and parts[0] == "apis":
             return self.unsynced
         return None
