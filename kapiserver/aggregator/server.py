@@ -90,10 +90,7 @@ class Aggregator:
         self.proxy = ProxyResource(self.registration, self.resolver, self.transport, self._unreachable)
         self.registration.listeners.append(self._apiservice_changed)
         self._registered_builtins: list[str] = []
-        try:
-            deps.health.add(AUTOREGISTER_CHECK, self._autoregister_check, kinds=("readyz",))
-        except ValueError:
-            pass  # a second server on the same health registry (tests)
+        deps.health.add(AUTOREGISTER_CHECK, self._autoregister_check, kinds=("readyz",))
 
     # ------------------------------------------------------------ lifecycle
 

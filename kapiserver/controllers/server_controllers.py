@@ -97,10 +97,7 @@ class ServerControllers:
         services = deps.store("", "v1", "services")
         allocator: ServiceAllocator = services.strategy.bound_allocator()
         self.repair = ServiceRepair(allocator, services, reactor)
-        try:
-            health.add(READY_CHECK, self.repair.check, kinds=("readyz",))
-        except ValueError:
-            pass  # a second server on the same health registry (tests)
+        health.add(READY_CHECK, self.repair.check, kinds=("readyz",))
         self.advertise_address = advertise_address(config.advertise_address, config.bind_address)
         leases = MasterLeases(deps.storage)
         reconciler = EndpointsReconciler(deps.store("", "v1", "endpoints"),
@@ -117,17 +114,11 @@ class ServerControllers:
         self.identity = APIServerIdentityController(deps.store("coordination.k8s.io", "v1", "leases"), reactor)
         self.priority_classes = SystemPriorityClasses(deps.store("scheduling.k8s.io", "v1", "priorityclasses"),
                                                       reactor)
-        try:
-            health.add(PRIORITY_CLASSES_CHECK, self.priority_classes.check, kinds=("readyz",))
-        except ValueError:
-            pass
+        health.add(PRIORITY_CLASSES_CHECK, self.priority_classes.check, kinds=("readyz",))
         self.apf_bootstrap = APFBootstrapEnsurer(
             deps.store(bootstrap.GROUP, bootstrap.VERSION, "flowschemas"),
             deps.store(bootstrap.GROUP, bootstrap.VERSION, "prioritylevelconfigurations"), reactor)
-        try:
-            health.add(APF_BOOTSTRAP_CHECK, self.apf_bootstrap.check, kinds=("healthz", "readyz"))
-        except ValueError:
-            pass  # a second server on the same health registry (tests)
+        health.add(APF_BOOTSTRAP_CHECK, self.apf_bootstrap.check, kinds=("healthz", "readyz"))
         namespaces = deps.store("", "v1", "namespaces")
         selection = ControllerSelection(election.enabled, election.names)
         ns_defaults = (SERVICE_ACCOUNT in selection, ROOT_CA_PUBLISHER in selection)

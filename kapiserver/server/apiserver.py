@@ -168,10 +168,7 @@ class APIServer:
             self.flow_control = APFController(
                 limits.max_requests_inflight + limits.max_mutating_requests_inflight, reactor)
             for name, check in ((APF_CONSUMER_CHECK, self._apf_synced_check), (APF_FILTER_CHECK, lambda: None)):
-                try:
-                    health.add(name, check, kinds=("healthz", "readyz"))
-                except ValueError:
-                    pass  # a second server on the same health registry (tests)
+                health.add(name, check, kinds=("healthz", "readyz"))
 
         self.streams = StreamConnector(reactor, kubelet_client_config(config))
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
