@@ -6,7 +6,8 @@ same table and says why each package sits where it does (a test below keeps the 
 A package may import from its own layer and every layer below it, never from one above:
 upstream's staging repositories depend on each other the same way (apimachinery below
 apiserver's storage, the generic registry, authentication and flow control, the API types,
-admission and apiextensions, the HTTP endpoints, then kube-apiserver's composition).
+admission and apiextensions, the HTTP endpoints, the server library, then kube-apiserver's
+composition root).
 
 Every import counts, wherever it is written: at the top of a module, inside a function
 (imported on first use to keep start-up light) or under ``if TYPE_CHECKING:`` (for
@@ -36,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("apiextensions", "admission"),
     ("endpoints",),
     ("aggregator", "controllers", "server"),
+    ("app",),
     ("testing",),
 )
 

@@ -44,7 +44,7 @@ AUTOREGISTER_CHECK = "autoregister-completion"
 
 @dataclass(frozen=True)
 class AggregatorServerDeps:
-    """What the aggregator needs of the server that runs it (``server/apiserver.py``)."""
+    """What the aggregator needs of the server that runs it (``app/apiserver.py``)."""
 
     # the proxy connects with it (TCP, TLS); the controllers time with it
     reactor: Any

@@ -51,7 +51,7 @@ def _rv(crd: dict) -> int:
 
 @dataclass(frozen=True)
 class APIExtensionsDeps:
-    """What the apiextensions server needs of the server that runs it (``server/apiserver.py``)."""
+    """What the apiextensions server needs of the server that runs it (``app/apiserver.py``)."""
 
     reactor: IReactorTime
     storage: Storage

@@ -1,5 +1,5 @@
 """What the server authenticates with, once built from the configuration
-(``server/authentication.py`` builds it): the handler chain's authenticator, the
+(``app/authentication.py`` builds it): the handler chain's authenticator, the
 token authenticators TokenReview asks, the CAs the TLS handshake trusts, what the
 ``extension-apiserver-authentication`` ConfigMap publishes, and the
 service-account token signer.

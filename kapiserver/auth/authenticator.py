@@ -10,7 +10,7 @@ bearer token and the audiences the caller targets.
 :class:`UnionAuthenticator` asks each in turn, as kube-apiserver combines its
 authenticators; anonymous access comes last and only when no credential was
 presented at all: an invalid token is a 401 even with anonymous enabled.
-The kinds are built from the configuration by :mod:`kapiserver.server.authentication`.
+The kinds are built from the configuration by :mod:`kapiserver.app.authentication`.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from twisted.internet import reactor, task
 
 from kapiserver.auth.authorizer import Authorizer
-from kapiserver.server.apiserver import APIServer
+from kapiserver.app.apiserver import APIServer
 from kapiserver.server.config import Config, config_from_dict
 from kapiserver.testing import TEST_ADVERTISE_ADDRESS
 from kapiserver.server.healthz import HealthChecks

@@ -465,7 +465,7 @@ class VersionsAndScopeTests(CRDTestCase):
 class StartupSyncTests(unittest.TestCase):
     @run
     async def test_unknown_groups_are_503_and_readyz_fails_until_stored_crds_are_installed(self):
-        from kapiserver.server.apiserver import APIServer
+        from kapiserver.app.apiserver import APIServer
         from kapiserver.server.healthz import HealthChecks
         from kapiserver.testing.apiserver import test_config
         first = await start_api_server()

@@ -9,7 +9,7 @@ import yaml
 from twisted.trial import unittest
 
 from kapiserver.server.config import ConfigError, load_config
-from kapiserver.server.plugin import Options
+from kapiserver.app.plugin import Options
 from tests.server.process import run_to_exit, write_config
 
 
@@ -205,7 +205,7 @@ class LoadConfigTests(unittest.TestCase):
         self.assertEqual(config.authorization.webhook.config_file, os.path.abspath("w.yaml"))
 
     def test_authorization_flags(self) -> None:
-        from kapiserver.server.plugin import Options
+        from kapiserver.app.plugin import Options
         options = Options()
         options.parseOptions(["--authorization-mode", "Webhook,RBAC", "--authorization-webhook-config-file", "w.yaml",
                               "--authorization-webhook-cache-authorized-ttl", "1m30s",
@@ -232,7 +232,7 @@ class AuthenticationConfigTests(unittest.TestCase):
         self.assertEqual(config.authentication.service_account.key_files, [os.path.abspath("a.pem"), "/etc/b.pem"])
 
     def test_flags_use_kube_apiserver_names(self) -> None:
-        from kapiserver.server.plugin import Options
+        from kapiserver.app.plugin import Options
         options = Options()
         options.parseOptions(["--token-auth-file", "t.csv", "--service-account-issuer", "https://a,https://b",
                               "--service-account-max-token-expiration", "48h", "--anonymous-auth=true",

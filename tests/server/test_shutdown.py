@@ -8,7 +8,7 @@ from twisted.internet import defer, task
 from twisted.trial import unittest
 
 from kapiserver.server.config import config_from_dict
-from kapiserver.server.service import FINAL_FLUSH_SECONDS, KapiService
+from kapiserver.app.service import FINAL_FLUSH_SECONDS, KapiService
 
 
 class _FakeAPIServer:

@@ -19,7 +19,7 @@ from twisted.trial import unittest
 from twisted.web.client import URI
 
 from kapiserver.server.config import ConfigError, config_from_dict
-from kapiserver.server.service import build_storage
+from kapiserver.app.service import build_storage
 from kapiserver.storage.etcd import EtcdStorage
 from kapiserver.storage.etcd.keepalive import KEEPALIVE_IDLE, KeepAliveEndpointFactory
 from kapiserver.storage.etcd.websocket import WebSocketStream

@@ -1,7 +1,7 @@
 """twistd plugin: ``twistd -n kapiserver --config etc/apiserver.yaml``.
 
 Kept tiny on purpose: twistd imports every plugin module for ``--help``, so the
-real work is imported lazily from kapiserver.server.plugin.
+real work is imported lazily from kapiserver.app.plugin.
 """
 from zope.interface import implementer
 
@@ -12,7 +12,7 @@ from twisted.python import usage
 
 class _LazyOptions(usage.Options):
     def __new__(cls, *args, **kwargs):
-        from kapiserver.server.plugin import Options
+        from kapiserver.app.plugin import Options
         return Options(*args, **kwargs)
 
 
@@ -23,7 +23,7 @@ class _KapiserverMaker:
     options = _LazyOptions
 
     def makeService(self, options):
-        from kapiserver.server.plugin import makeService
+        from kapiserver.app.plugin import makeService
         return makeService(options)
 
 

@@ -2,7 +2,7 @@
 
 The process twistd runs becomes the supervisor: it loads the certificates,
 binds the listening socket and writes the admin kubeconfig, then starts N
-workers (``python -m kapiserver.server.worker``), each handed the socket as
+workers (``python -m kapiserver.app.worker``), each handed the socket as
 file descriptor 3, the table of connections per worker (``accept_balance.py``) as 4
 and the configuration on its standard input; their log events come back as JSON on
 descriptor 5 and are logged by the supervisor, so they go wherever twistd logs.
@@ -40,7 +40,7 @@ from kapiserver.server import systemd
 from kapiserver.server.accept_balance import ConnectionTable
 from kapiserver.server.certs import CertBundle
 from kapiserver.server.config import Config, config_to_dict
-from kapiserver.server.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, ProcessService, StartupError,
+from kapiserver.app.service import (FINAL_FLUSH_SECONDS, LISTEN_BACKLOG, ProcessService, StartupError,
                                        check_sqlite_file, exit_after_startup_failure, write_kubeconfig)
 
 log = Logger()
@@ -182,7 +182,7 @@ class WorkerSupervisor(ProcessService):
             env["WATCHDOG_USEC"] = str(int(self._watchdog * 2 * 1_000_000))
         env[WORKER_INDEX_ENV] = str(index)
         worker = _WorkerProcess(self, index, self._config_json)
-        self.reactor.spawnProcess(worker, sys.executable, [sys.executable, "-m", "kapiserver.server.worker"],
+        self.reactor.spawnProcess(worker, sys.executable, [sys.executable, "-m", "kapiserver.app.worker"],
                                   env=env, path=os.getcwd(),
                                   childFDs={0: "w", 1: 1, 2: 2, LISTEN_FD: self._socket.fileno(),
                                             CONNECTION_TABLE_FD: self._connection_table, LOG_FD: "r"})

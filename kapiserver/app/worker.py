@@ -1,4 +1,4 @@
-"""One worker process of ``workers: N`` (``python -m kapiserver.server.worker``; see ``workers.py``).
+"""One worker process of ``workers: N`` (``python -m kapiserver.app.worker``; see ``workers.py``).
 
 Its supervisor passes the listening socket as file descriptor 3, the table of
 connections per worker as 4, its index in
@@ -36,9 +36,9 @@ def main() -> None:
 
     from kapiserver.server.accept_balance import ConnectionTable
     from kapiserver.server.config import ConfigError, config_from_dict, worker_count
-    from kapiserver.server.plugin import LOG_LEVELS
-    from kapiserver.server.service import KapiService, StartupError, fail_startup, load_certificates
-    from kapiserver.server.workers import CONNECTION_TABLE_FD, LISTEN_FD, LOG_FD, WORKER_INDEX_ENV
+    from kapiserver.app.plugin import LOG_LEVELS
+    from kapiserver.app.service import KapiService, StartupError, fail_startup, load_certificates
+    from kapiserver.app.workers import CONNECTION_TABLE_FD, LISTEN_FD, LOG_FD, WORKER_INDEX_ENV
 
     _die_with_parent()
     index = int(os.environ[WORKER_INDEX_ENV])

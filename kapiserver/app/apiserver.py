@@ -37,7 +37,7 @@ from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.connection.site import APISite
 from kapiserver.endpoints.streaming.connector import StreamConnector
-from kapiserver.server.authentication import build_authentication
+from kapiserver.app.authentication import build_authentication
 from kapiserver.server.flowcontrol_debug import APFDebugResource
 from kapiserver.server.kubelet_connection import kubelet_client_config
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
@@ -303,7 +303,7 @@ class APIServer:
         """Requests being answered now, watches excepted (what a graceful shutdown waits for)."""
         return self.wait_group.count
 
-    # ------------------------------------------------------------ graceful shutdown (server/service.py)
+    # ------------------------------------------------------------ graceful shutdown (app/service.py)
 
     def begin_drain(self) -> None:
         """Take no new request: the wait group turns them away (503), idle connections close,

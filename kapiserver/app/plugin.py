@@ -274,12 +274,12 @@ def build_service(config: Config, reactor: Any = None, install_signal_handlers: 
 
     Raises StartupError (one-line message) if the certificates cannot be loaded.
     """
-    from kapiserver.server.service import KapiService, load_certificates
+    from kapiserver.app.service import KapiService, load_certificates
     bundle = load_certificates(config)
     top = service.MultiService()
     count = worker_count(config)
     if count > 1:
-        from kapiserver.server.workers import WorkerSupervisor
+        from kapiserver.app.workers import WorkerSupervisor
         WorkerSupervisor(config, bundle, count, reactor, install_signal_handlers=install_signal_handlers,
                          exit_on_failure=exit_on_failure).setServiceParent(top)
     else:
@@ -292,7 +292,7 @@ def makeService(options: Options) -> service.IService:
     """Load and validate the configuration, then build the server; exits 1 with one line on error."""
     from kapiserver.server import gc_tuning
     gc_tuning.begin_startup()  # before the server's modules are imported
-    from kapiserver.server.service import StartupError
+    from kapiserver.app.service import StartupError
     try:
         config = load_config(options["config"], options.overrides())
     except (ConfigError, usage.UsageError) as e:

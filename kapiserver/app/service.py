@@ -247,7 +247,7 @@ class KapiService(ProcessService):
     """Runs one API server.  ``ready`` fires once READY=1 was sent; ``stopped`` when shut down.
 
     As one of ``workers`` (``worker`` is its index), it serves on the listening socket
-    ``listen_fd`` its supervisor (``server/workers.py``) inherited to it, paced by the shared
+    ``listen_fd`` its supervisor (``app/workers.py``) inherited to it, paced by the shared
     ``connection_table`` (``server/accept_balance.py``), and shares the storage with the other
     workers.
     """
@@ -301,7 +301,7 @@ class KapiService(ProcessService):
 
     async def _start(self) -> None:
         from kapiserver.audit.build import AuditConfigError
-        from kapiserver.server.apiserver import APIServer
+        from kapiserver.app.apiserver import APIServer
         config = self.config
         self.storage = build_storage(config, self.reactor, self.worker)
         try:
@@ -371,7 +371,7 @@ class KapiService(ProcessService):
                 self.ready.addErrback(lambda f: None)
             return
         # (imported here: a workers' supervisor, which imports this module, never authenticates)
-        from kapiserver.server.authentication import CredentialsError
+        from kapiserver.app.authentication import CredentialsError
         if failure.check(StartupError, CertificateError, CredentialsError):
             message = str(failure.value)
         else:
