@@ -24,6 +24,7 @@ from kapiserver.apiextensions.server import SYNC_CHECK as CRD_SYNC_CHECK, APIExt
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.audit.build import build_auditing
+from kapiserver.audit.metrics import AuditMetrics
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.aggregator.server import Aggregator, AggregatorServerDeps
 from kapiserver.auth.authorization_modes import build_authorizer
@@ -46,9 +47,11 @@ from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.registry.groups import APIGroupSet, ServedResources
 from kapiserver.endpoints.openapi_endpoint import OpenAPIEndpoint
 from kapiserver.endpoints.static import DocumentEndpoint
-from kapiserver.flowcontrol import bootstrap, metrics as flow_control_metrics
+from kapiserver.flowcontrol import bootstrap
+from kapiserver.flowcontrol.metrics import FlowControlCollector
 from kapiserver.flowcontrol.controller import APFController
-from kapiserver.machinery import errors, metrics
+from kapiserver.machinery import errors
+from kapiserver.machinery.metrics import Metrics, MetricsResource
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Store
@@ -72,18 +75,6 @@ APF_CONSUMER_CHECK = "poststarthook/priority-and-fairness-config-consumer"
 APF_FILTER_CHECK = "poststarthook/priority-and-fairness-filter"
 
 
-def _publish_inflight(readonly: int, mutating: int) -> None:
-    metrics.METRICS.set_inflight("readOnly", readonly)
-    metrics.METRICS.set_inflight("mutating", mutating)
-
-
-def _count_watch(rtype: ResourceType, delta: int) -> None:
-    if delta > 0:
-        metrics.METRICS.watcher_added(rtype.group, rtype.version, rtype.kind)
-    else:
-        metrics.METRICS.watcher_removed(rtype.group, rtype.version, rtype.kind)
-
-
 class APIServer:
     """The delegation chain, wrapped in the handler chain, over one storage; plus what runs beside it.
 
@@ -92,7 +83,7 @@ class APIServer:
     """
 
     def __init__(self, config: Config, storage: Storage, ca_cert_pem: bytes | str, health: healthz.HealthChecks,
-                 reactor: Any = None, authorizer: Authorizer | None = None, bootstrap_rbac: bool = True) -> None:
+                 metrics: Metrics, reactor: Any = None, authorizer: Authorizer | None = None, bootstrap_rbac: bool = True) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -100,6 +91,7 @@ class APIServer:
         self.storage = storage
         self.reactor = reactor
         self.health = health
+        self.metrics = metrics
         self.ca_pem = ca_cert_pem.decode() if isinstance(ca_cert_pem, bytes) else ca_cert_pem
         self._definitions: Any = None
         self._openapi: Any = None
@@ -150,7 +142,7 @@ class APIServer:
                 rtype.bind_deps(rtype, self.registry)
             self.kube_groups.add(rtype, store)
 
-        self.watches = WatchRegistry(_count_watch)
+        self.watches = WatchRegistry(self._count_watch)
         self.apiextensions = APIExtensionsServer(APIExtensionsDeps(
             reactor=reactor, storage=storage, admission=self.admission, leases=self.leases,
             groups=self.crd_groups, builtin_groups=self.kube_groups, stop_serving=self.watches.stop_serving))
@@ -164,6 +156,7 @@ class APIServer:
         limits = config.limits
         # API Priority and Fairness: the server's concurrency shared among priority levels
         self.flow_control: APFController | None = None
+        metrics.registry.register(FlowControlCollector(lambda: self.flow_control))
         if limits.enable_priority_and_fairness:
             self.flow_control = APFController(
                 limits.max_requests_inflight + limits.max_mutating_requests_inflight, reactor)
@@ -182,12 +175,12 @@ class APIServer:
             remote_resources=lambda: self.aggregator.remote_resources), kube)
 
         self.inflight = InflightLimiter(limits.max_requests_inflight, limits.max_mutating_requests_inflight,
-                                        on_change=_publish_inflight)
+                                        on_change=self._publish_inflight)
         self.wait_group = RequestWaitGroup()
-        self.auditing = build_auditing(config.audit, reactor)  # raises AuditConfigError
+        self.auditing = build_auditing(config.audit, AuditMetrics(metrics.registry), reactor)  # raises AuditConfigError
         self.handler = build_handler_chain(self.root, HandlerChainDeps(
             reactor=reactor, authenticator=self.authenticator, authorizer=self.authorizer,
-            inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record_request,
+            inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record,
             request_timeout_seconds=float(limits.request_timeout_seconds),
             max_body_bytes=limits.max_request_body_bytes, auditing=self.auditing,
             flow_control=self.flow_control, object_count=self.object_count))
@@ -212,10 +205,20 @@ class APIServer:
             "livez": healthz.health_resource("livez", self.health),
             "readyz": healthz.health_resource("readyz", self.health),
             "version": DocumentEndpoint(lambda request, target: version.version_info()),
-            "metrics": metrics.metrics_resource(),
+            "metrics": MetricsResource(self.metrics),
             "openapi": OpenAPIEndpoint(self.openapi),
             **({"debug": APFDebugResource(self.flow_control)} if self.flow_control is not None else {}),
         }
+
+    def _publish_inflight(self, readonly: int, mutating: int) -> None:
+        self.metrics.set_inflight("readOnly", readonly)
+        self.metrics.set_inflight("mutating", mutating)
+
+    def _count_watch(self, rtype: ResourceType, delta: int) -> None:
+        if delta > 0:
+            self.metrics.watcher_added(rtype.group, rtype.version, rtype.kind)
+        else:
+            self.metrics.watcher_removed(rtype.group, rtype.version, rtype.kind)
 
     def _jwks_uri(self) -> str:
         """Upstream's default: the JWKS path at the advertised address and the port served on."""
@@ -365,8 +368,7 @@ class APIServer:
             policy_status_controllers=[self._policy_status_controller])
         await self.controllers.start()
         self._object_counts: dict = {}
-        metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
-        flow_control_metrics.COLLECTOR.source = lambda: self.flow_control
+        self.metrics.set_storage_objects_source(lambda: self._object_counts)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
         self._counter.clock = self.reactor
         self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=True).addErrback(

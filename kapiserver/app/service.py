@@ -40,6 +40,7 @@ from kapiserver.server.gc_tuning import tune_after_startup
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.server.kubeconfig import write_admin_kubeconfig
 from kapiserver.machinery.eager_tcp import send_writes_at_once
+from kapiserver.machinery.metrics import Metrics
 from kapiserver.server.version import version_info
 
 log = Logger()
@@ -261,7 +262,9 @@ class KapiService(ProcessService):
         self.listen_fd = listen_fd
         self.connection_table = connection_table
         self.balancer: Any = None
+        # this server's registries: /healthz, /livez, /readyz and /metrics
         self.health = HealthChecks()
+        self.metrics = Metrics()
         self.storage: Any = None
         self.apiserver: Any = None
         self.port: Any = None
@@ -313,7 +316,7 @@ class KapiService(ProcessService):
                                            self.reactor)
             self.compactor.start()
         try:
-            self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health,
+            self.apiserver = APIServer(config, self.storage, self.bundle.ca_cert_pem, self.health, self.metrics,
                                        reactor=self.reactor)
         except AuditConfigError as e:
             raise StartupError(str(e)) from None

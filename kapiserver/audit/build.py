@@ -8,6 +8,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.audit.log_backend import LogBackend
+from kapiserver.audit.metrics import AuditMetrics
 from kapiserver.audit.policy import Policy, PolicyError, load_policy
 from kapiserver.audit.webhook_backend import WebhookBackend
 from kapiserver.auth.webhook_kubeconfig import WebhookConfigError, load_webhook_kubeconfig
@@ -42,12 +43,34 @@ class UnionBackend:
         return "union[" + ",".join(str(b) for b in self.backends) + "]"
 
 
+class CountedBackend:
+    """Counts the events handed to the backend (``apiserver_audit_event_total``)."""
+
+    def __init__(self, backend: Any, metrics: AuditMetrics) -> None:
+        self.backend = backend
+        self.events = metrics.events
+
+    def process_events(self, events: list[dict]) -> bool:
+        self.events.inc(len(events))
+        return self.backend.process_events(events)
+
+    def start(self) -> None:
+        self.backend.start()
+
+    def shutdown(self) -> defer.Deferred:
+        return defer.maybeDeferred(self.backend.shutdown)
+
+    def __str__(self) -> str:
+        return str(self.backend)
+
+
 @dataclass
 class Auditing:
-    """What the audit filters need: the policy and where events go."""
+    """What the audit filters need: the policy, where events go and the audit metrics."""
 
     policy: Policy
     sink: Any
+    metrics: AuditMetrics
 
     def start(self) -> None:
         self.sink.start()
@@ -56,7 +79,7 @@ class Auditing:
         return self.sink.shutdown()
 
 
-def build_auditing(audit: Any, reactor: Any = None) -> Optional[Auditing]:
+def build_auditing(audit: Any, metrics: AuditMetrics, reactor: Any = None) -> Optional[Auditing]:
     """From the ``audit`` section of the configuration; None when nothing is audited
     (no policy, or no backend: upstream records nothing then either)."""
     if not audit.policy_file:
@@ -69,7 +92,8 @@ def build_auditing(audit: Any, reactor: Any = None) -> Optional[Auditing]:
         raise AuditConfigError(str(e)) from None
     backends: list[Any] = []
     if audit.log_path:
-        backend = LogBackend(audit.log_path, audit.log_maxsize, audit.log_maxbackup, audit.log_maxage, reactor)
+        backend = LogBackend(audit.log_path, audit.log_maxsize, audit.log_maxbackup, audit.log_maxage, reactor,
+                             metrics=metrics)
         try:
             backend.check()
         except OSError as e:
@@ -84,10 +108,10 @@ def build_auditing(audit: Any, reactor: Any = None) -> Optional[Auditing]:
             target, reactor, buffer_size=audit.webhook_batch_buffer_size,
             max_batch_size=audit.webhook_batch_max_size, max_batch_wait=audit.webhook_batch_max_wait_seconds,
             throttle_qps=audit.webhook_batch_throttle_qps, throttle_burst=audit.webhook_batch_throttle_burst,
-            initial_backoff=audit.webhook_initial_backoff_seconds))
+            initial_backoff=audit.webhook_initial_backoff_seconds, metrics=metrics))
     if not backends:
         log.info("An audit policy but no audit backend: no events will be recorded")
         return None
     sink = backends[0] if len(backends) == 1 else UnionBackend(backends)
     log.info("Using audit backend: {backend}", backend=str(sink))
-    return Auditing(policy, sink)
+    return Auditing(policy, CountedBackend(sink, metrics), metrics)

@@ -26,7 +26,6 @@ from typing import Any, Callable, Optional, Protocol
 import orjson
 from twisted.logger import Logger
 
-from kapiserver.audit import metrics
 from kapiserver.audit.policy import (LEVEL_METADATA, LEVEL_REQUEST, LEVEL_REQUEST_RESPONSE, STAGE_REQUEST_RECEIVED,
                                      RequestAuditConfig, at_least)
 from kapiserver.auth.user import UserInfo
@@ -283,5 +282,4 @@ class AuditEvent:
         if stage in self.config.omit_stages:
             return True
         stage_time = self.received if stage == STAGE_REQUEST_RECEIVED else self.clock()
-        metrics.EVENTS.inc()
         return self.sink.process_events([self.to_event(stage, stage_time)])

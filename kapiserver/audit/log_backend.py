@@ -27,7 +27,7 @@ import orjson
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.audit import metrics
+from kapiserver.audit.metrics import AuditMetrics
 from kapiserver.machinery import private_files
 
 log = Logger()
@@ -128,11 +128,12 @@ class LogBackend:
     name = PLUGIN
 
     def __init__(self, path: str, max_size_mb: int = 0, max_backups: int = 0, max_age_days: int = 0,
-                 reactor: Any = None, queue_events: int = QUEUE_EVENTS) -> None:
+                 reactor: Any = None, queue_events: int = QUEUE_EVENTS, *, metrics: AuditMetrics) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
         self.reactor = reactor
+        self.errors = metrics.errors.labels(plugin=PLUGIN)  # events lost
         self.path = path
         self.file = None if path == "-" else RotatingFile(path, max_size_mb, max_backups, max_age_days)
         # unbounded as a queue (a stop marker always fits), bounded by the check in process_events
@@ -160,11 +161,11 @@ class LogBackend:
                 line = orjson.dumps(event, default=str) + b"\n"
             except TypeError as e:
                 log.error("cannot encode audit event {id}: {err}", id=event.get("auditID"), err=e)
-                metrics.ERRORS.labels(plugin=PLUGIN).inc()
+                self.errors.inc()
                 ok = False
                 continue
             if self.thread is None or self.queue.qsize() >= self.queue_events:
-                metrics.ERRORS.labels(plugin=PLUGIN).inc()
+                self.errors.inc()
                 log.error("audit log {state}: event {id} dropped", id=event.get("auditID"),
                           state="stopped" if self.thread is None else "queue full")
                 ok = False
@@ -210,7 +211,7 @@ class LogBackend:
                 for line in lines:
                     self.file.write(line)
         except OSError as e:
-            metrics.ERRORS.labels(plugin=PLUGIN).inc(len(lines))
+            self.errors.inc(len(lines))
             log.error("writing the audit log {path} failed: {err}", path=self.path, err=e)
 
     def shutdown(self) -> defer.Deferred:

@@ -26,7 +26,7 @@ import orjson
 from twisted.internet import defer, task
 from twisted.logger import Logger
 
-from kapiserver.audit import metrics
+from kapiserver.audit.metrics import AuditMetrics
 from kapiserver.audit.event import API_VERSION
 from kapiserver.auth.webhook_kubeconfig import WebhookTarget
 
@@ -75,12 +75,16 @@ class WebhookBackend:
 
     def __init__(self, target: WebhookTarget, reactor: Any = None, buffer_size: int = 10000,
                  max_batch_size: int = 400, max_batch_wait: float = 30.0, throttle_qps: float = 10.0,
-                 throttle_burst: int = 15, initial_backoff: float = 10.0, http: Any = None) -> None:
+                 throttle_burst: int = 15, initial_backoff: float = 10.0, http: Any = None, *,
+                 metrics: AuditMetrics) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
         self.target = target
         self.reactor = reactor
+        # events lost: dropped from the full or closed buffer, or in batches the webhook never took
+        self.dropped = metrics.errors.labels(plugin=BUFFERED_PLUGIN)
+        self.lost = metrics.errors.labels(plugin=PLUGIN)
         self.buffer: collections.deque[dict] = collections.deque()
         self.buffer_size = buffer_size
         self.max_batch_size = max_batch_size
@@ -107,7 +111,7 @@ class WebhookBackend:
     def process_events(self, events: list[dict]) -> bool:
         for event in events:
             if self._stopping or len(self.buffer) >= self.buffer_size:
-                metrics.ERRORS.labels(plugin=BUFFERED_PLUGIN).inc()
+                self.dropped.inc()
                 log.warn("audit webhook buffer {state}: event {id} dropped", id=event.get("auditID"),
                          state="closed" if self._stopping else "full")
                 continue
@@ -175,7 +179,7 @@ class WebhookBackend:
                      problem=problem, wait=wait)
             await task.deferLater(self.reactor, wait, lambda: None)
             delay *= BACKOFF_FACTOR
-        metrics.ERRORS.labels(plugin=PLUGIN).inc(len(batch))
+        self.lost.inc(len(batch))
         log.error("audit webhook: {n} events lost: {problem}", n=len(batch), problem=problem)
 
     async def _post(self, body: bytes) -> None:

@@ -69,7 +69,7 @@ class LeaderElector:
         self._deadline: Any = None  # fires renew_deadline after the last renewal
         self._stopped = False
         self._attempt: Optional[defer.Deferred] = None
-        metrics.METRICS.set_leader(self.name, False)
+        metrics.CLIENT_METRICS.set_leader(self.name, False)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -128,7 +128,7 @@ class LeaderElector:
             self._deadline = self.reactor.callLater(self.renew_deadline, self._renew_deadline_passed)
             if not self.leading:
                 self.leading = True
-                metrics.METRICS.set_leader(self.name, True)
+                metrics.CLIENT_METRICS.set_leader(self.name, True)
                 log.info("{identity} became leader of lease {ns}/{name}", identity=self.identity,
                          ns=self.namespace, name=self.name)
                 self.on_started_leading()
@@ -141,7 +141,7 @@ class LeaderElector:
 
     def _stop_leading(self, why: str) -> None:
         self.leading = False
-        metrics.METRICS.set_leader(self.name, False)
+        metrics.CLIENT_METRICS.set_leader(self.name, False)
         log.warn("{identity} stopped leading lease {ns}/{name}: {why}", identity=self.identity,
                  ns=self.namespace, name=self.name, why=why)
         try:

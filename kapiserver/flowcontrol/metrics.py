@@ -1,9 +1,8 @@
 """API Priority and Fairness on ``/metrics``: upstream's ``apiserver_flowcontrol_*`` names and labels
 (the ones read from the queue sets at scrape time).
 
-:data:`COLLECTOR` is registered in the server's registry when this module is
-imported, as upstream's flow-control metrics register themselves; the server
-names the controller it reads (``COLLECTOR.source``) once it runs one."""
+The server registers a :class:`FlowControlCollector` in its registry, naming
+the controller it reads once it runs one."""
 from __future__ import annotations
 
 from collections import Counter
@@ -12,18 +11,17 @@ from typing import Any, Callable, Iterable, Optional
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from kapiserver.flowcontrol.controller import APFController
-from kapiserver.machinery.metrics import METRICS
 
 
 class FlowControlCollector:
-    def __init__(self) -> None:
-        self.source: Optional[Callable[[], Optional[APFController]]] = None
+    def __init__(self, source: Callable[[], Optional[APFController]]) -> None:
+        self.source = source
 
     def describe(self) -> Iterable:
         return list(self._families().values())
 
     def collect(self) -> Iterable[Any]:
-        controller = self.source() if self.source is not None else None
+        controller = self.source()
         families = self._families()
         if controller is not None:
             self._fill(controller, families)
@@ -74,6 +72,3 @@ class FlowControlCollector:
             for (schema, reason), count in sorted(qs.rejected_by_schema.items()):
                 families["rejected"].add_metric([schema, name, reason], count)
 
-
-COLLECTOR = FlowControlCollector()
-METRICS.registry.register(COLLECTOR)

@@ -3,13 +3,16 @@
 The names and label sets follow kube-apiserver (``apiserver_request_total``,
 ``apiserver_request_duration_seconds`` ...), so existing dashboards and
 alerts work.  The registry is per :class:`Metrics` instance (not
-prometheus_client's global one) so several servers in one test process do not
-collide.
+prometheus_client's global one): the composition root makes one per server
+and passes it in, so several servers in one test process do not collide.
 
 This is upstream's component-base metrics registry (``legacyregistry``): it
-sits on the ground floor so that every layer records into it, and a part with
-metrics of its own registers them in :data:`METRICS` (``audit/metrics.py``,
-``flowcontrol/metrics.py``).
+sits on the ground floor so that every layer may record into it, and a part
+with metrics of its own registers them in the server's registry
+(``audit/metrics.py``, ``flowcontrol/metrics.py``).  The in-process
+controllers' client-side metrics (leader election, work queues) are
+process-wide, as client-go's metrics providers are: :data:`CLIENT_METRICS`,
+shown by every server of the process.
 """
 from __future__ import annotations
 
@@ -27,6 +30,10 @@ DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5,
                     4, 5, 6, 8, 10, 15, 20, 30, 45, 60)
 
 StorageCounts = Callable[[], Mapping[str, int]]
+
+# RequestInfo verbs -> upstream's metric verbs
+_METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
+                 "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
 
 
 class _StorageObjectsCollector:
@@ -55,8 +62,34 @@ class _StorageObjectsCollector:
         yield family
 
 
+class ClientMetrics:
+    """client-go's leader election and workqueue metrics, for the in-process controllers."""
+
+    def __init__(self) -> None:
+        self.leader = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates "
+            "master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            ["name"], registry=None)
+        self.workqueue_adds = Counter(
+            "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"], registry=None)
+
+    def collectors(self) -> list[Any]:
+        return [self.leader, self.workqueue_adds]
+
+    def set_leader(self, lease: str, leading: bool) -> None:
+        self.leader.labels(name=lease).set(1 if leading else 0)
+
+    def queue_add(self, queue: str) -> None:
+        self.workqueue_adds.labels(name=queue).inc()
+
+
+# Process-wide, as client-go's metrics providers are (workqueue.SetProvider, leaderelection.SetProvider).
+CLIENT_METRICS = ClientMetrics()
+
+
 class Metrics:
-    """The server's metrics; call :meth:`record_request` once per finished request."""
+    """One server's metrics; call :meth:`record` once per finished request."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -83,14 +116,8 @@ class Metrics:
             "apiserver_registered_watchers",
             "Number of currently registered watchers for a given resources",
             ["group", "version", "kind"], registry=self.registry)
-        # client-go's leader election and workqueue metrics, for the in-process controllers
-        self.leader = Gauge(
-            "leader_election_master_status",
-            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates "
-            "master. 'name' is the string used to identify the lease. Please make sure to group by name.",
-            ["name"], registry=self.registry)
-        self.workqueue_adds = Counter(
-            "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"], registry=self.registry)
+        for collector in CLIENT_METRICS.collectors():
+            self.registry.register(collector)
         self._storage = _StorageObjectsCollector()
         self.registry.register(self._storage)
         for kind in ("readOnly", "mutating"):
@@ -126,11 +153,14 @@ class Metrics:
     def watcher_removed(self, group: str, version: str, kind: str) -> None:
         self.watchers.labels(group=group, version=version, kind=kind).dec()
 
-    def set_leader(self, lease: str, leading: bool) -> None:
-        self.leader.labels(name=lease).set(1 if leading else 0)
-
-    def queue_add(self, queue: str) -> None:
-        self.workqueue_adds.labels(name=queue).inc()
+    def record(self, info: Any, code: int, seconds: float, dry_run: bool = False) -> None:
+        """Record one finished request described by a RequestInfo (kapiserver.request.info)."""
+        verb = _METRIC_VERBS.get(info.verb, info.verb.upper())
+        if info.is_resource_request:
+            self.record_request(verb, info.group, info.version, info.resource, info.subresource, info.scope,
+                                code, seconds, dry_run=dry_run)
+        else:
+            self.record_request(verb, "", "", "", "", "", code, seconds, dry_run=dry_run)
 
     def set_storage_objects_source(self, source: Optional[StorageCounts]) -> None:
         """``source()`` returns {resource (e.g. ``pods``, ``deployments.apps``): count}; called per scrape."""
@@ -154,25 +184,3 @@ class MetricsResource(resource.Resource):
         return self.metrics.render()
 
 
-# The process-wide metrics the API server records into (one server per process).
-METRICS = Metrics()
-
-_METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
-                 "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
-
-
-def record_request(info: Any, code: int, seconds: float, dry_run: bool = False,
-                   metrics: Optional[Metrics] = None) -> None:
-    """Record one finished request described by a RequestInfo (kapiserver.request.info)."""
-    target = metrics or METRICS
-    verb = _METRIC_VERBS.get(info.verb, info.verb.upper())
-    if info.is_resource_request:
-        target.record_request(verb, info.group, info.version, info.resource, info.subresource, info.scope,
-                              code, seconds, dry_run=dry_run)
-    else:
-        target.record_request(verb, "", "", "", "", "", code, seconds, dry_run=dry_run)
-
-
-def metrics_resource(metrics: Optional[Metrics] = None) -> resource.Resource:
-    """The ``/metrics`` resource for ``metrics`` (the process-wide :data:`METRICS` by default)."""
-    return MetricsResource(metrics or METRICS)

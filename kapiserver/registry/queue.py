@@ -49,7 +49,7 @@ class ReconcileQueue:
             return
         if key in self._pending or key in self._again:
             return
-        metrics.METRICS.queue_add(self.name)
+        metrics.CLIENT_METRICS.queue_add(self.name)
         if key in self._running:
             self._again.add(key)
             return

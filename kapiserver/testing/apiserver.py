@@ -19,6 +19,7 @@ from kapiserver.auth.authorizer import Authorizer
 from kapiserver.app.apiserver import APIServer
 from kapiserver.server.config import Config, config_from_dict
 from kapiserver.testing import TEST_ADVERTISE_ADDRESS
+from kapiserver.machinery.metrics import Metrics
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.storage.interface import Storage
 
@@ -109,7 +110,7 @@ async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"
             storage = CachedStorage(storage, reactor=reactor)
     await storage.start()
     # the bootstrap RBAC policy costs a start ~0.15 s: only when RBAC decides
-    api = APIServer(config, storage, ca_pem, HealthChecks(), reactor, authorizer=authorizer,
+    api = APIServer(config, storage, ca_pem, HealthChecks(), Metrics(), reactor, authorizer=authorizer,
                     bootstrap_rbac="RBAC" in config.authorization.modes)
     port = reactor.listenTCP(0, api.site, interface="127.0.0.1")
     api.secure_port = port.getHost().port

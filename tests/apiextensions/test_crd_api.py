@@ -466,6 +466,7 @@ class StartupSyncTests(unittest.TestCase):
     @run
     async def test_unknown_groups_are_503_and_readyz_fails_until_stored_crds_are_installed(self):
         from kapiserver.app.apiserver import APIServer
+        from kapiserver.machinery.metrics import Metrics
         from kapiserver.server.healthz import HealthChecks
         from kapiserver.testing.apiserver import test_config
         first = await start_api_server()
@@ -475,7 +476,7 @@ class StartupSyncTests(unittest.TestCase):
             self.assertEqual(r.code, 201)
             await sleep(0.3)
             gate = defer.Deferred()
-            api = APIServer(test_config(), first.storage, b"ca", HealthChecks(), reactor)
+            api = APIServer(test_config(), first.storage, b"ca", HealthChecks(), Metrics(), reactor)
             original = api.apiextensions.initial_install
 
             async def gated():

@@ -21,8 +21,8 @@ class MetricsTests(unittest.TestCase):
 
     def test_request_counter_and_histogram(self) -> None:
         info = parse_request_info("GET", "/api/v1/namespaces/default/pods", {})
-        metrics.record_request(info, 200, 0.03, metrics=self.metrics)
-        metrics.record_request(info, 200, 0.5, metrics=self.metrics)
+        self.metrics.record(info, 200, 0.03)
+        self.metrics.record(info, 200, 0.5)
         text = self.metrics.render().decode()
         [total] = _samples(text, "apiserver_request_total")
         self.assertEqual(total.value, 2)
@@ -38,7 +38,7 @@ class MetricsTests(unittest.TestCase):
         for method, path, verb in (("POST", "/apis/apps/v1/namespaces/a/deployments", "POST"),
                                    ("DELETE", "/api/v1/namespaces/a/pods", "DELETE"),
                                    ("GET", "/healthz", "GET")):
-            metrics.record_request(parse_request_info(method, path, {}), 201, 0.01, metrics=self.metrics)
+            self.metrics.record(parse_request_info(method, path, {}), 201, 0.01)
         verbs = {s.labels["verb"] for s in _samples(self.metrics.render().decode(), "apiserver_request_total")}
         self.assertEqual(verbs, {"POST", "DELETE", "GET"})
 
@@ -54,10 +54,16 @@ class MetricsTests(unittest.TestCase):
         objects = {s.labels["resource"]: s.value for s in _samples(text, "apiserver_storage_objects")}
         self.assertEqual(objects, {"pods": 7, "deployments.apps": 2})
 
+    def test_each_server_counts_in_its_own_registry(self) -> None:
+        other = metrics.Metrics()
+        self.metrics.record(parse_request_info("GET", "/healthz", {}), 200, 0.01)
+        self.assertEqual([s.value for s in _samples(self.metrics.render().decode(), "apiserver_request_total")], [1])
+        self.assertEqual(_samples(other.render().decode(), "apiserver_request_total"), [])
+
     @defer.inlineCallbacks
     def test_resource_serves_text_format(self):
         root = resource.Resource()
-        root.putChild(b"metrics", metrics.metrics_resource(self.metrics))
+        root.putChild(b"metrics", metrics.MetricsResource(self.metrics))
         response = yield StubTreq(root).get("https://example.test/metrics")
         self.assertEqual(response.code, 200)
         self.assertTrue(response.headers.getRawHeaders(b"content-type")[0].startswith(b"text/plain"))

@@ -16,7 +16,6 @@ from typing import Any, Optional
 from twisted.internet import defer
 from twisted.web import server
 
-from kapiserver.audit import metrics
 from kapiserver.audit.build import Auditing
 from kapiserver.audit.event import AuditEvent
 from kapiserver.audit.policy import (LEVEL_NONE, STAGE_PANIC, STAGE_REQUEST_RECEIVED, STAGE_RESPONSE_COMPLETE,
@@ -43,13 +42,13 @@ class WithAudit(Filter):
     def apply(self, request: server.Request, ctx: RequestContext) -> Optional[defer.Deferred]:
         info = ctx.require_info()
         config = self.auditing.policy.evaluate(ctx.authenticated_user, attributes_for(info))
-        metrics.LEVELS.labels(level=config.level).inc()
+        self.auditing.metrics.levels.labels(level=config.level).inc()
         if config.level == LEVEL_NONE:
             return None
         event = AuditEvent(ctx.audit_id, config, self.auditing.sink, ctx.authenticated_user, lambda: ctx.user)
         event.log_request_metadata(request, info.verb, info, received=ctx.received_wall)
         if not event.process_stage(STAGE_REQUEST_RECEIVED):
-            metrics.REJECTED.inc()
+            self.auditing.metrics.rejected.inc()
             raise errors.internal_error("failed to store audit event")
         ctx.audit = event
         event.long_running = _long_running(request, ctx)
