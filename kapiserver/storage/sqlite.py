@@ -25,6 +25,11 @@ its watchers exactly once and in order: batches whose events it knows (its
 own, and those the datagrams carried) directly when they follow on from what
 it has published, anything else read back from the database ("catching up").
 Only the process with ``maintenance=True`` runs compaction and lease expiry.
+
+Snapshots (per-test isolation, :class:`~kapiserver.storage.interface.Snapshots`): ``snapshot``
+copies the live keys into the ``snapshot`` table; ``restore`` is one write op that deletes, rewrites
+and re-creates keys to match it, at new revisions with their events, so it reaches every
+process's watchers as any batch does.
 """
 from __future__ import annotations
 
@@ -45,8 +50,8 @@ from twisted.python.threadpool import ThreadPool
 from kapiserver.machinery import private_files
 from kapiserver.storage.interface import (
     DELETE, PUT, CompactedError, ConflictError, ErrorHandler, Event, EventHandler, FutureRevisionError,
-    KeyExistsError, KeyNotFoundError, KeyValue, ListResult, ProgressHandler, StorageError,
-    UnavailableError, Watch)
+    KeyExistsError, KeyNotFoundError, KeyValue, ListResult, NoSnapshotError, ProgressHandler, RestoreResult,
+    StorageError, UnavailableError, Watch)
 from kapiserver.storage.sqlite_peers import CommitBell, SharedRevision, encode_batch
 from kapiserver.storage.sqlite_watch import HISTORY_PAGE, WatchHub
 
@@ -75,6 +80,12 @@ CREATE TABLE IF NOT EXISTS leases (
     expires REAL NOT NULL           -- wall-clock seconds, so expiry survives restart
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshot (  -- the live keys when snapshot() ran ('snapshot' in meta: its revision)
+    key BLOB PRIMARY KEY,
+    value BLOB NOT NULL,
+    rev INTEGER NOT NULL,           -- the key's mod revision then: unchanged while latest.rev is the same
+    lease INTEGER NOT NULL
+) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta VALUES ('revision', 0), ('compacted', 0);
 """
 
@@ -636,6 +647,52 @@ class SQLiteStorage:
 
     def delete(self, key: str, expected_mod_revision: int = 0) -> defer.Deferred:
         return self._write(self._op_delete, key, expected_mod_revision)
+
+    # ------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> defer.Deferred:
+        return self._write(self._op_snapshot)
+
+    def restore(self) -> defer.Deferred:
+        return self._write(self._op_restore)
+
+    def _op_snapshot(self, conn: sqlite3.Connection) -> tuple:
+        conn.execute("DELETE FROM snapshot")
+        conn.execute("INSERT INTO snapshot SELECT l.key, k.value, l.rev, l.lease FROM latest l JOIN kv k ON k.rev = l.rev")
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (self._w_rev,))
+        return self._w_rev, []
+
+    def _op_restore(self, conn: sqlite3.Connection) -> tuple:
+        """Delete keys written since the snapshot, rewrite changed ones, re-create deleted ones.
+
+        A key whose saved lease has expired since stays deleted (its lease would have deleted
+        it); a rewritten key keeps its current lease then.
+        """
+        if conn.execute("SELECT 1 FROM meta WHERE name = 'snapshot'").fetchone() is None:
+            raise NoSnapshotError()
+        alive = {0} | {r[0] for r in conn.execute("SELECT id FROM leases")}
+        events: list[Event] = []
+        written = conn.execute("SELECT key FROM latest l WHERE NOT EXISTS "
+                               "(SELECT 1 FROM snapshot s WHERE s.key = l.key)").fetchall()
+        for (key,) in written:
+            events += self._op_delete(conn, key.decode(), 0)[1]
+        rewritten = 0
+        changed = conn.execute("SELECT s.key, s.value, s.lease, k.value, l.lease FROM snapshot s "
+                               "JOIN latest l ON l.key = s.key JOIN kv k ON k.rev = l.rev "
+                               "WHERE l.rev != s.rev").fetchall()
+        for key, value, lease, current, current_lease in changed:
+            if value == current and lease == current_lease:
+                continue  # changed and changed back: the content is the snapshot's
+            rewritten += 1
+            events += self._op_update(conn, key.decode(), bytes(value), 0, lease if lease in alive else None)[1]
+        recreated = 0
+        deleted = conn.execute("SELECT key, value, lease FROM snapshot s WHERE NOT EXISTS "
+                               "(SELECT 1 FROM latest l WHERE l.key = s.key)").fetchall()
+        for key, value, lease in deleted:
+            if lease in alive:
+                recreated += 1
+                events += self._op_create(conn, key.decode(), bytes(value), lease)[1]
+        return RestoreResult(len(written), rewritten, recreated, self._w_rev), events
 
     # ------------------------------------------------------------ watch
 
