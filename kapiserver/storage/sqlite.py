@@ -666,33 +666,51 @@ class SQLiteStorage:
         """Delete keys written since the snapshot, rewrite changed ones, re-create deleted ones.
 
         A key whose saved lease has expired since stays deleted (its lease would have deleted
-        it); a rewritten key keeps its current lease then.
+        it); a rewritten key keeps its current lease then.  The rows are what the single-key
+        ops would write, read and written a statement per kind of change (a thousand changes
+        cost a few milliseconds, not one statement each).
         """
         if conn.execute("SELECT 1 FROM meta WHERE name = 'snapshot'").fetchone() is None:
             raise NoSnapshotError()
         alive = {0} | {r[0] for r in conn.execute("SELECT id FROM leases")}
+        rows: list[tuple] = []  # new kv rows, in revision order
         events: list[Event] = []
-        written = conn.execute("SELECT key FROM latest l WHERE NOT EXISTS "
-                               "(SELECT 1 FROM snapshot s WHERE s.key = l.key)").fetchall()
-        for (key,) in written:
-            events += self._op_delete(conn, key.decode(), 0)[1]
-        rewritten = 0
-        changed = conn.execute("SELECT s.key, s.value, s.lease, k.value, l.lease FROM snapshot s "
+
+        def append(key: bytes, value: bytes, create_rev: int, prev: Optional[KeyValue], deleted: bool,
+                   lease: int) -> KeyValue:
+            self._w_rev += 1
+            rev = self._w_rev
+            rows.append((rev, key, value, create_rev or rev, prev.mod_revision if prev else 0, int(deleted), lease))
+            kv = KeyValue(key.decode(), value, create_rev or rev, rev, lease)
+            events.append(Event(DELETE if deleted else PUT, kv, prev, rev))
+            return kv
+
+        written = conn.execute(f"SELECT {_LATEST_COLS} FROM latest l JOIN kv k ON k.rev = l.rev WHERE NOT EXISTS "
+                               "(SELECT 1 FROM snapshot s WHERE s.key = l.key) ORDER BY l.key").fetchall()
+        for row in written:
+            cur = _kv(row)
+            append(row[0], cur.value, cur.create_revision, cur, True, cur.lease)
+        changed = conn.execute(f"SELECT s.value, s.lease, {_LATEST_COLS} FROM snapshot s "
                                "JOIN latest l ON l.key = s.key JOIN kv k ON k.rev = l.rev "
-                               "WHERE l.rev != s.rev").fetchall()
-        for key, value, lease, current, current_lease in changed:
-            if value == current and lease == current_lease:
+                               "WHERE l.rev != s.rev ORDER BY s.key").fetchall()
+        rewritten: list[KeyValue] = []
+        for value, lease, *row in changed:
+            cur = _kv(tuple(row))
+            if value == cur.value and lease == cur.lease:
                 continue  # changed and changed back: the content is the snapshot's
-            rewritten += 1
-            events += self._op_update(conn, key.decode(), bytes(value), 0, lease if lease in alive else None)[1]
-        recreated = 0
-        deleted = conn.execute("SELECT key, value, lease FROM snapshot s WHERE NOT EXISTS "
-                               "(SELECT 1 FROM latest l WHERE l.key = s.key)").fetchall()
-        for key, value, lease in deleted:
-            if lease in alive:
-                recreated += 1
-                events += self._op_create(conn, key.decode(), bytes(value), lease)[1]
-        return RestoreResult(len(written), rewritten, recreated, self._w_rev), events
+            rewritten.append(append(row[0], bytes(value), cur.create_revision, cur, False,
+                                    lease if lease in alive else cur.lease))
+        missing = conn.execute("SELECT key, value, lease FROM snapshot s WHERE NOT EXISTS "
+                               "(SELECT 1 FROM latest l WHERE l.key = s.key) ORDER BY key").fetchall()
+        recreated = [append(key, bytes(value), 0, None, False, lease)
+                     for key, value, lease in missing if lease in alive]
+        conn.executemany("INSERT INTO kv VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("DELETE FROM latest WHERE key = ?", [(row[0],) for row in written])
+        conn.executemany("UPDATE latest SET rev = ?, lease = ? WHERE key = ?",
+                         [(kv.mod_revision, kv.lease, kv.key.encode()) for kv in rewritten])
+        conn.executemany("INSERT INTO latest VALUES (?, ?, ?)",
+                         [(kv.key.encode(), kv.mod_revision, kv.lease) for kv in recreated])
+        return RestoreResult(len(written), len(rewritten), len(recreated), self._w_rev), events
 
     # ------------------------------------------------------------ watch
 
