@@ -208,3 +208,22 @@ class ResetNotEnabledTests(unittest.TestCase):
             self.assertEqual((status, answer["reason"]), (404, "NotFound"))
         with self.assertRaisesRegex(RuntimeError, "answered 404.*reset=True"):
             server.reset()
+
+
+class ResetWithWorkersTests(unittest.TestCase):
+    def test_every_worker_serves_the_reset_state(self):
+        """workers: 2: the reset runs in one worker; the other learns of it as of any write."""
+        server = ServerProcess(extra_config={**E2E_CONFIG, "workers": 2}, reset=True).start()
+        self.addCleanup(server.cleanup)
+        for i in range(20):
+            status, _ = server.admin_request("POST", CONFIGMAPS, {"metadata": {"name": f"cm-{i}"}})
+            self.assertEqual(status, 201)
+        done = server.reset()
+        self.assertEqual(done["deleted"], 20)
+        # a new connection each time: the kernel hands them to either worker
+        for i in range(20):
+            status, _ = server.admin_request("GET", f"{CONFIGMAPS}/cm-{i}")
+            self.assertEqual(status, 404)
+            status, listed = server.admin_request("GET", CONFIGMAPS)
+            self.assertEqual([item["metadata"]["name"] for item in listed["items"]], ["kube-root-ca.crt"])
+            self.assertGreaterEqual(int(listed["metadata"]["resourceVersion"]), done["revision"])
