@@ -17,7 +17,7 @@ from typing import Any
 from twisted.trial import unittest
 
 from kapiserver.machinery import protobuf
-from kapiserver.testing.cases import HANG_GUARD
+from kapiserver.testing.cases import HANG_GUARD, wait_for
 from kapiserver.testing.process import E2E_CONFIG, ServerProcess, shared_server
 from tests.e2e.test_protobuf_clients import PB, RawProtobufClient
 
@@ -177,6 +177,22 @@ class ResetTests(unittest.TestCase):
         self.assertEqual((status, answer["reason"]), (422, "Invalid"))  # the address is taken
         self.server.reset()
         self.request("POST", "/api/v1/namespaces/default/services", service, expect=201)
+
+    def test_a_crd_and_its_objects_go_and_can_come_again(self):
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "widgets.example.com"},
+               "spec": {"group": "example.com", "scope": "Namespaced",
+                        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+        widgets = "/apis/example.com/v1/namespaces/default/widgets"
+        widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+        for _ in range(2):  # the second time after a reset removed the first
+            self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, expect=201)
+            wait_for(lambda: self.server.admin_request("POST", widgets, widget)[0] == 201, timeout=HANG_GUARD)
+            self.server.reset()
+            self.assertEqual(self.server.admin_request("GET", "/apis/example.com/v1")[0], 404)
+            self.assertEqual(self.server.admin_request("GET", f"{widgets}/w")[0], 404)
 
     def test_only_a_privileged_identity_may_reset(self):
         self.server.kubeconfig_for("alice")
