@@ -4,8 +4,8 @@ Served only with ``testing.enable_reset`` (off by default: the paths answer 404,
 unknown path). Like every non-resource path they are authorized first (verb ``post``), so
 only an identity granted that, e.g. ``system:masters``, may call them; anyone else gets 403.
 
-``snapshot`` saves the live keys of the store (the server saves them itself once ready:
-the bootstrap state); ``reset`` writes the store back to them in one transaction at new
+``snapshot`` saves the live keys of the store (``ServerProcess(reset=True)`` asks for one
+once the server is ready: the bootstrap state); ``reset`` writes the store back to them in one transaction at new
 revisions (:class:`~kapiserver.storage.interface.Snapshots`), so resourceVersions keep
 growing and watchers (the watch cache, a controller's informers) see the DELETED,
 MODIFIED and ADDED events of that return as of any change. Both answer a small JSON

@@ -658,7 +658,8 @@ class SQLiteStorage:
 
     def _op_snapshot(self, conn: sqlite3.Connection) -> tuple:
         conn.execute("DELETE FROM snapshot")
-        conn.execute("INSERT INTO snapshot SELECT l.key, k.value, l.rev, l.lease FROM latest l JOIN kv k ON k.rev = l.rev")
+        conn.execute("INSERT INTO snapshot SELECT l.key, k.value, l.rev, l.lease "
+                     "FROM latest l JOIN kv k ON k.rev = l.rev")
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (self._w_rev,))
         return self._w_rev, []
 
@@ -666,9 +667,9 @@ class SQLiteStorage:
         """Delete keys written since the snapshot, rewrite changed ones, re-create deleted ones.
 
         A key whose saved lease has expired since stays deleted (its lease would have deleted
-        it); a rewritten key keeps its current lease then.  The rows are what the single-key
-        ops would write, read and written a statement per kind of change (a thousand changes
-        cost a few milliseconds, not one statement each).
+        it); a rewritten key keeps its current lease then.  It writes the rows the single-key
+        ops would, but each kind of change is read with one query and written with one
+        ``executemany`` (undoing a thousand changes then takes a few milliseconds).
         """
         if conn.execute("SELECT 1 FROM meta WHERE name = 'snapshot'").fetchone() is None:
             raise NoSnapshotError()
