@@ -40,6 +40,7 @@ from kapiserver.endpoints.connection.site import APISite
 from kapiserver.endpoints.streaming.connector import StreamConnector
 from kapiserver.app.authentication import build_authentication
 from kapiserver.server.flowcontrol_debug import APFDebugResource
+from kapiserver.server.testing_reset import DebugResource, SnapshotResource
 from kapiserver.server.kubelet_connection import kubelet_client_config
 from kapiserver.endpoints.deps import EndpointDeps, WatchRegistry
 from kapiserver.endpoints.filters.inflight import InflightLimiter
@@ -64,7 +65,7 @@ from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
 from kapiserver.server.advertise import advertise_address
 from kapiserver.server.kubeconfig import server_url
 from kapiserver.server.openid_metadata import issuer_discoverable, openid_resources
-from kapiserver.storage.interface import Storage
+from kapiserver.storage.interface import Snapshots, Storage
 
 log = Logger()
 
@@ -199,6 +200,11 @@ class APIServer:
         discovery = {}
         if tokens is not None and issuer_discoverable(tokens.issuer):
             discovery = openid_resources(tokens, lambda: tokens.jwks_uri or self._jwks_uri())
+        debug: dict[str, resource.Resource] = {}
+        if self.flow_control is not None:
+            debug["api_priority_and_fairness"] = APFDebugResource(self.flow_control)
+        if self.config.testing.enable_reset and isinstance(self.storage, Snapshots):
+            debug["kapiserver"] = SnapshotResource(self.storage)
         return {
             **discovery,
             "healthz": healthz.health_resource("healthz", self.health),
@@ -207,7 +213,7 @@ class APIServer:
             "version": DocumentEndpoint(lambda request, target: version.version_info()),
             "metrics": MetricsResource(self.metrics),
             "openapi": OpenAPIEndpoint(self.openapi),
-            **({"debug": APFDebugResource(self.flow_control)} if self.flow_control is not None else {}),
+            **({"debug": DebugResource(debug)} if debug else {}),
         }
 
     def _publish_inflight(self, readonly: int, mutating: int) -> None:

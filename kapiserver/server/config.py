@@ -264,6 +264,13 @@ class KubeletConfig:
 
 
 @dataclass
+class TestingConfig:
+    # Serve POST /debug/kapiserver/snapshot and /debug/kapiserver/reset (the SQLite store back to a
+    # snapshot, per-test isolation; docs/testing.md).  Off: those paths answer 404.
+    enable_reset: bool = False
+
+
+@dataclass
 class Config:
     secure_port: int = 6443
     bind_address: str = "127.0.0.1"
@@ -293,6 +300,7 @@ class Config:
     encryption_provider_config: str = ""
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     kubelet: KubeletConfig = field(default_factory=KubeletConfig)
+    testing: TestingConfig = field(default_factory=TestingConfig)
     log_level: str = "info"
     # Cluster IPs of Services come from this range (upstream's --service-cluster-ip-range,
     # whose default this is).
@@ -421,6 +429,9 @@ def _validate(config: Config) -> None:
         obj, name, _ = _lookup(config, dotted)
         if getattr(obj, name) <= 0:
             raise ConfigError(f"{src}: key '{dotted}': must be greater than 0, got {getattr(obj, name)}")
+    if config.testing.enable_reset and config.storage.backend != "sqlite":
+        raise ConfigError(f"{src}: key 'testing.enable_reset': needs storage.backend sqlite "
+                          f"(the {config.storage.backend} backend cannot restore a snapshot)")
     if config.storage.sqlite.compaction_retain_revisions < 0:
         raise ConfigError(f"{src}: key 'storage.sqlite.compaction_retain_revisions': must not be negative")
     if config.shutdown.drain_seconds < 0:

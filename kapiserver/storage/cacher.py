@@ -79,8 +79,8 @@ from twisted.logger import Logger
 
 from kapiserver.storage.cacher_watch_cache import WatchCache
 from kapiserver.storage.cacher_watcher import CacheWatcher
-from kapiserver.storage.interface import (ErrorHandler, EventHandler, KeyValue, ListResult, ProgressHandler, Storage,
-                                         Watch)
+from kapiserver.storage.interface import (ErrorHandler, EventHandler, KeyValue, ListResult, ProgressHandler,
+                                         Snapshots, Storage, StorageError, Watch)
 
 log = Logger()
 
@@ -222,6 +222,18 @@ class CachedStorage:
 
     def grant_lease(self, ttl_seconds: int) -> defer.Deferred:
         return self.backend.grant_lease(ttl_seconds)
+
+    # The caches follow a restore through their watches, as they follow any write.
+    def snapshot(self) -> defer.Deferred:
+        return self._snapshots().snapshot()
+
+    def restore(self) -> defer.Deferred:
+        return self._snapshots().restore()
+
+    def _snapshots(self) -> Snapshots:
+        if not isinstance(self.backend, Snapshots):
+            raise StorageError(f"{type(self.backend).__name__} cannot take or restore snapshots")
+        return self.backend
 
     # ------------------------------------------------------------ reads
 

@@ -252,3 +252,42 @@ class Storage(Protocol):
     def grant_lease(self, ttl_seconds: int) -> Deferred:
         """Fire with a lease id; keys created with it are deleted (with DELETE
         events) once the TTL passes.  Backends without leases fire 0."""
+
+
+# ---------------------------------------------------------------- snapshots (tests)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What :meth:`Snapshots.restore` changed: keys deleted (written since the snapshot), rewritten
+    (changed since) and re-created (deleted since), and the revision after it."""
+
+    deleted: int
+    rewritten: int
+    recreated: int
+    revision: int
+
+
+@runtime_checkable
+class Snapshots(Protocol):
+    """A backend that can go back to a saved state without a restart (per-test isolation).
+
+    Going back writes forward: the restore is one transaction of ordinary deletes, updates
+    and creates at new revisions, with their watch events, so revisions never go backwards
+    and every watcher (the watch cache, a client's informer) follows it as it follows any
+    write.
+    """
+
+    def snapshot(self) -> Deferred:
+        """Save the keys and values of the latest revision; fire with that revision."""
+
+    def restore(self) -> Deferred:
+        """Make the latest revision hold what the snapshot saved; fire with a
+        :class:`RestoreResult`, or fail :class:`NoSnapshotError`."""
+
+
+class NoSnapshotError(StorageError):
+    """restore() before any snapshot()."""
+
+    def __init__(self) -> None:
+        super().__init__("no snapshot was taken")

@@ -56,10 +56,14 @@ E2E_CONFIG = {"storage": {"sqlite": {"compaction_interval_seconds": 1, "compacti
 
 
 class ServerProcess:
+    """``reset=True``: the server serves ``/debug/kapiserver/{snapshot,reset}`` (``testing.enable_reset``)
+    and ``start()`` snapshots its bootstrap state, which :meth:`reset` brings back."""
+
     def __init__(self, extra_config: Optional[dict] = None, extra_args: tuple[str, ...] = (),
-                 workdir: Optional[str] = None, command_prefix: tuple[str, ...] = ()) -> None:
+                 workdir: Optional[str] = None, command_prefix: tuple[str, ...] = (), reset: bool = False) -> None:
         self.workdir = workdir or tempfile.mkdtemp(prefix="kapiserver-e2e-")
         self.extra_config = extra_config or {}
+        self.resettable = reset
         self.extra_args = extra_args
         # run the server under another command (``ip netns exec <ns>``: a network namespace)
         self.command_prefix = command_prefix
@@ -90,6 +94,8 @@ class ServerProcess:
             "data_dir": os.path.join(self.workdir, "data"),
             "admin_kubeconfig": self.kubeconfig,
         }
+        if self.resettable:
+            config["testing"] = {"enable_reset": True}
         deep_merge(config, self.extra_config)
         with open(self.config_path, "w") as f:
             yaml.safe_dump(config, f)
@@ -127,7 +133,32 @@ class ServerProcess:
         with open(self.kubeconfig) as f:
             self.server_url = yaml.safe_load(f)["clusters"][0]["cluster"]["server"]
         atexit.register(self.stop)
+        if self.resettable:
+            self.snapshot()
         return self
+
+    # ------------------------------------------------------------ per-test isolation
+
+    def snapshot(self) -> int:
+        """Save what the store holds now as the state :meth:`reset` returns to; the revision saved.
+
+        ``start()`` took one of the bootstrap state; call it again to keep what a test
+        suite set up once (CRDs, namespaces) across resets."""
+        return int(self._debug_post("snapshot")["revision"])
+
+    def reset(self) -> dict:
+        """The store back to the snapshot, without a restart: what was created since is
+        deleted, what was changed or deleted is written back, each at a new resourceVersion
+        with its watch event. Returns the server's counts (``deleted``, ``rewritten``,
+        ``recreated``) and the ``revision`` after it."""
+        return self._debug_post("reset")
+
+    def _debug_post(self, action: str) -> dict:
+        status, body = self.admin_request("POST", f"/debug/kapiserver/{action}")
+        if status != 200:
+            hint = " (start the ServerProcess with reset=True)" if status == 404 else ""
+            raise RuntimeError(f"kapiserver {action} answered {status}: {body.get('message', body)}{hint}")
+        return body
 
     def log(self) -> str:
         try:

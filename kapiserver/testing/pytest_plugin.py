@@ -12,11 +12,14 @@ pytest-xdist, and fixtures on top of it:
 * ``kubeconfig`` (session): the admin kubeconfig's path;
 * ``kube_client`` (session): an ``ApiClient`` of the official ``kubernetes``
   package (the test is skipped when that package is not installed);
-* ``kube_namespace`` (function): a fresh namespace, deleted after the test.
+* ``kube_namespace`` (function): a fresh namespace, deleted after the test;
+* ``kube_reset`` (function): the server back to its bootstrap state before the
+  test (a snapshot restored in one transaction, not a restart).
 
 Options (``pytest --help``, group "kapiserver"): ``--kapiserver-config-json``
-/ ini ``kapiserver_config`` (more configuration keys, docs/configuration.md)
-and ``--kapiserver-backend`` / ini ``kapiserver_backend``.
+/ ini ``kapiserver_config`` (more configuration keys, docs/configuration.md),
+``--kapiserver-backend`` / ini ``kapiserver_backend`` and ``--kapiserver-reset``
+/ ini ``kapiserver_reset`` (``each``: every test using the server gets ``kube_reset``).
 
 Only this module imports pytest, and nothing in the server imports it: pytest
 is a test dependency, not the server's.  The guide is docs/testing.md.
@@ -51,11 +54,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="more kapiserver configuration keys for the kube_apiserver fixture (a JSON or YAML mapping)")
     parser.addini("kapiserver_backend", type="string", default="sqlite",
                   help="storage of the kube_apiserver fixture: sqlite (default) or etcd3")
+    add_reset_options(group, parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # a bad option is a usage error at once, not an error in every test using the server
     server_configuration(config)
+    reset_mode(config)
 
 
 def _config_mapping(text: str, origin: str) -> dict[str, Any]:
@@ -103,7 +108,8 @@ def kube_apiserver(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
             etcd_config["servers"] = [etcd.endpoint]
         extra["storage"]["backend"] = "etcd3"
     # tmp_path_factory: a directory per session and per xdist worker, kept (with server.log) after a failure
-    server = ServerProcess(extra_config=extra, workdir=str(tmp_path_factory.mktemp("kapiserver")))
+    server = ServerProcess(extra_config=extra, workdir=str(tmp_path_factory.mktemp("kapiserver")),
+                           reset=backend == "sqlite")  # (kube_reset: the etcd backend cannot restore)
     try:
         server.start()
         yield server
@@ -153,3 +159,51 @@ def kube_namespace(request: pytest.FixtureRequest, kube_apiserver: ServerProcess
     # 404: the test deleted it itself
     if status not in (200, 202, 404):
         raise RuntimeError(f"kube_namespace: deleting namespace {name} answered {status}: {body.get('message', body)}")
+
+
+# ---------------------------------------------------------------- per-test isolation: kube_reset
+
+RESET_MODES = ("never", "each")
+
+
+def add_reset_options(group: Any, parser: pytest.Parser) -> None:
+    group.addoption(
+        "--kapiserver-reset", dest="kapiserver_reset", default=None, choices=RESET_MODES,
+        help="each: before every test that uses the kube_apiserver fixture, put the server back to its bootstrap "
+             "state (as the kube_reset fixture does); never (the default): only tests asking for kube_reset")
+    parser.addini("kapiserver_reset", type="string", default="never",
+                  help="never (default) or each: whether every test using kube_apiserver gets kube_reset")
+
+
+def reset_mode(config: pytest.Config) -> str:
+    mode = config.getoption("kapiserver_reset") or str(config.getini("kapiserver_reset")) or "never"
+    if mode not in RESET_MODES:
+        raise pytest.UsageError(f"kapiserver_reset: {mode!r} is not one of {', '.join(RESET_MODES)}")
+    if mode == "each" and server_configuration(config)[0] != "sqlite":
+        raise pytest.UsageError("--kapiserver-reset=each needs the sqlite backend (etcd3 cannot restore a snapshot)")
+    return mode
+
+
+@pytest.fixture(autouse=True)
+def _kapiserver_reset_first(request: pytest.FixtureRequest) -> None:
+    """Resets before the test's other function fixtures run (autouse fixtures come first), so
+    what ``kube_namespace`` and the like make for the test is not undone by the reset."""
+    if "kube_apiserver" not in request.fixturenames:
+        return
+    if "kube_reset" in request.fixturenames or reset_mode(request.config) == "each":
+        server: ServerProcess = request.getfixturevalue("kube_apiserver")
+        if not server.resettable:
+            pytest.fail("kube_reset needs the sqlite backend (etcd3 cannot restore a snapshot)", pytrace=False)
+        server.reset()
+
+
+@pytest.fixture
+def kube_reset(kube_apiserver: ServerProcess) -> ServerProcess:
+    """The server, put back to the state it had once bootstrapped before this test starts.
+
+    What earlier tests created is deleted, what they changed or deleted is written back, in
+    one transaction at new resourceVersions (no restart: clients, watches and informers of
+    the session stay valid and see DELETED / MODIFIED / ADDED events). ``kube_apiserver.snapshot()``
+    in a session fixture makes the current state (CRDs, shared namespaces) the one returned to.
+    """
+    return kube_apiserver

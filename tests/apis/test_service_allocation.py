@@ -187,6 +187,18 @@ class AllocationTests(ServerTestCase):
         self.assertEqual(await self.taken_ports(), {kept["spec"]["ports"][0]["nodePort"]})
 
     @run
+    async def test_a_value_freed_behind_the_allocators_back_is_given_again(self) -> None:
+        """Another server (or a reset of the store) rewrote the record: the copy this server last
+        wrote still holds the value, the stored record does not."""
+        before = (await self.server.storage.get(SERVICE_IPS_KEY)).value
+        r = await self.client.post(NS + "/services", service("first", clusterIP="10.0.0.77"))
+        self.assertEqual(r.code, 201)
+        await self.server.storage.update(SERVICE_IPS_KEY, before)  # as the other writer did
+        r = await self.client.post(NS + "/services", service("second", clusterIP="10.0.0.77"))
+        self.assertEqual((r.code, r.body["spec"]["clusterIP"]), (201, "10.0.0.77"))
+        self.assertIn("10.0.0.77", await self.taken_ips())
+
+    @run
     async def test_repair_marks_values_services_hold(self) -> None:
         svc = (await self.client.post(NS + "/services", service("held", type="NodePort"))).body
         ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["nodePort"]

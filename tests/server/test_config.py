@@ -146,6 +146,12 @@ class LoadConfigTests(unittest.TestCase):
                     yield from missing(getattr(obj, fld.name), data[fld.name], f"{prefix}{fld.name}.")
         self.assertEqual(list(missing(defaults, raw)), [])
 
+    def test_reset_needs_the_sqlite_backend(self) -> None:
+        self.assertConfigError("storage: {backend: etcd3}\ntesting: {enable_reset: true}\n",
+                               "key 'testing.enable_reset': needs storage.backend sqlite (the etcd3 backend cannot "
+                               "restore a snapshot)")
+        self.assertFalse(load_config(None).testing.enable_reset)  # off unless asked for
+
     def test_service_range_limits(self) -> None:
         self.assertConfigError("service_cluster_ip_range: 10.0.0.0/8\n",
                                "key 'service_cluster_ip_range': 10.0.0.0/8 is too large; for 32-bit addresses, the "

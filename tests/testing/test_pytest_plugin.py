@@ -43,6 +43,26 @@ CONFIGMAP_TEST = textwrap.dedent("""\
     """)
 
 
+# a test that leaves a ConfigMap behind and deletes a bootstrap ClusterRole; assert_undone checks both undone
+LEFTOVERS_TEST = textwrap.dedent("""\
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    def test_leave_things_behind(kube_client):
+        client.CoreV1Api(kube_client).create_namespaced_config_map("default", {"metadata": {"name": "leftover"},
+                                                                               "data": {"k": "v"}})
+        client.RbacAuthorizationV1Api(kube_client).delete_cluster_role("view")
+
+    def assert_undone(kube_client):
+        try:
+            client.CoreV1Api(kube_client).read_namespaced_config_map("leftover", "default")
+            raise AssertionError("the ConfigMap a previous test made is still there")
+        except ApiException as error:
+            assert error.status == 404, error
+        assert client.RbacAuthorizationV1Api(kube_client).read_cluster_role("view").metadata.name == "view"
+    """)
+
+
 def _skip_reason() -> Optional[str]:
     for module, package in (("pytest", "pytest"), ("xdist", "pytest-xdist"), ("kubernetes", "kubernetes")):
         if importlib.util.find_spec(module) is None:
@@ -98,7 +118,7 @@ class PytestPluginTests(unittest.TestCase):
         result = self.pytest("--help")
         self.assertOutcome(result, EXIT_OK, "kapiserver: a real Kubernetes API server for tests")
         for option in ("--kapiserver-config-json=JSON", "--kapiserver-backend={sqlite,etcd3}", "kapiserver_config",
-                       "kapiserver_backend"):
+                       "kapiserver_backend", "--kapiserver-reset={never,each}", "kapiserver_reset"):
             self.assertIn(option, result.stdout)
 
     def test_namespace_and_client_without_conftest(self) -> None:
@@ -173,6 +193,51 @@ class PytestPluginTests(unittest.TestCase):
                 assert "[+]etcd ok" in checks and "sqlite" not in checks, checks
             """))
         self.assertOutcome(self.pytest("-q", "--kapiserver-backend", "etcd3"), EXIT_OK, "2 passed")
+
+    def test_kube_reset_undoes_what_earlier_tests_did(self) -> None:
+        # pytest runs a file's tests in order: the first leaves things behind, the others reset
+        self.write("test_reset.py", LEFTOVERS_TEST + textwrap.dedent("""\
+            def test_reset_undid_it(kube_client, kube_reset):
+                assert_undone(kube_client)
+
+            def test_reset_comes_before_the_namespace(kube_client, kube_namespace, kube_reset):
+                client.CoreV1Api(kube_client).read_namespace(kube_namespace)
+                assert_undone(kube_client)
+
+            def test_snapshot_keeps_what_a_suite_set_up(kube_apiserver, kube_client):
+                core = client.CoreV1Api(kube_client)
+                core.create_namespaced_config_map("default", {"metadata": {"name": "suite"}})
+                kube_apiserver.snapshot()
+                core.create_namespaced_config_map("default", {"metadata": {"name": "test"}})
+                kube_apiserver.reset()
+                names = [c.metadata.name for c in core.list_namespaced_config_map("default").items]
+                assert "suite" in names and "test" not in names, names
+            """))
+        self.assertOutcome(self.pytest("-q"), EXIT_OK, "4 passed")
+
+    def test_reset_each_with_xdist(self) -> None:
+        # --dist loadfile: a file's tests run in order on one worker; each worker resets its own server
+        for index in (1, 2):
+            self.write(f"test_each{index}.py", LEFTOVERS_TEST + textwrap.dedent("""\
+                def test_reset_undid_it(kube_client):
+                    assert_undone(kube_client)
+                """))
+        self.assertOutcome(self.pytest("-q", "-n", "2", "--dist", "loadfile", "--kapiserver-reset", "each"),
+                           EXIT_OK, "4 passed")
+
+    def test_without_reset_leftovers_stay(self) -> None:
+        """(What the two tests above would see without the reset.)"""
+        self.write("test_no_reset.py", LEFTOVERS_TEST + textwrap.dedent("""\
+            def test_still_there(kube_client):
+                core = client.CoreV1Api(kube_client)
+                assert core.read_namespaced_config_map("leftover", "default").data == {"k": "v"}
+            """))
+        self.assertOutcome(self.pytest("-q"), EXIT_OK, "2 passed")
+
+    def test_reset_each_on_etcd_is_a_usage_error(self) -> None:
+        self.write("test_nothing.py", "def test_nothing(kube_apiserver):\n    pass\n")
+        result = self.pytest("-q", "--kapiserver-backend", "etcd3", "--kapiserver-reset", "each")
+        self.assertOutcome(result, EXIT_USAGE_ERROR, "--kapiserver-reset=each needs the sqlite backend")
 
     def test_bad_configuration_is_a_usage_error(self) -> None:
         self.write("test_nothing.py", "def test_nothing(kube_apiserver):\n    pass\n")

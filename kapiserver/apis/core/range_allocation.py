@@ -144,7 +144,8 @@ class StoredRange:
             self._writing = False
 
     async def _write(self, batch: list) -> list[tuple[bool, Any]]:
-        kv = self._kv if self._kv is not None else await self.storage.get(self.key)
+        fresh = self._kv is None
+        kv = self._kv if not fresh else await self.storage.get(self.key)
         for attempt in range(MAX_ATTEMPTS):
             bitmap = self._bitmap(kv)
             before = bitmap.copy()
@@ -157,7 +158,13 @@ class StoredRange:
                     bitmap = saved
                     results.append((False, e))
             if bitmap == before:
-                return results
+                if fresh or all(ok for ok, _ in results):
+                    return results
+                # refused by the copy last written here, which nothing checked: another server,
+                # or a reset of the store (testing.enable_reset), may have freed the value since
+                kv = self._kv = await self.storage.get(self.key)
+                fresh = True
+                continue
             try:
                 assert kv is not None
                 self._kv = await self.storage.update(self.key, encode_record(self.range_spec, bitmap.snapshot()),
@@ -165,6 +172,7 @@ class StoredRange:
                 return results
             except st.ConflictError as e:
                 kv = self._kv = e.current
+                fresh = True
             except st.KeyNotFoundError:
                 kv = self._kv = None
             await task.deferLater(self.reactor, random.uniform(0, CONFLICT_BACKOFF_SECONDS), lambda: None)
