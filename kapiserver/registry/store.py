@@ -237,7 +237,7 @@ class StoredObject:
 class WriteResult:
     """What a create or update did: the object as clients see it, whether the update
     created it, and the value stored (None when nothing was: a dry run, an update that
-    changed nothing, an update that removed the object)."""
+    changed nothing, an update that removed the object, a kind that stores nothing)."""
 
     obj: dict
     store: "Store"
@@ -739,7 +739,7 @@ class Store:
                 return None
             raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
 
-    async def _stored_result(self, obj: dict, kv: st.KeyValue, created: bool = False) -> WriteResult:
+    async def _stored_result(self, obj: dict, kv: st.KeyValue) -> WriteResult:
         """The result of a write that stored ``obj`` as ``kv``: ``obj`` as a read of ``kv`` shows it.
         The value is stored without its resourceVersion and a read adds it last: so here too."""
         md = obj["metadata"]
@@ -749,7 +749,7 @@ class Store:
         # without a storage conversion the object in hand is what the stored bytes decode to
         read_back = (rtype.convert_to_storage is None and rtype.convert_to_storage_async is None
                      and rtype.convert_from_storage is None and rtype.convert_from_storage_async is None)
-        return WriteResult(await self._external(obj), self, created, kv, read_back)
+        return WriteResult(await self._external(obj), self, stored=kv, read_back=read_back)
 
     # ------------------------------------------------------------ update & patch
 
@@ -868,7 +868,7 @@ class Store:
                 continue
             if new is None:  # nothing changed: no write, as upstream
                 if await base.decision_stands():
-                    return WriteResult(current, self, stored=kv, read_back=True)
+                    return WriteResult(current, self)
                 continue
             finalized = self._finalized(new, current)
             finish = None if finalized else await self.strategy.begin_update(self.rtype, new, current, ctx.dry_run)
