@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU per request spent in named functions of a running server, without a profiler.
 
-``python bench/function_cost.py [--op create] [--seconds 8] [--backend sqlite|etcd] [--functions m:Q.f,...]``
+``python bench/function_cost.py [--op create] [--seconds 8] [--backend sqlite|etcd] [--write-path | --functions m:Q.f,...]``
 
 Starts one server process (``workers: 1``) with ``bench/function_timer`` on
 its ``sys.path``: that ``sitecustomize`` wraps each named function and adds up
@@ -10,7 +10,9 @@ pinned to the first CPU and the clients (``--clients`` keep-alive HTTPS
 connections, threads of this process) to the others, so the server's CPU per
 request is not inflated by clients running on its core.  The load is
 kbench's, on ConfigMaps of 200 B: ``create``, ``get``, ``update`` (merge
-patch) or ``delete``, for ``--seconds`` after a warm-up.
+patch), ``replace`` (PUT), ``apply`` (server-side apply) or ``delete``, for
+``--seconds`` after a warm-up.  ``--write-path`` times the passes a write makes
+over its object (JSON parses and encodes, copies, defaulting) instead of the stages.
 
 Prints the server's CPU per request (all its threads, from ``/proc``), and
 for each function its calls per request, CPU per call and per request, and
@@ -50,6 +52,19 @@ REQUEST_FUNCTIONS = (
     "twisted.internet.base:ReactorBase.runUntilCurrent",  # timers and threads' results, then:
     "twisted.web.http:Request.finish",
 )
+# The passes a write makes over its object: every JSON parse and encode in the process
+# (orjson's, whoever calls them), the copies, the kind's defaulting, the stored value's decode.
+WRITE_PATH_FUNCTIONS = (
+    "orjson:loads",
+    "orjson:dumps",
+    "kapiserver.machinery.codec:copy_json",
+    "copy:deepcopy",
+    "kapiserver.registry.strategy:Strategy.default",
+    "kapiserver.registry.store:decode",
+    "kapiserver.registry.store:Store._check_namespace",
+    "kapiserver.registry.store:Store._stamp_type",
+    "kapiserver.registry.store:Store.to_external",
+)
 BACKEND_FUNCTIONS = {
     "sqlite": (
         "kapiserver.storage.sqlite:SQLiteStorage._batch_done",  # a commit's results (the answers)
@@ -73,6 +88,13 @@ def operation(op: str, base: str, tag: str, objects: int):
     if op == "update":
         return lambda c, i: c.request("PATCH", f"{base}/pre-{i % objects}", {"data": {"k": f"{i}" + "y" * 200}},
                                       content_type="application/merge-patch+json")[0]
+    if op == "replace":
+        return lambda c, i: c.request("PUT", f"{base}/pre-{i % objects}", configmap(f"pre-{i % objects}",
+                                                                                   k=f"{i}" + "y" * 200))[0]
+    if op == "apply":
+        return lambda c, i: c.request("PATCH", f"{base}/pre-{i % objects}?fieldManager=bench&force=true",
+                                      configmap(f"pre-{i % objects}", k=f"{i}" + "y" * 200),
+                                      content_type="application/apply-patch+yaml")[0]
     if op == "delete":
         return lambda c, i: c.request("DELETE", f"{base}/pre-{i}")[0]
     raise ValueError(op)
@@ -92,7 +114,7 @@ def read_report(server: ServerProcess, path: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--op", choices=("create", "get", "update", "delete"), default="create")
+    parser.add_argument("--op", choices=("create", "get", "update", "replace", "apply", "delete"), default="create")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--objects", type=int, default=2000, help="ConfigMaps stored first (get, update, delete)")
@@ -100,9 +122,10 @@ def main() -> None:
     parser.add_argument("--functions", default="",
                         help="comma-separated module:Qualified.name (synchronous functions); "
                              "default: a request's stages and the backend's")
+    parser.add_argument("--write-path", action="store_true", help="time the passes a write makes over its object")
     args = parser.parse_args()
     functions = ([f.strip() for f in args.functions.split(",") if f.strip()]
-                 or [*REQUEST_FUNCTIONS, *BACKEND_FUNCTIONS[args.backend]])
+                 or ([*WRITE_PATH_FUNCTIONS] if args.write_path else [*REQUEST_FUNCTIONS, *BACKEND_FUNCTIONS[args.backend]]))
 
     cpus = sorted(os.sched_getaffinity(0))
     # the server on the first CPU from its start (as watch_latency.py's --server-cpus), the clients on the others

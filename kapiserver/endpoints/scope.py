@@ -186,6 +186,11 @@ class RequestScope:
         ``known``: the stored object the patch was applied to (what it left unchanged was decoded when
         it was written, and is not decoded again)."""
         try:
+            # the JSON of the result shows only in a refusal: encoded for one
+            return self._typed(request_decoder.ParsedBody(obj), b"", "", self.rtype.kind, "", known)
+        except errors.StatusError:
+            pass
+        try:
             raw = codec.encode_json(obj) if isinstance(obj, (dict, list)) else b""
         except Exception:
             raw = b""

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Optional, TypeVar, Union
 
 from kapiserver.machinery import errors, meta
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Context, Store, WriteResult
 from kapiserver.registry.strategy import Strategy
 
 # (the review object, who asks, the namespace of the URL) -> the status to return (or an awaitable of it)
@@ -40,7 +40,7 @@ class ReviewStore(Store):
         super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # nothing is stored
         self.answer = answer
 
-    async def create(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> dict:
+    async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
         ctx = ctx or Context()
         obj = self._stamp_type(self._check_kind(obj))
         md = meta.metadata(obj)
@@ -52,7 +52,7 @@ class ReviewStore(Store):
             raise self._invalid("", causes)
         status = self.answer(obj, ctx.user, namespace)
         obj["status"] = await status if inspect.isawaitable(status) else status
-        return obj
+        return WriteResult(obj, self)
 
 
 def review_store_factory(answer_for: Callable[[Deps], Answer]) -> Callable[[ResourceType, Deps], Store]:

@@ -71,9 +71,6 @@ class Context:
     audit_annotations: dict = field(default_factory=dict)
     # admission sees this update through a subresource's own kind (a Scale for ``/scale``)
     admission_view: Optional[SubresourceView] = None
-    # set by the Store whose write succeeded: (the object it returned, the value it stored,
-    # itself), so the handler can answer from the stored value (Store.stored_answer)
-    written: Optional[tuple[dict, st.KeyValue, "Store"]] = None
 
 
 class CorruptObjectError(errors.StatusError):
@@ -219,14 +216,46 @@ class WriteBase:
 class StoredObject:
     """One object as read from storage, for a GET: its stored value, decoded only when
     the answer needs the object (its compact JSON and protobuf are memoized on the value,
-    as a list's items are: ``endpoints/list_encoding.py``)."""
+    as a list's items are: ``endpoints/list_encoding.py``).
+
+    A write's answer is one too (:meth:`WriteResult.answer`): then ``decoded`` is the object
+    the write stored, as a read of the value shows it, so the answer encodes it without
+    parsing the bytes just stored."""
 
     item: st.KeyValue
     store: "Store"
+    decoded: Optional[dict] = None
 
     def external(self) -> dict:
-        """The object as clients see it (a fresh dict)."""
+        """The object as clients see it (a dict of this answer's own)."""
+        if self.decoded is not None:
+            return self.decoded
         return self.store._from_kv(self.item)
+
+
+@dataclass
+class WriteResult:
+    """What a create or update did: the object as clients see it, whether the update
+    created it, and the value stored (None when nothing was: a dry run, an update that
+    changed nothing, an update that removed the object, a kind that stores nothing)."""
+
+    obj: dict
+    store: "Store"
+    created: bool = False
+    stored: Optional[st.KeyValue] = None
+    # ``obj`` is what a read of ``stored`` shows (no storage conversion in between), so
+    # the answer need not decode the stored bytes again
+    read_back: bool = False
+
+    def answer(self) -> "StoredObject | dict":
+        """What the write's handler answers: the value stored, as a GET reads it (upstream
+        answers a write with the object decoded from what etcd stored).  Its encoding is
+        then memoized on the value, which the embedded store's watch cache holds too, so
+        the next GET and list of the object reuse the bytes.  ``obj`` itself when nothing
+        was stored, or for kinds converted asynchronously (nothing to memoize on)."""
+        if self.stored is None or self.store.rtype.convert_from_storage_async is not None:
+            return self.obj
+        return StoredObject(self.stored, self.store, self.obj if self.read_back else None)
 
 
 class Store:
@@ -275,30 +304,28 @@ class Store:
             found = self._field_managers[subresource] = fieldmanagers.field_manager(self.rtype, subresource)
         return found
 
-    def _snapshot(self, obj: dict, ctx: Context) -> Optional[dict]:
-        """What the field manager records an update from: the request's object before the strategy
-        prepares it (upstream records before PrepareForCreate/Update and admission; what those
-        add - generated selectors, a namespace's finalizer, a pod's service account - is nobody's)."""
-        return None if ctx.managed_fields_set else codec.copy_json(obj)
-
-    def _track_fields(self, old: Optional[dict], new: dict, snapshot: Optional[dict], requested: Any,
-                      subresource: str, ctx: Context) -> None:
-        """Set ``new``'s managedFields: those the request computed, or the update recorded from
-        ``snapshot``, defaulted as upstream's decoder defaults a request (on failure the object is
-        written without them, as upstream)."""
-        md = new["metadata"]
+    def _managed_fields(self, old: Optional[dict], new: dict, requested: Any, subresource: str,
+                        ctx: Context) -> Optional[list]:
+        """The managedFields to store with ``new``: those the request computed, or the update
+        recorded from ``new`` as the request gave it, defaulted.  Called before mutating
+        admission and the strategy's preparation, as upstream records it (what those add -
+        generated selectors, a namespace's finalizer, a pod's service account - is nobody's);
+        the entries are set after them (:meth:`_set_managed_fields`), so admission sees the
+        object without them.  Only reads ``new``.  On failure the object is written without
+        managedFields, as upstream."""
         if requested is _ABSENT:
             requested = None
-        if ctx.managed_fields_set or snapshot is None:
-            entries = requested
-        else:
-            try:
-                self.strategy.default(self.rtype, snapshot)
-                entries = self.field_manager(subresource).update(old, snapshot, requested, ctx.field_manager)
-            except Exception:
-                log.failure("failed to update managedFields of {kind} {name}", kind=self.rtype.kind,
-                            name=md.get("name", ""))
-                entries = None
+        if ctx.managed_fields_set:
+            return requested
+        try:
+            return self.field_manager(subresource).update(old, new, requested, ctx.field_manager)
+        except Exception:
+            log.failure("failed to update managedFields of {kind} {name}", kind=self.rtype.kind,
+                        name=new["metadata"].get("name", ""))
+            return None
+
+    @staticmethod
+    def _set_managed_fields(md: dict, entries: Optional[list]) -> None:
         if entries:
             md["managedFields"] = entries
         else:
@@ -628,6 +655,12 @@ class Store:
             md["namespace"] = namespace
 
     async def create(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> dict:
+        """The created object (what :meth:`create_result` wrote, for callers in the process)."""
+        return (await self.create_result(namespace, obj, ctx)).obj
+
+    async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
+        """Create ``obj`` (changed in place: it becomes the result's object).  The method kinds
+        with their own create override."""
         ctx = ctx or Context()
         obj = self._check_kind(obj)
         self._check_namespace(obj, namespace)
@@ -639,18 +672,21 @@ class Store:
             md.pop(transient, None)
         if self.strategy.tracks_generation:
             md["generation"] = 1
-        snapshot = self._snapshot(obj, ctx)
-        # upstream's order: the decoded (defaulted) object goes through mutating admission,
-        # then the strategy prepares and validates it
+        # upstream's order: the decoded (defaulted) object is recorded by the field manager and
+        # goes through mutating admission, then the strategy prepares and validates it
         self.strategy.default(self.rtype, obj)
+        managed_fields = self._managed_fields(None, obj, requested_managed_fields, "", ctx)
         attrs = self._attributes(CREATE, namespace, md.get("name", ""), obj, None, "", ctx, "CreateOptions")
         await self.admission.admit(attrs)
         md = meta.metadata(obj)
+        # again, as upstream's BeforeCreate: mutating admission may have changed them
         self._check_namespace(obj, namespace)
         self._stamp_type(obj)
         self.strategy.prepare_for_create(self.rtype, obj)
+        # what mutating admission and the preparation added, defaulted (as upstream's webhook
+        # admission defaults the object it patched)
         self.strategy.default(self.rtype, obj)
-        self._track_fields(None, obj, snapshot, requested_managed_fields, "", ctx)
+        self._set_managed_fields(md, managed_fields)
         generated = not md.get("name") and bool(md.get("generateName"))
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
             if generated:
@@ -672,9 +708,8 @@ class Store:
                     continue
                 break
             if ctx.dry_run:
-                return obj
-            md["resourceVersion"] = str(kv.mod_revision)
-            return self._written(await self._external(obj), kv, ctx)
+                return WriteResult(obj, self)
+            return await self._stored_result(obj, kv)
         raise errors.already_exists(self.rtype.plural, self.rtype.group, md.get("name", ""))
 
     async def _create_once(self, namespace: str, obj: dict, attrs: Attributes, ctx: Context,
@@ -704,29 +739,29 @@ class Store:
                 return None
             raise errors.already_exists(self.rtype.plural, self.rtype.group, md["name"])
 
-    def _written(self, result: dict, kv: st.KeyValue, ctx: Context) -> dict:
-        ctx.written = (result, kv, self)
-        return result
-
-    def stored_answer(self, result: dict, ctx: Context) -> "StoredObject | dict":
-        """What a write's handler answers for ``result``, what this Store's create or update
-        returned: the value it stored, read back as a GET reads it (upstream answers a write
-        with the object decoded from what etcd stored).  Its encoding is then memoized on the
-        value, which the embedded store's watch cache holds too, so the next GET and list of
-        the object reuse the bytes.  ``result`` itself when it is not what this Store stored:
-        a dry run, a kind converted asynchronously, a store that answers something else (a
-        Binding's Status after writing a Pod)."""
-        written = ctx.written
-        if (written is None or written[0] is not result or written[2] is not self
-                or self.rtype.convert_from_storage_async is not None):
-            return result
-        return StoredObject(written[1], self)
+    async def _stored_result(self, obj: dict, kv: st.KeyValue) -> WriteResult:
+        """The result of a write that stored ``obj`` as ``kv``: ``obj`` as a read of ``kv`` shows it.
+        The value is stored without its resourceVersion and a read adds it last: so here too."""
+        md = obj["metadata"]
+        md.pop("resourceVersion", None)
+        md["resourceVersion"] = str(kv.mod_revision)
+        rtype = self.rtype
+        # without a storage conversion the object in hand is what the stored bytes decode to
+        read_back = (rtype.convert_to_storage is None and rtype.convert_to_storage_async is None
+                     and rtype.convert_from_storage is None and rtype.convert_from_storage_async is None)
+        return WriteResult(await self._external(obj), self, stored=kv, read_back=read_back)
 
     # ------------------------------------------------------------ update & patch
 
     async def update(self, namespace: str, name: str, obj: Any, subresource: str = "",
                      ctx: Optional[Context] = None) -> tuple[dict, bool]:
         """PUT: replace the object. Returns (object, created)."""
+        result = await self.update_result(namespace, name, obj, subresource, ctx)
+        return result.obj, result.created
+
+    async def update_result(self, namespace: str, name: str, obj: Any, subresource: str = "",
+                            ctx: Optional[Context] = None) -> WriteResult:
+        """PUT: replace the object with ``obj``."""
         obj = self._check_kind(obj)
         md = meta.metadata(obj)
         if md.get("name") and md["name"] != name:
@@ -737,9 +772,12 @@ class Store:
         wanted_rv = md.get("resourceVersion") or ""
 
         def replace(current: Optional[dict]) -> dict:
-            return copy.deepcopy(obj)
-        return await self.guaranteed_update(namespace, name, replace, subresource, ctx,
-                                            precondition_rv=wanted_rv, create_if_missing=True)
+            # each attempt changes the object it starts from, and a conflict's retry (or the
+            # create of a missing object) starts again from the request's
+            return codec.copy_json(obj)
+        return await self.guaranteed_update_result(namespace, name, replace, subresource, ctx,
+                                                   precondition_rv=wanted_rv, create_if_missing=True,
+                                                   mutate_keeps_current=True)
 
     async def _write_base(self, key: str, dry_run: bool) -> "WriteBase":
         """The value an update or delete starts from: the watch cache's copy when there is
@@ -757,12 +795,27 @@ class Store:
                                 subresource: str = "", ctx: Optional[Context] = None,
                                 precondition_rv: str = "", create_if_missing: bool = False,
                                 force_allow_create: bool = False) -> tuple[dict, bool]:
-        """Read, mutate, validate, compare-and-swap; retry on conflict.
+        """(object, created) of :meth:`guaranteed_update_result`, for callers in the process."""
+        result = await self.guaranteed_update_result(namespace, name, mutate, subresource, ctx, precondition_rv,
+                                                     create_if_missing, force_allow_create)
+        return result.obj, result.created
+
+    async def guaranteed_update_result(self, namespace: str, name: str,
+                                       mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
+                                       subresource: str = "", ctx: Optional[Context] = None,
+                                       precondition_rv: str = "", create_if_missing: bool = False,
+                                       force_allow_create: bool = False,
+                                       mutate_keeps_current: bool = False) -> WriteResult:
+        """Read, mutate, validate, compare-and-swap; retry on conflict.  The method kinds
+        with their own update override.
 
         ``mutate`` gets the current object (with its resourceVersion) and
         returns the desired one.  A resourceVersion in the desired object that
         differs from the current one is a 409 Conflict, never a retry: that
-        is how update/patch preconditions work upstream.
+        is how update/patch preconditions work upstream.  ``mutate`` gets a copy
+        of the current object, unless ``mutate_keeps_current`` says it neither
+        changes it nor returns anything that shares a part with it (the
+        request handlers' patchers and PUT).
         """
         ctx = ctx or Context()
         key = self.key(namespace, name)
@@ -777,7 +830,9 @@ class Store:
                 if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
                     desired = await desired
                 try:
-                    return await self.create(namespace, desired, ctx), True
+                    created = await self.create_result(namespace, desired, ctx)
+                    created.created = True
+                    return created
                 except errors.StatusError as e:
                     if e.reason == "AlreadyExists":
                         base.replace(await self.storage.get(key))
@@ -785,7 +840,8 @@ class Store:
                     raise
             try:
                 current = await self._from_kv_async(kv)
-                desired = mutate(codec.copy_json(current))
+                # the update changes the desired object in place; ``current`` stays as read
+                desired = mutate(current if mutate_keeps_current else codec.copy_json(current))
                 if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
                     desired = await desired
                 desired = self._check_kind(desired)
@@ -812,21 +868,21 @@ class Store:
                 continue
             if new is None:  # nothing changed: no write, as upstream
                 if await base.decision_stands():
-                    return current, False
+                    return WriteResult(current, self)
                 continue
             finalized = self._finalized(new, current)
             finish = None if finalized else await self.strategy.begin_update(self.rtype, new, current, ctx.dry_run)
             if ctx.dry_run:
                 if finish is not None:
                     await finish(True)
-                return new, False
+                return WriteResult(new, self)
             written: Optional[st.KeyValue] = None
             try:
                 if finalized:
                     deleted = await self.storage.delete(key, expected_mod_revision=kv.mod_revision)
                     new["metadata"]["resourceVersion"] = str(deleted.mod_revision)
                     await self._after_delete(current)
-                    return await self._external(new), False
+                    return WriteResult(await self._external(new), self)
                 written = await self.storage.update(key, await self._encode_async(new),
                                                     expected_mod_revision=kv.mod_revision)
             except st.ConflictError as e:
@@ -843,8 +899,7 @@ class Store:
                 if finish is not None:
                     await finish(written is not None)
             assert written is not None
-            new["metadata"]["resourceVersion"] = str(written.mod_revision)
-            return self._written(await self._external(new), written, ctx), False
+            return await self._stored_result(new, written)
 
     async def _after_delete(self, obj: dict) -> None:
         """The strategy's after_delete; the delete happened, so a failure here is only logged."""
@@ -881,10 +936,10 @@ class Store:
         requested_managed_fields = md.get("managedFields", _ABSENT)
         self._keep_identity(md, namespace, name, old_md)
         md.pop("managedFields", None)
-        snapshot = self._snapshot(new, ctx)
-        # upstream's order: the decoded (defaulted) object goes through mutating admission,
-        # then the strategy prepares and validates it
+        # upstream's order: the decoded (defaulted) object is recorded by the field manager and
+        # goes through mutating admission, then the strategy prepares and validates it
         self.strategy.default(self.rtype, new)
+        managed_fields = self._managed_fields(old, new, requested_managed_fields, subresource, ctx)
         attrs = self._update_attributes(namespace, name, new, old, subresource, ctx)
         await self.admission.admit(attrs)
         if ctx.admission_view is not None:
@@ -902,10 +957,12 @@ class Store:
         else:
             self.strategy.prepare_for_update(self.rtype, new, old)
         md.pop("managedFields", None)  # a status update starts from the old object
+        # what mutating admission and the preparation added, defaulted (as upstream's webhook
+        # admission defaults the object it patched)
         self.strategy.default(self.rtype, new)
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 0) + 1
-        self._track_fields(old, new, snapshot, requested_managed_fields, subresource, ctx)
+        self._set_managed_fields(md, managed_fields)
         if subresource == "status":
             kind_causes = self.strategy.validate_status_update(self.rtype, new, old)
         elif subresource:
@@ -984,8 +1041,9 @@ class Store:
                     raise self._conflict(name, "Precondition failed: ResourceVersion in precondition: "
                                                f"{opts.precondition_resource_version}, ResourceVersion in object "
                                                f"meta: {cmd['resourceVersion']}")
+                # admission's old object is the one read (upstream's too): it is read, never changed
                 attrs = self._attributes(DELETE, namespace, admission_name if admission_name is not None else name,
-                                         None, codec.copy_json(current), "", ctx)
+                                         None, current, "", ctx)
                 attrs.dry_run = ctx.dry_run or opts.dry_run
                 attrs.options = _delete_options(opts, ctx)
                 await self.admission.admit(attrs)
@@ -999,12 +1057,13 @@ class Store:
                 if not await base.decision_stands():
                     continue
                 return current, False
-            marked = copy.deepcopy(current)
             if graceful is not None:
+                # the object read is marked: a conflict's retry decodes the stored value again
+                marked, was_deleting = current, bool(cmd.get("deletionTimestamp"))
                 deadline, period = graceful
                 marked["metadata"]["deletionTimestamp"] = deadline
                 marked["metadata"]["deletionGracePeriodSeconds"] = period
-                if not cmd.get("deletionTimestamp") and marked["metadata"].get("generation"):
+                if not was_deleting and marked["metadata"].get("generation"):
                     marked["metadata"]["generation"] += 1
                 finalizers = opts.gc_finalizers(cmd.get("finalizers") or [])
                 if finalizers:
@@ -1024,17 +1083,20 @@ class Store:
                 await self._after_delete(marked)
                 marked["metadata"]["resourceVersion"] = str(deleted.mod_revision)
                 return marked, True
-            pending = self.strategy.delete_pending(self.rtype, marked)
-            mmd = marked["metadata"]
+            # delete_pending marks the object only when it answers True (a namespace with
+            # spec.finalizers: phase Terminating, which one already being deleted has)
+            pending = self.strategy.delete_pending(self.rtype, current)
             # the propagation policy becomes a finalizer (orphan, foregroundDeletion)
             # that the garbage collector removes once it has handled the dependents
-            finalizers = opts.gc_finalizers(mmd.get("finalizers") or [])
+            finalizers = opts.gc_finalizers(cmd.get("finalizers") or [])
             finalizers_changed = set(finalizers) != set(cmd.get("finalizers") or [])
             if finalizers or pending:
                 if cmd.get("deletionTimestamp") and not finalizers_changed:
                     if not await base.decision_stands():
                         continue
                     return current, False
+                # the object read is marked: a conflict's retry decodes the stored value again
+                marked, mmd = current, cmd
                 if finalizers:
                     mmd["finalizers"] = finalizers
                 else:

@@ -157,7 +157,8 @@ class Strategy:
 
         Namespaces use it: while ``spec.finalizers`` is not empty a delete
         sets phase Terminating and the namespace controller finishes the job.
-        May mutate ``obj`` (the object being marked).
+        May mutate ``obj`` (the object being marked) when it answers True, and then only
+        as the mark shows it (an object already marked shows it too).
         """
         return False
 

@@ -1,4 +1,4 @@
-"""A write is answered from the value it stored (Store.stored_answer).
+"""A write is answered from the value it stored (WriteResult.answer).
 
 The answer is the stored value read back as a GET reads it, so it is what the
 next GET returns, and on the embedded store its encoding is memoized on the
@@ -17,7 +17,7 @@ from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.endpoints.list_encoding import stored_body
 from kapiserver.endpoints.negotiation import MediaTarget
 from kapiserver.machinery import codec
-from kapiserver.registry.store import Context, Store, StoredObject
+from kapiserver.registry.store import Context, Store, StoredObject, WriteResult
 from kapiserver.storage.cacher import CachedStorage
 from kapiserver.storage.sqlite import SQLiteStorage
 from tests.registry.test_writes_from_cache import HeldEvents
@@ -48,16 +48,17 @@ class StoredAnswerTests(unittest.TestCase):
     def test_create_and_update_answer_the_stored_value_the_cache_then_serves(self):
         store, storage = yield defer.Deferred.fromCoroutine(self.open())
         for write in ("create", "update"):
-            ctx = Context()
+            written: WriteResult
             if write == "create":
-                result = yield defer.Deferred.fromCoroutine(store.create(
-                    "default", {"metadata": {"name": "cm"}, "data": {"a": "<1>"}}, ctx))
+                written = yield defer.Deferred.fromCoroutine(store.create_result(
+                    "default", {"metadata": {"name": "cm"}, "data": {"a": "<1>"}}))
             else:
-                result, _ = yield defer.Deferred.fromCoroutine(store.guaranteed_update(
-                    "default", "cm", lambda cur: {**cur, "data": {"a": "2"}}, ctx=ctx))
-            answer = store.stored_answer(result, ctx)
+                written = yield defer.Deferred.fromCoroutine(store.guaranteed_update_result(
+                    "default", "cm", lambda cur: {**cur, "data": {"a": "2"}}))
+            answer = written.answer()
             body = self.answer_bytes(answer)
-            self.assertEqual(codec.decode_json(body), result)  # the same object the Store returned
+            self.assertEqual(codec.decode_json(body), written.obj)  # the same object the Store returned
+            self.assertEqual(self.read_bytes(store, answer), body)  # ... byte for byte what a read answers
             yield until(lambda: (storage.peek(KEY) or answer.item).mod_revision == answer.item.mod_revision)
             cached = storage.peek(KEY)
             self.assertIs(cached, answer.item)  # the cache holds the value the answer was encoded on
@@ -66,16 +67,33 @@ class StoredAnswerTests(unittest.TestCase):
             self.assertIs(got.item, answer.item)  # so the GET reuses those bytes
             self.assertEqual(self.answer_bytes(got), body)
 
+    def read_bytes(self, store: Store, answer: StoredObject) -> bytes:
+        """The answer a read of ``answer``'s stored value gives (decoded anew: nothing memoized)."""
+        return self.answer_bytes(StoredObject(dataclasses.replace(answer.item), store))
+
+    @defer.inlineCallbacks
+    def test_a_put_is_answered_as_its_value_reads_back(self):
+        """The answer is encoded from the object the update stored, not from its stored bytes:
+        it still reads as they do, the resourceVersion last in metadata wherever the body had it."""
+        store, _ = yield defer.Deferred.fromCoroutine(self.open())
+        seed = yield defer.Deferred.fromCoroutine(store.get("default", "seed"))
+        body = {"data": {"b": "1"}, "metadata": {"resourceVersion": seed["metadata"]["resourceVersion"],
+                                                 "name": "seed", "labels": {"x": "y"}}}
+        written = yield defer.Deferred.fromCoroutine(store.update_result("default", "seed", body))
+        answer = written.answer()
+        assert isinstance(answer, StoredObject)
+        self.assertIs(answer.external(), written.obj)  # not decoded from the stored bytes
+        self.assertEqual(list(written.obj["metadata"])[-1], "resourceVersion")
+        self.assertEqual(self.answer_bytes(answer), self.read_bytes(store, answer))
+
     @defer.inlineCallbacks
     def test_what_the_store_did_not_store_is_answered_as_returned(self):
         store, _ = yield defer.Deferred.fromCoroutine(self.open())
         dry = Context(dry_run=True)
-        result = yield defer.Deferred.fromCoroutine(store.create("default", {"metadata": {"name": "dry"}}, dry))
-        self.assertIs(store.stored_answer(result, dry), result)
-        ctx = Context()
-        result = yield defer.Deferred.fromCoroutine(store.create("default", {"metadata": {"name": "x"}}, ctx))
-        other = dict(result)  # not what the Store returned (a store answering something else)
-        self.assertIs(store.stored_answer(other, ctx), other)
+        written = yield defer.Deferred.fromCoroutine(store.create_result("default", {"metadata": {"name": "dry"}},
+                                                                         dry))
+        self.assertIsNone(written.stored)
+        self.assertIs(written.answer(), written.obj)
 
 
 class CopiedEvents(HeldEvents):
@@ -103,10 +121,8 @@ class AdoptedValueTests(unittest.TestCase):
         return store, storage, backend
 
     async def update(self, store: Store, value: str) -> StoredObject:
-        ctx = Context()
-        result, _ = await store.guaranteed_update("default", "cm", lambda cur: {**cur, "data": {"a": value}},
-                                                  ctx=ctx)
-        answer = store.stored_answer(result, ctx)
+        written = await store.guaranteed_update_result("default", "cm", lambda cur: {**cur, "data": {"a": value}})
+        answer = written.answer()
         assert isinstance(answer, StoredObject)
         return answer
 

@@ -27,7 +27,7 @@ from kapiserver.machinery import errors, meta, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Context, Store, WriteResult
 from kapiserver.registry.strategy import Strategy
 from kapiserver.registry.subresources import Subresource
 
@@ -319,7 +319,7 @@ class CertificateSigningRequestStrategy(Strategy):
 class CertificateSigningRequestStore(Store):
     """The generic Store, with the requester's identity written into the spec on create."""
 
-    async def create(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> dict:
+    async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
         if isinstance(obj, dict) and isinstance(obj.get("spec"), dict):
             spec = obj["spec"]
             for key in ("username", "uid", "groups", "extra"):
@@ -333,7 +333,7 @@ class CertificateSigningRequestStore(Store):
                     spec["groups"] = list(user.groups)
                 if user.extra:
                     spec["extra"] = {k: list(v) for k, v in user.extra.items()}
-        return await super().create(namespace, obj, ctx)
+        return await super().create_result(namespace, obj, ctx)
 
 
 def make_store(rtype: ResourceType, deps: Any) -> Store:

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from kapiserver.apis.core.pod_conditions import update_pod_condition
 from kapiserver.machinery import errors, meta
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Context, Store, WriteResult
 from kapiserver.registry.strategy import Strategy
 from kapiserver.registry.subresources import Subresource, SubresourceRequest
 
@@ -91,10 +91,11 @@ class BindingStore(Store):
         super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # nothing is stored
         self.server = server
 
-    async def create(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> dict:
+    async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
         obj = self._check_kind(obj)
         name = meta.metadata(obj).get("name") or ""
-        return await bind(self.server.store("", "v1", "pods"), namespace, name, obj, ctx or Context())
+        return WriteResult(await bind(self.server.store("", "v1", "pods"), namespace, name, obj, ctx or Context()),
+                           self)
 
 
 def resource_type() -> ResourceType:

@@ -18,7 +18,7 @@ from kapiserver.auth.rbac.escalation import (AGGREGATION_NEEDS_ADMIN, FULL_AUTHO
                                              only_gc_fields_changed)
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Context, Store, WriteResult
 
 
 class _EscalationCheckedStore(Store):
@@ -40,22 +40,23 @@ class _EscalationCheckedStore(Store):
         """Raise 403 when ``obj`` grants what ``user`` does not hold."""
         raise NotImplementedError
 
-    async def create(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> dict:
+    async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
         user = ctx.user if ctx is not None else None
         if isinstance(obj, dict) and not escalation_allowed(user):
             if not await self.authorized_outright(namespace, "", obj, user):
                 await self.check(namespace, obj, None, user)
-        return await super().create(namespace, obj, ctx)
+        return await super().create_result(namespace, obj, ctx)
 
-    async def guaranteed_update(self, namespace: str, name: str,
-                                mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
-                                subresource: str = "", ctx: Optional[Context] = None,
-                                precondition_rv: str = "", create_if_missing: bool = False,
-                                force_allow_create: bool = False) -> tuple[dict, bool]:
+    async def guaranteed_update_result(self, namespace: str, name: str,
+                                       mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
+                                       subresource: str = "", ctx: Optional[Context] = None,
+                                       precondition_rv: str = "", create_if_missing: bool = False,
+                                       force_allow_create: bool = False,
+                                       mutate_keeps_current: bool = False) -> WriteResult:
         user = ctx.user if ctx is not None else None
         if escalation_allowed(user):
-            return await super().guaranteed_update(namespace, name, mutate, subresource, ctx, precondition_rv,
-                                                   create_if_missing, force_allow_create)
+            return await super().guaranteed_update_result(namespace, name, mutate, subresource, ctx, precondition_rv,
+                                                          create_if_missing, force_allow_create, mutate_keeps_current)
 
         async def checked(current: Optional[dict]) -> dict:
             desired = mutate(current)
@@ -66,8 +67,8 @@ class _EscalationCheckedStore(Store):
                 if not await self.authorized_outright(namespace, name, desired, user):
                     await self.check(namespace, desired, current, user)
             return desired
-        return await super().guaranteed_update(namespace, name, checked, subresource, ctx, precondition_rv,
-                                               create_if_missing, force_allow_create)
+        return await super().guaranteed_update_result(namespace, name, checked, subresource, ctx, precondition_rv,
+                                                      create_if_missing, force_allow_create, mutate_keeps_current)
 
 
 class RolePolicyStore(_EscalationCheckedStore):

@@ -213,9 +213,10 @@ async def apply(scope: RequestScope) -> Response:
         checked.append(True)
         return result
     ctx = scope.context(manager, managed_fields_set=True)
-    result, created = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource, ctx,
-                                                          create_if_missing=True, force_allow_create=True)
-    return Response(201 if created else 200, scope.store.stored_answer(result, ctx))
+    # not mutate_keeps_current: an apply that changes nothing returns the object it was given
+    result = await scope.store.guaranteed_update_result(info.namespace, info.name, mutate, info.subresource, ctx,
+                                                        create_if_missing=True, force_allow_create=True)
+    return Response(201 if result.created else 200, result.answer())
 
 
 async def patch(scope: RequestScope) -> Response:
@@ -238,9 +239,10 @@ async def patch(scope: RequestScope) -> Response:
         checked.append(True)
         check_name(result, info.name, info.namespace)
         return result
-    ctx = scope.context(manager)
-    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource, ctx)
-    return Response(200, scope.store.stored_answer(result, ctx))
+    # the patchers' results share nothing with the object they patch (they copy what they keep)
+    result = await scope.store.guaranteed_update_result(info.namespace, info.name, mutate, info.subresource,
+                                                        scope.context(manager), mutate_keeps_current=True)
+    return Response(200, result.answer())
 
 
 def check_name(obj: dict, name: str, namespace: str) -> None:

@@ -9,6 +9,5 @@ async def update(scope: RequestScope) -> Response:
     scope.check_write_options("UpdateOptions")
     manager = scope.field_manager("UpdateOptions")
     obj = scope.decode_object()
-    ctx = scope.context(manager)
-    result, created = await scope.store.update(info.namespace, info.name, obj, info.subresource, ctx)
-    return Response(201 if created else 200, scope.store.stored_answer(result, ctx))
+    result = await scope.store.update_result(info.namespace, info.name, obj, info.subresource, scope.context(manager))
+    return Response(201 if result.created else 200, result.answer())
