@@ -12,7 +12,10 @@ pytest-xdist, and fixtures on top of it:
 * ``kubeconfig`` (session): the admin kubeconfig's path;
 * ``kube_client`` (session): an ``ApiClient`` of the official ``kubernetes``
   package (the test is skipped when that package is not installed);
-* ``kube_namespace`` (function): a fresh namespace, deleted after the test.
+* ``kube_namespace`` (function): a fresh namespace, deleted after the test;
+* ``kube_crds``, ``kube_webhooks``, ``kube_controller_manager``: CRDs,
+  admission webhooks served by the test, the real kube-controller-manager
+  (module ``kapiserver.testing.operator_fixtures``).
 
 Options (``pytest --help``, group "kapiserver"): ``--kapiserver-config-json``
 / ini ``kapiserver_config`` (more configuration keys, docs/configuration.md)
@@ -153,3 +156,10 @@ def kube_namespace(request: pytest.FixtureRequest, kube_apiserver: ServerProcess
     # 404: the test deleted it itself
     if status not in (200, 202, 404):
         raise RuntimeError(f"kube_namespace: deleting namespace {name} answered {status}: {body.get('message', body)}")
+
+
+# ------------------------------------------------------------ operator fixtures
+# kube_crds, kube_webhooks, kube_controller_manager: defined in their own module, registered by importing them
+# into this plugin module (pytest collects the fixtures of a plugin's namespace)
+from kapiserver.testing.operator_fixtures import (  # noqa: E402,F401
+    _kube_webhook_certificates, kube_controller_manager, kube_crds, kube_webhooks)
