@@ -3,28 +3,18 @@ from __future__ import annotations
 
 import os
 import pathlib
-import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import kopf.testing
 import pytest
 from kubernetes import client
 
+from kapiserver.testing.eventually import eventually
 from kapiserver.testing.process import ServerProcess
 from kapiserver.testing.webhook import WebhookCertificates
 
 HERE = pathlib.Path(__file__).parent
-TIMEOUT = 60.0  # only against hangs
-
-
-def eventually(probe: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not within {TIMEOUT}s"
-        time.sleep(0.1)
+TIMEOUT = 60.0  # kopf's runner: only against hangs
 
 
 def widget(name: str, **spec: Any) -> dict:

@@ -6,12 +6,11 @@ binary is expected, when kube-controller-manager is not built.
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
 from kubernetes import client
 
-TIMEOUT = 90.0  # only against hangs
+from kapiserver.testing.eventually import eventually
 
 DEPLOYMENT = {
     "metadata": {"name": "web"},
@@ -22,16 +21,6 @@ DEPLOYMENT = {
                      "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]}},
     },
 }
-
-
-def eventually(probe: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not within {TIMEOUT}s"
-        time.sleep(0.2)
 
 
 def test_deployment_gets_a_replicaset_and_pods(kube_controller_manager: Any, kube_client: client.ApiClient,

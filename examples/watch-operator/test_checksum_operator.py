@@ -3,25 +3,16 @@ from __future__ import annotations
 
 import threading
 import traceback
-import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
 
+from kapiserver.testing.eventually import eventually
+
 from checksum_operator import LABEL, ChecksumOperator, checksum
 
-TIMEOUT = 60.0  # only against hangs
-
-
-def eventually(probe: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not within {TIMEOUT}s"
-        time.sleep(0.1)
+TIMEOUT = 60.0  # the watch loop's stop: only against hangs
 
 
 def source(name: str, data: dict, labelled: bool = True) -> dict:

@@ -34,7 +34,8 @@ def load_crds(paths: Iterable[PathLike]) -> list[dict]:
     names the file (a test's fixture should not install something else quietly).
     """
     crds: list[dict] = []
-    for path in map(os.fspath, paths):
+    names = [os.fspath(path) for path in paths]
+    for path in names:
         files = ([os.path.join(path, name) for name in sorted(os.listdir(path)) if name.endswith(_SUFFIXES)]
                  if os.path.isdir(path) else [path])
         for file_path in files:
@@ -47,7 +48,7 @@ def load_crds(paths: Iterable[PathLike]) -> list[dict]:
                         raise ValueError(f"{file_path}: a document of kind {kind!r} is not a CustomResourceDefinition")
                     crds.append(document)
     if not crds:
-        raise ValueError(f"no CustomResourceDefinition in {', '.join(map(os.fspath, paths))}")
+        raise ValueError(f"no CustomResourceDefinition in {', '.join(names)}")
     return crds
 
 
