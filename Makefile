@@ -10,7 +10,7 @@ TRIAL_JOBS ?= 2
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install install-test run test typecheck bench
+.PHONY: install install-test run test test-examples typecheck bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,3 +35,8 @@ typecheck: install-test
 test: install-test typecheck
 	$(PY) -m twisted.trial -j$(TRIAL_JOBS) tests
 	KAPISERVER_NODE_TESTS=1 $(PY) -m twisted.trial tests.node
+	$(MAKE) test-examples
+
+# examples/: operators tested with the pytest plugin (one kapiserver for the run; see examples/README.md)
+test-examples: install-test
+	$(PY) -m pytest -p no:cacheprovider -q examples

@@ -84,6 +84,11 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "node-route-controller": ("route",),
     "cloud-node-lifecycle-controller": ("cloud-node-lifecycle",),
 }
+# the controllers kapiserver has a copy of (server_controllers.py); a kube-controller-manager running beside
+# them is given the others (--controllers=*,-<these>: the testing plugin's kube_controller_manager fixture)
+IN_PROCESS = frozenset({NAMESPACE, SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN, ROOT_CA_PUBLISHER, GARBAGE_COLLECTOR,
+                        CSR_SIGNING, CSR_APPROVING, BOOTSTRAP_SIGNER, TOKEN_CLEANER, CLUSTERROLE_AGGREGATION,
+                        VALIDATING_ADMISSION_POLICY_STATUS, RESOURCE_QUOTA, PVC_PROTECTION, PV_PROTECTION})
 # off unless named (upstream's isDisabledByDefault)
 DISABLED_BY_DEFAULT = frozenset({BOOTSTRAP_SIGNER, TOKEN_CLEANER, "selinux-warning-controller"})
 _CANONICAL = {alias: name for name, aliases in KNOWN.items() for alias in (name, *aliases)}

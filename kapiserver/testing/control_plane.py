@@ -63,8 +63,10 @@ def _free_port() -> int:
 class ControllerManagerProcess:
     """kube-controller-manager against the server whose ``cert_dir`` and URL are given."""
 
-    def __init__(self, server_url: str, cert_dir: str, workdir: str, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, server_url: str, cert_dir: str, workdir: str, extra_args: tuple[str, ...] = (),
+                 controllers: tuple[str, ...] = ("*",)) -> None:
         self.server_url = server_url
+        self.controllers = controllers  # --controllers
         self.cert_dir = cert_dir
         self.workdir = workdir
         self.extra_args = extra_args
@@ -87,7 +89,7 @@ class ControllerManagerProcess:
             f"--cluster-signing-cert-file={ca}",
             f"--cluster-signing-key-file={os.path.join(self.cert_dir, 'ca.key')}",
             "--leader-elect=true",
-            "--controllers=*",
+            "--controllers=" + ",".join(self.controllers),
             *self.extra_args,
         ]
 

@@ -15,6 +15,9 @@ pytest-xdist, and fixtures on top of it:
 * ``kube_namespace`` (function): a fresh namespace, deleted after the test;
 * ``kube_reset`` (function): the server back to its bootstrap state before the
   test (a snapshot restored in one transaction, not a restart).
+* ``kube_crds``, ``kube_webhooks``, ``kube_controller_manager``: CRDs,
+  admission webhooks served by the test, the real kube-controller-manager
+  (module ``kapiserver.testing.operator_fixtures``).
 
 Options (``pytest --help``, group "kapiserver"): ``--kapiserver-config-json``
 / ini ``kapiserver_config`` (more configuration keys, docs/configuration.md),
@@ -207,3 +210,10 @@ def kube_reset(kube_apiserver: ServerProcess) -> ServerProcess:
     in a session fixture makes the current state (CRDs, shared namespaces) the one returned to.
     """
     return kube_apiserver
+
+
+# ------------------------------------------------------------ operator fixtures
+# kube_crds, kube_webhooks, kube_controller_manager: defined in their own module, registered by importing them
+# into this plugin module (pytest collects the fixtures of a plugin's namespace)
+from kapiserver.testing.operator_fixtures import (  # noqa: E402,F401
+    _kube_webhook_certificates, kube_controller_manager, kube_crds, kube_webhooks)

@@ -13,6 +13,12 @@ namespace) and answers AdmissionReviews with a handler the test gives::
         server.url("/validate"), certs.ca_bundle  # -> clientConfig.url, clientConfig.caBundle
 
 Every review received is kept in ``server.reviews`` (path, review).
+
+:class:`AdmissionWebhooks` puts such a server in front of a test server's
+admission chain: it registers Validating/MutatingWebhookConfigurations whose
+``clientConfig`` (URL and caBundle) reaches the test process, waits until the
+API server calls them, and deletes them again (docs/testing.md, "Admission
+webhooks"); the pytest plugin's ``kube_webhooks`` fixture is one per test.
 """
 from __future__ import annotations
 
@@ -26,7 +32,10 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
+
+if TYPE_CHECKING:
+    from kapiserver.testing.process import ServerProcess
 
 Handler = Callable[[dict], dict]
 
@@ -162,6 +171,112 @@ class AdmissionWebhookServer:
 
     def reviews_for(self, path: str) -> list[dict]:
         return [review for p, review in self.reviews if p.split("?", 1)[0] == path]
+
+    def client_config(self, path: str) -> dict:
+        """A webhook's ``clientConfig`` reaching ``path`` of this server: its URL and the caBundle."""
+        return {"url": self.url(path), "caBundle": self.certs.ca_bundle}
+
+
+ADMISSION_GROUP = "admissionregistration.k8s.io/v1"
+# the probe that tells when a configuration is in effect (see AdmissionWebhooks.register)
+PROBE_PATH = "/kapiserver-testing/probe"
+PROBE_LABEL = "kapiserver.testing/webhook-probe"
+PROBE_WEBHOOK = "probe.webhooks.kapiserver.testing"
+REGISTER_TIMEOUT_SECONDS = 30.0
+
+
+class AdmissionWebhooks:
+    """An :class:`AdmissionWebhookServer` in the test process, wired into a test server's admission chain.
+
+    ::
+
+        with AdmissionWebhooks(server, tmpdir) as hooks:
+            hooks.validating("no-latest.example.com", handler, rules=[{
+                "apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                "resources": ["deployments"]}])
+            ...   # the API server now sends matching requests to handler
+
+    Each registration is one WebhookConfiguration object of one webhook
+    (``sideEffects: None``, ``admissionReviewVersions: [v1]``, more fields as
+    keyword arguments: ``namespaceSelector``, ``failurePolicy``...), served
+    at ``path`` (``/<name>`` by default).  It returns once the API server calls
+    it: as kube-apiserver, kapiserver picks configurations up from a watch, a
+    moment after they are written.  Leaving the ``with`` (or :meth:`stop`)
+    deletes the configurations and stops the server.
+    """
+
+    def __init__(self, api: "ServerProcess", directory: str, host: str = "127.0.0.1",
+                 certs: Optional[WebhookCertificates] = None) -> None:
+        self.api = api
+        self.certs = certs or WebhookCertificates.create(directory, [host])
+        self.handlers: dict[str, Handler] = {}
+        self.server = AdmissionWebhookServer(self.handlers, self.certs, host)
+        self.configurations: list[tuple[str, str]] = []  # (resource path, name) to delete at the end
+
+    def start(self) -> "AdmissionWebhooks":
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        for path, name in reversed(self.configurations):
+            self.api.admin_request("DELETE", f"{path}/{name}")
+        self.configurations.clear()
+        self.server.stop()
+
+    def __enter__(self) -> "AdmissionWebhooks":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def validating(self, name: str, handler: Handler, rules: list[dict], path: Optional[str] = None,
+                   **fields: Any) -> dict:
+        """Register a validating webhook ``name`` answered by ``handler``; the configuration written."""
+        return self.register("ValidatingWebhookConfiguration", name, handler, rules, path, **fields)
+
+    def mutating(self, name: str, handler: Handler, rules: list[dict], path: Optional[str] = None,
+                 **fields: Any) -> dict:
+        """Register a mutating webhook ``name`` answered by ``handler`` (use :func:`patch`)."""
+        return self.register("MutatingWebhookConfiguration", name, handler, rules, path, **fields)
+
+    def reviews(self, name: str, path: Optional[str] = None) -> list[dict]:
+        """The AdmissionReviews webhook ``name`` received, oldest first."""
+        return self.server.reviews_for(path or "/" + name)
+
+    def register(self, kind: str, name: str, handler: Handler, rules: list[dict], path: Optional[str] = None,
+                 **fields: Any) -> dict:
+        path = path or "/" + name
+        self.handlers[path] = handler
+        webhook = {"name": name, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                   "clientConfig": self.server.client_config(path), "rules": rules, **fields}
+        # a second webhook in the same object, called only for the probe's dry-run ConfigMaps: the API server
+        # swaps a configuration in whole, so once the probe is called, so will the webhook be
+        probe = {"name": PROBE_WEBHOOK, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                 "clientConfig": self.server.client_config(PROBE_PATH),
+                 "objectSelector": {"matchLabels": {PROBE_LABEL: name}},
+                 "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                            "resources": ["configmaps"]}]}
+        configuration = {"apiVersion": ADMISSION_GROUP, "kind": kind, "metadata": {"name": name},
+                         "webhooks": [webhook, probe]}
+        resource_path = f"/apis/{ADMISSION_GROUP}/{kind.lower()}s"
+        status, body = self.api.admin_request("POST", resource_path, configuration)
+        if status != 201:
+            raise RuntimeError(f"registering {kind} {name} answered {status}: {body.get('message', body)}")
+        self.configurations.append((resource_path, name))
+        self._wait_until_called(name)
+        return body
+
+    def _wait_until_called(self, name: str) -> None:
+        probe = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"generateName": "webhook-probe-", "labels": {PROBE_LABEL: name}}}
+        deadline = time.monotonic() + REGISTER_TIMEOUT_SECONDS
+        while not any(review["request"]["object"]["metadata"]["labels"].get(PROBE_LABEL) == name
+                      for review in self.server.reviews_for(PROBE_PATH)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"webhook {name} not called {REGISTER_TIMEOUT_SECONDS}s after its registration")
+            # dry run: the webhooks are called (sideEffects None), nothing is stored
+            self.api.admin_request("POST", "/api/v1/namespaces/default/configmaps?dryRun=All", probe)
+            time.sleep(0.05)
 
 
 def _label_policy(deny_label: str, add_label: str) -> Handler:
