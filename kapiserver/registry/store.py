@@ -14,7 +14,6 @@ import builtins
 
 import copy
 import functools
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, NoReturn, Optional
 
@@ -128,9 +127,6 @@ def label_value_of(label: str) -> st.IndexValue:
         return value if isinstance(value, str) else None
     return value_of
 
-
-# Each Store's index functions of fields (they read the object as that Store's clients see it).
-_field_value_of: "weakref.WeakKeyDictionary[Store, dict[str, st.IndexValue]]" = weakref.WeakKeyDictionary()
 # Label operators whose values are all a matching object can have.
 _LABEL_VALUES_OPERATORS = (label_selectors.EQUALS, label_selectors.DOUBLE_EQUALS, label_selectors.IN)
 
@@ -260,6 +256,8 @@ class Store:
         # names this Store's way of turning stored values into objects in the encodings
         # memoized on them (KeyValue.encodings): a CRD served anew gets a new Store
         self.encoding_token = object()
+        # the watch cache's index functions of fields, by field (Store.index_query)
+        self._field_index_functions: dict[str, st.IndexValue] = {}
 
     # ------------------------------------------------------------ helpers
 
@@ -514,14 +512,13 @@ class Store:
 
     def _field_value_of(self, name: str) -> st.IndexValue:
         """The index function of a field of this kind ("" when absent: as the selector compares)."""
-        functions = _field_value_of.setdefault(self, {})
-        known = functions.get(name)
+        known = self._field_index_functions.get(name)
         if known is not None:
             return known
 
         def value_of(kv: st.KeyValue) -> Optional[str]:
             return self.field_getter(self.to_external(decode(kv)))(name) or ""
-        functions[name] = value_of
+        self._field_index_functions[name] = value_of
         return value_of
 
     async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
