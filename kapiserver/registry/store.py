@@ -504,7 +504,9 @@ class Store:
             return None
         for r in self.field_selector(opts).requirements:
             if r.operator != NOT_EQUALS and r.field != "metadata.namespace":
-                return f"field {r.field}", self._field_value_of(r.field), frozenset((r.value,))
+                # by version: versions sharing the cache may read a field differently
+                return (f"field {self.rtype.api_version} {r.field}", self._field_value_of(r.field),
+                        frozenset((r.value,)))
         for req in opts.label_selector.requirements:
             if req.operator in _LABEL_VALUES_OPERATORS:
                 return f"label {req.key}", label_value_of(req.key), frozenset(req.values)
