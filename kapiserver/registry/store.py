@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 
 import copy
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, NoReturn, Optional
 
@@ -21,7 +22,8 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.machinery import codec, cooperate, errors, meta, validation, zero_values
-from kapiserver.machinery.fields import FieldSelector
+from kapiserver.machinery import labels as label_selectors
+from kapiserver.machinery.fields import NOT_EQUALS, FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
 from kapiserver.registry import fieldmanagers
 from kapiserver.registry.admission import (CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes,
@@ -110,6 +112,20 @@ def readable(kv: st.KeyValue, warnings: Optional[list[str]] = None) -> Optional[
             warnings.append(f"skipped the corrupt object stored at {e.key} ({e.why}); delete it with "
                             f"ignoreStoreReadErrorWithClusterBreakingPotential=true")
         return None
+
+
+@functools.lru_cache(maxsize=256)
+def label_value_of(label: str) -> st.IndexValue:
+    """The index function of a label: the same function for the same label (the watch cache keeps
+    an index while its function stays the same)."""
+    def value_of(kv: st.KeyValue) -> Optional[str]:
+        labels = (decode(kv)["metadata"].get("labels") or {})
+        value = labels.get(label) if isinstance(labels, dict) else None
+        return value if isinstance(value, str) else None
+    return value_of
+
+# Label operators whose values are all a matching object can have.
+_LABEL_VALUES_OPERATORS = (label_selectors.EQUALS, label_selectors.DOUBLE_EQUALS, label_selectors.IN)
 
 
 def _readable_pairs(kvs: list, warnings: Optional[list[str]] = None) -> list[tuple[st.KeyValue, dict]]:
@@ -269,6 +285,8 @@ class Store:
         # names this Store's way of turning stored values into objects in the encodings
         # memoized on them (KeyValue.encodings): a CRD served anew gets a new Store
         self.encoding_token = object()
+        # the watch cache's index functions of fields, by field (Store.index_query)
+        self._field_index_functions: dict[str, st.IndexValue] = {}
 
     # ------------------------------------------------------------ helpers
 
@@ -501,6 +519,37 @@ class Store:
             return fields.empty or fields.matches(self.field_getter(obj))
         return matches
 
+    def index_query(self, opts: ListOptions) -> Optional[tuple[str, st.IndexValue, frozenset[str]]]:
+        """An index that holds every object the list options' selectors can match: (its name, its
+        function, the values to look up), or None when they pin no field or label to a few values.
+
+        A field pinned to a value comes first (``spec.nodeName`` of a node's pods), then a label
+        (``key=value``, ``key in (...)``).  Not for kinds converted asynchronously (a webhook's
+        answer decides what the selectors see).
+        """
+        if self.rtype.convert_from_storage_async is not None:
+            return None
+        for r in self.field_selector(opts).requirements:
+            if r.operator != NOT_EQUALS and r.field != "metadata.namespace":
+                # by version: versions sharing the cache may read a field differently
+                return (f"field {self.rtype.api_version} {r.field}", self._field_value_of(r.field),
+                        frozenset((r.value,)))
+        for req in opts.label_selector.requirements:
+            if req.operator in _LABEL_VALUES_OPERATORS:
+                return f"label {req.key}", label_value_of(req.key), frozenset(req.values)
+        return None
+
+    def _field_value_of(self, name: str) -> st.IndexValue:
+        """The index function of a field of this kind ("" when absent: as the selector compares)."""
+        known = self._field_index_functions.get(name)
+        if known is not None:
+            return known
+
+        def value_of(kv: st.KeyValue) -> Optional[str]:
+            return self.field_getter(self.to_external(decode(kv)))(name) or ""
+        self._field_index_functions[name] = value_of
+        return value_of
+
     async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
         """The list as one object, every item decoded (controllers, deletecollection); a corrupt
         stored object is skipped (and named in ``warnings``)."""
@@ -511,8 +560,11 @@ class Store:
         """The list with its items as stored: the REST list handler encodes them one by one
         (``StoredList``), so a big list never exists as decoded objects all at once. A corrupt
         stored object is skipped (and named in ``warnings``) before the answer starts."""
+        if self.rtype.namespaced and not namespace:  # the namespace a field selector pins, if any
+            namespace = self.field_selector(opts).requires_exact_match("metadata.namespace") or ""
         prefix = self.rtype.storage_prefix(namespace)
         matches = self.matcher(opts)
+        indexed = self.index_query(opts) if matches is not None else None
         rev = 0
         start = ""
         if opts.continue_token:
@@ -543,9 +595,15 @@ class Store:
         while True:
             batch = opts.limit if (opts.limit and not matches) else (_LIST_BATCH if opts.limit else 0)
             try:
-                if any_state and hasattr(self.storage, "list_cached"):
+                page: Optional[st.ListResult] = None
+                if indexed is not None and isinstance(self.storage, st.IndexedLister):
+                    # the candidates from an index, all at once; None: the index cannot answer
+                    page = await self.storage.list_indexed(prefix, *indexed, revision=read_rev,
+                                                           start_key=start_key, any_state=any_state)
+                    indexed = None
+                if page is None and any_state and hasattr(self.storage, "list_cached"):
                     page = await self.storage.list_cached(prefix, limit=batch, start_key=start_key)
-                else:
+                elif page is None:
                     page = await self.storage.list(prefix, revision=read_rev, limit=batch, start_key=start_key)
             except st.CompactedError as e:
                 if opts.continue_token:

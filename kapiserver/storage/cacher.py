@@ -79,8 +79,8 @@ from twisted.logger import Logger
 
 from kapiserver.storage.cacher_watch_cache import WatchCache
 from kapiserver.storage.cacher_watcher import CacheWatcher
-from kapiserver.storage.interface import (ErrorHandler, EventHandler, KeyValue, ListResult, ProgressHandler,
-                                         Snapshots, Storage, StorageError, Watch)
+from kapiserver.storage.interface import (ErrorHandler, EventHandler, IndexValue, KeyValue, ListResult,
+                                         ProgressHandler, Snapshots, Storage, StorageError, Watch)
 
 log = Logger()
 
@@ -315,6 +315,38 @@ class CachedStorage:
             await probe()
         else:
             await self.backend.current_revision()
+
+    def list_indexed(self, prefix: str, index: str, value_of: IndexValue, values: frozenset[str],
+                     revision: int = 0, start_key: str = "", any_state: bool = False) -> defer.Deferred:
+        """The keys under ``prefix`` whose ``value_of`` is one of ``values``, from the watch cache's
+        index ``index`` (:class:`~kapiserver.storage.interface.IndexedLister`); None when the
+        cache cannot answer as :meth:`list` or :meth:`list_cached` would from memory."""
+        cache = self.cache_for(prefix)
+        if cache is None:
+            return defer.succeed(None)
+        return defer.Deferred.fromCoroutine(
+            self._list_indexed(cache, prefix, index, value_of, values, revision, start_key, any_state))
+
+    async def _list_indexed(self, cache: WatchCache, prefix: str, name: str, value_of: IndexValue,
+                            values: frozenset[str], revision: int, start_key: str,
+                            any_state: bool) -> Optional[ListResult]:
+        await cache.ensure_ready()
+        index = await cache.index(name, value_of)
+        if index is None:
+            return None
+        at = 0
+        if revision > 0:  # exact: the cache's revision only (a continuation once not compacted)
+            if start_key and revision < await self.backend.compacted_revision():
+                return None
+        elif not any_state:
+            consistent = await self.wait_consistent(cache)
+            if consistent is None:
+                return None
+            at = consistent
+        if not (cache.ready and index.built) or (revision > 0 and cache.revision != revision):
+            return None
+        listed = cache.select(index, prefix, values, start_key)
+        return listed if at <= listed.revision else dataclasses.replace(listed, revision=at)
 
     def list_cached(self, prefix: str, limit: int = 0, start_key: str = "") -> defer.Deferred:
         """A list from memory without waiting for the backend (resourceVersion=0 semantics)."""

@@ -33,8 +33,10 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from kapiserver.storage.cacher_index import BUILD_CHUNK, MAX_INDEXES, Index
 from kapiserver.storage.cacher_watcher import CacheWatcher
-from kapiserver.storage.interface import DELETE, CompactedError, Event, KeyValue, ListResult, Storage, Watch
+from kapiserver.storage.interface import (DELETE, CompactedError, Event, IndexValue, KeyValue, ListResult, Storage,
+                                         Watch)
 
 log = Logger()
 
@@ -95,6 +97,8 @@ class WatchCache:
         self._adopted: dict[str, KeyValue] = {}
         self._seq = itertools.count()
         self._stopped = False
+        # secondary indexes by name (cacher_index.py), made by the lists that ask for them
+        self._indexes: dict[str, Index] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -138,6 +142,7 @@ class WatchCache:
             raise RuntimeError("the watch cache was reset while building")
         self._objects = {kv.key: kv for kv in items}
         self._keys = [kv.key for kv in items]  # the backend lists in key order
+        self._drop_indexes()
         self._last_page = None
         self._window.clear()
         self.window_start = at
@@ -172,6 +177,7 @@ class WatchCache:
         self._adopted.clear()
         self._last_page = None
         self._same_state = None
+        self._drop_indexes()
         upstream, self._upstream = self._upstream, None
         if upstream is not None:
             upstream.cancel()
@@ -188,6 +194,8 @@ class WatchCache:
             if self._objects.pop(key, None) is not None:
                 i = bisect.bisect_left(self._keys, key)
                 del self._keys[i]
+            for index in self._indexes.values():
+                index.remove(key)
         else:
             if key not in self._objects:
                 bisect.insort(self._keys, key)
@@ -197,6 +205,8 @@ class WatchCache:
                 if adopted is not None and _same_version(adopted, kv):
                     kv = adopted
             self._objects[key] = kv
+            for index in self._indexes.values():
+                index.put(kv)
         self.revision = event.revision
         self._last_page = None
         self._append(event)
@@ -353,6 +363,68 @@ class WatchCache:
         page = ListResult([objects[k] for k in keys[lo:end]], self.revision, end < hi, count, memo={})
         self._last_page = (asked, page)
         return page
+
+    # ------------------------------------------------------------ secondary indexes
+
+    def index(self, name: str, value_of: IndexValue) -> defer.Deferred:
+        """Fire with the built index ``name`` of ``value_of`` (made now if the cache has none by that
+        name and function), or None when the cache was reset before it was built."""
+        index = self._indexes.get(name)
+        if index is None or index.value_of is not value_of:
+            index = self._new_index(name, value_of)
+        index.last_used = next(self._seq)
+        if index.built:
+            return defer.succeed(index)
+        d: defer.Deferred = defer.Deferred()
+        index.waiters.append(d)
+        return d
+
+    def _new_index(self, name: str, value_of: IndexValue) -> Index:
+        if name not in self._indexes and len(self._indexes) >= MAX_INDEXES:
+            least = min(self._indexes, key=lambda n: self._indexes[n].last_used)
+            self._end_build(self._indexes.pop(least))
+        index = self._indexes[name] = Index(value_of)
+        defer.Deferred.fromCoroutine(self._build_index(name, index)).addBoth(lambda _: self._end_build(index))
+        return index
+
+    async def _build_index(self, name: str, index: Index) -> None:
+        """Index the objects a chunk per reactor turn (events keep the chunks done current)."""
+        generation = self._generation
+        keys = builtins.list(self._keys)
+        for start in range(0, len(keys), BUILD_CHUNK):
+            if start:
+                turn: defer.Deferred = defer.Deferred()
+                self._reactor.callLater(0, turn.callback, None)
+                await turn
+                if generation != self._generation or self._indexes.get(name) is not index:
+                    return
+            objects = self._objects
+            for key in keys[start:start + BUILD_CHUNK]:
+                index.remove(key)
+                kv = objects.get(key)
+                if kv is not None:
+                    index.add(kv)
+        index.built = True
+
+    def _end_build(self, index: Index) -> None:
+        """Tell who waits for ``index`` that it is built, or (None) that it is gone."""
+        waiters, index.waiters = index.waiters, []
+        for d in waiters:
+            d.callback(index if index.built else None)
+
+    def _drop_indexes(self) -> None:
+        indexes, self._indexes = self._indexes, {}
+        for index in indexes.values():
+            index.built = False
+            self._end_build(index)
+
+    def select(self, index: Index, prefix: str, values: frozenset[str], start_key: str = "") -> ListResult:
+        """The objects under ``prefix`` from ``start_key`` whose value in ``index`` is one of ``values``,
+        at ``self.revision`` (the whole range: ``more`` is false)."""
+        low = start_key if start_key > prefix else prefix
+        keys = sorted(k for k in index.keys_with(values) if k >= low and k.startswith(prefix))
+        objects = self._objects
+        return ListResult([objects[k] for k in keys], self.revision, False, len(keys))
 
     # ------------------------------------------------------------ client watches
 

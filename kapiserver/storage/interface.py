@@ -291,3 +291,27 @@ class NoSnapshotError(StorageError):
 
     def __init__(self) -> None:
         super().__init__("no snapshot was taken")
+
+
+# ---------------------------------------------------------------- secondary indexes
+
+# The value of a stored object a secondary index is by (None: the object has none).
+IndexValue = Callable[[KeyValue], Optional[str]]
+
+
+@runtime_checkable
+class IndexedLister(Protocol):
+    """A store that can list the keys whose objects have one of some values, from an index
+    (the watch cache: storage/cacher_index.py), instead of every key under a prefix."""
+
+    def list_indexed(self, prefix: str, index: str, value_of: IndexValue, values: frozenset[str],
+                     revision: int = 0, start_key: str = "", any_state: bool = False) -> Deferred:
+        """Fire with a :class:`ListResult` of every key under ``prefix`` from ``start_key`` whose
+        ``value_of`` is in ``values`` (the whole range: ``more`` is false), in key order, or with
+        None when the index cannot answer (the caller lists the prefix instead).
+
+        ``index`` names ``value_of`` (the same name, the same function).  ``revision`` 0 is a
+        consistent read, another revision must be exact; ``any_state``: any recent state
+        (``resourceVersion=0``).  The index may hold more keys than match: callers still apply
+        their selectors to what they get.
+        """
