@@ -232,6 +232,23 @@ class EtcdCluster:
             return None
         return ids.get(leaders.pop())
 
+    def transfer_leadership(self, to: EtcdServer) -> bool:
+        """Ask the leader to hand over to ``to`` (etcd's MoveLeader); True once it did."""
+        leader, status = self.leader(), to.status()
+        if leader is None or status is None:
+            return False
+        if leader is to:
+            return True
+        body = json.dumps({"targetID": status["header"]["member_id"]}).encode()
+        req = urllib.request.Request(f"{leader.endpoint}/v3/maintenance/transfer-leadership", data=body,
+                                     method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10):
+                pass
+        except (urllib.error.URLError, OSError):
+            return False
+        return self.leader() is to
+
     def cleanup(self) -> None:
         for member in self.members:
             member.cleanup()

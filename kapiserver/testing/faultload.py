@@ -222,7 +222,8 @@ class Writer(threading.Thread):
             else:
                 self.attempts.append(attempt)
                 if status >= 500:
-                    self.recorder.server_error(began, status, f"{self.targets[which].label} write {name}")
+                    self.recorder.server_error(began, status, f"{self.targets[which].label} write {name}: "
+                                                              f"{answer.get('message', '')[:200]}")
                     which = (which + 1) % len(self.targets)
                 elif status == 409 and created:  # an earlier POST whose answer was lost did create it
                     existing.add(name)
@@ -289,7 +290,7 @@ class Watcher(threading.Thread):
         began = time.monotonic()
         status, listed = request(target, "GET", self.path)
         if status >= 500:
-            self.recorder.server_error(began, status, f"{target.label} relist")
+            self.recorder.server_error(began, status, f"{target.label} relist: {listed.get('message', '')[:200]}")
             return
         items = {i["metadata"]["name"]: (int(i["metadata"]["resourceVersion"]), (i.get("data") or {}).get("v"))
                  for i in listed["items"]}
@@ -322,7 +323,7 @@ class Watcher(threading.Thread):
                     if resp.status != 200:
                         body = resp.read()
                         if resp.status >= 500:
-                            self.recorder.server_error(began, resp.status, f"{target.label} watch")
+                            self.recorder.server_error(began, resp.status, f"{target.label} watch: {body[:200]!r}")
                         else:
                             self.unexpected.append((resp.status, body[:300].decode("utf-8", "replace")))
                         failures += 1

@@ -161,9 +161,10 @@ class EtcdFaultTests(unittest.TestCase):
         load.start()
 
         isolated = members[2]
-        # server-0 talks to the isolated member (its first endpoint), which keeps answering it
-        # while cut off from its peers: its answers are errors, or stale
-        with load.recorder.window(f"etcd member {isolated.name} cut off from its peers"):
+        # server-0 talks to the isolated member (its first endpoint), the leader, which keeps answering
+        # it while cut off from its peers: its answers are errors, or stale
+        _wait(lambda: cluster.transfer_leadership(isolated), f"{isolated.name} leading")
+        with load.recorder.window(f"etcd leader {isolated.name} cut off from its peers"):
             netns.cut_except(isolated.client_port)
             _wait(lambda: cluster.leader(members[:2]) is not None, "a leader on the majority side")
             load.more_writes(2 * WRITES_PER_STEP)
