@@ -123,10 +123,12 @@ class EtcdServer:
         self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
+        process = self.process
+        assert process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self.process.returncode}; log:\n{self.log_tail()}")
+            if process.poll() is not None:
+                raise RuntimeError(f"etcd exited with {process.returncode}; log:\n{self.log_tail()}")
             if self._answers():
                 return
             time.sleep(0.05)

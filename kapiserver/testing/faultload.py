@@ -110,9 +110,9 @@ class Recorder:
                 return window.label
         return None
 
-    def split(self) -> tuple[dict[str, int], list[ServerError]]:
-        """(5xx counts per window, the 5xx outside every window)."""
-        inside: dict[str, int] = {w.label: 0 for w in self.windows}
+    def split(self) -> tuple[dict[str, list[ServerError]], list[ServerError]]:
+        """(the 5xx in each window, the 5xx outside every window)."""
+        inside: dict[str, list[ServerError]] = {w.label: [] for w in self.windows}
         outside = []
         with self.lock:
             for error in self.errors:
@@ -120,7 +120,7 @@ class Recorder:
                 if label is None:
                     outside.append(error)
                 else:
-                    inside[label] += 1
+                    inside[label].append(error)
         return inside, outside
 
 
@@ -240,7 +240,7 @@ class Writer(threading.Thread):
 class Relist:
     after: int  # the resourceVersion the watch had reached
     at: int  # the list's resourceVersion, where the watch went on
-    items: dict[str, tuple[int, str]]  # name -> (resourceVersion, data.v)
+    items: dict[str, tuple[int, Optional[str]]]  # name -> (resourceVersion, data.v)
 
 
 @dataclass
@@ -373,6 +373,7 @@ class Findings:
     relists: int = 0
     errors_in_windows: dict[str, int] = field(default_factory=dict)
     errors_outside: list[str] = field(default_factory=list)
+    errors_inside: list[str] = field(default_factory=list)  # "<window>: <status> <what>"
     lost_writes: list[str] = field(default_factory=list)
     watch_violations: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
@@ -431,15 +432,17 @@ def check(writers: list[Writer], watchers: list[Watcher], final: dict[str, tuple
         for a in acked:
             if a.resource_version <= watcher.start_version:
                 continue
-            event = seen.get((a.name, a.resource_version))
-            if event is not None:
-                if (event.type, event.content) != ("ADDED" if a.created else "MODIFIED", a.content):
-                    found.watch_violations.append(f"{watcher.name}: {event} for {a}")
+            matching = seen.get((a.name, a.resource_version))
+            if matching is not None:
+                if (matching.type, matching.content) != ("ADDED" if a.created else "MODIFIED", a.content):
+                    found.watch_violations.append(f"{watcher.name}: {matching} for {a}")
                 continue
             covered = [r for r in watcher.relists if r.after < a.resource_version <= r.at
                        and r.items.get(a.name, (0, None))[0] >= a.resource_version]
             if not covered:
                 found.watch_violations.append(f"{watcher.name} missed {a}")
-    found.errors_in_windows, outside = recorder.split()
+    inside, outside = recorder.split()
+    found.errors_in_windows = {label: len(errors) for label, errors in inside.items()}
+    found.errors_inside = [f"{label}: {e.status} {e.what}" for label, errors in inside.items() for e in errors]
     found.errors_outside = [f"{e.status} {e.what}" for e in outside]
     return found
