@@ -6,6 +6,7 @@ etcd itself keeps running.
 """
 from __future__ import annotations
 
+import json
 import os
 
 from twisted.internet import defer, reactor
@@ -13,6 +14,7 @@ from twisted.protocols import portforward
 from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage
+from kapiserver.storage.etcd.client import _error_from_body
 from kapiserver.storage.interface import CompactedError, UnavailableError
 from kapiserver.testing.cases import HANG_GUARD
 from tests.storage.contract import record_watch, Recorder, sleep, until
@@ -223,3 +225,25 @@ class EtcdMemberCutOffTests(unittest.TestCase):
         await until(lambda: len(rec.events) == 2, timeout=HANG_GUARD, what="the event written during the cut")
         self.assertEqual([e.kv.key for e in rec.events], ["/c/before", "/c/during"])
         self.assertEqual(rec.errors, [])
+
+
+class GatewayErrorTests(unittest.TestCase):
+    """What etcd's gateway answers when a member cannot serve is an UnavailableError (the client then
+    leaves that member), whatever gRPC code the gateway put on it."""
+
+    def test_answers_of_a_member_that_cannot_serve(self):
+        for body in ({"error": "etcdserver: request timed out", "code": 14, "message": "etcdserver: request timed out"},
+                     {"error": "etcdserver: no leader", "code": 14, "message": "etcdserver: no leader"},
+                     {"error": "etcdserver: leader changed", "code": 14, "message": "etcdserver: leader changed"},
+                     # a proposal on a member that knows no leader, through the gateway: code 2 (Unknown)
+                     {"error": "context deadline exceeded", "code": 2, "message": "context deadline exceeded"}):
+            error = _error_from_body(503, json.dumps(body).encode(), "/v3/kv/txn")
+            self.assertIsInstance(error, UnavailableError, body)
+
+    def test_other_errors_are_not(self):
+        body = {"error": "etcdserver: mvcc: required revision is a future revision", "code": 11,
+                "message": "etcdserver: mvcc: required revision is a future revision"}
+        self.assertNotIsInstance(_error_from_body(400, json.dumps(body).encode(), "/v3/kv/range"), UnavailableError)
+        body = {"error": "etcdserver: too many operations in txn request", "code": 3,
+                "message": "etcdserver: too many operations in txn request"}
+        self.assertNotIsInstance(_error_from_body(400, json.dumps(body).encode(), "/v3/kv/txn"), UnavailableError)

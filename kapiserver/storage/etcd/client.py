@@ -272,7 +272,9 @@ def _error_from_body(status: int, body: bytes, path: str, revision: int = 0) -> 
         return FutureRevisionError(revision, 0)
     if "requested lease not found" in message:
         return LeaseNotFoundError(code, message)
-    if code in _UNAVAILABLE_CODES or "timed out" in message or "leader" in message:
+    # a proposal on a member that knows no leader waits out etcd's own deadline, and the gateway
+    # passes that on as code 2 (Unknown), "context deadline exceeded"
+    if code in _UNAVAILABLE_CODES or "timed out" in message or "leader" in message or "deadline exceeded" in message:
         return UnavailableError(f"etcd cannot serve {path}: {message}")
     return EtcdError(code, message)
 
