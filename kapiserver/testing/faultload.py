@@ -110,6 +110,14 @@ class Recorder:
                 return window.label
         return None
 
+    def where(self, at: float) -> str:
+        """Where ``at`` falls among the windows, for a report: after which one, by how much."""
+        ended = [w for w in self.windows if w.end < at]
+        if not ended:
+            return "before every window"
+        last = max(ended, key=lambda w: w.end)
+        return f"{at - last.end:.1f}s after the window '{last.label}'"
+
     def split(self) -> tuple[dict[str, list[ServerError]], list[ServerError]]:
         """(the 5xx in each window, the 5xx outside every window)."""
         inside: dict[str, list[ServerError]] = {w.label: [] for w in self.windows}
@@ -170,6 +178,7 @@ class Writer(threading.Thread):
         self.stop, self.objects, self.pause, self.max_writes = stop, objects, pause, max_writes
         self.attempts: list[Attempt] = []
         self.connection_errors = 0
+        self.go_home = threading.Event()  # set: the next write goes through its own target again
         self.unexpected: list[tuple[int, str]] = []  # answers no fault explains (a 4xx other than the below)
         self._conns: dict[int, http.client.HTTPSConnection] = {}
 
@@ -192,7 +201,8 @@ class Writer(threading.Thread):
         for n in range(self.max_writes):
             if self.stop.is_set():
                 break
-            if n % self.RETURN_HOME == 0:
+            if n % self.RETURN_HOME == 0 or self.go_home.is_set():
+                self.go_home.clear()
                 which = home
             name = f"w{self.index}-{n % self.objects}"
             created = name not in existing
@@ -444,5 +454,5 @@ def check(writers: list[Writer], watchers: list[Watcher], final: dict[str, tuple
     inside, outside = recorder.split()
     found.errors_in_windows = {label: len(errors) for label, errors in inside.items()}
     found.errors_inside = [f"{label}: {e.status} {e.what}" for label, errors in inside.items() for e in errors]
-    found.errors_outside = [f"{e.status} {e.what}" for e in outside]
+    found.errors_outside = [f"{e.status} {e.what} ({recorder.where(e.at)})" for e in outside]
     return found

@@ -76,6 +76,22 @@ class _Load:
     def more_writes(self, count: int = WRITES_PER_STEP) -> None:
         self.progress.wait_for_more(count, HANG_GUARD)
 
+    def send_writers_home(self) -> None:
+        """Every writer writes through its own server again (after a fault sent it to the other)."""
+        for writer in self.writers:
+            writer.go_home.set()
+
+    def watches_keep_up(self) -> None:
+        """A write through each server reaches every watch (while a fault lasts: no watch is stale)."""
+        latest = 0
+        for target in self.targets:
+            status, body = faultload.request(target, "POST", self.path,
+                                             {"metadata": {"generateName": "marker-"}})
+            assert status == 201, (target.label, status, body)
+            latest = max(latest, int(body["metadata"]["resourceVersion"]))
+        stale = [w.name for w in self.watchers if not w.wait_until(latest, HANG_GUARD)]
+        assert not stale, f"watches that did not see a write made during the fault ({latest}): {stale[:10]}"
+
     def halt(self) -> None:
         """Stop everything (idempotent; also the cleanup when a test failed half-way)."""
         self.stop_writing.set()
@@ -167,7 +183,9 @@ class EtcdFaultTests(unittest.TestCase):
         with load.recorder.window(f"etcd leader {isolated.name} cut off from its peers"):
             netns.cut_except(isolated.client_port)
             _wait(lambda: cluster.leader(members[:2]) is not None, "a leader on the majority side")
-            load.more_writes(2 * WRITES_PER_STEP)
+            load.more_writes()
+        self._while_it_lasts(load)
+        with load.recorder.window(f"etcd member {isolated.name} back with its peers"):
             netns.heal()
             _wait(lambda: cluster.leader(members) is not None, "the cut-off member rejoining")
             load.more_writes()
@@ -196,13 +214,24 @@ class EtcdFaultTests(unittest.TestCase):
         with load.recorder.window(f"etcd member {isolated.name} partitioned"):
             netns.cut()
             _wait(lambda: cluster.leader(members[:2]) is not None, "a leader on the majority side")
-            load.more_writes(2 * WRITES_PER_STEP)
+            load.more_writes()
+        self._while_it_lasts(load)
+        with load.recorder.window(f"etcd member {isolated.name} reachable again"):
             netns.heal()
             _wait(lambda: cluster.leader(members) is not None, "the partitioned member rejoining")
             load.more_writes()
 
         load.more_writes()  # outside every window
         _report(self, "etcd faults", load.finish())
+
+
+    @staticmethod
+    def _while_it_lasts(load: _Load) -> None:
+        """Once the majority has a leader and writes went on, a partition that lasts is no excuse:
+        writes through both servers (no 5xx: this is outside every window), every watch keeps up."""
+        load.send_writers_home()
+        load.more_writes(2 * WRITES_PER_STEP)
+        load.watches_keep_up()
 
 
 class WorkerFaultTests(unittest.TestCase):

@@ -80,4 +80,5 @@ class CheckTests(unittest.TestCase):
         self.recorder.server_error(window.start - 1, 500, "before")
         found = self.check()
         self.assertEqual(found.errors_in_windows, {"fault": 1})
-        self.assertEqual(found.errors_outside, ["500 after", "500 before"])
+        self.assertEqual([e.split(" (")[0] for e in found.errors_outside], ["500 after", "500 before"])
+        self.assertIn("1.0s after the window 'fault'", found.errors_outside[0])
