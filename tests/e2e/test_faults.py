@@ -26,7 +26,6 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 import uuid
 from typing import Callable, Optional
 
@@ -180,15 +179,9 @@ class EtcdFaultTests(unittest.TestCase):
         # server-0 talks to the isolated member (its first endpoint), the leader, which keeps answering
         # it while cut off from its peers: its answers are errors, or stale
         _wait(lambda: cluster.transfer_leadership(isolated), f"{isolated.name} leading")
-        with load.recorder.window(f"etcd leader {isolated.name} cut off from its peers"):
-            netns.cut_except(isolated.client_port)
-            _wait(lambda: cluster.leader(members[:2]) is not None, "a leader on the majority side")
-            load.more_writes()
-        self._while_it_lasts(load)
-        with load.recorder.window(f"etcd member {isolated.name} back with its peers"):
-            netns.heal()
-            _wait(lambda: cluster.leader(members) is not None, "the cut-off member rejoining")
-            load.more_writes()
+        self._partition(load, cluster, lambda: netns.cut_except(isolated.client_port), netns.heal,
+                        f"etcd leader {isolated.name} cut off from its peers",
+                        f"etcd member {isolated.name} back with its peers")
 
         _wait(lambda: cluster.leader(), "an etcd leader")
         leader = cluster.leader()
@@ -211,27 +204,30 @@ class EtcdFaultTests(unittest.TestCase):
             targets[1].port = faultload.target_for("", victim.server_url, context).port
             load.more_writes()
 
-        with load.recorder.window(f"etcd member {isolated.name} partitioned"):
-            netns.cut()
-            _wait(lambda: cluster.leader(members[:2]) is not None, "a leader on the majority side")
-            load.more_writes()
-        self._while_it_lasts(load)
-        with load.recorder.window(f"etcd member {isolated.name} reachable again"):
-            netns.heal()
-            _wait(lambda: cluster.leader(members) is not None, "the partitioned member rejoining")
-            load.more_writes()
+        self._partition(load, cluster, netns.cut, netns.heal, f"etcd member {isolated.name} partitioned",
+                        f"etcd member {isolated.name} reachable again")
 
         load.more_writes()  # outside every window
         _report(self, "etcd faults", load.finish())
 
-
     @staticmethod
-    def _while_it_lasts(load: _Load) -> None:
-        """Once the majority has a leader and writes went on, a partition that lasts is no excuse:
-        writes through both servers (no 5xx: this is outside every window), every watch keeps up."""
+    def _partition(load: _Load, cluster: EtcdCluster, cut: Callable[[], None], heal: Callable[[], None],
+                   fault: str, healed: str) -> None:
+        """Cut the third member off, then heal it, each in a window that ends once writes went on after
+        the election.  While the cut lasts (outside every window) it is no excuse: writes through both
+        servers (no 5xx) and a write through each server reaches every watch."""
+        majority = cluster.members[:2]
+        with load.recorder.window(fault):
+            cut()
+            _wait(lambda: cluster.leader(majority) is not None, "a leader on the majority side")
+            load.more_writes()
         load.send_writers_home()
         load.more_writes(2 * WRITES_PER_STEP)
         load.watches_keep_up()
+        with load.recorder.window(healed):
+            heal()
+            _wait(lambda: cluster.leader(cluster.members) is not None, "the third member back in the cluster")
+            load.more_writes()
 
 
 class WorkerFaultTests(unittest.TestCase):
