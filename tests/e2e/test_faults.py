@@ -4,20 +4,22 @@ Two writers create and update ConfigMaps steadily and 200 raw watches follow
 them (:mod:`kapiserver.testing.faultload`), while the test breaks things in
 turn:
 
-* on a three-member etcd with two kapiservers: ``kill -9`` of the etcd
-  leader (restarted once another leads), ``kill -9`` of one kapiserver (its
-  watchers resume on the other; it is restarted), and a partition of one
-  member, which runs in a network namespace of its own, by taking its link
-  down (then healing it);
+* on a three-member etcd with two kapiservers, the third member in a network
+  namespace of its own: that member, made leader, cut off from its peers but
+  reachable by the servers (iptables), then healed; ``kill -9`` of the etcd
+  leader (restarted once another leads); ``kill -9`` of one kapiserver (its
+  watchers resume on the other; it is restarted); the third member
+  partitioned by taking its link down, then healed;
 * on SQLite with ``workers: 2``: ``kill -9`` of one worker, then of the
   other (the supervisor starts another each time).
 
-Afterwards: every acknowledged write is stored with its last acknowledged
-content; every watch saw every acknowledged write made after it began, once,
-in resourceVersion order, or a relist after a 410 covered it; no 5xx came
-outside the windows around the faults (a window lasts from the fault until
-writes were acknowledged again after the repair).  Each test prints what it
-saw (docs/etcd.md quotes a run).
+Each fault has a window: from the fault until writes were acknowledged again
+after the election or the repair.  A cut that lasts is outside: then writes
+through both servers must succeed and every watch must keep up.  Afterwards:
+every acknowledged write is stored with its last acknowledged content; every
+watch saw every acknowledged write made after it began, once, in
+resourceVersion order, or a relist after a 410 covered it; no 5xx came
+outside the windows.  Each test prints what it saw (docs/etcd.md quotes a run).
 """
 from __future__ import annotations
 
