@@ -351,7 +351,9 @@ class EtcdClient:
         keeps a watch open, sending progress notifications of its stale revision: upstream's client
         spreads calls over every endpoint and its watches require a leader, which etcd's gateway
         cannot be asked for (its WebSocket proxy forwards no gRPC metadata)."""
-        if len(self.endpoints) > 1 and self.endpoints[self._preferred] == endpoint:
+        if len(self.endpoints) < 2:
+            return  # nowhere else to go
+        if self.endpoints[self._preferred] == endpoint:
             self._preferred = (self._preferred + 1) % len(self.endpoints)
         for listener in list(self._shun_listeners):
             listener(endpoint)
