@@ -116,8 +116,10 @@ class LeaderElector:
         try:
             acquired = await attempt
         except Exception as e:
-            log.warn("leader election for lease {ns}/{name}: {err}", ns=self.namespace, name=self.name,
-                     err=e if str(e) else type(e).__name__)
+            # (a timeout's own text is "(<seconds>, 'Deferred')")
+            why = (f"the attempt did not finish within the retry period ({self.retry_period:g}s)"
+                   if isinstance(e, defer.TimeoutError) else e if str(e) else type(e).__name__)
+            log.warn("leader election for lease {ns}/{name}: {err}", ns=self.namespace, name=self.name, err=why)
             acquired = False
         if self._stopped:
             return

@@ -13,6 +13,7 @@ never in the server.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -61,9 +62,16 @@ class EtcdServer:
     ``https`` when the extra args configure client TLS.
     """
 
-    def __init__(self, extra_args: Optional[list[str]] = None, scheme: str = "http"):
+    def __init__(self, extra_args: Optional[list[str]] = None, scheme: str = "http", name: str = "default",
+                 host: str = "127.0.0.1", command_prefix: tuple[str, ...] = ()):
         self.extra_args = list(extra_args or [])
         self.scheme = scheme
+        # a member of a cluster (:class:`EtcdCluster`) has a name and an address of its own, and may
+        # run under another command (``ip netns exec <ns>``: in a network namespace)
+        self.name = name
+        self.host = host
+        self.command_prefix = command_prefix
+        self.initial_cluster = ""  # ``name=peer-url,...``; this member alone when empty
         self.client_port = free_port()
         self.peer_port = free_port()
         while self.peer_port == self.client_port:
@@ -77,35 +85,50 @@ class EtcdServer:
     @property
     def endpoint(self) -> str:
         """The client URL, e.g. ``http://127.0.0.1:40123``."""
-        return f"{self.scheme}://127.0.0.1:{self.client_port}"
+        return f"{self.scheme}://{self.host}:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://{self.host}:{self.peer_port}"
 
     def command(self) -> list[str]:
-        client = f"{self.scheme}://127.0.0.1:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
-        return [ETCD_BINARY, "--name", "default", "--data-dir", self.data_dir,
+        client = self.endpoint
+        return [*self.command_prefix, ETCD_BINARY, "--name", self.name, "--data-dir", self.data_dir,
                 "--listen-client-urls", client, "--advertise-client-urls", client,
-                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", f"default={peer}", "--initial-cluster-state", "new",
-                *self.extra_args]
+                "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
+                "--initial-cluster", self.initial_cluster or f"{self.name}={self.peer_url}",
+                "--initial-cluster-state", "new", *self.extra_args]
 
     def start(self, timeout: float = 15.0) -> "EtcdServer":
         """Start etcd (again, on the same ports and data) and wait until it serves."""
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting (a cluster's first member serves only once a quorum is up)."""
         if self.process is not None and self.process.poll() is None:
-            return self
+            return
         log = open(self.log_path, "ab")
         try:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL)
         finally:
             log.close()
+
+    def wait_ready(self, timeout: float = 15.0) -> None:
+        """Wait until the launched etcd answers on its client URL."""
+        if self.process is None:
+            raise RuntimeError("etcd was not launched")
         self._wait_ready(timeout)
-        return self
 
     def _wait_ready(self, timeout: float) -> None:
+        process = self.process
+        assert process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self.process.returncode}; log:\n{self.log_tail()}")
+            if process.poll() is not None:
+                raise RuntimeError(f"etcd exited with {process.returncode}; log:\n{self.log_tail()}")
             if self._answers():
                 return
             time.sleep(0.05)
@@ -118,7 +141,7 @@ class EtcdServer:
             # test's certificates; an open port is a good enough signal
             # (etcd opens client listeners only once it is ready to serve).
             try:
-                with socket.create_connection(("127.0.0.1", self.client_port), timeout=0.2):
+                with socket.create_connection((self.host, self.client_port), timeout=0.2):
                     return True
             except OSError:
                 return False
@@ -128,6 +151,15 @@ class EtcdServer:
                 return resp.status == 200
         except (urllib.error.URLError, OSError):
             return False
+
+    def status(self) -> Optional[dict]:
+        """This member's ``/v3/maintenance/status`` (its id, the leader's, the raft index), None if it does not answer."""
+        req = urllib.request.Request(f"{self.endpoint}/v3/maintenance/status", data=b"{}", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=2) as resp:
+                return json.load(resp)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
 
     def stop(self, kill: bool = False) -> None:
         """Stop etcd (SIGTERM, or SIGKILL with ``kill=True``) and wait for it; data is kept."""
@@ -165,6 +197,63 @@ class EtcdServer:
                 return b"\n".join(f.read().splitlines()[-lines:]).decode("utf-8", "replace")
         except OSError:
             return ""
+
+
+class EtcdCluster:
+    """Several etcd members forming one cluster; ``members`` are :class:`EtcdServer` s made by the caller
+    (each with its own name, address and command prefix)."""
+
+    def __init__(self, members: list[EtcdServer]) -> None:
+        self.members = members
+        cluster = ",".join(f"{m.name}={m.peer_url}" for m in members)
+        for member in members:
+            member.initial_cluster = cluster
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [m.endpoint for m in self.members]
+
+    def start(self, timeout: float = 30.0) -> "EtcdCluster":
+        for member in self.members:  # all at once: none serves clients before a quorum has met
+            member.launch()
+        for member in self.members:
+            member.wait_ready(timeout)
+        return self
+
+    def leader(self, among: Optional[list[EtcdServer]] = None) -> Optional[EtcdServer]:
+        """The member that ``among`` (default: all running members) agree leads, None while they do not."""
+        ids: dict[str, EtcdServer] = {}
+        leaders = set()
+        for member in among if among is not None else [m for m in self.members if m.running]:
+            status = member.status()
+            if status is None:
+                return None
+            ids[status["header"]["member_id"]] = member
+            leaders.add(status.get("leader", "0"))
+        if len(leaders) != 1:
+            return None
+        return ids.get(leaders.pop())
+
+    def transfer_leadership(self, to: EtcdServer) -> bool:
+        """Ask the leader to hand over to ``to`` (etcd's MoveLeader); True once it did."""
+        leader, status = self.leader(), to.status()
+        if leader is None or status is None:
+            return False
+        if leader is to:
+            return True
+        body = json.dumps({"targetID": status["header"]["member_id"]}).encode()
+        req = urllib.request.Request(f"{leader.endpoint}/v3/maintenance/transfer-leadership", data=body,
+                                     method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10):
+                pass
+        except (urllib.error.URLError, OSError):
+            return False
+        return self.leader() is to
+
+    def cleanup(self) -> None:
+        for member in self.members:
+            member.cleanup()
 
 
 _shared: Optional[EtcdServer] = None

@@ -28,15 +28,18 @@ def pair_addresses(seed: int) -> tuple[str, str]:
 
 
 class NetworkNamespace:
-    def __init__(self, name: str, host_address: str = "", peer_address: str = "", prefix_length: int = 30) -> None:
+    def __init__(self, name: str, host_address: str = "", peer_address: str = "", prefix_length: int = 30,
+                 index: int = 0) -> None:
+        """``index`` tells apart namespaces one process has at once (their pairs and link names)."""
         self.name = name
-        default_host, default_peer = pair_addresses(os.getpid())
+        default_host, default_peer = pair_addresses(os.getpid() + index * 4099)
         self.host_address = host_address or default_host
         self.peer_address = peer_address or default_peer
         self.prefix_length = prefix_length
         # interface names are at most 15 bytes
-        self.host_link = f"vh{os.getpid() % 100000}"
-        self.peer_link = f"vp{os.getpid() % 100000}"
+        suffix = f"{os.getpid() % 100000}" + (f"x{index}" if index else "")
+        self.host_link = f"vh{suffix}"
+        self.peer_link = f"vp{suffix}"
 
     @property
     def exec_prefix(self) -> tuple[str, ...]:
@@ -58,6 +61,24 @@ class NetworkNamespace:
             self.delete()
             raise
         return self
+
+    def cut(self) -> None:
+        """Partition the namespace: its end of the pair stays up, ours goes down (no packet passes)."""
+        _ip("link", "set", self.host_link, "down")
+
+    def cut_except(self, port: int) -> None:
+        """Partition the namespace but for TCP ``port`` inside it: a server there stays reachable
+        on that port while every other connection in or out is cut (iptables rules of the namespace's own)."""
+        for rule in (("INPUT", "-p", "tcp", "--dport", str(port), "-j", "ACCEPT"),
+                     ("OUTPUT", "-p", "tcp", "--sport", str(port), "-j", "ACCEPT"),
+                     ("INPUT", "-i", self.peer_link, "-j", "DROP"),
+                     ("OUTPUT", "-o", self.peer_link, "-j", "DROP")):
+            _ip("netns", "exec", self.name, "iptables", "-A", *rule)
+
+    def heal(self) -> None:
+        """Undo :meth:`cut` and :meth:`cut_except` (the address and its route come back with the link)."""
+        _ip("netns", "exec", self.name, "iptables", "-F")
+        _ip("link", "set", self.host_link, "up")
 
     def delete(self) -> None:
         _ip("link", "del", self.host_link, check=False)

@@ -14,6 +14,7 @@ import tempfile
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer, reactor, task
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial import unittest
 
 from kapiserver.apis.coordination import leases
@@ -34,11 +35,14 @@ class LeaseStore(Store):
     (storage unreachable)."""
 
     broken = False
+    hung = False  # calls never answer (until the elector gives up on them)
     in_flight = 0
 
     async def _call(self, call: Callable[[], Any]) -> Any:
         if self.broken:
             raise errors.internal_error("storage unreachable")
+        if self.hung:
+            await defer.Deferred()
         self.in_flight += 1
         try:
             return await call()
@@ -162,6 +166,26 @@ class LeaderElectionTests(unittest.TestCase):
             flaky.broken = False  # a can reach storage again: it stays a follower
             await self.step(4 * RETRY)
             self.assertEqual((a.leading, b.leading), (False, True))
+        return defer.Deferred.fromCoroutine(go())
+
+    def test_an_attempt_that_outlasts_the_retry_period_is_logged_as_such(self):
+        async def go():
+            hung = self.store()
+            a = self.elector("a", hung)
+            await a.start()
+            warnings: list[str] = []
+
+            def observe(event: dict) -> None:
+                if event.get("log_namespace") == "kapiserver.controllers.leader_election":
+                    warnings.append(formatEvent(event))
+            globalLogPublisher.addObserver(observe)
+            self.addCleanup(globalLogPublisher.removeObserver, observe)
+            hung.hung = True
+            await self.step(3 * RETRY, until_true=lambda: bool(warnings))
+            hung.hung = False
+            self.clock.advance(RETRY)  # the attempt in flight gives up, so the elector can stop
+            self.assertEqual(warnings[0], "leader election for lease kube-system/ctl: "
+                                          f"the attempt did not finish within the retry period ({RETRY:g}s)")
         return defer.Deferred.fromCoroutine(go())
 
     def test_durations_must_be_ordered(self):

@@ -6,15 +6,20 @@ etcd itself keeps running.
 """
 from __future__ import annotations
 
+import json
+import os
+
 from twisted.internet import defer, reactor
 from twisted.protocols import portforward
 from twisted.trial import unittest
 
 from kapiserver.storage.etcd import EtcdStorage
+from kapiserver.storage.etcd.client import _error_from_body
 from kapiserver.storage.interface import CompactedError, UnavailableError
 from kapiserver.testing.cases import HANG_GUARD
 from tests.storage.contract import record_watch, Recorder, sleep, until
-from kapiserver.testing.etcd import EtcdServer, free_port, skip_reason
+from kapiserver.testing.etcd import EtcdCluster, EtcdServer, free_port, skip_reason
+from kapiserver.testing.netns import NetworkNamespace, unavailable_reason
 
 
 class _Relay:
@@ -175,3 +180,70 @@ class EtcdFaultTests(unittest.TestCase):
         self.assertEqual(rec.errors[0].compacted, await direct.current_revision())
         self.assertEqual(len(rec.events), 1, "nothing after the gap may be delivered")
         self.assertFalse(rec.handle.active)
+
+
+class EtcdMemberCutOffTests(unittest.TestCase):
+    """Three members, the third in a network namespace, cut off from its peers while it still answers
+    its clients: etcd keeps a watch on it open, sending progress notifications of its stale revision,
+    and answers reads and writes with errors after its own timeout."""
+
+    skip = skip_reason() or unavailable_reason()
+
+    def setUp(self) -> None:
+        self.netns = NetworkNamespace(f"kapiserver-cutoff-{os.getpid()}", index=2).create()
+        self.addCleanup(self.netns.delete)
+        flags = ["--experimental-watch-progress-notify-interval", "500ms"]
+        host = self.netns.host_address
+        self.members = [EtcdServer(flags, name="m1", host=host), EtcdServer(flags, name="m2", host=host),
+                        EtcdServer(flags, name="m3", host=self.netns.peer_address,
+                                   command_prefix=self.netns.exec_prefix)]
+        self.cluster = EtcdCluster(self.members).start()
+        self.addCleanup(self.cluster.cleanup)
+
+    async def storage(self, members: list[EtcdServer]) -> EtcdStorage:
+        store = EtcdStorage([m.endpoint for m in members], prefix="/cutoff", request_timeout=15.0)
+        await store.start()
+        self.addCleanup(store.stop)
+        return store
+
+    async def test_a_client_of_the_cut_off_member_moves_to_the_others(self):
+        isolated = self.members[2]
+        store = await self.storage([isolated, *self.members[:2]])  # the cut-off member first
+        majority = await self.storage(self.members[:2])
+        rec = record_watch(self, store, "/c/", await store.current_revision())
+        await store.create("/c/before", b"1")
+        await until(lambda: len(rec.events) == 1, what="the event before the cut")
+        self.netns.cut_except(isolated.client_port)
+        self.addCleanup(self.netns.heal)
+        await until(lambda: self.cluster.leader(self.members[:2]) is not None, timeout=HANG_GUARD,
+                    what="a leader on the majority side")
+        written = await majority.create("/c/during", b"2")
+        # a consistent read gets the write: the cut-off member's error sends it to the next member
+        read = await defer.ensureDeferred(store.get("/c/during")).addTimeout(HANG_GUARD, reactor)
+        self.assertEqual((read.value, read.mod_revision), (b"2", written.mod_revision))
+        # and the watch, moved along, delivers it while the member is still cut off
+        await until(lambda: len(rec.events) == 2, timeout=HANG_GUARD, what="the event written during the cut")
+        self.assertEqual([e.kv.key for e in rec.events], ["/c/before", "/c/during"])
+        self.assertEqual(rec.errors, [])
+
+
+class GatewayErrorTests(unittest.TestCase):
+    """What etcd's gateway answers when a member cannot serve is an UnavailableError (the client then
+    leaves that member), whatever gRPC code the gateway put on it."""
+
+    def test_answers_of_a_member_that_cannot_serve(self):
+        for body in ({"error": "etcdserver: request timed out", "code": 14, "message": "etcdserver: request timed out"},
+                     {"error": "etcdserver: no leader", "code": 14, "message": "etcdserver: no leader"},
+                     {"error": "etcdserver: leader changed", "code": 14, "message": "etcdserver: leader changed"},
+                     # a proposal on a member that knows no leader, through the gateway: code 2 (Unknown)
+                     {"error": "context deadline exceeded", "code": 2, "message": "context deadline exceeded"}):
+            error = _error_from_body(503, json.dumps(body).encode(), "/v3/kv/txn")
+            self.assertIsInstance(error, UnavailableError, body)
+
+    def test_other_errors_are_not(self):
+        body = {"error": "etcdserver: mvcc: required revision is a future revision", "code": 11,
+                "message": "etcdserver: mvcc: required revision is a future revision"}
+        self.assertNotIsInstance(_error_from_body(400, json.dumps(body).encode(), "/v3/kv/range"), UnavailableError)
+        body = {"error": "etcdserver: too many operations in txn request", "code": 3,
+                "message": "etcdserver: too many operations in txn request"}
+        self.assertNotIsInstance(_error_from_body(400, json.dumps(body).encode(), "/v3/kv/txn"), UnavailableError)

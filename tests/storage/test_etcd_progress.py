@@ -60,6 +60,12 @@ class _FakeClient:
         self.streams.append(stream)
         return "http://127.0.0.1:2379", stream
 
+    def add_shun_listener(self, listener) -> None:
+        pass
+
+    def remove_shun_listener(self, listener) -> None:
+        pass
+
 
 class ProgressRequestsTests(unittest.TestCase):
     """Which answer proves which read, on a fake clock (etcd drops requests without a word)."""

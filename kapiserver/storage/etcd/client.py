@@ -272,7 +272,9 @@ def _error_from_body(status: int, body: bytes, path: str, revision: int = 0) -> 
         return FutureRevisionError(revision, 0)
     if "requested lease not found" in message:
         return LeaseNotFoundError(code, message)
-    if code in _UNAVAILABLE_CODES or "timed out" in message or "leader" in message:
+    # a proposal on a member that knows no leader waits out etcd's own deadline, and the gateway
+    # passes that on as code 2 (Unknown), "context deadline exceeded"
+    if code in _UNAVAILABLE_CODES or "timed out" in message or "leader" in message or "deadline exceeded" in message:
         return UnavailableError(f"etcd cannot serve {path}: {message}")
     return EtcdError(code, message)
 
@@ -318,6 +320,8 @@ class EtcdClient:
                                                      connect_timeout)
         self._unary = UnaryHTTPClient(endpoint_factory)
         self.calls = 0  # unary calls made (tests, benchmarks)
+        # told of an endpoint that answered it cannot serve (the watches on it move: below)
+        self._shun_listeners: set[Callable[[str], None]] = set()
 
     def describe_endpoints(self) -> str:
         return ", ".join(self.endpoints)
@@ -332,6 +336,27 @@ class EtcdClient:
 
     def _prefer(self, endpoint: str) -> None:
         self._preferred = self.endpoints.index(endpoint)
+
+    def add_shun_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(endpoint)`` whenever an endpoint answers that it cannot serve."""
+        self._shun_listeners.add(listener)
+
+    def remove_shun_listener(self, listener: Callable[[str], None]) -> None:
+        self._shun_listeners.discard(listener)
+
+    def _shun(self, endpoint: str) -> None:
+        """``endpoint`` answered that it cannot serve now (no leader, a timeout, a leader change):
+        later calls start at the next endpoint, and the watches on it are told.  A member cut off
+        from its peers keeps answering so, after its own timeout, for as long as the cut lasts, and
+        keeps a watch open, sending progress notifications of its stale revision: upstream's client
+        spreads calls over every endpoint and its watches require a leader, which etcd's gateway
+        cannot be asked for (its WebSocket proxy forwards no gRPC metadata)."""
+        if len(self.endpoints) < 2:
+            return  # nowhere else to go
+        if self.endpoints[self._preferred] == endpoint:
+            self._preferred = (self._preferred + 1) % len(self.endpoints)
+        for listener in list(self._shun_listeners):
+            listener(endpoint)
 
     # ------------------------------------------------------------ plumbing
 
@@ -370,10 +395,20 @@ class EtcdClient:
                                        f"the outcome is unknown: {_describe(e)}") from None
             finally:
                 self._slots.release()
-            self._prefer(endpoint)
             if code != 200:
-                raise _error_from_body(code, content, path, revision)
+                error = _error_from_body(code, content, path, revision)
+                if isinstance(error, UnavailableError):
+                    self._shun(endpoint)
+                    if idempotent:  # safe to ask again (a read): the next may serve
+                        last = error
+                        continue
+                else:
+                    self._prefer(endpoint)
+                raise error
+            self._prefer(endpoint)
             return orjson.loads(content) if content else {}
+        if isinstance(last, UnavailableError):
+            raise last  # every endpoint answered, none could serve: the last one's answer
         raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
 
     async def open_websocket(self, path: str, make_stream: Callable[[bytes], WebSocketStream],

@@ -72,6 +72,7 @@ class EtcdWatch:
         self._fragments: list[dict] = []
         self._progress: Optional[ProgressRequests] = None  # the current stream's
         self._finished = False
+        self._shunned = False  # the current stream's endpoint answered a call that it cannot serve
         self.reconnects = 0
         # progress requests sent, and those etcd left unanswered, on the streams before the current one
         self._ended_streams_progress = (0, 0)
@@ -119,6 +120,13 @@ class EtcdWatch:
         return {"create_request": body}
 
     async def _run(self) -> None:
+        self._client.add_shun_listener(self._endpoint_shunned)
+        try:
+            await self._stream_until_finished()
+        finally:
+            self._client.remove_shun_listener(self._endpoint_shunned)
+
+    async def _stream_until_finished(self) -> None:
         backoff = self._initial_backoff
         avoid: Optional[str] = None
         while not self._finished:
@@ -129,6 +137,7 @@ class EtcdWatch:
                     "/v3/watch", self._new_stream, avoid=avoid))
                 self._endpoint, stream = await self._pending
                 self._pending = None
+                self._shunned = False
                 self._stream_start = self.last_revision + 1
                 stream.send(self._request())
                 self._stream = stream
@@ -147,8 +156,8 @@ class EtcdWatch:
                 self._end_progress()
             if self._finished:
                 return
-            # A silent endpoint may be partitioned away: try the others first.
-            avoid = self._endpoint if stream is not None and stream.silent else None
+            # A silent endpoint, or one that cannot serve, may be partitioned away: try the others first.
+            avoid = self._endpoint if stream is not None and (stream.silent or self._shunned) else None
             if stream is not None and stream.received:
                 backoff = self._initial_backoff
             self.reconnects += 1
@@ -175,6 +184,17 @@ class EtcdWatch:
             if progress.timeouts:
                 log.info("etcd left {n} of {sent} progress requests unanswered on a watch stream of {key!r}",
                          n=progress.timeouts, sent=progress.sent, key=self._key)
+
+    def _endpoint_shunned(self, endpoint: str) -> None:
+        """A call to ``endpoint`` was answered that it cannot serve: if this watch's stream is there,
+        it may be on a member cut off from its peers, whose watch stays open but learns nothing new;
+        resume elsewhere (a stream on a healthy member costs a reconnect, no gap, no duplicate)."""
+        if self._stream is not None and self._endpoint == endpoint and not self._shunned:
+            self._shunned = True
+            log.info("etcd at {endpoint} answered that it cannot serve; resuming the watch of {key!r} "
+                     "after revision {rev} on another endpoint", endpoint=endpoint, key=self._key,
+                     rev=self.last_revision)
+            self._stream.abort()
 
     def _silent(self, idle: float) -> None:
         self.silences += 1
