@@ -35,7 +35,7 @@ from kapiserver.aggregator.service_resolver import ResolveError, ServiceResolver
 from kapiserver.aggregator.transport import CONNECT_TIMEOUT_SECONDS, ExtensionTransport, connection_creator
 from kapiserver.auth.user import UserInfo
 from kapiserver.endpoints import respond
-from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_context import client_gone, context_of, writable
 from kapiserver.endpoints.streaming import splice
 from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
@@ -128,7 +128,7 @@ class ProxyResource(resource.Resource):
     def _failed(self, request: server.Request, target: ProxyTarget, f: failure.Failure) -> None:
         log.info("proxying to {name} failed: {err}", name=target.name, err=f.getErrorMessage())
         self.on_unreachable(target.name)
-        if request.finished or context_of(request).timed_out or getattr(request, "_disconnected", False):
+        if not writable(request):
             return
         if request.startedWriting:
             request.finish()
@@ -175,5 +175,5 @@ class ProxyResource(resource.Resource):
         done: defer.Deferred = defer.Deferred()
         response.deliverBody(BodyRelay(request, done))
         await done
-        if not request.finished and not getattr(request, "_disconnected", False):
+        if not client_gone(request):
             request.finish()

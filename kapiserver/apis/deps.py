@@ -11,7 +11,7 @@ what ``make_store`` is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.registry.admission import AdmissionChain
@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from kapiserver.auth.authentication import Authentication
     from kapiserver.auth.rbac.policy_index import PolicyIndex
     from kapiserver.registry.store import Store
+
+
+class HealthReport(Protocol):
+    """The server's health checks, as the componentstatuses kind reads them."""
+
+    def names(self, kind: str) -> list[str]: ...
+
+    async def run_one(self, kind: str, name: str) -> Optional[Exception]:
+        """Run one check: the exception it raised, or None if it passed."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,7 @@ class RegistryDeps:
     # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)
     store: Callable[[str, str, str], "Store"]
     # the server's health checks (componentstatuses reports the storage one)
-    health: Any = None
+    health: Optional[HealthReport] = None
     # the authenticators and the service-account token signer (TokenRequest, TokenReview)
     authentication: Optional["Authentication"] = None
     # what RBAC grants whom (the RBAC kinds' escalation checks read it, whatever the authorization modes)

@@ -120,8 +120,7 @@ class RequestScope:
         """Where admission's audit annotations go: the audit event's, when the request has one,
         else the request context's."""
         rc = context_of(self.request)
-        event_annotations = getattr(rc.audit, "annotations", None)
-        return event_annotations if isinstance(event_annotations, dict) else rc.audit_annotations
+        return rc.audit.annotations if rc.audit is not None else rc.audit_annotations
 
     def admission_options(self) -> dict:
         """The request's write options as admission shows them (without kind and apiVersion)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 
 import copy
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, NoReturn, Optional
 
@@ -413,9 +414,8 @@ class Store:
     async def _read(self, namespace: str, name: str, resource_version: str) -> st.KeyValue:
         parse_resource_version(resource_version)  # reject malformed values
         key = self.key(namespace, name)
-        cached = getattr(self.storage, "get_cached", None)
         # resourceVersion=0: any recent state will do, so the watch cache answers
-        kv = await (cached(key) if resource_version == "0" and cached else self.storage.get(key))
+        kv = await (self.storage.get_cached(key) if resource_version == "0" else self.storage.get(key))
         if kv is None:
             raise self._not_found(name)
         return kv
@@ -516,7 +516,7 @@ class Store:
         while True:
             batch = opts.limit if (opts.limit and not matches) else (_LIST_BATCH if opts.limit else 0)
             try:
-                if any_state and hasattr(self.storage, "list_cached"):
+                if any_state:
                     page = await self.storage.list_cached(prefix, limit=batch, start_key=start_key)
                 else:
                     page = await self.storage.list(prefix, revision=read_rev, limit=batch, start_key=start_key)
@@ -745,9 +745,8 @@ class Store:
         """The value an update or delete starts from: the watch cache's copy when there is
         one (see :class:`WriteBase`); a dry run reads the backend, since it writes nothing
         that would catch a stale copy."""
-        peek = getattr(self.storage, "peek", None)
-        if peek is not None and not dry_run:
-            kv = peek(key)
+        if not dry_run:
+            kv = self.storage.peek(key)
             if kv is not None:
                 return WriteBase(self.storage, key, kv, current=False)
         return WriteBase(self.storage, key, await self.storage.get(key), current=True)
@@ -774,7 +773,7 @@ class Store:
                 if not (create_if_missing and allow_create and not subresource):
                     raise self._not_found(name)
                 desired = mutate(None)
-                if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
+                if inspect.isawaitable(desired):
                     desired = await desired
                 try:
                     return await self.create(namespace, desired, ctx), True
@@ -786,7 +785,7 @@ class Store:
             try:
                 current = await self._from_kv_async(kv)
                 desired = mutate(codec.copy_json(current))
-                if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
+                if inspect.isawaitable(desired):
                     desired = await desired
                 desired = self._check_kind(desired)
                 self._stamp_type(desired)

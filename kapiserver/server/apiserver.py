@@ -10,7 +10,7 @@ literal kube-apiserver delegation:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from twisted.internet import defer, task
 from twisted.logger import Logger
@@ -26,7 +26,7 @@ from kapiserver.audit.build import build_auditing
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.aggregator.server import Aggregator, AggregatorServerDeps
 from kapiserver.auth.authorization_modes import build_authorizer
-from kapiserver.auth.authorizer import Authorizer
+from kapiserver.auth.authorizer import Authorizer, Closeable
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.node.graph import Graph
 from kapiserver.auth.node.graph_populator import GraphPopulator
@@ -105,6 +105,9 @@ class APIServer:
         self._openapi: Any = None
         self._openapi_generation: Any = None
         self._openapi_aggregated = 0
+        # stored objects per resource (apiserver_storage_objects), refreshed by _counter once started
+        self._object_counts: dict[str, int] = {}
+        self._counter: Optional[task.LoopingCall] = None
 
         # what RBAC grants whom, in memory (fed by informers once started); the RBAC
         # authorizer and the RBAC kinds' escalation checks read it
@@ -304,13 +307,11 @@ class APIServer:
         cache's count when it holds the resource, else the last periodic count."""
         for rtype in self.all_types():
             if rtype.group == group and rtype.plural == resource and rtype.stored:
-                cached = getattr(self.storage, "cached_count", None)
-                count = cached(rtype.storage_prefix()) if cached is not None else None
+                count = self.storage.cached_count(rtype.storage_prefix())
                 if count is not None:
                     return count
                 break
-        counts = getattr(self, "_object_counts", {})
-        return counts.get(f"{resource}.{group}" if group else resource)
+        return self._object_counts.get(f"{resource}.{group}" if group else resource)
 
     def _apf_synced_check(self) -> None:
         if self.flow_control is None or not self.flow_control.synced.called:
@@ -382,7 +383,6 @@ class APIServer:
             self.apiextensions.status_controller, lambda: self.secure_port,
             policy_status_controllers=[self._policy_status_controller])
         await self.controllers.start()
-        self._object_counts: dict = {}
         metrics.METRICS.set_storage_objects_source(lambda: self._object_counts)
         flow_control_metrics.COLLECTOR.source = lambda: self.flow_control
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
@@ -402,7 +402,7 @@ class APIServer:
         return TypeChecker(mapper, self.resolve_schema_ref)
 
     async def stop(self) -> None:
-        if getattr(self, "_counter", None) is not None and self._counter.running:
+        if self._counter is not None and self._counter.running:
             self._counter.stop()
         if self.controllers is not None:
             await self.controllers.stop()
@@ -417,9 +417,8 @@ class APIServer:
         self.apiextensions.stop()
         self.authentication.stop()
         self.watches.stop_all()
-        close = getattr(self.authorizer, "close", None)
-        if close is not None:  # a webhook's kept-alive connections
-            await close()
+        if isinstance(self.authorizer, Closeable):  # a webhook's kept-alive connections
+            await self.authorizer.close()
         # let the watch streams' final writes go out
         await defer.succeed(None)
         if self.auditing is not None:  # last: the requests drained above are recorded

@@ -281,8 +281,7 @@ class KapiService(ProcessService):
     async def _storage_check(self) -> None:
         if self.storage is None:
             raise RuntimeError("storage not started")
-        probe = getattr(self.storage, "check_health", None)
-        d = defer.Deferred.fromCoroutine(probe()) if probe else self.storage.current_revision()
+        d = defer.Deferred.fromCoroutine(self.storage.check_health())
         d.addTimeout(STORAGE_CHECK_TIMEOUT, self.reactor)
         await d
 
@@ -338,7 +337,7 @@ class KapiService(ProcessService):
             try:
                 self.port = await endpoint.listen(self.limiter)
             except net_error.CannotListenError as e:
-                reason = getattr(e.socketError, "strerror", None) or str(e.socketError)
+                reason = (isinstance(e.socketError, OSError) and e.socketError.strerror) or str(e.socketError)
                 raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
             log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
             write_kubeconfig(config, self.bundle, self.bound_port)

@@ -34,6 +34,7 @@ import sys
 from typing import Any, Optional
 
 from twisted.internet import defer, protocol, task
+from constantly import NamedConstant
 from twisted.logger import Logger, LogLevel, eventFromJSON, globalLogPublisher
 
 from kapiserver.server import systemd
@@ -111,7 +112,7 @@ class _WorkerProcess(protocol.ProcessProtocol):
         namespace = event.get("log_namespace", "-")
         if namespace == "log_legacy":  # twisted.python.log.msg: no namespace of its own
             namespace = "-"
-        event["log_system"] = f"worker {self.index} {namespace}#{getattr(level, 'name', level)}"
+        event["log_system"] = f"worker {self.index} {namespace}#{level.name if isinstance(level, NamedConstant) else level}"
         globalLogPublisher(event)
 
     def processEnded(self, reason: Any) -> None:

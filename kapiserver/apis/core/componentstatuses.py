@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.apis import columns
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
@@ -39,19 +40,21 @@ def _status_cell(obj: dict) -> str:
 class ComponentStatusStore(Store):
     """Answers get and list by running the storage health check."""
 
-    def __init__(self, rtype: ResourceType, server: Any) -> None:
+    def __init__(self, rtype: ResourceType, server: RegistryDeps) -> None:
         super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # computed, never stored
         self.server = server
 
     def _components(self) -> dict[str, str]:
         """component name -> health check name"""
-        checks = getattr(self.server, "health", None)
+        checks = self.server.health
         names = checks.names("readyz") if checks is not None else []
         return {f"{check}-0": check for check in STORAGE_CHECKS if check in names}
 
     async def _status(self, name: str, check: str) -> dict:
         """One component, without its type meta (as a list item)."""
-        err = await self.server.health.run_one("readyz", check)
+        checks = self.server.health
+        assert checks is not None  # (a check is only named when there are checks)
+        err = await checks.run_one("readyz", check)
         condition: dict[str, Any] = {"type": "Healthy", "status": "True" if err is None else "False"}
         if err is None:
             condition["message"] = "ok"

@@ -198,7 +198,7 @@ async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor
             if not ok:
                 failed.append((kind, plural, obj, compute))
                 log.warn("unable to reconcile {what}: {err}", what=_describe(kind, obj),
-                         err=getattr(value, "value", value))
+                         err=value.value)  # (a Failure)
             elif value.protected and value.operation != NONE:
                 log.warn("skipped reconcile-protected {what} with missing {missing}", what=_describe(kind, obj),
                          missing=value.missing)

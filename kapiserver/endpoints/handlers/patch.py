@@ -8,6 +8,7 @@ creates the object when it does not exist.
 """
 from __future__ import annotations
 
+import datetime
 from typing import Any, Callable, Optional
 
 import orjson
@@ -155,7 +156,7 @@ def _json_values(value: Any) -> Any:
         return [_json_values(v) for v in value]
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
-    if hasattr(value, "isoformat"):
+    if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat().replace("+00:00", "Z")
     return str(value)
 

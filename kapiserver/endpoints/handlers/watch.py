@@ -26,7 +26,7 @@ from twisted.logger import Logger
 
 from kapiserver.endpoints import list_encoding, list_stream, partial_metadata
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS
-from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_context import client_gone, context_of
 from kapiserver.endpoints.scope import RequestScope
 from kapiserver.endpoints.transform import transform_watch_object
 from kapiserver.machinery import codec, protobuf, protobuf_tables
@@ -251,7 +251,7 @@ class WatchStream:
                 self.request.write(b"".join(self.pending))
                 self.pending.clear()
             self.request.unregisterProducer()
-            if not self.request.finished and not getattr(self.request, "_disconnected", False):
+            if not client_gone(self.request):
                 self.request.finish()
         except Exception:  # the connection may be gone already
             pass

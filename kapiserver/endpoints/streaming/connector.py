@@ -50,7 +50,8 @@ from kapiserver.endpoints.streaming import kubelet as kubelet_client
 from kapiserver.endpoints.streaming import proxy_rewrite, splice, translator, tunnel, websocket_reader
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer, dial_error_text, tcp_dial
 from kapiserver.endpoints.streaming.interfaces import Dial, IHijackableChannel
-from kapiserver.endpoints.streaming.relay import BodyRelay, relay_body, while_client_waits, writable
+from kapiserver.endpoints.request_context import writable
+from kapiserver.endpoints.streaming.relay import BodyRelay, relay_body, while_client_waits
 from kapiserver.machinery import errors, go_url
 from kapiserver.registry.subresources import Backend, Location, StreamMode
 
