@@ -325,18 +325,7 @@ class Store:
         return obj
 
     def _stamp_type(self, obj: dict) -> dict:
-        """Set the object's kind and apiVersion, first and in that order, as Go encodes a
-        typed object's TypeMeta (the list encoder trims them from items by that prefix)."""
-        keys = iter(obj)
-        if next(keys, None) != "kind" or next(keys, None) != "apiVersion":  # once per object, at most
-            rest = [(k, v) for k, v in obj.items() if k != "kind" and k != "apiVersion"]
-            obj.clear()
-            obj["kind"] = ""
-            obj["apiVersion"] = ""
-            obj.update(rest)
-        obj["kind"] = self.rtype.kind
-        obj["apiVersion"] = self.rtype.api_version
-        return obj
+        return self.rtype.stamp_type(obj)
 
     def to_external(self, obj: dict) -> dict:
         """A stored object as this resource type's clients see it."""
@@ -422,24 +411,8 @@ class Store:
 
     # ------------------------------------------------------------ list
 
-    def field_getter(self, obj: dict) -> Callable[[str], Optional[str]]:
-        md = obj.get("metadata") or {}
-        getters = self.rtype.selectable_fields
-
-        def get(name: str) -> Optional[str]:
-            if name == "metadata.name":
-                return md.get("name", "")
-            if name == "metadata.namespace":
-                return md.get("namespace", "")
-            getter = getters.get(name)
-            return getter(obj) if getter else None
-        return get
-
     def field_selector(self, opts: ListOptions) -> FieldSelector:
-        """The list options' field selector in the labels of the kind's field set, as upstream's
-        list, watch and deletecollection handlers convert it: a label this version does not
-        accept is a 400 with the kind's own message."""
-        return self.rtype.field_labels.convert(opts.field_selector)
+        return self.rtype.field_selector(opts)
 
     def watch_scope(self, namespace: str, opts: ListOptions) -> tuple[str, Optional[str]]:
         """The narrowest key prefix holding every object a watch with ``opts`` can match,
@@ -462,17 +435,7 @@ class Store:
         return prefix, ("/" + name if name else None)
 
     def matcher(self, opts: ListOptions) -> Optional[Callable[[dict], bool]]:
-        """A predicate for the list options' selectors (None when everything matches)."""
-        labels, fields = opts.label_selector, self.field_selector(opts)
-        if labels.empty and fields.empty:
-            return None
-
-        def matches(obj: dict) -> bool:
-            md = obj.get("metadata") or {}
-            if not labels.empty and not labels.matches(md.get("labels") or {}):
-                return False
-            return fields.empty or fields.matches(self.field_getter(obj))
-        return matches
+        return self.rtype.matcher(opts)
 
     async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
         """The list as one object, every item decoded (controllers, deletecollection); a corrupt
@@ -603,16 +566,7 @@ class Store:
                                                self.strategy.name_validation)
 
     def _check_kind(self, obj: Any) -> dict:
-        if not isinstance(obj, dict):
-            raise errors.bad_request("the body of the request must be a JSON or YAML object")
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if api_version and api_version != self.rtype.api_version:
-            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
-                                     f"API version ({self.rtype.api_version})")
-        if kind and kind != self.rtype.kind:
-            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind "
-                                     f"({self.rtype.kind})")
-        return obj
+        return self.rtype.check_kind(obj)
 
     def _check_namespace(self, obj: dict, namespace: str) -> None:
         md = meta.metadata(obj)

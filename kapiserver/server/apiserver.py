@@ -244,15 +244,14 @@ class APIServer:
         return self.aggregator_groups.types() + self.kube_groups.types() + self.crd_groups.types()
 
     def store(self, group: str, version: str, plural: str) -> Store:
-        found = (self.kube_groups.lookup(group, version, plural) or self.crd_groups.lookup(group, version, plural)
-                 or self.aggregator_groups.lookup(group, version, plural))
-        if found is None:
-            raise KeyError((group, version, plural))
-        return found[1]
+        """The generic Store of a served, stored kind (KeyError otherwise)."""
+        for groups in (self.kube_groups, self.crd_groups, self.aggregator_groups):
+            if groups.lookup(group, version, plural) is not None:
+                return groups.store_for(group, version, plural)
+        raise KeyError((group, version, plural))
 
     def all_stores(self) -> list[Store]:
-        return ([s for _, s in self.aggregator_groups] + [s for _, s in self.kube_groups]
-                + [s for _, s in self.crd_groups])
+        return self.aggregator_groups.stores() + self.kube_groups.stores() + self.crd_groups.stores()
 
     def definitions(self) -> Any:
         if self._definitions is None:

@@ -10,14 +10,16 @@ the failure in ``error``.  Nothing is stored.
 """
 from __future__ import annotations
 
+import builtins
+
 from typing import Any, Optional
 
 from kapiserver.apis import columns
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors
+from kapiserver.machinery.fields import FieldSelector
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Store, StoredList
 from kapiserver.registry.strategy import Strategy
 
 STORAGE_CHECKS = ("etcd", "sqlite")
@@ -37,11 +39,12 @@ def _status_cell(obj: dict) -> str:
     return "Healthy" if condition.get("status") == "True" else "Unhealthy"
 
 
-class ComponentStatusStore(Store):
-    """Answers get and list by running the storage health check."""
+class ComponentStatusStore:
+    """Answers get and list by running the storage health check (a :class:`Getter` and
+    :class:`Lister`, nothing stored)."""
 
     def __init__(self, rtype: ResourceType, server: RegistryDeps) -> None:
-        super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # computed, never stored
+        self.rtype = rtype
         self.server = server
 
     def _components(self) -> dict[str, str]:
@@ -71,16 +74,18 @@ class ComponentStatusStore(Store):
     async def get_stored(self, namespace: str, name: str, resource_version: str = "") -> dict:
         return await self.get(namespace, name, resource_version)
 
+    def field_selector(self, opts: ListOptions) -> FieldSelector:
+        return self.rtype.field_selector(opts)
+
     async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
-        matches = self.matcher(opts)
+        matches = self.rtype.matcher(opts)
         items = [await self._status(name, check) for name, check in self._components().items()]
         return {"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {},
                 "items": [o for o in items if matches is None or matches(o)]}
 
     async def list_stored(self, namespace: str, opts: ListOptions,
-                          warnings: Optional[list[str]] = None) -> StoredList:
-        listed = await self.list(namespace, opts, warnings)
-        return StoredList(listed["kind"], listed["apiVersion"], listed["metadata"], listed["items"], self)
+                          warnings: "Optional[builtins.list[str]]" = None) -> dict:
+        return await self.list(namespace, opts, warnings)
 
 
 def resource_type() -> ResourceType:

@@ -9,5 +9,6 @@ async def create(scope: RequestScope) -> Response:
     manager = scope.field_manager("CreateOptions")
     obj = scope.decode_object()
     ctx = scope.context(manager)
-    created = await scope.store.create(scope.info.namespace, obj, ctx)
-    return Response(201, scope.store.stored_answer(created, ctx))
+    creater = scope.creater()
+    created = await creater.create(scope.info.namespace, obj, ctx)
+    return Response(201, creater.stored_answer(created, ctx))

@@ -200,7 +200,7 @@ async def apply(scope: RequestScope) -> Response:
     info = scope.info
     manager, force = patch_options(scope, apply=True)
     config = decode_apply_configuration(scope)
-    fm = scope.store.field_manager(info.subresource)
+    fm = scope.generic_store().field_manager(info.subresource)
 
     checked: list[bool] = []
 
@@ -214,9 +214,10 @@ async def apply(scope: RequestScope) -> Response:
         checked.append(True)
         return result
     ctx = scope.context(manager, managed_fields_set=True)
-    result, created = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource, ctx,
-                                                          create_if_missing=True, force_allow_create=True)
-    return Response(201 if created else 200, scope.store.stored_answer(result, ctx))
+    store = scope.generic_store()
+    result, created = await store.guaranteed_update(info.namespace, info.name, mutate, info.subresource, ctx,
+                                                    create_if_missing=True, force_allow_create=True)
+    return Response(201 if created else 200, store.stored_answer(result, ctx))
 
 
 async def patch(scope: RequestScope) -> Response:
@@ -240,8 +241,8 @@ async def patch(scope: RequestScope) -> Response:
         check_name(result, info.name, info.namespace)
         return result
     ctx = scope.context(manager)
-    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, info.subresource, ctx)
-    return Response(200, scope.store.stored_answer(result, ctx))
+    result, _ = await scope.generic_store().guaranteed_update(info.namespace, info.name, mutate, info.subresource, ctx)
+    return Response(200, scope.generic_store().stored_answer(result, ctx))
 
 
 def check_name(obj: dict, name: str, namespace: str) -> None:

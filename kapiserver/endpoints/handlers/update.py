@@ -10,5 +10,5 @@ async def update(scope: RequestScope) -> Response:
     manager = scope.field_manager("UpdateOptions")
     obj = scope.decode_object()
     ctx = scope.context(manager)
-    result, created = await scope.store.update(info.namespace, info.name, obj, info.subresource, ctx)
-    return Response(201 if created else 200, scope.store.stored_answer(result, ctx))
+    result, created = await scope.generic_store().update(info.namespace, info.name, obj, info.subresource, ctx)
+    return Response(201 if created else 200, scope.generic_store().stored_answer(result, ctx))

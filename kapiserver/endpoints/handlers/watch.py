@@ -286,7 +286,7 @@ class WatchStream:
         """An ADDED event of the initial state; of the plain object, from the memoized item bytes."""
         external = self._external
         assert external is not None
-        store = self.scope.store
+        store = self.scope.generic_store()
         if self._memo_key == "json":
             return b'{"type":"ADDED","object":' + list_encoding.item_json(item, store, external) + b"}\n"
         if self._memo_key is not None:
@@ -369,7 +369,8 @@ async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callabl
         for f in unregister:
             f()
     stream = WatchStream(scope, forget)
-    rw = ResourceWatch(scope.store, scope.info.namespace, opts, stream, scope.reactor, scope.bookmark_interval)
+    rw = ResourceWatch(scope.generic_store(), scope.info.namespace, opts, stream, scope.reactor,
+                       scope.bookmark_interval)
     stream.watch = rw
     request.setResponseCode(200)
     request.setHeader(b"content-type", stream.content_type.encode())
