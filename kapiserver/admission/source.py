@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Generic, Optional, TypeVar
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from kapiserver.registry.informer import Informer
 
 
@@ -20,7 +21,7 @@ READY_WAIT_SECONDS = 10.0
 
 
 class ConfigurationSource(Generic[T]):
-    def __init__(self, store: Callable[[], Any], reactor: Any, build: Callable[[list[dict]], T]) -> None:
+    def __init__(self, store: Callable[[], Any], reactor: IReactorTime, build: Callable[[list[dict]], T]) -> None:
         self._store = store
         self._reactor = reactor
         self._build = build

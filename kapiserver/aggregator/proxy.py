@@ -24,6 +24,7 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTCP
 from twisted.logger import Logger
 from twisted.python import failure
 from twisted.web import resource, server
@@ -33,7 +34,7 @@ from twisted.web.http_headers import Headers
 from kapiserver.aggregator.apiservice_registration import APIServiceRegistration, ProxyTarget
 from kapiserver.aggregator.service_resolver import ResolveError, ServiceResolver
 from kapiserver.aggregator.transport import CONNECT_TIMEOUT_SECONDS, ExtensionTransport, connection_creator
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.request_context import client_gone, context_of, writable
 from kapiserver.endpoints.streaming import splice
@@ -148,7 +149,7 @@ class ProxyResource(resource.Resource):
         for name in (b"Connection", b"Upgrade"):
             headers.setRawHeaders(name, request.requestHeaders.getRawHeaders(name) or [])
         creator = connection_creator(target.tls, self.transport.client)
-        dialer = HTTPUpgradeDialer(self.transport.reactor, host, port, creator, CONNECT_TIMEOUT_SECONDS)
+        dialer = HTTPUpgradeDialer(IReactorTCP(self.transport.reactor), host, port, creator, CONNECT_TIMEOUT_SECONDS)
         sent = [(name, value) for name, values in headers.getAllRawHeaders() for value in values]
         client = IHijackableChannel(request.channel).hijack(request)
         relayed = splice.serve_upgrade(client, dialer, request.uri, sent, method=request.method)

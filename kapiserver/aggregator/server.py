@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.aggregator import priorities
 from kapiserver.aggregator.apiservice_registration import APIServiceRegistration
@@ -47,7 +48,7 @@ class AggregatorServerDeps:
     """What the aggregator needs of the server that runs it (``server/apiserver.py``)."""
 
     # the proxy connects with it (TCP, TLS); the controllers time with it
-    reactor: Any
+    reactor: IReactorTime
     storage: Storage
     admission: AdmissionChain
     leases: LeaseReuser

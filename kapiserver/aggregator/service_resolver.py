@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.store import Store
 
@@ -28,7 +30,7 @@ class ResolveError(Exception):
 
 
 class ServiceResolver:
-    def __init__(self, services: Store, endpointslices: Store, reactor,
+    def __init__(self, services: Store, endpointslices: Store, reactor: IReactorTime,
                  on_change: Optional[Callable[[str, str], None]] = None) -> None:
         self.on_change = on_change  # (namespace, service name) whenever its Service or a slice of it changes
         self.services: dict[tuple[str, str], dict] = {}

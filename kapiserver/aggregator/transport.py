@@ -20,6 +20,7 @@ from twisted.logger import Logger
 from twisted.web.client import (Agent, HTTPConnectionPool, RequestGenerationFailed, RequestTransmissionFailed,
                                  ResponseFailed, ResponseNeverReceived)
 from twisted.web.iweb import IPolicyForHTTPS
+from twisted.internet.interfaces import IReactorTime
 from zope.interface import implementer
 
 log = Logger()
@@ -87,7 +88,7 @@ def connection_creator(target: TLSTarget, client: Optional[ssl.PrivateCertificat
 class ExtensionTransport:
     """Agents for extension servers, one per TLS configuration, sharing this server's client certificate."""
 
-    def __init__(self, reactor: Any, client: Optional[ssl.PrivateCertificate]) -> None:
+    def __init__(self, reactor: IReactorTime, client: Optional[ssl.PrivateCertificate]) -> None:
         self.reactor = reactor
         self.client = client
         self._agents: dict[TLSTarget, tuple[Agent, HTTPConnectionPool]] = {}

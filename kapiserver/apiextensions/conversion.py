@@ -29,6 +29,7 @@ from treq.client import HTTPClient
 from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.duration import format_go_duration
@@ -59,7 +60,7 @@ def _trust_root(ca_bundle: str) -> Any:
 class WebhookConverter:
     """Converts custom resources of one CRD through its conversion webhook."""
 
-    def __init__(self, crd: dict, reactor: Any = None) -> None:
+    def __init__(self, crd: dict, reactor: Optional[IReactorTime] = None) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor

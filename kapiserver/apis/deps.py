@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.registry.admission import AdmissionChain
 from kapiserver.registry.leases import LeaseReuser
@@ -39,7 +41,7 @@ class RegistryDeps:
     admission: AdmissionChain
     leases: LeaseReuser
     authorizer: Authorizer
-    reactor: Any
+    reactor: IReactorTime
     # the cluster CA certificate (PEM), as published in kube-root-ca.crt
     ca_pem: str
     # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)

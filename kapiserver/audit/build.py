@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.audit.log_backend import LogBackend
 from kapiserver.audit.policy import Policy, PolicyError, load_policy
@@ -56,7 +57,7 @@ class Auditing:
         return self.sink.shutdown()
 
 
-def build_auditing(audit: Any, reactor: Any = None) -> Optional[Auditing]:
+def build_auditing(audit: Any, reactor: Optional[IReactorTime] = None) -> Optional[Auditing]:
     """From the ``audit`` section of the configuration; None when nothing is audited
     (no policy, or no backend: upstream records nothing then either)."""
     if not audit.policy_file:

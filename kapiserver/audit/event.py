@@ -30,7 +30,7 @@ from twisted.logger import Logger
 from kapiserver.audit import metrics
 from kapiserver.audit.policy import (LEVEL_METADATA, LEVEL_REQUEST, LEVEL_REQUEST_RESPONSE, STAGE_REQUEST_RECEIVED,
                                      RequestAuditConfig, at_least)
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 log = Logger()
 

@@ -17,7 +17,7 @@ from typing import Optional, Protocol, Union, runtime_checkable
 
 from twisted.internet import defer
 
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import FieldRequirement
 

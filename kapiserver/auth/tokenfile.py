@@ -16,7 +16,7 @@ import io
 from twisted.logger import Logger
 
 from kapiserver.auth.authenticator import AuthResult, Outcome
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 log = Logger()
 

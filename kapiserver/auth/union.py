@@ -17,7 +17,7 @@ from typing import Optional, Sequence, Union
 from twisted.internet import defer
 
 from kapiserver.auth.authorizer import ALLOW, NO_OPINION, Attributes, Authorizer, Closeable, Decision, Rules
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 Outcome = Union[Decision, "defer.Deferred[Decision]"]
 

@@ -23,7 +23,7 @@ from twisted.internet.interfaces import ISSLTransport, ISystemHandle
 from twisted.web._http2 import H2Stream
 from twisted.web.server import Request
 
-from kapiserver.auth.user import AUTHENTICATED_GROUP, CREDENTIAL_ID_KEY, UserInfo
+from kapiserver.machinery.user import AUTHENTICATED_GROUP, CREDENTIAL_ID_KEY, UserInfo
 
 _ANY_EKU = x509.ObjectIdentifier("2.5.29.37.0")
 

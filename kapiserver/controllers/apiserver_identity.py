@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import errors, meta
 from kapiserver.machinery.fields import parse_field_selector
@@ -61,7 +62,7 @@ def _expired(lease: dict, now: datetime.datetime) -> bool:
 
 
 class APIServerIdentityController:
-    def __init__(self, leases: Store, reactor: Any, hostname: Optional[str] = None) -> None:
+    def __init__(self, leases: Store, reactor: IReactorTime, hostname: Optional[str] = None) -> None:
         self.leases = leases
         self.reactor = reactor
         self.hostname = hostname or socket.gethostname()

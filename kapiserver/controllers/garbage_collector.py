@@ -30,6 +30,7 @@ from typing import Callable, Hashable, Iterable, Optional
 
 from twisted.internet import defer, task
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
@@ -102,7 +103,7 @@ class _GraphInformer(Informer):
     treat them as deleted.
     """
 
-    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor,
+    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  on_listed: Callable[["_GraphInformer"], None]) -> None:
         super().__init__(store, on_event, reactor)
         self.on_listed = on_listed
@@ -127,7 +128,7 @@ class _GraphInformer(Informer):
 
 class GarbageCollector:
     def __init__(self, stores: Callable[[], Iterable[Store]], types_generation: Callable[[], Hashable],
-                 reactor) -> None:
+                 reactor: IReactorTime) -> None:
         """``stores`` lists every served Store; ``types_generation`` changes whenever that list does."""
         self.stores = stores
         self.types_generation = types_generation

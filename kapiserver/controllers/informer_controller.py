@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import Store
@@ -16,7 +18,7 @@ from kapiserver.registry.store import Store
 class InformerController:
     queue_name: str = ""
 
-    def __init__(self, store: Store, reactor: Any, **informer_options: Any) -> None:
+    def __init__(self, store: Store, reactor: IReactorTime, **informer_options: Any) -> None:
         self.store = store
         self.reactor = reactor
         self.queue = ReconcileQueue(self.queue_name, self.reconcile, reactor)

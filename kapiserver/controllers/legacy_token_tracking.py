@@ -14,6 +14,7 @@ import datetime
 from typing import Any, Callable, Optional
 
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.controllers.named_object import NamedObjectController
 from kapiserver.machinery import errors
@@ -44,7 +45,7 @@ def is_date(value: Any) -> bool:
 class LegacyTokenTrackingController(NamedObjectController):
     namespace, name, queue_name = NAMESPACE, NAME, "legacy_token_tracking_controller"
 
-    def __init__(self, configmaps: Store, reactor: Any,
+    def __init__(self, configmaps: Store, reactor: IReactorTime,
                  clock: Optional[Callable[[], datetime.datetime]] = None) -> None:
         super().__init__(configmaps, reactor)
         self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))

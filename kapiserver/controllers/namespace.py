@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
@@ -27,7 +28,7 @@ RECHECK_SECONDS = 1.0
 class NamespaceController(InformerController):
     queue_name = "namespace-controller"
 
-    def __init__(self, namespaces: Store, namespaced_stores: Callable[[], Iterable[Store]], reactor) -> None:
+    def __init__(self, namespaces: Store, namespaced_stores: Callable[[], Iterable[Store]], reactor: IReactorTime) -> None:
         super().__init__(namespaces, reactor)
         self.namespaces = namespaces
         self.namespaced_stores = namespaced_stores

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from twisted.internet import task
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.fields import parse_field_selector
@@ -73,7 +74,7 @@ class _Monitor:
 
 
 class ResourceQuotaController:
-    def __init__(self, quotas: Store, all_stores: Callable[[], Iterable[Store]], reactor: Any,
+    def __init__(self, quotas: Store, all_stores: Callable[[], Iterable[Store]], reactor: IReactorTime,
                  resync_seconds: float = RESYNC_SECONDS) -> None:
         self.quotas = quotas
         self.all_stores = all_stores

@@ -17,6 +17,7 @@ import base64
 from typing import Hashable, Optional
 
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.auth.serviceaccount import TokenSigner, legacy_claims
 from kapiserver.machinery import errors
@@ -37,7 +38,7 @@ def _b64(data: bytes) -> str:
 
 
 class ServiceAccountTokensController:
-    def __init__(self, serviceaccounts: Store, secrets: Store, signer: TokenSigner, ca_pem: str, reactor) -> None:
+    def __init__(self, serviceaccounts: Store, secrets: Store, signer: TokenSigner, ca_pem: str, reactor: IReactorTime) -> None:
         self.serviceaccounts = serviceaccounts
         self.secrets = secrets
         self.signer = signer

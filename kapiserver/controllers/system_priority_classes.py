@@ -12,6 +12,7 @@ from typing import Any
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.apis.scheduling.priorityclasses import SYSTEM_CLASSES
 from kapiserver.machinery import errors
@@ -34,7 +35,7 @@ def system_priority_classes() -> list[dict]:
 
 
 class SystemPriorityClasses:
-    def __init__(self, priorityclasses: Store, reactor: Any) -> None:
+    def __init__(self, priorityclasses: Store, reactor: IReactorTime) -> None:
         self.priorityclasses = priorityclasses
         self.reactor = reactor
         self.done = False

@@ -19,7 +19,7 @@ import weakref
 from typing import Any
 
 from twisted.internet import defer
-from twisted.internet.interfaces import IPushProducer, ITCPTransport
+from twisted.internet.interfaces import IPushProducer, IReactorTime, ITCPTransport
 from twisted.logger import Logger
 from twisted.web._http2 import H2Stream
 from twisted.web.server import Request
@@ -66,7 +66,7 @@ def abort_connection(request: Request) -> None:
 class ListStream:
     """Writes one list answer, a slice per reactor turn, while the transport accepts it."""
 
-    def __init__(self, request: Request, body: ListBody, reactor: Any) -> None:
+    def __init__(self, request: Request, body: ListBody, reactor: IReactorTime) -> None:
         self.request = request
         self.body = body
         self.reactor = reactor

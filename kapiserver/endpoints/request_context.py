@@ -17,7 +17,7 @@ from twisted.web.server import Request
 
 from kapiserver.audit.event import AuditEvent
 from kapiserver.auth.decision import AuthenticationDecision
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.request.info import RequestInfo
 
 _ATTRIBUTE = "kapiserver_context"

@@ -6,6 +6,7 @@ from typing import Any, Callable, Iterable
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.endpoints.list_encoding import ListBody, stored_body
 from kapiserver.endpoints.list_stream import ListStream
@@ -76,7 +77,7 @@ def _write_encoded(request: Request, code: int, content_type: str, body: bytes, 
     request.finish()
 
 
-async def stream_list(request: Request, body: ListBody, reactor: Any, warnings: Iterable[str] = ()) -> None:
+async def stream_list(request: Request, body: ListBody, reactor: IReactorTime, warnings: Iterable[str] = ()) -> None:
     """A list answer written piece by piece with flow control (``endpoints/list_stream.py``)."""
     await body.prepare()  # protobuf: every item's size, before the first byte
     if not writable(request):

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
 from twisted.web.server import Request
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.endpoints import request_decoder
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
@@ -13,6 +14,7 @@ from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
+from kapiserver.machinery.user import UserInfo
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.rest import Creater, Getter, Lister, RESTStorage
@@ -47,9 +49,9 @@ class RequestScope:
     rtype: ResourceType
     store: RESTStorage
     target: MediaTarget
-    user: Any = None
+    reactor: IReactorTime
+    user: Optional[UserInfo] = None
     warnings: list[str] = field(default_factory=list)
-    reactor: Any = None
     bookmark_interval: float = 60.0
     schema_resolver: Any = None  # callable(ref) -> schema dict, for strict field validation / SMP
     # field numbers a protobuf body carried that no table knows (``metadata.#42``)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.flowcontrol import bootstrap
 from kapiserver.flowcontrol.api import DANGLING, default_priority_level_spec, matching_order
@@ -132,7 +133,7 @@ def _usable(level: dict) -> bool:
 class APFController:
     """The digested configuration and the queue sets; see the module docstring."""
 
-    def __init__(self, server_concurrency_limit: int, reactor: Any,
+    def __init__(self, server_concurrency_limit: int, reactor: IReactorTime,
                  wall_clock: Optional[Callable[[], float]] = None) -> None:
         self.server_concurrency_limit = server_concurrency_limit
         self.reactor = reactor

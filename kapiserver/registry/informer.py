@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -24,7 +25,7 @@ RESTART_DELAY_SECONDS = 1.0
 
 
 class Informer:
-    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor,
+    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  field_selector: str = "", after_list: Optional[Callable[[], None]] = None) -> None:
         self.store = store
         self.on_event = on_event

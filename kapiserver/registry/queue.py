@@ -13,6 +13,7 @@ from typing import Any, Callable, Coroutine, Hashable
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 from kapiserver.machinery import metrics
 
 
@@ -25,7 +26,7 @@ class RetryLater(Exception):
 
 
 class ReconcileQueue:
-    def __init__(self, name: str, reconcile: Callable[[Hashable], Coroutine[Any, Any, None]], reactor) -> None:
+    def __init__(self, name: str, reconcile: Callable[[Hashable], Coroutine[Any, Any, None]], reactor: IReactorTime) -> None:
         self.name = name
         self.reconcile = reconcile
         self.reactor = reactor

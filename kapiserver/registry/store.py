@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from kapiserver.machinery import codec, cooperate, errors, meta, validation, zero_values
 from kapiserver.machinery.fields import FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
+from kapiserver.machinery.user import UserInfo
 from kapiserver.registry import fieldmanagers
 from kapiserver.registry.admission import (CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes,
                                            GroupVersionKind, SubresourceView)
@@ -57,7 +58,7 @@ GRACE_PENDING: Any = object()
 class Context:
     """Who asks, and how (dry run, field validation warnings to return)."""
 
-    user: Any = None
+    user: Optional[UserInfo] = None
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
     # the field manager of this write (``?fieldManager=`` or derived from the User-Agent)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Optional, Protocol, Union, runtime_c
 
 from twisted.internet import defer, task
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import errors
 from kapiserver.registry.options import NOT_OLDER_THAN, ListOptions, parse_resource_version
@@ -66,7 +67,7 @@ class EncodingWatchSink(WatchSink, Protocol):
 
 
 class ResourceWatch:
-    def __init__(self, store: Store, namespace: str, opts: ListOptions, sink: WatchSink, reactor,
+    def __init__(self, store: Store, namespace: str, opts: ListOptions, sink: WatchSink, reactor: IReactorTime,
                  bookmark_interval: float = 60.0) -> None:
         self.store = store
         self.rtype = store.rtype

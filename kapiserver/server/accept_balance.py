@@ -17,6 +17,7 @@ import struct
 from typing import Any
 
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 log = Logger()
 
@@ -45,7 +46,7 @@ class ConnectionTable:
 class AcceptBalancer:
     """Paces one worker's accepting by the table (``connections_changed`` is the limiter's hook)."""
 
-    def __init__(self, port: Any, table: ConnectionTable, index: int, reactor: Any) -> None:
+    def __init__(self, port: Any, table: ConnectionTable, index: int, reactor: IReactorTime) -> None:
         self.port = port
         self.table = table
         self.index = index

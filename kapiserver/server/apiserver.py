@@ -15,6 +15,7 @@ from typing import Any, Optional
 from twisted.internet import defer, task
 from twisted.logger import Logger
 from twisted.web import resource
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.admission.config import read_admission_configuration
 from kapiserver.admission.initializer import AdmissionDeps
@@ -91,7 +92,7 @@ class APIServer:
     """
 
     def __init__(self, config: Config, storage: Storage, ca_cert_pem: bytes | str, health: healthz.HealthChecks,
-                 reactor: Any = None, authorizer: Authorizer | None = None, bootstrap_rbac: bool = True) -> None:
+                 reactor: Optional[IReactorTime] = None, authorizer: Authorizer | None = None, bootstrap_rbac: bool = True) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor

@@ -14,6 +14,7 @@ from typing import Awaitable, Callable, Optional
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.storage.interface import CompactedError, ErrorHandler, Event, EventHandler, ProgressHandler
 from kapiserver.storage.watcher import OrderedWatcher
@@ -88,7 +89,7 @@ class HubWatch(OrderedWatcher):
 class WatchHub:
     """All watches of one store, fed on the reactor thread after each commit."""
 
-    def __init__(self, read_history: HistoryReader, reactor) -> None:
+    def __init__(self, read_history: HistoryReader, reactor: IReactorTime) -> None:
         self._read = read_history
         self._reactor = reactor
         self._watches: list[HubWatch] = []

@@ -20,6 +20,7 @@ from twisted.internet import defer, ssl
 from twisted.web._newclient import HTTP11ClientProtocol  # noqa: F401 (the pool's protocol)
 from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.iweb import IPolicyForHTTPS
+from twisted.internet.interfaces import IReactorTime
 from zope.interface import implementer
 
 from kapiserver.admission.webhook.authentication import AuthenticationInfoResolver, Credentials
@@ -101,7 +102,7 @@ def status_failure(code: int, content: bytes) -> str:
 
 
 class WebhookClient:
-    def __init__(self, reactor: Any, resolver: ServiceResolver,
+    def __init__(self, reactor: IReactorTime, resolver: ServiceResolver,
                  credentials: Optional[AuthenticationInfoResolver] = None) -> None:
         self.reactor = reactor
         self.resolver = resolver

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 
 from twisted.internet import defer, task
 from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.auth.rbac import bootstrap_policy
 from kapiserver.auth.rbac.bootstrap_policy import AUTOUPDATE_ANNOTATION, GROUP
@@ -180,7 +181,7 @@ def _describe(kind: str, obj: dict) -> str:
     return f"{kind}.{GROUP}/{md['name']}{where}"
 
 
-async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor: Any) -> None:
+async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor: IReactorTime) -> None:
     """Create or reconcile every bootstrap object; retried for up to 30 s, then the start fails."""
     work = ([("clusterrole", "clusterroles", r, compute_reconciled_role) for r in bootstrap_policy.cluster_roles()]
             + [("clusterrolebinding", "clusterrolebindings", b, compute_reconciled_binding)

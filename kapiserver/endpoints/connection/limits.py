@@ -19,7 +19,7 @@ import socket
 from typing import Any, Callable, Optional
 
 from twisted.internet.address import IPv4Address, IPv6Address
-from twisted.internet.interfaces import IAddress, IHalfCloseableProtocol
+from twisted.internet.interfaces import IAddress, IHalfCloseableProtocol, IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.protocols import policies
@@ -131,7 +131,7 @@ class ConnectionLimiter(policies.WrappingFactory):
     protocol = GuardedConnection
     noisy = False
 
-    def __init__(self, wrappedFactory: Any, policy: ConnectionPolicy, reactor: Any,
+    def __init__(self, wrappedFactory: Any, policy: ConnectionPolicy, reactor: IReactorTime,
                  max_connections: Optional[int] = None) -> None:
         super().__init__(wrappedFactory)
         wrappedFactory.noisy = False

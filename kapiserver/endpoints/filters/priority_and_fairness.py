@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 from twisted.internet import defer
 from twisted.web import server
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext, client_gone
@@ -49,7 +50,7 @@ def _truthy(args: Optional[dict], key: bytes) -> bool:
 
 
 class WithPriorityAndFairness(Filter):
-    def __init__(self, wrapped, controller: APFController, count: work_estimate.ObjectCounter, reactor: Any,
+    def __init__(self, wrapped, controller: APFController, count: work_estimate.ObjectCounter, reactor: IReactorTime,
                  request_timeout_seconds: float) -> None:
         super().__init__(wrapped)
         self.controller = controller

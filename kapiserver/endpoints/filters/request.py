@@ -27,7 +27,7 @@ from twisted.internet import defer
 from kapiserver.auth.authenticator import Authenticator
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.auth.decision import AuthenticationDecision
-from kapiserver.auth.user import ANONYMOUS_USER, UserInfo
+from kapiserver.machinery.user import ANONYMOUS_USER, UserInfo
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.filters.authorization import attributes_for

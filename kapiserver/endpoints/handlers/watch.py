@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 from twisted.internet import defer
 from zope.interface import implementer
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.endpoints import list_encoding, list_stream, partial_metadata
@@ -55,7 +55,7 @@ class WriteCoalescer:
     delay.  One delayed call serves all streams.
     """
 
-    def __init__(self, reactor) -> None:
+    def __init__(self, reactor: IReactorTime) -> None:
         self.reactor = reactor
         self.streams: list["WatchStream"] = []
         self.call = None
@@ -84,7 +84,7 @@ class WriteCoalescer:
 _coalescers: dict[int, WriteCoalescer] = {}
 
 
-def coalescer_for(reactor) -> WriteCoalescer:
+def coalescer_for(reactor: IReactorTime) -> WriteCoalescer:
     coalescer = _coalescers.get(id(reactor))
     if coalescer is None:
         coalescer = _coalescers[id(reactor)] = WriteCoalescer(reactor)

@@ -33,7 +33,7 @@ from urllib.parse import quote, unquote_to_bytes, urlencode
 from twisted.internet import defer, protocol, threads
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.endpoints import wrapClientTLS
-from twisted.internet.interfaces import (IHostnameResolver, IOpenSSLClientConnectionCreator, IPushProducer,
+from twisted.internet.interfaces import (IReactorTime, IHostnameResolver, IOpenSSLClientConnectionCreator, IPushProducer,
                                          IReactorPluggableNameResolver, IReactorTCP, IReactorThreads, IReactorTime,
                                          IStreamClientEndpoint)
 from twisted.logger import Logger
@@ -150,12 +150,13 @@ class Target:
 class StreamConnector:
     """Connects the streams of connect subresources to kubelets, pods and endpoints."""
 
-    def __init__(self, reactor: Any, kubelet: kubelet_client.KubeletClientConfig, dial: Optional[Dial] = None) -> None:
-        self.reactor: IReactorTCP = reactor
-        self.clock: IReactorTime = reactor
-        self.threads: IReactorThreads = reactor  # rewriting a large page
+    def __init__(self, reactor: IReactorTime, kubelet: kubelet_client.KubeletClientConfig, dial: Optional[Dial] = None) -> None:
+        # the server's reactor, which connects and runs threads too
+        self.clock = reactor
+        self.reactor = IReactorTCP(reactor)
+        self.threads = IReactorThreads(reactor)  # rewriting a large page
         # how backends are connected to (upstream's egress dialer): TCP unless told otherwise
-        self.dial: Dial = dial if dial is not None else tcp_dial(reactor)
+        self.dial: Dial = dial if dial is not None else tcp_dial(self.reactor)
         self.resolver: IHostnameResolver = IReactorPluggableNameResolver(reactor).nameResolver
         self.kubelet = kubelet
         self._pool = HTTPConnectionPool(reactor, persistent=False)
