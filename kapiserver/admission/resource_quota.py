@@ -27,8 +27,8 @@ from typing import Any, Callable, Optional
 
 import yaml
 from twisted.internet import defer
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.admission.errors import PluginError, admission_forbidden
 from kapiserver.machinery import codec, errors

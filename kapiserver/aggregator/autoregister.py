@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.apiregistration import apiservices
 from kapiserver.machinery import errors

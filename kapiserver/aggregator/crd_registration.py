@@ -9,8 +9,8 @@ taken over.
 """
 from __future__ import annotations
 
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.aggregator import priorities
 from kapiserver.aggregator.autoregister import AutoRegisterController, local_apiservice

@@ -99,7 +99,7 @@ class ServiceResolver:
 
     def endpoints(self, namespace: str, name: str, port_name: str) -> list[tuple[str, int]]:
         """Every ready (address, port) of the Service's EndpointSlices for the named port."""
-        found = []
+        found: list[tuple[str, int]] = []
         for endpoint_slice in self.slices.get((namespace, name), {}).values():
             ports = [p.get("port") for p in endpoint_slice.get("ports") or ()
                      if (p.get("name") or "") == port_name and isinstance(p.get("port"), int)]

@@ -19,8 +19,8 @@ from twisted.internet import ssl
 from twisted.logger import Logger
 from twisted.web.client import (Agent, HTTPConnectionPool, RequestGenerationFailed, RequestTransmissionFailed,
                                  ResponseFailed, ResponseNeverReceived)
-from twisted.web.iweb import IPolicyForHTTPS
 from twisted.internet.interfaces import IReactorTime
+from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
 log = Logger()

@@ -27,9 +27,9 @@ import orjson
 import treq
 from treq.client import HTTPClient
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
-from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.duration import format_go_duration

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from twisted.internet import defer
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.audit.log_backend import LogBackend
 from kapiserver.audit.policy import Policy, PolicyError, load_policy

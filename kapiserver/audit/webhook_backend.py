@@ -24,8 +24,8 @@ from typing import Any, Optional
 
 import orjson
 from twisted.internet import defer, task
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.audit import metrics
 from kapiserver.audit.event import API_VERSION

@@ -24,11 +24,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from treq.client import HTTPClient
 from twisted.internet import defer, ssl
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
 from twisted.web.http_headers import Headers
-from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.auth import jose
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, Outcome

@@ -23,8 +23,8 @@ from typing import Any, Optional, Union
 import orjson
 import treq
 from twisted.internet import defer, task
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.auth.authorizer import Attributes, Decision, Rules
 from kapiserver.machinery.user import UserInfo

@@ -20,8 +20,8 @@ from typing import Any, Optional
 import yaml
 from treq.client import HTTPClient
 from twisted.internet import ssl
-from twisted.web.client import Agent, HTTPConnectionPool, IPolicyForHTTPS
 from twisted.internet.interfaces import IReactorTime
+from twisted.web.client import Agent, HTTPConnectionPool, IPolicyForHTTPS
 from zope.interface import implementer
 
 

@@ -23,8 +23,8 @@ import copy
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.flowcontrol.semantic import semantically_equal
 from kapiserver.flowcontrol import bootstrap

@@ -22,8 +22,8 @@ import struct
 from typing import Any, Optional
 
 from twisted.internet import defer
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.machinery import errors, meta
 from kapiserver.machinery.fields import parse_field_selector

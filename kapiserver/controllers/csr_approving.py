@@ -32,8 +32,8 @@ from typing import Callable, Hashable
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.certificates.certificatesigningrequests import (APPROVED, DENIED, KUBE_APISERVER_CLIENT_KUBELET,
                                                                       conditions)

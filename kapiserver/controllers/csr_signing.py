@@ -27,8 +27,8 @@ from typing import Callable, Hashable, Optional
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 from twisted.internet import threads
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.certificates.certificatesigningrequests import (APPROVED, FAILED, KUBE_APISERVER_CLIENT,
                                                                       KUBE_APISERVER_CLIENT_KUBELET, has_condition)

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable, Optional
 
 from twisted.internet import defer, task
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER

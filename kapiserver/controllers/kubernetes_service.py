@@ -16,8 +16,8 @@ import ipaddress
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.controllers.master_leases import NAMESPACE, PORT_NAME, SERVICE_NAME, EndpointsReconciler
 from kapiserver.machinery import errors

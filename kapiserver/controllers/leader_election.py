@@ -29,8 +29,8 @@ import socket
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.machinery import errors, meta, metrics
 from kapiserver.registry.store import Store

@@ -13,8 +13,8 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable, Optional
 
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.controllers.named_object import NamedObjectController
 from kapiserver.machinery import errors

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors

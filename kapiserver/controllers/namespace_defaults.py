@@ -5,8 +5,8 @@ Both are recreated when deleted (and the ConfigMap repaired when changed).
 Either can be left out, for a kube-controller-manager that runs it."""
 from __future__ import annotations
 
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.core.configmaps import ROOT_CA_CONFIGMAP
 from kapiserver.machinery import errors

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Optional
 
 from twisted.internet import task
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.fields import parse_field_selector

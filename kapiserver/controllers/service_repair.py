@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Optional
 
 from twisted.internet import defer, task
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
 from kapiserver.apis.core.range_allocation import Snapshot, StoredRange

@@ -16,8 +16,8 @@ from __future__ import annotations
 import base64
 from typing import Hashable, Optional
 
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.auth.serviceaccount import TokenSigner, legacy_claims
 from kapiserver.machinery import errors

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import defer
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.scheduling.priorityclasses import SYSTEM_CLASSES
 from kapiserver.machinery import errors

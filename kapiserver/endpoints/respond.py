@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
-from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.endpoints.list_encoding import ListBody, stored_body
 from kapiserver.endpoints.list_stream import ListStream

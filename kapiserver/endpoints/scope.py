@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
-from twisted.web.server import Request
 from twisted.internet.interfaces import IReactorTime
+from twisted.web.server import Request
 
 from kapiserver.endpoints import request_decoder
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type

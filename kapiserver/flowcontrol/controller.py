@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.flowcontrol import bootstrap
 from kapiserver.flowcontrol.api import DANGLING, default_priority_level_spec, matching_order
@@ -167,8 +167,12 @@ class APFController:
             informer.start()
         both = defer.gatherResults([self._fs.synced, self._pl.synced])
         both.addCallback(self._informers_synced)
-        both.addCallback(lambda _: self.synced.called or self.synced.callback(None))
+        both.addCallback(self._mark_synced)
         both.addErrback(lambda f: log.failure("APF configuration informers", f))
+
+    def _mark_synced(self, _: object) -> None:
+        if not self.synced.called:
+            self.synced.callback(None)
 
     def stop(self) -> None:
         self._stopped = True

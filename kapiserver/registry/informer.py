@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
-from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -37,7 +37,7 @@ class Informer:
         self.objects: dict[tuple[str, str], dict] = {}
         self._watch: Optional[ResourceWatch] = None
         self._stopped = False
-        self._restart = None
+        self._restart: Optional[IDelayedCall] = None
         self.synced: defer.Deferred[None] = defer.Deferred()
 
     # WatchSink

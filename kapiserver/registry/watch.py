@@ -18,8 +18,8 @@ from collections import deque
 from typing import Any, Callable, Iterable, Optional, Protocol, Union, runtime_checkable
 
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
-from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import errors
 from kapiserver.registry.options import NOT_OLDER_THAN, ListOptions, parse_resource_version
@@ -81,7 +81,7 @@ class ResourceWatch:
         self._prefix, self._key_suffix = store.watch_scope(namespace, opts)
         self.revision = 0
         self._watch: Optional[st.Watch] = None
-        self._timer = None
+        self._timer: Optional[IDelayedCall] = None
         self._bookmarks: Optional[task.LoopingCall] = None
         self._done = False
         self._async = self.rtype.convert_from_storage_async is not None

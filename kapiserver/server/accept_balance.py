@@ -16,8 +16,8 @@ import mmap
 import struct
 from typing import Any
 
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 log = Logger()
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web import resource
-from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.admission.config import read_admission_configuration
 from kapiserver.admission.initializer import AdmissionDeps

@@ -20,8 +20,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.auth import jose
 from kapiserver.auth.authentication import Authentication, RequestHeaderTrust

@@ -9,9 +9,9 @@ import sys
 from typing import Any, Callable, Optional
 
 from twisted.application import service
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import FilteringLogObserver, LogLevel, LogLevelFilterPredicate, globalLogBeginner
 from twisted.python import usage
-from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import strconv
 from kapiserver.machinery.duration import parse_go_duration

@@ -13,8 +13,8 @@ import socket
 from typing import Any, Mapping, Optional
 
 from twisted.internet import task
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 log = Logger()
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Awaitable, Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
-from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.storage.interface import CompactedError, ErrorHandler, Event, EventHandler, ProgressHandler
 from kapiserver.storage.watcher import OrderedWatcher
@@ -94,7 +94,7 @@ class WatchHub:
         self._reactor = reactor
         self._watches: list[HubWatch] = []
         self.published = 0  # newest revision handed to publish()
-        self._progress_call = None  # the pending progress round, if any
+        self._progress_call: Optional[IDelayedCall] = None  # the pending progress round, if any
         # publish() is offering a commit's events; a flush asked for meanwhile waits for it
         self._publishing = False
         self._flush_asked = False

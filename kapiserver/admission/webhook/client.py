@@ -18,9 +18,9 @@ import treq
 from treq.client import HTTPClient
 from twisted.internet import defer, ssl
 from twisted.web._newclient import HTTP11ClientProtocol  # noqa: F401 (the pool's protocol)
+from twisted.internet.interfaces import IReactorTime
 from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.iweb import IPolicyForHTTPS
-from twisted.internet.interfaces import IReactorTime
 from zope.interface import implementer
 
 from kapiserver.admission.webhook.authentication import AuthenticationInfoResolver, Credentials

@@ -25,8 +25,8 @@ from typing import Any, Callable, Optional, TypeVar
 
 import orjson
 from twisted.internet import defer, task
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
 from kapiserver.machinery import errors

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Optional
 
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
 from kapiserver.apis.core.range_allocation import StoredRange

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer, task
-from twisted.logger import Logger
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from kapiserver.auth.rbac import bootstrap_policy
 from kapiserver.auth.rbac.bootstrap_policy import AUTOUPDATE_ANNOTATION, GROUP
@@ -199,7 +200,7 @@ async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor
             if not ok:
                 failed.append((kind, plural, obj, compute))
                 log.warn("unable to reconcile {what}: {err}", what=_describe(kind, obj),
-                         err=value.value)  # (a Failure)
+                         err=value.value if isinstance(value, Failure) else value)
             elif value.protected and value.operation != NONE:
                 log.warn("skipped reconcile-protected {what} with missing {missing}", what=_describe(kind, obj),
                          missing=value.missing)

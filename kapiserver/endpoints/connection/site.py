@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from twisted.web import resource, server
 from twisted.internet.interfaces import IReactorTime
+from twisted.web import resource, server
 
 from kapiserver.auth.authenticator import Authenticator
 from kapiserver.auth.authorizer import Authorizer

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
-from twisted.web import server
 from twisted.internet.interfaces import IReactorTime
+from twisted.web import server
 
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext, client_gone

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 from twisted.internet import defer
 from zope.interface import implementer
-from twisted.internet.interfaces import IPushProducer, IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.endpoints import list_encoding, list_stream, partial_metadata
@@ -58,7 +58,7 @@ class WriteCoalescer:
     def __init__(self, reactor: IReactorTime) -> None:
         self.reactor = reactor
         self.streams: list["WatchStream"] = []
-        self.call = None
+        self.call: Optional[IDelayedCall] = None
         self.open_streams = 0  # maintained by WatchStream
 
     def mark(self, stream: "WatchStream") -> None:

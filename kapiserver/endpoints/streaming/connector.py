@@ -39,8 +39,8 @@ from twisted.internet.interfaces import (IReactorTime, IHostnameResolver, IOpenS
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import server
-from twisted.web.client import URI, Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
 from twisted.web._newclient import RequestTransmissionFailed, ResponseFailed, ResponseNeverReceived
+from twisted.web.client import URI, Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, IResponse
