@@ -67,8 +67,16 @@ class ConfigurationSource(Generic[T]):
         if self._informer is None:
             return False
         d: defer.Deferred = defer.Deferred()
-        self._informer.synced.addBoth(lambda r: (not d.called and d.callback(True), r)[1])
-        timer = self._reactor.callLater(READY_WAIT_SECONDS, lambda: not d.called and d.callback(False))
+        def answer(synced: bool) -> None:
+            if not d.called:
+                d.callback(synced)
+
+        def listed(result: object) -> object:
+            answer(True)
+            return result
+
+        self._informer.synced.addBoth(listed)
+        timer = self._reactor.callLater(READY_WAIT_SECONDS, answer, False)
         ready = await d
         if timer.active():
             timer.cancel()

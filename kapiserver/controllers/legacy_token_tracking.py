@@ -58,7 +58,8 @@ class LegacyTokenTrackingController(NamedObjectController):
         if is_date((current.get("data") or {}).get(DATA_KEY)):
             return
 
-        def fix(obj: dict) -> dict:
+        def fix(obj: Optional[dict]) -> dict:
+            assert obj is not None  # (called with the stored object: no create)
             obj.setdefault("data", {})
             if obj["data"] is None:
                 obj["data"] = {}

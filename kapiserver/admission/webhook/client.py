@@ -139,8 +139,9 @@ class WebhookClient:
         query = f"timeout={format_go_duration(timeout)}"
         ca_bundle = client_config.get("caBundle") or ""
         service = client_config.get("service")
-        headers = {"Content-Type": ["application/json"], "Accept": ["application/json, */*"],
-                   "User-Agent": ["kube-apiserver-admission"]}
+        headers: dict[bytes | str, list[bytes | str]] = {
+            "Content-Type": ["application/json"], "Accept": ["application/json, */*"],
+            "User-Agent": ["kube-apiserver-admission"]}
         key = orjson.dumps(client_config, option=orjson.OPT_SORT_KEYS)
         if service is not None:
             name, namespace = service.get("name") or "", service.get("namespace") or ""
