@@ -154,9 +154,10 @@ class WebhookConverter:
         self.calls += 1
 
         async def post() -> tuple[int, str, bytes]:
-            response = await client.post(url, data=body, headers={
+            headers: dict[bytes | str, list[bytes | str]] = {
                 "Content-Type": ["application/json"], "Accept": ["application/json, */*"],
-                "User-Agent": ["kapiserver-conversion"]})
+                "User-Agent": ["kapiserver-conversion"]}
+            response = await client.post(url, data=body, headers=headers)
             content = await treq.content(response)
             ctype = (response.headers.getRawHeaders("content-type") or [""])[0]
             return response.code, ctype, content

@@ -263,7 +263,8 @@ def _load_key(path: str, data: bytes):
 
 
 def _check_pair(cert_path: str, cert: x509.Certificate, key) -> None:
-    if cert.public_key().public_numbers() != key.public_key().public_numbers():
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if cert.public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
         raise CertificateError(f"{cert_path}: certificate does not match its private key")
 
 

@@ -239,7 +239,10 @@ class ProcessService(service.Service):
             self._shutdown = defer.Deferred.fromCoroutine(self._stop())
             self._shutdown.addErrback(lambda f: log.failure("error during shutdown", f))
         d: defer.Deferred = defer.Deferred()
-        self._shutdown.addBoth(lambda r: (d.callback(None), r)[1])
+        def done(result: object) -> object:
+            d.callback(None)
+            return result
+        self._shutdown.addBoth(done)
         return d
 
 
@@ -340,7 +343,9 @@ class KapiService(ProcessService):
                 reason = (isinstance(e.socketError, OSError) and e.socketError.strerror) or str(e.socketError)
                 raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
             log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
-            write_kubeconfig(config, self.bundle, self.bound_port)
+            port = self.bound_port
+            assert port is not None  # (listening)
+            write_kubeconfig(config, self.bundle, port)
         send_writes_at_once(self.port)
         self.apiserver.secure_port = self.bound_port  # the kubernetes Service's targetPort and endpoints
         await self.apiserver.start()

@@ -88,9 +88,11 @@ class _WorkerProcess(protocol.ProcessProtocol):
         self.last_ping = self.started_at  # its last WATCHDOG=1
 
     def connectionMade(self) -> None:
-        self.pid = self.transport.pid
-        self.transport.write(self.config_json)
-        self.transport.closeStdin()
+        transport = self.transport
+        assert transport is not None  # (connected)
+        self.pid = transport.pid
+        transport.write(self.config_json)
+        transport.closeStdin()
 
     def childDataReceived(self, childFD: int, data: bytes) -> None:
         """The worker's log events (JSON records): logged here, marked with the worker's index."""
@@ -217,7 +219,8 @@ class WorkerSupervisor(ProcessService):
             if worker.ready and worker.last_ping < deadline and self._shutdown is None:
                 log.error("worker {index} (pid {pid}) missed its watchdog; killing it", index=worker.index,
                           pid=worker.pid)
-                worker.transport.signalProcess(signal.SIGKILL)
+                if worker.transport is not None:
+                    worker.transport.signalProcess(signal.SIGKILL)
 
     def worker_ended(self, worker: _WorkerProcess, code: Optional[int], signum: Optional[int]) -> None:
         if self.workers.get(worker.index) is worker:
@@ -283,6 +286,7 @@ class WorkerSupervisor(ProcessService):
     def _signal_workers(self, signum: int) -> None:
         for worker in list(self.workers.values()):
             try:
-                worker.transport.signalProcess(signum)
+                if worker.transport is not None:
+                    worker.transport.signalProcess(signum)
             except Exception:
                 pass  # already gone: its processEnded is on the way

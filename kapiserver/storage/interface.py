@@ -279,6 +279,7 @@ class Storage(Protocol):
 
     def flush_progress(self) -> None:
         """Deliver pending progress notifications now (a backend that defers them)."""
+        return None  # (none deferred)
 
     def unchanged_since(self, prefix: str, since: int, at: int, count: int) -> Deferred:
         """Fire True when, at revision ``at``, ``prefix`` holds ``count`` keys none of which
