@@ -103,9 +103,11 @@ class EtcdServer:
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        process = self.process
+        assert process is not None  # (started)
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self.process.returncode}; log:\n{self.log_tail()}")
+            if process.poll() is not None:
+                raise RuntimeError(f"etcd exited with {process.returncode}; log:\n{self.log_tail()}")
             if self._answers():
                 return
             time.sleep(0.05)
