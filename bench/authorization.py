@@ -25,7 +25,7 @@ from kapiserver.auth.rbac import bootstrap_policy  # noqa: E402
 from kapiserver.auth.rbac.authorizer import RBACAuthorizer  # noqa: E402
 from kapiserver.auth.rbac.policy_index import PolicyIndex  # noqa: E402
 from kapiserver.auth.union import PrivilegedGroups, UnionAuthorizer  # noqa: E402
-from kapiserver.auth.user import UserInfo  # noqa: E402
+from kapiserver.machinery.user import UserInfo  # noqa: E402
 from kapiserver.controllers.clusterrole_aggregation import aggregated_rules  # noqa: E402
 
 GROUP = "rbac.authorization.k8s.io"

@@ -25,7 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from kapiserver.apis.certificates.pem import decoded, parse_csr
 from kapiserver.auth import authorizer as authz
-from kapiserver.auth.user import MASTERS_GROUP
+from kapiserver.machinery.user import MASTERS_GROUP, UserInfo
 from kapiserver.machinery import errors
 from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
@@ -47,7 +47,7 @@ def _signer(obj: Optional[dict]) -> str:
     return str(((obj or {}).get("spec") or {}).get("signerName") or "")
 
 
-async def authorized_for_signer(authorizer: authz.Authorizer, user: Any, verb: str, signer: str) -> bool:
+async def authorized_for_signer(authorizer: authz.Authorizer, user: Optional[UserInfo], verb: str, signer: str) -> bool:
     """Upstream's IsAuthorizedForSignerName: the signer by name, then ``<domain>/*``.
 
     A write without a user is the server's own (the in-process signers, which

@@ -23,6 +23,8 @@ from typing import Any, Optional
 
 import yaml
 
+from kapiserver.machinery.codec import yaml_problem
+
 API_VERSIONS = ("apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1alpha1", "apiserver.k8s.io/v1alpha1")
 
 
@@ -54,7 +56,7 @@ def read_admission_configuration(path: str) -> PluginConfigs:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise AdmissionConfigError(f"{path}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+        raise AdmissionConfigError(f"{path}: invalid YAML: {yaml_problem(e)}") from None
     if not isinstance(data, dict):
         raise AdmissionConfigError(f"{path}: must be an AdmissionConfiguration object")
     if data.get("kind") != "AdmissionConfiguration" or data.get("apiVersion") not in API_VERSIONS:

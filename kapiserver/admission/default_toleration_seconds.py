@@ -35,7 +35,8 @@ class DefaultTolerationSeconds(AdmissionPlugin):
         spec = (attrs.obj or {}).get("spec")
         if not isinstance(spec, dict):
             return
-        tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+        found = spec.get("tolerations")
+        tolerations: list = found if isinstance(found, list) else []
         added = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": self.seconds}
                  for key in (NOT_READY, UNREACHABLE) if not _tolerates(tolerations, key)]
         if added:

@@ -33,9 +33,8 @@ def webhook_denied(webhook_name: str, result: Optional[Any]) -> errors.StatusErr
     least 400 and the message prefixed ``admission webhook "<name>" denied the request``."""
     status = dict(result) if isinstance(result, dict) else {}
     denied_by = f'admission webhook "{webhook_name}" denied the request'
-    code = status.get("code") if isinstance(status.get("code"), int) else 0
-    if code < 400:
-        code = 400
+    found_code = status.get("code")
+    code = found_code if isinstance(found_code, int) and found_code >= 400 else 400
     message, reason = status.get("message"), status.get("reason")
     if isinstance(message, str) and message:
         text = f"{denied_by}: {message}"
@@ -43,7 +42,8 @@ def webhook_denied(webhook_name: str, result: Optional[Any]) -> errors.StatusErr
         text = f"{denied_by}: {reason}"
     else:
         text = f"{denied_by} without explanation"
-    details = status.get("details") if isinstance(status.get("details"), dict) else None
+    found_details = status.get("details")
+    details = found_details if isinstance(found_details, dict) else None
     err = errors.StatusError(code, reason if isinstance(reason, str) else "", text, details)
     if isinstance(status.get("metadata"), dict):
         err.metadata = {k: v for k, v in status["metadata"].items() if k in ("continue", "resourceVersion")}

@@ -60,7 +60,7 @@ def _key(limit_type: str, attrs: Attributes) -> str:
     if limit_type == "Namespace":
         return attrs.namespace
     if limit_type == "User":
-        return str(getattr(attrs.user, "name", "") or "") if attrs.user is not None else ""
+        return attrs.user.name if attrs.user is not None else ""
     event = attrs.obj if isinstance(attrs.obj, dict) else {}
     source, involved = event.get("source") or {}, event.get("involvedObject") or {}
     return "".join(str(x or "") for x in (source.get("component"), source.get("host"), involved.get("kind"),

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.auth.authorizer import Authorizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -17,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass(frozen=True)
 class AdmissionDeps:
-    reactor: Any
+    reactor: IReactorTime
     # the one authorizer (VAP ``authorizer`` variable, match conditions)
     authorizer: Authorizer
     # any served resource's Store: ``store(group, version, plural)`` (KeyError if not served)

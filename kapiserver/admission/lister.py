@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -13,7 +15,7 @@ from kapiserver.registry.admission import AdmissionPlugin
 class Lister:
     """Every object of one cluster-scoped or namespaced resource, through an informer."""
 
-    def __init__(self, store: Callable[[], Any], reactor: Any) -> None:
+    def __init__(self, store: Callable[[], Any], reactor: IReactorTime) -> None:
         self._store = store  # lazily: the Store exists once the server has built it
         self.reactor = reactor
         self._informer: Any = None

@@ -87,7 +87,8 @@ class NodeRestriction(AdmissionPlugin):
         if not is_node:
             return
         if not node:
-            raise admission_forbidden(attrs, f'could not determine node from user "{attrs.user.name}"')
+            name = attrs.user.name if attrs.user is not None else ""
+            raise admission_forbidden(attrs, f'could not determine node from user "{name}"')
         resource = (attrs.rtype.group, attrs.rtype.plural)
         if resource == ("", "pods"):
             await self._pod(attrs, node)

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.admission.errors import PluginError, admission_forbidden
@@ -181,7 +182,7 @@ class ResourceQuota(AdmissionPlugin):
     validating = True
     operations = (CREATE, UPDATE)
 
-    def __init__(self, quota_store: Callable[[], Any], reactor: Any, limited: Optional[list[dict]] = None,
+    def __init__(self, quota_store: Callable[[], Any], reactor: IReactorTime, limited: Optional[list[dict]] = None,
                  registry: Optional[Registry] = None) -> None:
         self._store = quota_store  # lazily: the Store of resourcequotas
         self.reactor = reactor

@@ -33,6 +33,7 @@ import random
 from typing import Any, Callable, Optional
 
 from twisted.internet import task
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.admission.errors import admission_forbidden
 from kapiserver.admission.lister import Lister, ListingPlugin
@@ -166,7 +167,7 @@ class ServiceAccount(ListingPlugin):
     validating = True
     operations = (CREATE, UPDATE)
 
-    def __init__(self, service_accounts: Lister, reactor: Any, *, mount_service_account_token: bool = True,
+    def __init__(self, service_accounts: Lister, reactor: IReactorTime, *, mount_service_account_token: bool = True,
                  limit_secret_references: bool = False,
                  generate_name: Callable[[str], str] = meta.generate_name) -> None:
         self.service_accounts = service_accounts

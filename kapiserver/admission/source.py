@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Generic, Optional, TypeVar
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from kapiserver.registry.informer import Informer
 
 
@@ -20,7 +21,7 @@ READY_WAIT_SECONDS = 10.0
 
 
 class ConfigurationSource(Generic[T]):
-    def __init__(self, store: Callable[[], Any], reactor: Any, build: Callable[[list[dict]], T]) -> None:
+    def __init__(self, store: Callable[[], Any], reactor: IReactorTime, build: Callable[[list[dict]], T]) -> None:
         self._store = store
         self._reactor = reactor
         self._build = build
@@ -66,8 +67,16 @@ class ConfigurationSource(Generic[T]):
         if self._informer is None:
             return False
         d: defer.Deferred = defer.Deferred()
-        self._informer.synced.addBoth(lambda r: (not d.called and d.callback(True), r)[1])
-        timer = self._reactor.callLater(READY_WAIT_SECONDS, lambda: not d.called and d.callback(False))
+        def answer(synced: bool) -> None:
+            if not d.called:
+                d.callback(synced)
+
+        def listed(result: object) -> object:
+            answer(True)
+            return result
+
+        self._informer.synced.addBoth(listed)
+        timer = self._reactor.callLater(READY_WAIT_SECONDS, answer, False)
         ready = await d
         if timer.active():
             timer.cancel()

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.apis.apiregistration import apiservices
 from kapiserver.aggregator.transport import TLSTarget, decode_ca_bundle
 from kapiserver.registry.informer import Informer
@@ -48,7 +50,7 @@ def proxy_target(apiservice: dict) -> Optional[ProxyTarget]:
 
 
 class APIServiceRegistration:
-    def __init__(self, store: Store, reactor) -> None:
+    def __init__(self, store: Store, reactor: IReactorTime) -> None:
         self.store = store
         self.apiservices: dict[str, dict] = {}
         self._targets: dict[tuple[str, str], ProxyTarget] = {}

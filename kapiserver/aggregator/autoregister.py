@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.apiregistration import apiservices
@@ -54,7 +55,7 @@ def _managed(obj: Optional[dict]) -> str:
 
 
 class AutoRegisterController:
-    def __init__(self, store: Store, reactor) -> None:
+    def __init__(self, store: Store, reactor: IReactorTime) -> None:
         self.store = store
         self.desired: dict[str, dict] = {}
         self.synced_once: set[str] = set()

@@ -9,6 +9,7 @@ taken over.
 """
 from __future__ import annotations
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.aggregator import priorities
@@ -21,7 +22,7 @@ log = Logger()
 
 
 class CRDRegistrationController:
-    def __init__(self, crds: Store, autoregister: AutoRegisterController, reactor) -> None:
+    def __init__(self, crds: Store, autoregister: AutoRegisterController, reactor: IReactorTime) -> None:
         self.autoregister = autoregister
         self.crds: dict[str, dict] = {}
         self.informer = Informer(crds, self._on_event, reactor, after_list=self._after_list)

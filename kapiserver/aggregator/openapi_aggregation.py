@@ -141,4 +141,4 @@ class OpenAPIAggregationController:
                                                           timeout=30.0)
                     if code == 200:
                         v3 = v3_body
-        return etag, part, path, v3, url if v3 else ""
+        return etag, part, path, v3, url if v3 and isinstance(url, str) else ""

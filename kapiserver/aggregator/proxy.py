@@ -24,6 +24,7 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTCP
 from twisted.logger import Logger
 from twisted.python import failure
 from twisted.web import resource, server
@@ -33,9 +34,9 @@ from twisted.web.http_headers import Headers
 from kapiserver.aggregator.apiservice_registration import APIServiceRegistration, ProxyTarget
 from kapiserver.aggregator.service_resolver import ResolveError, ServiceResolver
 from kapiserver.aggregator.transport import CONNECT_TIMEOUT_SECONDS, ExtensionTransport, connection_creator
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.endpoints import respond
-from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_context import client_gone, context_of, writable
 from kapiserver.endpoints.streaming import splice
 from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
@@ -128,7 +129,7 @@ class ProxyResource(resource.Resource):
     def _failed(self, request: server.Request, target: ProxyTarget, f: failure.Failure) -> None:
         log.info("proxying to {name} failed: {err}", name=target.name, err=f.getErrorMessage())
         self.on_unreachable(target.name)
-        if request.finished or context_of(request).timed_out or getattr(request, "_disconnected", False):
+        if not writable(request):
             return
         if request.startedWriting:
             request.finish()
@@ -148,7 +149,7 @@ class ProxyResource(resource.Resource):
         for name in (b"Connection", b"Upgrade"):
             headers.setRawHeaders(name, request.requestHeaders.getRawHeaders(name) or [])
         creator = connection_creator(target.tls, self.transport.client)
-        dialer = HTTPUpgradeDialer(self.transport.reactor, host, port, creator, CONNECT_TIMEOUT_SECONDS)
+        dialer = HTTPUpgradeDialer(IReactorTCP(self.transport.reactor), host, port, creator, CONNECT_TIMEOUT_SECONDS)
         sent = [(name, value) for name, values in headers.getAllRawHeaders() for value in values]
         client = IHijackableChannel(request.channel).hijack(request)
         relayed = splice.serve_upgrade(client, dialer, request.uri, sent, method=request.method)
@@ -175,5 +176,5 @@ class ProxyResource(resource.Resource):
         done: defer.Deferred = defer.Deferred()
         response.deliverBody(BodyRelay(request, done))
         await done
-        if not request.finished and not getattr(request, "_disconnected", False):
+        if not client_gone(request):
             request.finish()

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.aggregator import priorities
@@ -47,7 +48,7 @@ class AggregatorServerDeps:
     """What the aggregator needs of the server that runs it (``app/apiserver.py``)."""
 
     # the proxy connects with it (TCP, TLS); the controllers time with it
-    reactor: Any
+    reactor: IReactorTime
     storage: Storage
     admission: AdmissionChain
     leases: LeaseReuser

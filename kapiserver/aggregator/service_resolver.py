@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.store import Store
 
@@ -28,7 +30,7 @@ class ResolveError(Exception):
 
 
 class ServiceResolver:
-    def __init__(self, services: Store, endpointslices: Store, reactor,
+    def __init__(self, services: Store, endpointslices: Store, reactor: IReactorTime,
                  on_change: Optional[Callable[[str, str], None]] = None) -> None:
         self.on_change = on_change  # (namespace, service name) whenever its Service or a slice of it changes
         self.services: dict[tuple[str, str], dict] = {}
@@ -97,7 +99,7 @@ class ServiceResolver:
 
     def endpoints(self, namespace: str, name: str, port_name: str) -> list[tuple[str, int]]:
         """Every ready (address, port) of the Service's EndpointSlices for the named port."""
-        found = []
+        found: list[tuple[str, int]] = []
         for endpoint_slice in self.slices.get((namespace, name), {}).values():
             ports = [p.get("port") for p in endpoint_slice.get("ports") or ()
                      if (p.get("name") or "") == port_name and isinstance(p.get("port"), int)]

@@ -17,7 +17,9 @@ from typing import Any, Optional
 
 from twisted.internet import ssl
 from twisted.logger import Logger
-from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.client import (Agent, HTTPConnectionPool, RequestGenerationFailed, RequestTransmissionFailed,
+                                 ResponseFailed, ResponseNeverReceived)
+from twisted.internet.interfaces import IReactorTime
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
@@ -86,7 +88,7 @@ def connection_creator(target: TLSTarget, client: Optional[ssl.PrivateCertificat
 class ExtensionTransport:
     """Agents for extension servers, one per TLS configuration, sharing this server's client certificate."""
 
-    def __init__(self, reactor: Any, client: Optional[ssl.PrivateCertificate]) -> None:
+    def __init__(self, reactor: IReactorTime, client: Optional[ssl.PrivateCertificate]) -> None:
         self.reactor = reactor
         self.client = client
         self._agents: dict[TLSTarget, tuple[Agent, HTTPConnectionPool]] = {}
@@ -143,8 +145,11 @@ async def get_document(transport: ExtensionTransport, target: TLSTarget, host: s
     return response.code, found, body
 
 
+# twisted's HTTP client failures that wrap the Failures that caused them (``reasons``)
+_REASONS_CARRIERS = (ResponseFailed, ResponseNeverReceived, RequestTransmissionFailed, RequestGenerationFailed)
+
+
 def _describe(e: Exception) -> str:
-    reasons = getattr(e, "reasons", None)  # twisted's ResponseNeverReceived / RequestTransmissionFailed
-    if reasons:
-        return "; ".join(r.getErrorMessage() for r in reasons)
+    if isinstance(e, _REASONS_CARRIERS) and e.reasons:
+        return "; ".join(r.getErrorMessage() for r in e.reasons)
     return str(e) or type(e).__name__

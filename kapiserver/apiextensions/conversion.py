@@ -27,6 +27,7 @@ import orjson
 import treq
 from treq.client import HTTPClient
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
 
@@ -59,7 +60,7 @@ def _trust_root(ca_bundle: str) -> Any:
 class WebhookConverter:
     """Converts custom resources of one CRD through its conversion webhook."""
 
-    def __init__(self, crd: dict, reactor: Any = None) -> None:
+    def __init__(self, crd: dict, reactor: Optional[IReactorTime] = None) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -153,9 +154,10 @@ class WebhookConverter:
         self.calls += 1
 
         async def post() -> tuple[int, str, bytes]:
-            response = await client.post(url, data=body, headers={
+            headers: dict[bytes | str, list[bytes | str]] = {
                 "Content-Type": ["application/json"], "Accept": ["application/json, */*"],
-                "User-Agent": ["kapiserver-conversion"]})
+                "User-Agent": ["kapiserver-conversion"]}
+            response = await client.post(url, data=body, headers=headers)
             content = await treq.content(response)
             ctype = (response.headers.getRawHeaders("content-type") or [""])[0]
             return response.code, ctype, content

@@ -11,7 +11,9 @@ what ``make_store`` is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.registry.admission import AdmissionChain
@@ -24,19 +26,28 @@ if TYPE_CHECKING:
     from kapiserver.registry.store import Store
 
 
+class HealthReport(Protocol):
+    """The server's health checks, as the componentstatuses kind reads them."""
+
+    def names(self, kind: str) -> list[str]: ...
+
+    async def run_one(self, kind: str, name: str) -> Optional[Exception]:
+        """Run one check: the exception it raised, or None if it passed."""
+
+
 @dataclass(frozen=True)
 class RegistryDeps:
     storage: Storage
     admission: AdmissionChain
     leases: LeaseReuser
     authorizer: Authorizer
-    reactor: Any
+    reactor: IReactorTime
     # the cluster CA certificate (PEM), as published in kube-root-ca.crt
     ca_pem: str
     # another kind's Store: ``store(group, version, plural)`` (KeyError if not served)
     store: Callable[[str, str, str], "Store"]
     # the server's health checks (componentstatuses reports the storage one)
-    health: Any = None
+    health: Optional[HealthReport] = None
     # the authenticators and the service-account token signer (TokenRequest, TokenReview)
     authentication: Optional["Authentication"] = None
     # what RBAC grants whom (the RBAC kinds' escalation checks read it, whatever the authorization modes)

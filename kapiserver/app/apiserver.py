@@ -10,9 +10,10 @@ literal kube-apiserver delegation:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web import resource
 
@@ -28,7 +29,7 @@ from kapiserver.audit.metrics import AuditMetrics
 from kapiserver.aggregator.resource import AggregatorDeps
 from kapiserver.aggregator.server import Aggregator, AggregatorServerDeps
 from kapiserver.auth.authorization_modes import build_authorizer
-from kapiserver.auth.authorizer import Authorizer
+from kapiserver.auth.authorizer import Authorizer, Closeable
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.node.graph import Graph
 from kapiserver.auth.node.graph_populator import GraphPopulator
@@ -84,7 +85,8 @@ class APIServer:
     """
 
     def __init__(self, config: Config, storage: Storage, ca_cert_pem: bytes | str, health: healthz.HealthChecks,
-                 metrics: Metrics, reactor: Any = None, authorizer: Authorizer | None = None, bootstrap_rbac: bool = True) -> None:
+                 metrics: Metrics, reactor: Optional[IReactorTime] = None, authorizer: Authorizer | None = None,
+                 bootstrap_rbac: bool = True) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor
@@ -98,6 +100,9 @@ class APIServer:
         self._openapi: Any = None
         self._openapi_generation: Any = None
         self._openapi_aggregated = 0
+        # stored objects per resource (apiserver_storage_objects), refreshed by _counter once started
+        self._object_counts: dict[str, int] = {}
+        self._counter: Optional[task.LoopingCall] = None
 
         # what RBAC grants whom, in memory (fed by informers once started); the RBAC
         # authorizer and the RBAC kinds' escalation checks read it
@@ -296,13 +301,11 @@ class APIServer:
         cache's count when it holds the resource, else the last periodic count."""
         for rtype in self.served.types():
             if rtype.group == group and rtype.plural == resource and rtype.stored:
-                cached = getattr(self.storage, "cached_count", None)
-                count = cached(rtype.storage_prefix()) if cached is not None else None
+                count = self.storage.cached_count(rtype.storage_prefix())
                 if count is not None:
                     return count
                 break
-        counts = getattr(self, "_object_counts", {})
-        return counts.get(f"{resource}.{group}" if group else resource)
+        return self._object_counts.get(f"{resource}.{group}" if group else resource)
 
     def _apf_synced_check(self) -> None:
         if self.flow_control is None or not self.flow_control.synced.called:
@@ -373,7 +376,6 @@ class APIServer:
             self.apiextensions.status_controller, lambda: self.secure_port,
             policy_status_controllers=[self._policy_status_controller])
         await self.controllers.start()
-        self._object_counts: dict = {}
         self.metrics.set_storage_objects_source(lambda: self._object_counts)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
         self._counter.clock = self.reactor
@@ -392,7 +394,7 @@ class APIServer:
         return TypeChecker(mapper, self.resolve_schema_ref)
 
     async def stop(self) -> None:
-        if getattr(self, "_counter", None) is not None and self._counter.running:
+        if self._counter is not None and self._counter.running:
             self._counter.stop()
         if self.controllers is not None:
             await self.controllers.stop()
@@ -407,9 +409,8 @@ class APIServer:
         self.apiextensions.stop()
         self.authentication.stop()
         self.watches.stop_all()
-        close = getattr(self.authorizer, "close", None)
-        if close is not None:  # a webhook's kept-alive connections
-            await close()
+        if isinstance(self.authorizer, Closeable):  # a webhook's kept-alive connections
+            await self.authorizer.close()
         # let the watch streams' final writes go out
         await defer.succeed(None)
         if self.auditing is not None:  # last: the requests drained above are recorded

@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.auth import jose
@@ -118,7 +119,7 @@ def _service_accounts(config: "Config", files: CredentialFiles, api_audiences: t
 
 
 def build_authentication(config: "Config", store: Callable[[str, str, str], "Store"],
-                         clock: Callable[[], float] = time.time, reactor: Any = None) -> Authentication:
+                         clock: Callable[[], float] = time.time, reactor: Optional[IReactorTime] = None) -> Authentication:
     """The authenticators of the completed ``config``; ``store(group, version, plural)``
     looks objects up (ServiceAccount tokens).  Raises :class:`CredentialsError`."""
     authn = config.authentication

@@ -6,9 +6,10 @@ place that says which flag sets which key.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from twisted.application import service
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import FilteringLogObserver, LogLevel, LogLevelFilterPredicate, globalLogBeginner
 from twisted.python import usage
 
@@ -267,7 +268,7 @@ def _die(message: str) -> None:
     raise SystemExit(1)
 
 
-def build_service(config: Config, reactor: Any = None, install_signal_handlers: bool = True,
+def build_service(config: Config, reactor: Optional[IReactorTime] = None, install_signal_handlers: bool = True,
                   exit_on_failure: bool = True) -> service.MultiService:
     """Build the whole server: one process, or the supervisor of ``workers`` processes; certificates
     are prepared now (before the reactor runs).

@@ -240,7 +240,10 @@ class ProcessService(service.Service):
             self._shutdown = defer.Deferred.fromCoroutine(self._stop())
             self._shutdown.addErrback(lambda f: log.failure("error during shutdown", f))
         d: defer.Deferred = defer.Deferred()
-        self._shutdown.addBoth(lambda r: (d.callback(None), r)[1])
+        def done(result: object) -> object:
+            d.callback(None)
+            return result
+        self._shutdown.addBoth(done)
         return d
 
 
@@ -284,8 +287,7 @@ class KapiService(ProcessService):
     async def _storage_check(self) -> None:
         if self.storage is None:
             raise RuntimeError("storage not started")
-        probe = getattr(self.storage, "check_health", None)
-        d = defer.Deferred.fromCoroutine(probe()) if probe else self.storage.current_revision()
+        d = defer.Deferred.fromCoroutine(self.storage.check_health())
         d.addTimeout(STORAGE_CHECK_TIMEOUT, self.reactor)
         await d
 
@@ -341,10 +343,12 @@ class KapiService(ProcessService):
             try:
                 self.port = await endpoint.listen(self.limiter)
             except net_error.CannotListenError as e:
-                reason = getattr(e.socketError, "strerror", None) or str(e.socketError)
+                reason = (isinstance(e.socketError, OSError) and e.socketError.strerror) or str(e.socketError)
                 raise StartupError(f"cannot listen on {config.bind_address}:{config.secure_port}: {reason}") from None
             log.info("Serving securely on {host}:{port}", host=config.bind_address, port=self.bound_port)
-            write_kubeconfig(config, self.bundle, self.bound_port)
+            port = self.bound_port
+            assert port is not None  # (listening)
+            write_kubeconfig(config, self.bundle, port)
         send_writes_at_once(self.port)
         self.apiserver.secure_port = self.bound_port  # the kubernetes Service's targetPort and endpoints
         await self.apiserver.start()

@@ -34,6 +34,7 @@ import sys
 from typing import Any, Optional
 
 from twisted.internet import defer, protocol, task
+from constantly import NamedConstant
 from twisted.logger import Logger, LogLevel, eventFromJSON, globalLogPublisher
 
 from kapiserver.server import systemd
@@ -87,9 +88,11 @@ class _WorkerProcess(protocol.ProcessProtocol):
         self.last_ping = self.started_at  # its last WATCHDOG=1
 
     def connectionMade(self) -> None:
-        self.pid = self.transport.pid
-        self.transport.write(self.config_json)
-        self.transport.closeStdin()
+        transport = self.transport
+        assert transport is not None  # (connected)
+        self.pid = transport.pid
+        transport.write(self.config_json)
+        transport.closeStdin()
 
     def childDataReceived(self, childFD: int, data: bytes) -> None:
         """The worker's log events (JSON records): logged here, marked with the worker's index."""
@@ -111,7 +114,7 @@ class _WorkerProcess(protocol.ProcessProtocol):
         namespace = event.get("log_namespace", "-")
         if namespace == "log_legacy":  # twisted.python.log.msg: no namespace of its own
             namespace = "-"
-        event["log_system"] = f"worker {self.index} {namespace}#{getattr(level, 'name', level)}"
+        event["log_system"] = f"worker {self.index} {namespace}#{level.name if isinstance(level, NamedConstant) else level}"
         globalLogPublisher(event)
 
     def processEnded(self, reason: Any) -> None:
@@ -216,7 +219,8 @@ class WorkerSupervisor(ProcessService):
             if worker.ready and worker.last_ping < deadline and self._shutdown is None:
                 log.error("worker {index} (pid {pid}) missed its watchdog; killing it", index=worker.index,
                           pid=worker.pid)
-                worker.transport.signalProcess(signal.SIGKILL)
+                if worker.transport is not None:
+                    worker.transport.signalProcess(signal.SIGKILL)
 
     def worker_ended(self, worker: _WorkerProcess, code: Optional[int], signum: Optional[int]) -> None:
         if self.workers.get(worker.index) is worker:
@@ -282,6 +286,7 @@ class WorkerSupervisor(ProcessService):
     def _signal_workers(self, signum: int) -> None:
         for worker in list(self.workers.values()):
             try:
-                worker.transport.signalProcess(signum)
+                if worker.transport is not None:
+                    worker.transport.signalProcess(signum)
             except Exception:
                 pass  # already gone: its processEnded is on the way

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.audit.log_backend import LogBackend
@@ -79,7 +80,7 @@ class Auditing:
         return self.sink.shutdown()
 
 
-def build_auditing(audit: Any, metrics: AuditMetrics, reactor: Any = None) -> Optional[Auditing]:
+def build_auditing(audit: Any, metrics: AuditMetrics, reactor: Optional[IReactorTime] = None) -> Optional[Auditing]:
     """From the ``audit`` section of the configuration; None when nothing is audited
     (no policy, or no backend: upstream records nothing then either)."""
     if not audit.policy_file:

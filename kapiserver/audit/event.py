@@ -24,11 +24,12 @@ import time
 from typing import Any, Callable, Optional, Protocol
 
 import orjson
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.logger import Logger
 
 from kapiserver.audit.policy import (LEVEL_METADATA, LEVEL_REQUEST, LEVEL_REQUEST_RESPONSE, STAGE_REQUEST_RECEIVED,
                                      RequestAuditConfig, at_least)
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 log = Logger()
 
@@ -87,7 +88,7 @@ def source_ips(request: Any) -> list[str]:
         add(real.decode("latin-1"))
     try:
         peer = request.getClientAddress()
-        host = getattr(peer, "host", None)
+        host = peer.host if isinstance(peer, (IPv4Address, IPv6Address)) else None
     except Exception:
         host = None
     if isinstance(host, str) and host not in found:

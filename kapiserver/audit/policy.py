@@ -19,7 +19,7 @@ import yaml
 from twisted.logger import Logger
 
 from kapiserver.auth.authorizer import Attributes
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 API_VERSION = "audit.k8s.io/v1"
 KIND = "Policy"

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import collections
 import random
-from typing import Any
+from typing import Any, Optional
 
 import orjson
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.audit.metrics import AuditMetrics
@@ -73,7 +74,7 @@ class TokenBucket:
 class WebhookBackend:
     name = PLUGIN
 
-    def __init__(self, target: WebhookTarget, reactor: Any = None, buffer_size: int = 10000,
+    def __init__(self, target: WebhookTarget, reactor: Optional[IReactorTime] = None, buffer_size: int = 10000,
                  max_batch_size: int = 400, max_batch_wait: float = 30.0, throttle_qps: float = 10.0,
                  throttle_burst: int = 15, initial_backoff: float = 10.0, http: Any = None, *,
                  metrics: AuditMetrics) -> None:

@@ -21,6 +21,8 @@ from typing import Any, Optional
 
 import yaml
 
+from kapiserver.machinery.codec import yaml_problem
+
 API_VERSIONS = ("apiserver.config.k8s.io/v1alpha1", "apiserver.config.k8s.io/v1beta1", "apiserver.config.k8s.io/v1")
 _EXTRA_KEY = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[^\s]+$")
 
@@ -248,7 +250,7 @@ def parse_authentication_configuration(text: str, path: str,
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise AuthenticationConfigurationError(f"{path}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+        raise AuthenticationConfigurationError(f"{path}: invalid YAML: {yaml_problem(e)}") from None
     obj = reader.mapping(data, "the document")
     if obj.get("kind") != "AuthenticationConfiguration" or obj.get("apiVersion") not in API_VERSIONS:
         raise AuthenticationConfigurationError(
@@ -281,6 +283,8 @@ def load_authentication_configuration(path: str, service_account_issuers: tuple[
             text = f.read()
     except FileNotFoundError:
         raise AuthenticationConfigurationError(f"{path}: authentication configuration not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise AuthenticationConfigurationError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    except OSError as e:
+        raise AuthenticationConfigurationError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise AuthenticationConfigurationError(f"{path}: cannot read: {e}") from None
     return parse_authentication_configuration(text, path, service_account_issuers)

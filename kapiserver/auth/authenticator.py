@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence, Union
 from twisted.internet import defer
 
 from kapiserver.auth import x509
-from kapiserver.auth.user import ANONYMOUS, UserInfo, with_authenticated_group
+from kapiserver.machinery.user import ANONYMOUS, UserInfo, with_authenticated_group
 
 
 class AuthenticationError(Exception):

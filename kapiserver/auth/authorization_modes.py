@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.auth.authorizer import AlwaysAllow, AlwaysDeny, Authorizer
 from kapiserver.auth.node.authorizer import NodeAuthorizer
 from kapiserver.auth.node.graph import Graph
@@ -20,12 +22,12 @@ from kapiserver.auth.rbac.authorizer import RBACAuthorizer
 from kapiserver.auth.rbac.bootstrap_policy import node_rules
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.union import PrivilegedGroups, UnionAuthorizer
-from kapiserver.auth.user import MASTERS_GROUP
+from kapiserver.machinery.user import MASTERS_GROUP
 from kapiserver.auth.webhook_authorizer import WebhookAuthorizer
 from kapiserver.auth.webhook_kubeconfig import load_webhook_kubeconfig
 
 
-def build_authorizer(config: Any, index: PolicyIndex, reactor: Any,
+def build_authorizer(config: Any, index: PolicyIndex, reactor: IReactorTime,
                      node_graph: Optional[Graph] = None) -> UnionAuthorizer:
     """``config`` is the ``authorization`` section; raises WebhookConfigError for an unusable webhook file.
 

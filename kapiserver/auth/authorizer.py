@@ -13,11 +13,11 @@ chain, no opinion asks the next one).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Protocol, Union
+from typing import Optional, Protocol, Union, runtime_checkable
 
 from twisted.internet import defer
 
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import FieldRequirement
 
@@ -80,6 +80,13 @@ class Authorizer(Protocol):
         ...
 
     def rules_for(self, user: Optional[UserInfo], namespace: str) -> Rules: ...
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """An authorizer that holds something to release at shutdown (a webhook's connections)."""
+
+    async def close(self) -> None: ...
 
 
 def _sanitize(message: str) -> str:

@@ -33,7 +33,7 @@ from twisted.logger import Logger
 from kapiserver.auth import jose
 from kapiserver.auth.authenticator import AuthResult, Outcome
 from kapiserver.auth.serviceaccount import ObjectLookup
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.machinery.schema_decoder import parse_rfc3339
 
 log = Logger()

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from kapiserver.auth.authorizer import Attributes, Authorizer, decide, forbidden
 from kapiserver.auth.serviceaccount import split_username
-from kapiserver.auth.user import ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP, UserInfo
+from kapiserver.machinery.user import ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP, UserInfo
 from kapiserver.machinery import errors
 
 USER_HEADER = b"impersonate-user"

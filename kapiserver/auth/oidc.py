@@ -24,6 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from treq.client import HTTPClient
 from twisted.internet import defer, ssl
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
@@ -32,7 +33,7 @@ from twisted.web.http_headers import Headers
 from kapiserver.auth import jose
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, Outcome
 from kapiserver.auth.authentication_configuration import ClaimOrExpression, Expression, JWTAuthenticatorConfig
-from kapiserver.auth.user import CREDENTIAL_ID_KEY, UserInfo
+from kapiserver.machinery.user import CREDENTIAL_ID_KEY, UserInfo
 
 log = Logger()
 
@@ -89,7 +90,7 @@ def _string_list(value: Any, what: str) -> list[str]:
 
 
 class JWTAuthenticator:
-    def __init__(self, config: JWTAuthenticatorConfig, reactor: Any, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: JWTAuthenticatorConfig, reactor: IReactorTime, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.reactor = reactor
         self.clock = clock

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from kapiserver.auth import x509
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, Outcome
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 
 class RequestHeaderAuthenticator:

@@ -36,7 +36,7 @@ from twisted.logger import Logger
 
 from kapiserver.auth import jose
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, Outcome
-from kapiserver.auth.user import CREDENTIAL_ID_KEY, UserInfo
+from kapiserver.machinery.user import CREDENTIAL_ID_KEY, UserInfo
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.meta import new_uid
 

@@ -16,7 +16,7 @@ import io
 from twisted.logger import Logger
 
 from kapiserver.auth.authenticator import AuthResult, Outcome
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 log = Logger()
 
@@ -74,6 +74,8 @@ def load_token_file(path: str) -> StaticTokenAuthenticator:
             text = f.read()
     except FileNotFoundError:
         raise TokenFileError(f"{path}: token file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TokenFileError(f"{path}: cannot read token file: {getattr(e, 'strerror', None) or e}") from None
+    except OSError as e:
+        raise TokenFileError(f"{path}: cannot read token file: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise TokenFileError(f"{path}: cannot read token file: {e}") from None
     return StaticTokenAuthenticator(parse_token_csv(text, path))

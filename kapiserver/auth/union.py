@@ -16,8 +16,8 @@ from typing import Optional, Sequence, Union
 
 from twisted.internet import defer
 
-from kapiserver.auth.authorizer import ALLOW, NO_OPINION, Attributes, Authorizer, Decision, Rules
-from kapiserver.auth.user import UserInfo
+from kapiserver.auth.authorizer import ALLOW, NO_OPINION, Attributes, Authorizer, Closeable, Decision, Rules
+from kapiserver.machinery.user import UserInfo
 
 Outcome = Union[Decision, "defer.Deferred[Decision]"]
 
@@ -91,9 +91,8 @@ class UnionAuthorizer:
     async def close(self) -> None:
         """Release what the authorizers hold (a webhook's connections)."""
         for authorizer in self.authorizers:
-            close = getattr(authorizer, "close", None)
-            if close is not None:
-                await close()
+            if isinstance(authorizer, Closeable):
+                await authorizer.close()
 
     def rules_for(self, user: Optional[UserInfo], namespace: str) -> Rules:
         resource_rules: list[dict] = []

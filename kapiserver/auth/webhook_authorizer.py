@@ -23,10 +23,11 @@ from typing import Any, Optional, Union
 import orjson
 import treq
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.auth.authorizer import Attributes, Decision, Rules
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.auth.webhook_kubeconfig import WebhookTarget
 from kapiserver.machinery.go_http_client import CLIENT_TIMEOUT, describe_post_failure
 
@@ -82,7 +83,7 @@ def decision_from(status: dict) -> Decision:
 
 class WebhookAuthorizer:
     def __init__(self, target: WebhookTarget, version: str, authorized_ttl: float, unauthorized_ttl: float,
-                 reactor: Any) -> None:
+                 reactor: IReactorTime) -> None:
         self.target = target
         self.version = version
         self.authorized_ttl = authorized_ttl

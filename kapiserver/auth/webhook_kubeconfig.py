@@ -20,6 +20,7 @@ from typing import Any, Optional
 import yaml
 from treq.client import HTTPClient
 from twisted.internet import ssl
+from twisted.internet.interfaces import IReactorTime
 from twisted.web.client import Agent, HTTPConnectionPool, IPolicyForHTTPS
 from zope.interface import implementer
 
@@ -34,7 +35,7 @@ class WebhookTarget:
     headers: dict[str, list[str]]
     policy: Optional[IPolicyForHTTPS]
 
-    def client(self, reactor: Any, connections: int = 4,
+    def client(self, reactor: IReactorTime, connections: int = 4,
                retry_automatically: bool = True) -> tuple[HTTPClient, HTTPConnectionPool]:
         """A client and its pool of ``connections`` kept-alive connections (a webhook is asked
         often); ``pool.closeCachedConnections()`` closes them.  Callers that count their own

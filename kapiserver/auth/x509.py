@@ -12,76 +12,64 @@ Organizations the groups.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from typing import Any, Optional
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from OpenSSL import crypto
-from twisted.internet.interfaces import ISSLTransport
+from OpenSSL import SSL, crypto
+from twisted.internet.interfaces import ISSLTransport, ISystemHandle
+from twisted.web._http2 import H2Stream
+from twisted.web.server import Request
 
-from kapiserver.auth.user import AUTHENTICATED_GROUP, CREDENTIAL_ID_KEY, UserInfo
+from kapiserver.machinery.user import AUTHENTICATED_GROUP, CREDENTIAL_ID_KEY, UserInfo
 
-_CACHE_ATTR = "_kapiserver_x509_cache"
 _ANY_EKU = x509.ObjectIdentifier("2.5.29.37.0")
 
 
-def _tls_transport(request: Any) -> Any:
-    """Find the TLS transport under an HTTP/1.1 request or an HTTP/2 stream."""
-    channel = getattr(request, "channel", None)
-    candidates = (
-        getattr(request, "transport", None),
-        getattr(channel, "transport", None),
-        # HTTP/2: the request's channel is an H2Stream; its connection holds the transport.
-        getattr(getattr(channel, "_conn", None), "transport", None),
-    )
-    for candidate in candidates:
-        if candidate is not None and ISSLTransport.providedBy(candidate):
-            return candidate
-    return None
+# facts about each TLS connection's certificate (its chain first), worked out once per connection
+# (HTTP/2 multiplexes many requests on one)
+_connections: "weakref.WeakKeyDictionary[ISSLTransport, dict]" = weakref.WeakKeyDictionary()
 
 
-def _connection_cache(request: Any) -> Optional[dict]:
-    """Facts about the connection's certificate (its chain first), worked out once per
-    connection (HTTP/2 multiplexes many requests on one); None without TLS.  Found once
-    per request."""
-    known: Any = getattr(request, _CACHE_ATTR, False)
-    if known is not False:
-        return known
-    cache: Optional[dict] = None
+def _tls_transport(request: Request) -> Optional[ISSLTransport]:
+    """The TLS transport under an HTTP/1.1 request or an HTTP/2 stream (None without TLS)."""
+    channel = request.channel
+    # HTTP/2: the request's channel is a stream, without a transport; its connection holds it
+    transport = channel._conn.transport if isinstance(channel, H2Stream) else request.transport
+    return ISSLTransport(transport, None)
+
+
+def _connection_cache(request: Request) -> Optional[dict]:
+    """The facts about the request's TLS connection (None without TLS)."""
     transport = _tls_transport(request)
-    if transport is not None:
-        cache = getattr(transport, _CACHE_ATTR, None)
-        if cache is None:
-            cache = {"chain": _chain_of(transport)}
-            try:
-                setattr(transport, _CACHE_ATTR, cache)
-            except AttributeError:
-                pass
-    try:
-        setattr(request, _CACHE_ATTR, cache)
-    except AttributeError:
-        pass
+    if transport is None:
+        return None
+    cache = _connections.get(transport)
+    if cache is None:
+        cache = _connections[transport] = {"chain": _chain_of(transport)}
     return cache
 
 
-def _chain_of(transport: Any) -> list[x509.Certificate]:
+def _chain_of(transport: ISSLTransport) -> list[x509.Certificate]:
     try:
         peer = transport.getPeerCertificate()
     except Exception:
         peer = None
-    if peer is None:
+    if not isinstance(peer, crypto.X509):
         return []
     leaf = peer.to_cryptography()
     chain = [leaf]
-    handle = getattr(transport, "getHandle", lambda: None)()
-    sent = handle.get_peer_cert_chain() if handle is not None else None
+    handle = ISystemHandle(transport, None)
+    connection = handle.getHandle() if handle is not None else None
+    sent = connection.get_peer_cert_chain() if isinstance(connection, SSL.Connection) else None
     # (a server sees the client's intermediates here, with or without the leaf)
     chain.extend(c.to_cryptography() for c in sent or () if c.to_cryptography() != leaf)
     return chain
 
 
-def peer_chain(request: Any) -> list[x509.Certificate]:
+def peer_chain(request: Request) -> list[x509.Certificate]:
     """The client's certificate chain, leaf first; empty without TLS or a client certificate."""
     cache = _connection_cache(request)
     return cache["chain"] if cache is not None else []
@@ -153,7 +141,7 @@ def user_from_certificate(cert: x509.Certificate) -> Optional[UserInfo]:
     return UserInfo(name=name, groups=tuple(groups), extra={CREDENTIAL_ID_KEY: (f"X509SHA256={fingerprint}",)})
 
 
-def certificate_user(request: Any, chain: list[x509.Certificate]) -> Optional[UserInfo]:
+def certificate_user(request: Request, chain: list[x509.Certificate]) -> Optional[UserInfo]:
     """:func:`user_from_certificate` of the connection's leaf, worked out once per connection."""
     cache = _connection_cache(request)
     if cache is None:
@@ -163,7 +151,7 @@ def certificate_user(request: Any, chain: list[x509.Certificate]) -> Optional[Us
     return cache["user"]
 
 
-def authenticate_client_certificate(request: Any) -> Optional[UserInfo]:
+def authenticate_client_certificate(request: Request) -> Optional[UserInfo]:
     """The user named by the request's TLS client certificate, or None if it sent none
     (the chain is trusted as the handshake verified it)."""
     chain = peer_chain(request)

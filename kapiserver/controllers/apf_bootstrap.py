@@ -23,6 +23,7 @@ import copy
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.flowcontrol.semantic import semantically_equal
@@ -78,7 +79,7 @@ def revise(current: dict, wanted: dict, mandatory: bool, default_spec: Callable[
 
 
 class APFBootstrapEnsurer:
-    def __init__(self, flow_schemas: Store, priority_levels: Store, reactor: Any) -> None:
+    def __init__(self, flow_schemas: Store, priority_levels: Store, reactor: IReactorTime) -> None:
         self.flow_schemas = flow_schemas
         self.priority_levels = priority_levels
         self.reactor = reactor

@@ -22,6 +22,7 @@ import struct
 from typing import Any, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.machinery import errors, meta
@@ -61,7 +62,7 @@ def _expired(lease: dict, now: datetime.datetime) -> bool:
 
 
 class APIServerIdentityController:
-    def __init__(self, leases: Store, reactor: Any, hostname: Optional[str] = None) -> None:
+    def __init__(self, leases: Store, reactor: IReactorTime, hostname: Optional[str] = None) -> None:
         self.leases = leases
         self.reactor = reactor
         self.hostname = hostname or socket.gethostname()

@@ -32,13 +32,14 @@ from typing import Callable, Hashable
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.certificates.certificatesigningrequests import (APPROVED, DENIED, KUBE_APISERVER_CLIENT_KUBELET,
                                                                       conditions)
 from kapiserver.apis.certificates.pem import decoded, parse_csr
 from kapiserver.auth.authorizer import Attributes, Authorizer, decide
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.controllers.csr_signing import SignerRefusal, check_kubelet_client
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
@@ -109,7 +110,7 @@ def requester(spec: dict) -> UserInfo:
 class CSRApprovingController(InformerController):
     queue_name = "csrapproving"
 
-    def __init__(self, csrs: Store, authorizer: Authorizer, reactor) -> None:
+    def __init__(self, csrs: Store, authorizer: Authorizer, reactor: IReactorTime) -> None:
         super().__init__(csrs, reactor)
         self.csrs = csrs
         self.authorizer = authorizer

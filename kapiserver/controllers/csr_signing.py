@@ -27,6 +27,7 @@ from typing import Callable, Hashable, Optional
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 from twisted.internet import threads
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.certificates.certificatesigningrequests import (APPROVED, FAILED, KUBE_APISERVER_CLIENT,
@@ -100,7 +101,7 @@ def certificate_lifetime(expiration_seconds: Optional[int], maximum: datetime.ti
 class CSRSigningController(InformerController):
     queue_name = "certificate"
 
-    def __init__(self, csrs: Store, authority: CertificateAuthority, max_duration_seconds: int, reactor) -> None:
+    def __init__(self, csrs: Store, authority: CertificateAuthority, max_duration_seconds: int, reactor: IReactorTime) -> None:
         super().__init__(csrs, reactor)
         self.csrs = csrs
         self.authority = authority

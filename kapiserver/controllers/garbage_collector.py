@@ -24,11 +24,13 @@ served is retried with backoff, as upstream retries an unknown mapping.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Optional
 
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.machinery import errors
@@ -103,7 +105,7 @@ class _GraphInformer(Informer):
     treat them as deleted.
     """
 
-    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor,
+    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  on_listed: Callable[["_GraphInformer"], None]) -> None:
         super().__init__(store, on_event, reactor)
         self.on_listed = on_listed
@@ -127,8 +129,7 @@ class _GraphInformer(Informer):
 
 
 class GarbageCollector:
-    def __init__(self, served: ServedResources,
-                 reactor) -> None:
+    def __init__(self, served: ServedResources, reactor: IReactorTime) -> None:
         """It collects the objects of every Store ``served`` lists, following the CRDs as they come and go."""
         self.served = served
         self.reactor = reactor
@@ -188,7 +189,7 @@ class GarbageCollector:
         for resource, stores in current.items():
             if resource in self.informers:
                 continue
-            informer = _GraphInformer(stores[0], lambda t, o, r=resource: self._on_event(r, t, o),
+            informer = _GraphInformer(stores[0], functools.partial(self._on_event, resource),
                                       self.reactor, self._on_listed)
             self.informers[resource] = informer
             self._unsynced[resource] = time.monotonic()
@@ -310,7 +311,7 @@ class GarbageCollector:
         action, uid = key
         node = self.nodes.get(uid)
         informer = self.informers.get(node.resource) if node is not None else None
-        if informer is None:
+        if node is None or informer is None:
             return
         store = informer.store
         try:
@@ -350,7 +351,7 @@ class GarbageCollector:
                 return
             states[state].append(ref)
         if states[SOLID]:
-            gone = {ref.get("uid") for ref in states[DANGLING] + states[WAITING]}
+            gone = {uid for ref in states[DANGLING] + states[WAITING] if isinstance(uid := ref.get("uid"), str)}
             if gone:
                 await self._drop_owner_refs(store, node, gone)
             return
@@ -403,7 +404,7 @@ class GarbageCollector:
         for dependent in list(self.dependents.get(owner.uid, ())):
             node = self.nodes.get(dependent)
             informer = self.informers.get(node.resource) if node is not None else None
-            if informer is not None:
+            if node is not None and informer is not None:
                 try:
                     await self._drop_owner_refs(informer.store, node, {owner.uid})
                 except _Replaced:
@@ -414,8 +415,8 @@ class GarbageCollector:
 
     async def _update(self, store: Store, node: _Node, change: Callable[[dict], None]) -> None:
         """Apply ``change`` to the object's metadata (compare-and-swap); gone is fine."""
-        def mutate(current: dict) -> dict:
-            if current["metadata"].get("uid") != node.uid:
+        def mutate(current: Optional[dict]) -> dict:
+            if current is None or current["metadata"].get("uid") != node.uid:  # (None: never, no create)
                 raise _Replaced()
             change(current["metadata"])
             return current

@@ -6,17 +6,21 @@ says which events queue which keys (``on_event``) and does the work
 """
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any, Generic
+
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.registry.informer import Informer
-from kapiserver.registry.queue import ReconcileQueue
+from kapiserver.registry.queue import Key, ReconcileQueue
 from kapiserver.registry.store import Store
 
 
-class InformerController:
+class InformerController(Generic[Key]):
+    """A controller whose informer queues keys (of type ``Key``) that it reconciles."""
+
     queue_name: str = ""
 
-    def __init__(self, store: Store, reactor: Any, **informer_options: Any) -> None:
+    def __init__(self, store: Store, reactor: IReactorTime, **informer_options: Any) -> None:
         self.store = store
         self.reactor = reactor
         self.queue = ReconcileQueue(self.queue_name, self.reconcile, reactor)
@@ -33,5 +37,5 @@ class InformerController:
         """An informer event: queue the keys it concerns."""
         raise NotImplementedError
 
-    async def reconcile(self, key: Hashable) -> None:
+    async def reconcile(self, key: Key) -> None:
         raise NotImplementedError

@@ -16,6 +16,7 @@ import ipaddress
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.controllers.master_leases import NAMESPACE, PORT_NAME, SERVICE_NAME, EndpointsReconciler
@@ -41,7 +42,7 @@ def kubernetes_service(cluster_ip: str, target_port: int) -> dict:
 
 class KubernetesServiceController:
     def __init__(self, services: Store, reconciler: EndpointsReconciler, cluster_ip: str, advertise_address: str,
-                 secure_port: Callable[[], Optional[int]], reactor: Any,
+                 secure_port: Callable[[], Optional[int]], reactor: IReactorTime,
                  interval: float = SYNC_INTERVAL_SECONDS) -> None:
         self.services = services
         self.reconciler = reconciler

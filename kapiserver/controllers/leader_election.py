@@ -29,6 +29,7 @@ import socket
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.machinery import errors, meta, metrics
@@ -45,7 +46,7 @@ def default_identity() -> str:
 
 
 class LeaderElector:
-    def __init__(self, leases: Store, namespace: str, name: str, identity: str, reactor: Any,
+    def __init__(self, leases: Store, namespace: str, name: str, identity: str, reactor: IReactorTime,
                  on_started_leading: Callable[[], None], on_stopped_leading: Callable[[], None],
                  lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0) -> None:
         if not lease_duration > renew_deadline > JITTER_FACTOR * retry_period > 0:

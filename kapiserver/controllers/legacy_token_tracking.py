@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.controllers.named_object import NamedObjectController
@@ -44,7 +45,7 @@ def is_date(value: Any) -> bool:
 class LegacyTokenTrackingController(NamedObjectController):
     namespace, name, queue_name = NAMESPACE, NAME, "legacy_token_tracking_controller"
 
-    def __init__(self, configmaps: Store, reactor: Any,
+    def __init__(self, configmaps: Store, reactor: IReactorTime,
                  clock: Optional[Callable[[], datetime.datetime]] = None) -> None:
         super().__init__(configmaps, reactor)
         self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))
@@ -57,7 +58,8 @@ class LegacyTokenTrackingController(NamedObjectController):
         if is_date((current.get("data") or {}).get(DATA_KEY)):
             return
 
-        def fix(obj: dict) -> dict:
+        def fix(obj: Optional[dict]) -> dict:
+            assert obj is not None  # (called with the stored object: no create)
             obj.setdefault("data", {})
             if obj["data"] is None:
                 obj["data"] = {}

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Optional
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Store
@@ -19,7 +21,7 @@ class NamedObjectController(InformerController):
     namespace: str
     name: str
 
-    def __init__(self, store: Store, reactor: Any) -> None:
+    def __init__(self, store: Store, reactor: IReactorTime) -> None:
         super().__init__(store, reactor,
                          field_selector=f"metadata.namespace={self.namespace},metadata.name={self.name}")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.controllers.informer_controller import InformerController
@@ -27,7 +28,7 @@ RECHECK_SECONDS = 1.0
 class NamespaceController(InformerController):
     queue_name = "namespace-controller"
 
-    def __init__(self, namespaces: Store, namespaced_stores: Callable[[], Iterable[Store]], reactor) -> None:
+    def __init__(self, namespaces: Store, namespaced_stores: Callable[[], Iterable[Store]], reactor: IReactorTime) -> None:
         super().__init__(namespaces, reactor)
         self.namespaces = namespaces
         self.namespaced_stores = namespaced_stores

@@ -5,6 +5,7 @@ Both are recreated when deleted (and the ConfigMap repaired when changed).
 Either can be left out, for a kube-controller-manager that runs it."""
 from __future__ import annotations
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.core.configmaps import ROOT_CA_CONFIGMAP
@@ -18,7 +19,7 @@ DEFAULT_SERVICE_ACCOUNT = "default"
 
 
 class NamespaceDefaultsController:
-    def __init__(self, namespaces: Store, serviceaccounts: Store, configmaps: Store, ca_pem: str, reactor, *,
+    def __init__(self, namespaces: Store, serviceaccounts: Store, configmaps: Store, ca_pem: str, reactor: IReactorTime, *,
                  service_account: bool = True, root_ca: bool = True) -> None:
         self.namespaces = namespaces
         self.serviceaccounts = serviceaccounts

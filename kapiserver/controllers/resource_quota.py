@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Optional
 
 from twisted.internet import task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.machinery import codec, errors
@@ -73,7 +74,7 @@ class _Monitor:
 
 
 class ResourceQuotaController:
-    def __init__(self, quotas: Store, all_stores: Callable[[], Iterable[Store]], reactor: Any,
+    def __init__(self, quotas: Store, all_stores: Callable[[], Iterable[Store]], reactor: IReactorTime,
                  resync_seconds: float = RESYNC_SECONDS) -> None:
         self.quotas = quotas
         self.all_stores = all_stores

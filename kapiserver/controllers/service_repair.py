@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Optional
 
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
@@ -106,7 +107,7 @@ class RangeRepair:
 class ServiceRepair:
     """Both ranges of one server's Service allocator, repaired at startup and periodically."""
 
-    def __init__(self, allocator: ServiceAllocator, services: Store, reactor: Any,
+    def __init__(self, allocator: ServiceAllocator, services: Store, reactor: IReactorTime,
                  interval: float = REPAIR_INTERVAL_SECONDS) -> None:
         self.services = services
         self.reactor = reactor

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 from typing import Hashable, Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.auth.serviceaccount import TokenSigner, legacy_claims
@@ -37,7 +38,7 @@ def _b64(data: bytes) -> str:
 
 
 class ServiceAccountTokensController:
-    def __init__(self, serviceaccounts: Store, secrets: Store, signer: TokenSigner, ca_pem: str, reactor) -> None:
+    def __init__(self, serviceaccounts: Store, secrets: Store, signer: TokenSigner, ca_pem: str, reactor: IReactorTime) -> None:
         self.serviceaccounts = serviceaccounts
         self.secrets = secrets
         self.signer = signer

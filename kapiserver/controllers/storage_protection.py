@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
@@ -102,7 +104,7 @@ class PVCProtectionController(_ProtectionController):
     finalizer = PVC_PROTECTION
     queue_name = "pvcprotection"
 
-    def __init__(self, claims: Store, pods: Store, reactor: Any) -> None:
+    def __init__(self, claims: Store, pods: Store, reactor: IReactorTime) -> None:
         super().__init__(claims, reactor)
         self.pods = pods
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.scheduling.priorityclasses import SYSTEM_CLASSES
@@ -34,7 +35,7 @@ def system_priority_classes() -> list[dict]:
 
 
 class SystemPriorityClasses:
-    def __init__(self, priorityclasses: Store, reactor: Any) -> None:
+    def __init__(self, priorityclasses: Store, reactor: IReactorTime) -> None:
         self.priorityclasses = priorityclasses
         self.reactor = reactor
         self.done = False

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Hashable, Optional
 
+from twisted.internet.interfaces import IReactorTime
+
 from kapiserver.machinery import errors
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.queue import ReconcileQueue
@@ -20,7 +22,7 @@ CONTROLLER_NAME = "validatingadmissionpolicy-status-controller"
 
 
 class PolicyStatusController:
-    def __init__(self, policies: Store, new_checker: Callable[[], TypeChecker], reactor) -> None:
+    def __init__(self, policies: Store, new_checker: Callable[[], TypeChecker], reactor: IReactorTime) -> None:
         self.policies = policies
         self._new_checker = new_checker
         self._checker: Optional[TypeChecker] = None

@@ -19,13 +19,14 @@ import weakref
 from typing import Any
 
 from twisted.internet import defer
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IPushProducer, IReactorTime, ITCPTransport
 from twisted.logger import Logger
+from twisted.web._http2 import H2Stream
 from twisted.web.server import Request
 from zope.interface import implementer
 
 from kapiserver.endpoints.list_encoding import ListBody
-from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_context import writable
 
 log = Logger()
 
@@ -40,29 +41,32 @@ def active_streams() -> list["ListStream"]:
     return list(_active)
 
 
-def abort_connection(request: Any) -> None:
+def abort_connection(request: Request) -> None:
     """Drop the connection (HTTP/1.1) or reset the stream (HTTP/2) of a request whose
     answer cannot be completed."""
-    transport = getattr(request.channel, "transport", None) if request.channel is not None else None
+    channel = request.channel
+    if channel is None:
+        return
+    if isinstance(channel, H2Stream):  # HTTP/2: the stream is the channel (RST_STREAM)
+        channel.abortConnection()
+        return
+    transport = channel.transport
     if transport is None:
         return
-    if hasattr(request.channel, "abortConnection"):  # HTTP/2: the stream is the channel
-        request.channel.abortConnection()
-    elif hasattr(transport, "abortConnection"):
-        transport.abortConnection()
+    tcp = ITCPTransport(transport, None)
+    if tcp is not None:
+        tcp.abortConnection()
     else:
         transport.loseConnection()
 
 
-def _gone(request: Request) -> bool:
-    return bool(request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
 
 
 @implementer(IPushProducer)
 class ListStream:
     """Writes one list answer, a slice per reactor turn, while the transport accepts it."""
 
-    def __init__(self, request: Request, body: ListBody, reactor: Any) -> None:
+    def __init__(self, request: Request, body: ListBody, reactor: IReactorTime) -> None:
         self.request = request
         self.body = body
         self.reactor = reactor
@@ -114,7 +118,7 @@ class ListStream:
         if self.paused or self.stopped or self.finished:
             return
         request = self.request
-        if _gone(request):
+        if not writable(request):
             self.stopProducing()
             return
         pieces = []
@@ -146,7 +150,7 @@ class ListStream:
         if last:
             self.finished = True
             request.unregisterProducer()
-            if not _gone(request):
+            if writable(request):
                 request.finish()
             self._end()
             return

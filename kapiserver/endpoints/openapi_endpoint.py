@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 from twisted.web import resource, server
 
 from kapiserver.endpoints import respond
-from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_context import client_gone, context_of
 from kapiserver.machinery import errors, openapi_v2_protobuf
 
 JSON = "application/json"
@@ -118,7 +118,7 @@ class OpenAPIEndpoint(resource.Resource):
             return body
 
         def write(encoded: bytes) -> None:
-            if request.finished or getattr(request, "_disconnected", False):
+            if client_gone(request):
                 return
             request.setHeader(b"content-length", str(len(encoded)).encode())
             if request.method != b"HEAD":

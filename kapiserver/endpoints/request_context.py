@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from twisted.logger import Logger
+from twisted.web.server import Request
 
+from kapiserver.audit.event import AuditEvent
 from kapiserver.auth.decision import AuthenticationDecision
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.request.info import RequestInfo
 
 _ATTRIBUTE = "kapiserver_context"
@@ -42,8 +44,8 @@ class RequestContext:
     # audiences the credential was valid for (service-account tokens)
     audiences: tuple[str, ...] = ()
     # the audit event being recorded for this request, if the policy asked for one
-    # (kapiserver.audit.event.AuditEvent; handlers log what they decoded and answered)
-    audit: Any = None
+    # (handlers log what they decoded and answered)
+    audit: Optional[AuditEvent] = None
     # audit annotations admission added (webhooks, policies), for the audit event
     audit_annotations: dict[str, str] = field(default_factory=dict)
     # set by the connection when the body exceeded the limit while it arrived
@@ -91,6 +93,17 @@ def _run_hook(hook: Callable[[], Any]) -> None:
         hook()
     except Exception:  # one failing hook must not keep the others from running
         log.failure("a request's finish hook failed")
+
+
+def client_gone(request: Request) -> bool:
+    """Whether the request was answered or its client went away (twisted's Request sets
+    ``_disconnected`` when the connection or HTTP/2 stream ends)."""
+    return bool(request.finished or request._disconnected)
+
+
+def writable(request: Request) -> bool:
+    """Whether an answer may still be written (not finished, the client there, not timed out)."""
+    return not (client_gone(request) or context_of(request).timed_out)
 
 
 def context_of(request: Any) -> RequestContext:

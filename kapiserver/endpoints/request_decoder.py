@@ -21,6 +21,7 @@ expansion.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -76,7 +77,7 @@ def go_json_error(body: bytes, e: Exception) -> str:
     text = str(e)
     if "depth" in text.lower() or "recursion" in text.lower():
         return limits.depth_message()
-    pos = getattr(e, "pos", None)
+    pos = e.pos if isinstance(e, json.JSONDecodeError) else None  # (orjson's error is one)
     stripped = body.strip()
     if not stripped:
         return "unexpected end of JSON input"

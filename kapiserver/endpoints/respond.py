@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
@@ -10,7 +11,7 @@ from twisted.web.server import Request
 from kapiserver.endpoints.list_encoding import ListBody, stored_body
 from kapiserver.endpoints.list_stream import ListStream
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget, negotiate
-from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_context import context_of, writable
 from kapiserver.machinery import codec, errors, protobuf
 from kapiserver.registry.store import StoredObject
 
@@ -32,13 +33,9 @@ def _warn(request: Request, warnings: Iterable[str]) -> None:
         request.responseHeaders.addRawHeader(b"warning", f'299 - "{escaped}"'.encode("utf-8", "replace"))
 
 
-def _writable(request: Request) -> bool:
-    return not (request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
-
-
 def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
                  warnings: Iterable[str] = (), pretty: bool | None = None) -> None:
-    if not _writable(request):
+    if not writable(request):
         return
     audit = context_of(request).audit
     if audit is not None:
@@ -57,7 +54,7 @@ def write_stored(request: Request, target: MediaTarget, code: int, stored: Store
     False, having written nothing, when the answer needs the object itself: another
     shape, indented JSON, YAML, or an audit policy that logs response bodies.
     """
-    if not _writable(request):
+    if not writable(request):
         return True
     audit = context_of(request).audit
     if (audit is not None and audit.logs_response_object()) or wants_pretty(request):
@@ -80,10 +77,10 @@ def _write_encoded(request: Request, code: int, content_type: str, body: bytes, 
     request.finish()
 
 
-async def stream_list(request: Request, body: ListBody, reactor: Any, warnings: Iterable[str] = ()) -> None:
+async def stream_list(request: Request, body: ListBody, reactor: IReactorTime, warnings: Iterable[str] = ()) -> None:
     """A list answer written piece by piece with flow control (``endpoints/list_stream.py``)."""
     await body.prepare()  # protobuf: every item's size, before the first byte
-    if not _writable(request):
+    if not writable(request):
         return
     request.setResponseCode(200)
     request.setHeader(b"content-type", body.content_type.encode())
@@ -97,7 +94,7 @@ async def stream_list(request: Request, body: ListBody, reactor: Any, warnings: 
 
 def write_raw(request: Request, code: int, content_type: str, body: bytes, warnings: Iterable[str] = ()) -> None:
     """Bytes that are already the answer (a connect subresource's: logs)."""
-    if not _writable(request):
+    if not writable(request):
         return
     request.setResponseCode(code)
     if content_type:
@@ -140,7 +137,7 @@ def status_target(request: Request, target: MediaTarget | None = None) -> MediaT
 
 
 def write_status(request: Request, err: errors.StatusError, target: MediaTarget | None = None) -> None:
-    if not _writable(request):
+    if not writable(request):
         return
     for name, value in err.headers.items():
         request.setHeader(name.encode(), value.encode())

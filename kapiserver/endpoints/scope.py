@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.web.server import Request
 
 from kapiserver.endpoints import request_decoder
@@ -13,8 +14,10 @@ from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
+from kapiserver.machinery.user import UserInfo
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.rest import Creater, Getter, Lister, RESTStorage
 from kapiserver.registry.store import Context, Store
 from kapiserver.request.info import RequestInfo
 
@@ -44,11 +47,11 @@ class RequestScope:
     request: Request
     info: RequestInfo
     rtype: ResourceType
-    store: Store
+    store: RESTStorage
     target: MediaTarget
-    user: Any = None
+    reactor: IReactorTime
+    user: Optional[UserInfo] = None
     warnings: list[str] = field(default_factory=list)
-    reactor: Any = None
     bookmark_interval: float = 60.0
     schema_resolver: Any = None  # callable(ref) -> schema dict, for strict field validation / SMP
     # field numbers a protobuf body carried that no table knows (``metadata.#42``)
@@ -58,6 +61,32 @@ class RequestScope:
     stores: Optional[Callable[[str, str, str], Store]] = None
     # connects connect subresources' locations (kubelets, pods, endpoints); None: none are
     streams: Optional[StreamConnector] = None
+
+    # the REST storage as the verb's interface (registry/rest.py): a 405 for one without it
+
+    def getter(self) -> Getter:
+        if isinstance(self.store, Getter):
+            return self.store
+        raise self._unsupported()
+
+    def lister(self) -> Lister:
+        if isinstance(self.store, Lister):
+            return self.store
+        raise self._unsupported()
+
+    def creater(self) -> Creater:
+        if isinstance(self.store, Creater):
+            return self.store
+        raise self._unsupported()
+
+    def generic_store(self) -> Store:
+        """The generic Store, which every verb but get, list and create needs."""
+        if isinstance(self.store, Store):
+            return self.store
+        raise self._unsupported()
+
+    def _unsupported(self) -> errors.StatusError:
+        return errors.method_not_supported(self.rtype.plural, self.rtype.group, self.info.verb)
 
     @property
     def args(self) -> dict:
@@ -77,7 +106,7 @@ class RequestScope:
         one object, see request_info) selects that object: a selector that does not pin the
         same name is a 400."""
         opts = ListOptions.from_args(self.args, watch=watch)
-        selector = self.store.field_selector(opts)
+        selector = self.lister().field_selector(opts)
         name = self.info.name
         if name:
             if selector.empty:
@@ -120,8 +149,7 @@ class RequestScope:
         """Where admission's audit annotations go: the audit event's, when the request has one,
         else the request context's."""
         rc = context_of(self.request)
-        event_annotations = getattr(rc.audit, "annotations", None)
-        return event_annotations if isinstance(event_annotations, dict) else rc.audit_annotations
+        return rc.audit.annotations if rc.audit is not None else rc.audit_annotations
 
     def admission_options(self) -> dict:
         """The request's write options as admission shows them (without kind and apiVersion)."""

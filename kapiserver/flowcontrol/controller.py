@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.flowcontrol import bootstrap
@@ -132,7 +133,7 @@ def _usable(level: dict) -> bool:
 class APFController:
     """The digested configuration and the queue sets; see the module docstring."""
 
-    def __init__(self, server_concurrency_limit: int, reactor: Any,
+    def __init__(self, server_concurrency_limit: int, reactor: IReactorTime,
                  wall_clock: Optional[Callable[[], float]] = None) -> None:
         self.server_concurrency_limit = server_concurrency_limit
         self.reactor = reactor
@@ -166,8 +167,12 @@ class APFController:
             informer.start()
         both = defer.gatherResults([self._fs.synced, self._pl.synced])
         both.addCallback(self._informers_synced)
-        both.addCallback(lambda _: self.synced.called or self.synced.callback(None))
+        both.addCallback(self._mark_synced)
         both.addErrback(lambda f: log.failure("APF configuration informers", f))
+
+    def _mark_synced(self, _: object) -> None:
+        if not self.synced.called:
+            self.synced.callback(None)
 
     def stop(self) -> None:
         self._stopped = True

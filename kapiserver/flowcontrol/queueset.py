@@ -357,7 +357,7 @@ class QueueSet:
         """Queues beyond the desired number go once they are empty (indexes renumbered)."""
         if len(self.queues) <= max(self.desired_queues, 0):
             return
-        kept = []
+        kept: list[Queue] = []
         for queue in self.queues:
             if len(kept) >= max(self.desired_queues, 0) and not queue.busy():
                 continue

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
 import yaml
@@ -18,10 +18,13 @@ from kapiserver.machinery import errors
 JSON = "application/json"
 YAML = "application/yaml"
 
-try:  # the C dumper is several times faster when libyaml is present
-    _BaseYamlDumper = yaml.CSafeDumper
-except AttributeError:  # pragma: no cover
-    _BaseYamlDumper = yaml.SafeDumper  # type: ignore[misc]
+if TYPE_CHECKING:  # (the C dumper's stubs do not say it is a SafeDumper; it behaves as one)
+    from yaml import SafeDumper as YamlDumperBase
+else:
+    try:  # the C dumper is several times faster when libyaml is present
+        from yaml import CSafeDumper as YamlDumperBase
+    except ImportError:  # pragma: no cover
+        from yaml import SafeDumper as YamlDumperBase
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _RESOLVER = yaml.resolver.Resolver()  # the dumpers' (implicit types: YAML 1.1)
@@ -29,7 +32,7 @@ _RESOLVER = yaml.resolver.Resolver()  # the dumpers' (implicit types: YAML 1.1)
 _GO_YAML_BOOLEANS = frozenset(("y", "Y", "n", "N"))
 
 
-class _YamlDumper(_BaseYamlDumper):  # type: ignore[misc,valid-type]
+class _YamlDumper(YamlDumperBase):
     """Strings styled as sigs.k8s.io/yaml (go-yaml v2, a port of libyaml's emitter) styles them."""
 
 
@@ -137,3 +140,8 @@ def encode(obj: Any, media_type: str, pretty: bool = False) -> bytes:
     if media_type == YAML:
         return encode_yaml(obj)
     return encode_json(obj, pretty)
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """What a YAML parse error says went wrong (without PyYAML's context lines when it has them)."""
+    return (e.problem if isinstance(e, yaml.MarkedYAMLError) else None) or str(e)

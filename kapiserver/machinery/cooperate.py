@@ -8,5 +8,5 @@ def yield_to_reactor() -> defer.Deferred:
     """A Deferred firing on the reactor's next turn (``await`` it between batches of work)."""
     from twisted.internet import reactor
     d: defer.Deferred = defer.Deferred()
-    reactor.callLater(0, d.callback, None)  # type: ignore[attr-defined]
+    reactor.callLater(0, d.callback, None)
     return d

@@ -16,7 +16,7 @@ The serving port's connections are ``EagerWriteServer``\ s
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from twisted.internet import tcp
 
@@ -41,8 +41,9 @@ class _EagerWrite:
         if sent < len(data):
             super().write(data[sent:])  # type: ignore[misc]
 
-    def writeSequence(self, iovec: list) -> None:
+    def writeSequence(self, iovec: Iterable[bytes]) -> None:
         # a request's head and body, say: one send; what is big is not copied into one piece
+        iovec = list(iovec)
         if sum(map(len, iovec)) <= _JOIN_AT_MOST:
             self.write(b"".join(iovec))
         else:

@@ -229,8 +229,9 @@ def check_fields(obj: Any, raw: Optional[bytes], schema: Optional[dict], resolve
     if mode != STRICT:
         return problems
     if not kind and isinstance(obj, dict):
-        kind = obj.get("kind") if isinstance(obj.get("kind"), str) else ""
-        api_version = obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else ""
+        found_kind, found_api_version = obj.get("kind"), obj.get("apiVersion")
+        kind = found_kind if isinstance(found_kind, str) else ""
+        api_version = found_api_version if isinstance(found_api_version, str) else ""
         version = version or api_version.rsplit("/", 1)[-1]
     message = "strict decoding error: " + ", ".join(problems)
     if kind and version:

@@ -193,7 +193,7 @@ def set_path(obj: dict, path: str, value: Any) -> None:
     if any(s[0] not in ("field", "index") for s in steps):
         raise errors.bad_request(f"invalid JSONPath {path!r}: only field names and indices can be set")
     node: Any = obj
-    for step, following in zip(steps, steps[1:] + [None]):
+    for step, following in zip(steps, [*steps[1:], None]):
         last = following is None
         if step[0] == "field":
             if not isinstance(node, dict):
@@ -203,7 +203,7 @@ def set_path(obj: dict, path: str, value: Any) -> None:
                 return
             child = node.get(step[1])
             if not isinstance(child, (dict, list)):
-                child = [] if following[0] == "index" else {}
+                child = [] if following is not None and following[0] == "index" else {}
                 node[step[1]] = child
             node = child
         else:

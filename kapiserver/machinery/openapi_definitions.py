@@ -123,7 +123,7 @@ def to_v3(node: Any) -> Any:
         return [to_v3(x) for x in node]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties" and isinstance(value, dict):
             out[key] = {name: to_v3(prop) for name, prop in value.items()}

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from kapiserver.machinery.codec import YamlDumperBase
 from kapiserver.machinery.protobuf import VARINT, write_bytes_field, write_tag, write_varint
 
 MEDIA_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
@@ -154,7 +155,7 @@ MAPS: dict[str, tuple[int, str, Optional[re.Pattern]]] = {
 
 # ------------------------------------------------------------------ YAML of Any values
 
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+class _Dumper(YamlDumperBase):
     pass
 
 

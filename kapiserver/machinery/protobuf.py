@@ -113,6 +113,7 @@ def iter_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
         number, wire_type = key >> 3, key & 7
         if number == 0:
             raise ProtobufError("illegal field number 0")
+        value: int | bytes
         if wire_type == VARINT:
             value, pos = read_varint(data, pos)
         elif wire_type == LENGTH_DELIMITED:
@@ -406,7 +407,7 @@ def json_number(value: float) -> Any:
     return value
 
 
-def _map_entry(entry: bytes, kind: str) -> tuple[str, str]:
+def _map_entry(entry: bytes, kind: str) -> tuple[str, Any]:
     key = ""
     val = b""
     for n, wt, v in iter_fields(entry):
@@ -459,7 +460,7 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
     obj = obj if isinstance(obj, dict) else {}
     out = bytearray()
     for f, tag, fast in _encoding_plan(name):
-        value = obj if f.inline else obj.get(f.name)
+        value: Any = obj if f.inline else obj.get(f.name)
         # the common shapes inline (a list of Pods spends its time here); the rest below
         if fast == _FAST_STRING:
             if value is None and f.pointer:

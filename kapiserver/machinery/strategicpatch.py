@@ -290,7 +290,8 @@ class _Merger:
     def _partition(self, merged: list, by: list, merge_key: str) -> tuple[list, list]:
         wanted = {self._identity(v, merge_key) for v in by}
         wanted.discard(None)
-        patch_items, server_only = [], []
+        patch_items: list = []
+        server_only: list = []
         for v in merged:
             if merge_key and (not isinstance(v, dict) or merge_key not in v):
                 raise _no_merge_key(v if isinstance(v, dict) else {}, merge_key)
@@ -340,7 +341,7 @@ class _Merger:
         in_original, in_patch = isinstance(result.get(key), list), key in patch
         if in_patch and not isinstance(patch[key], list):
             raise _BadRequest("invalid patch format of setElementOrder list")
-        original = result.get(key) if in_original else []
+        original: list = result[key] if in_original else []
         patch_list = patch.pop(key) if in_patch else []
         self._check_order(patch_list, order, merge_key)
         if not in_original and not in_patch:

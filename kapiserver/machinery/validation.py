@@ -554,7 +554,7 @@ def validate_conditions(conditions: Any, path: str) -> list[Cause]:
         if status not in CONDITION_STATUSES:
             causes.append(errors.field_not_supported(f"{at}.status", status, CONDITION_STATUSES))
         generation = condition.get("observedGeneration")
-        if is_int(generation) and generation < 0:
+        if isinstance(generation, int) and not isinstance(generation, bool) and generation < 0:
             causes.append(errors.field_invalid(f"{at}.observedGeneration", generation,
                                                "must be greater than or equal to zero"))
         if not condition.get("lastTransitionTime"):

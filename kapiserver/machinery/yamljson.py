@@ -21,16 +21,19 @@ import base64
 import binascii
 import math
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
 from kapiserver.machinery import limits
 
-try:
-    _Parser = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Parser = yaml.SafeLoader  # type: ignore[misc]
+if TYPE_CHECKING:  # (the C loader's stubs do not say it is a SafeLoader; it parses as one)
+    from yaml import SafeLoader as _Parser
+else:
+    try:  # the C parser when libyaml is present
+        from yaml import CSafeLoader as _Parser
+    except ImportError:  # pragma: no cover
+        from yaml import SafeLoader as _Parser
 
 _TAG = "tag:yaml.org,2002:"
 STR, BINARY, BOOL, INT, FLOAT, NULL, TIMESTAMP, MERGE = (
@@ -253,34 +256,34 @@ def yaml_to_json(body: bytes | str, duplicates: Optional[list[str]] = None) -> A
                 raise YAMLError(f"yaml: {e}") from None
             if event is None:
                 break
-            kind = type(event)
-            if kind is yaml.ScalarEvent:
+            if isinstance(event, yaml.ScalarEvent):
                 value: Any = _scalar(event)
                 weight, height = 1 + len(event.value), 0
                 if event.anchor:
                     anchors[event.anchor] = (value, weight, height)
-            elif kind is yaml.AliasEvent:
-                found = anchors.get(event.anchor)
+            elif isinstance(event, yaml.AliasEvent):
+                found = anchors.get(event.anchor or "")
                 if found is None:
                     raise YAMLError(f'yaml: unknown anchor \'{event.anchor}\' referenced')
                 value, weight, height = found
                 alias_weight += weight
                 if alias_weight > alias_budget:
                     raise YAMLError("yaml: document contains excessive aliasing")
-            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 if len(stack) >= limits.MAX_DEPTH:
                     raise limits.TooDeep(limits.depth_message())
-                line = event.start_mark.line if event.start_mark is not None else 0
-                stack.append(_Frame({} if kind is yaml.MappingStartEvent else [], event.anchor, line))
+                start_line = event.start_mark.line if event.start_mark is not None else 0
+                stack.append(_Frame({} if isinstance(event, yaml.MappingStartEvent) else [], event.anchor,
+                                    start_line))
                 continue
-            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 frame = stack.pop()
                 value, weight, height = frame.container, frame.weight, frame.height
                 if frame.merges:
                     value = _apply_merges(value, frame)
                 if frame.anchor:
                     anchors[frame.anchor] = (value, weight, height)
-            elif kind is yaml.DocumentEndEvent:
+            elif isinstance(event, yaml.DocumentEndEvent):
                 done = True
                 continue
             else:  # stream/document start

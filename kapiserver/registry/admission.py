@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
+from kapiserver.machinery.user import UserInfo
+
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.registry.resource_type import ResourceType
 
@@ -107,7 +109,7 @@ class Attributes:
     obj: Optional[dict]
     old_obj: Optional[dict] = None
     subresource: str = ""
-    user: Any = None
+    user: Optional[UserInfo] = None
     dry_run: bool = False
     # CreateOptions / UpdateOptions / DeleteOptions (kind and apiVersion set), or the
     # connect options; None when the operation has none

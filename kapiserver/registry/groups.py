@@ -11,15 +11,16 @@ from __future__ import annotations
 from typing import Hashable, Iterator, Optional, Protocol
 
 from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.rest import RESTStorage
 from kapiserver.registry.store import Store
 
 
 class APIGroupSet:
     def __init__(self) -> None:
-        self._by_path: dict[tuple[str, str, str], tuple[ResourceType, Store]] = {}
+        self._by_path: dict[tuple[str, str, str], tuple[ResourceType, RESTStorage]] = {}
         self.generation = 0  # bumped on every change; caches of discovery/OpenAPI key on it
 
-    def add(self, rtype: ResourceType, store: Store) -> None:
+    def add(self, rtype: ResourceType, store: RESTStorage) -> None:
         self._by_path[(rtype.group, rtype.version, rtype.plural)] = (rtype, store)
         self.generation += 1
 
@@ -28,19 +29,24 @@ class APIGroupSet:
             del self._by_path[key]
         self.generation += 1
 
-    def lookup(self, group: str, version: str, plural: str) -> Optional[tuple[ResourceType, Store]]:
+    def lookup(self, group: str, version: str, plural: str) -> Optional[tuple[ResourceType, RESTStorage]]:
         return self._by_path.get((group, version, plural))
 
     def store_for(self, group: str, version: str, plural: str) -> Store:
+        """The generic Store of a stored kind (KeyError for one not served, or not stored)."""
         found = self.lookup(group, version, plural)
-        if found is None:
+        if found is None or not isinstance(found[1], Store):
             raise KeyError((group, version, plural))
         return found[1]
+
+    def stores(self) -> list[Store]:
+        """The generic Stores (the kinds that are stored)."""
+        return [store for _, store in self._by_path.values() if isinstance(store, Store)]
 
     def types(self) -> list[ResourceType]:
         return [rt for rt, _ in self._by_path.values()]
 
-    def __iter__(self) -> Iterator[tuple[ResourceType, Store]]:
+    def __iter__(self) -> Iterator[tuple[ResourceType, RESTStorage]]:
         return iter(list(self._by_path.values()))
 
     def has_group(self, group: str) -> bool:
@@ -78,15 +84,17 @@ class ServedResources:
         return self.aggregator.types() + self.kube.types() + self.crds.types()
 
     def stores(self) -> list[Store]:
-        return [s for _, s in self.aggregator] + [s for _, s in self.kube] + [s for _, s in self.crds]
+        """The generic Stores of every set (the kinds that are stored)."""
+        return self.aggregator.stores() + self.kube.stores() + self.crds.stores()
 
-    def lookup(self, group: str, version: str, plural: str) -> Optional[tuple[ResourceType, Store]]:
+    def lookup(self, group: str, version: str, plural: str) -> Optional[tuple[ResourceType, RESTStorage]]:
         return (self.kube.lookup(group, version, plural) or self.crds.lookup(group, version, plural)
                 or self.aggregator.lookup(group, version, plural))
 
     def store(self, group: str, version: str, plural: str) -> Store:
+        """The generic Store of a stored kind (KeyError for one not served, or not stored)."""
         found = self.lookup(group, version, plural)
-        if found is None:
+        if found is None or not isinstance(found[1], Store):
             raise KeyError((group, version, plural))
         return found[1]
 

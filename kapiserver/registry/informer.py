@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.machinery.fields import parse_field_selector
@@ -24,7 +25,7 @@ RESTART_DELAY_SECONDS = 1.0
 
 
 class Informer:
-    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor,
+    def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  field_selector: str = "", after_list: Optional[Callable[[], None]] = None) -> None:
         self.store = store
         self.on_event = on_event
@@ -36,7 +37,7 @@ class Informer:
         self.objects: dict[tuple[str, str], dict] = {}
         self._watch: Optional[ResourceWatch] = None
         self._stopped = False
-        self._restart = None
+        self._restart: Optional[IDelayedCall] = None
         self.synced: defer.Deferred[None] = defer.Deferred()
 
     # WatchSink

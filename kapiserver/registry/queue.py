@@ -9,9 +9,10 @@ client-go's delaying queue keeps the earliest.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Coroutine, Hashable
+from typing import Any, Callable, Coroutine, Generic, Hashable, TypeVar
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from kapiserver.machinery import metrics
 
@@ -24,8 +25,13 @@ class RetryLater(Exception):
     """Not done yet, for a reason that is no fault (``str()`` is logged at debug level)."""
 
 
-class ReconcileQueue:
-    def __init__(self, name: str, reconcile: Callable[[Hashable], Coroutine[Any, Any, None]], reactor) -> None:
+# what a queue's items are: a name, a (namespace, name) ...
+Key = TypeVar("Key", bound=Hashable)
+
+
+class ReconcileQueue(Generic[Key]):
+    def __init__(self, name: str, reconcile: Callable[[Key], Coroutine[Any, Any, None]],
+                 reactor: IReactorTime) -> None:
         self.name = name
         self.reconcile = reconcile
         self.reactor = reactor
@@ -36,7 +42,7 @@ class ReconcileQueue:
         self._timers: dict = {}
         self._stopped = False
 
-    def add(self, key: Hashable, delay: float = 0.0) -> None:
+    def add(self, key: Key, delay: float = 0.0) -> None:
         if self._stopped:
             return
         if delay > 0:
@@ -56,11 +62,11 @@ class ReconcileQueue:
         self._pending.add(key)
         self._timers[("run", key)] = self.reactor.callLater(0, self._run, key)
 
-    def _fire(self, key: Hashable) -> None:
+    def _fire(self, key: Key) -> None:
         self._timers.pop(key, None)
         self.add(key)
 
-    def _run(self, key: Hashable) -> None:
+    def _run(self, key: Key) -> None:
         self._timers.pop(("run", key), None)
         self._pending.discard(key)
         if self._stopped:

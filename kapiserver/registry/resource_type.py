@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
-from kapiserver.machinery.fields import METAV1_FIELD_LABELS, FieldLabelConversion
+from kapiserver.machinery import errors
+from kapiserver.machinery.fields import METAV1_FIELD_LABELS, FieldLabelConversion, FieldSelector
+from kapiserver.registry.options import ListOptions
 from kapiserver.registry.strategy import Strategy
 from kapiserver.registry.subresources import Subresource
 
@@ -169,3 +171,67 @@ class ResourceType:
         if self.namespaced and namespace:
             return f"/{self.storage_resource}/{namespace}/"
         return f"/{self.storage_resource}/"
+
+    # what every REST storage of the kind, stored or not, does alike: the checks of a body's
+    # TypeMeta, and the selection of objects by label and field selectors
+
+    def check_kind(self, obj: Any) -> dict:
+        """``obj`` as an object of this kind: a 400 for a body that is no object, or names
+        another apiVersion or kind (either may be left out)."""
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request must be a JSON or YAML object")
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version and api_version != self.api_version:
+            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
+                                     f"API version ({self.api_version})")
+        if kind and kind != self.kind:
+            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind "
+                                     f"({self.kind})")
+        return obj
+
+    def stamp_type(self, obj: dict) -> dict:
+        """Set the object's kind and apiVersion, first and in that order, as Go encodes a
+        typed object's TypeMeta (the list encoder trims them from items by that prefix)."""
+        keys = iter(obj)
+        if next(keys, None) != "kind" or next(keys, None) != "apiVersion":  # once per object, at most
+            rest = [(k, v) for k, v in obj.items() if k != "kind" and k != "apiVersion"]
+            obj.clear()
+            obj["kind"] = ""
+            obj["apiVersion"] = ""
+            obj.update(rest)
+        obj["kind"] = self.kind
+        obj["apiVersion"] = self.api_version
+        return obj
+
+    def field_getter(self, obj: dict) -> Callable[[str], Optional[str]]:
+        """The values of ``obj``'s selectable fields, by field label (None: not one of them)."""
+        md = obj.get("metadata") or {}
+        getters = self.selectable_fields
+
+        def get(name: str) -> Optional[str]:
+            if name == "metadata.name":
+                return md.get("name", "")
+            if name == "metadata.namespace":
+                return md.get("namespace", "")
+            getter = getters.get(name)
+            return getter(obj) if getter else None
+        return get
+
+    def field_selector(self, opts: ListOptions) -> FieldSelector:
+        """The list options' field selector in the labels of the kind's field set, as upstream's
+        list, watch and deletecollection handlers convert it: a label this version does not
+        accept is a 400 with the kind's own message."""
+        return self.field_labels.convert(opts.field_selector)
+
+    def matcher(self, opts: ListOptions) -> Optional[Callable[[dict], bool]]:
+        """A predicate for the list options' selectors (None when everything matches)."""
+        labels, fields = opts.label_selector, self.field_selector(opts)
+        if labels.empty and fields.empty:
+            return None
+
+        def matches(obj: dict) -> bool:
+            md = obj.get("metadata") or {}
+            if not labels.empty and not labels.matches(md.get("labels") or {}):
+                return False
+            return fields.empty or fields.matches(self.field_getter(obj))
+        return matches

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Optional, TypeVar, Union
 
 from kapiserver.machinery import errors, meta
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store, WriteResult
+from kapiserver.registry.store import Context, WriteResult
 from kapiserver.registry.strategy import Strategy
 
 # (the review object, who asks, the namespace of the URL) -> the status to return (or an awaitable of it)
@@ -32,32 +32,35 @@ class ReviewStrategy(Strategy):
         return []
 
 
-class ReviewStore(Store):
-    """Answers ``create`` by computing the object's status; every other verb is
-    refused before it gets here (the resource type's verbs are only ``create``)."""
+class ReviewStore:
+    """Answers ``create`` by computing the object's status (a :class:`Creater`, nothing
+    stored); the resource type's only verb is ``create``."""
 
     def __init__(self, rtype: ResourceType, answer: Answer) -> None:
-        super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # nothing is stored
+        if not isinstance(rtype.strategy, ReviewStrategy):
+            raise TypeError(f"{rtype.kind}: a review kind's strategy is a ReviewStrategy")
+        self.rtype = rtype
+        self.strategy: ReviewStrategy = rtype.strategy
         self.answer = answer
 
     async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
         ctx = ctx or Context()
-        obj = self._stamp_type(self._check_kind(obj))
+        obj = self.rtype.stamp_type(self.rtype.check_kind(obj))
         md = meta.metadata(obj)
         md.clear()
         md["creationTimestamp"] = None  # upstream echoes an empty ObjectMeta
         self.strategy.default(self.rtype, obj)
         causes = self.strategy.validate_review(self.rtype, obj, namespace)
         if causes:
-            raise self._invalid("", causes)
+            raise errors.invalid(self.rtype.kind, self.rtype.group, "", causes)
         status = self.answer(obj, ctx.user, namespace)
         obj["status"] = await status if inspect.isawaitable(status) else status
-        return WriteResult(obj, self)
+        return WriteResult(obj, None)  # nothing stored: the answer is the review itself
 
 
-def review_store_factory(answer_for: Callable[[Deps], Answer]) -> Callable[[ResourceType, Deps], Store]:
+def review_store_factory(answer_for: Callable[[Deps], Answer]) -> Callable[[ResourceType, Deps], ReviewStore]:
     """A ResourceType.make_store for a review kind: ``answer_for(deps)`` builds the answer."""
-    def make(rtype: ResourceType, deps: Deps) -> Store:
+    def make(rtype: ResourceType, deps: Deps) -> ReviewStore:
         return ReviewStore(rtype, answer_for(deps))
     return make
 

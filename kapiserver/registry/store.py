@@ -14,6 +14,7 @@ import builtins
 
 import copy
 import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, NoReturn, Optional
 
@@ -25,6 +26,7 @@ from kapiserver.machinery import codec, cooperate, errors, meta, validation, zer
 from kapiserver.machinery import labels as label_selectors
 from kapiserver.machinery.fields import NOT_EQUALS, FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
+from kapiserver.machinery.user import UserInfo
 from kapiserver.registry import fieldmanagers
 from kapiserver.registry.admission import (CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes,
                                            GroupVersionKind, SubresourceView)
@@ -58,7 +60,7 @@ GRACE_PENDING: Any = object()
 class Context:
     """Who asks, and how (dry run, field validation warnings to return)."""
 
-    user: Any = None
+    user: Optional[UserInfo] = None
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
     # the field manager of this write (``?fieldManager=`` or derived from the User-Agent)
@@ -256,7 +258,7 @@ class WriteResult:
     changed nothing, an update that removed the object, a kind that stores nothing)."""
 
     obj: dict
-    store: "Store"
+    store: Optional["Store"]  # None: a kind that stores nothing (reviews, bindings)
     created: bool = False
     stored: Optional[st.KeyValue] = None
     # ``obj`` is what a read of ``stored`` shows (no storage conversion in between), so
@@ -269,7 +271,7 @@ class WriteResult:
         then memoized on the value, which the embedded store's watch cache holds too, so
         the next GET and list of the object reuse the bytes.  ``obj`` itself when nothing
         was stored, or for kinds converted asynchronously (nothing to memoize on)."""
-        if self.stored is None or self.store.rtype.convert_from_storage_async is not None:
+        if self.stored is None or self.store is None or self.store.rtype.convert_from_storage_async is not None:
             return self.obj
         return StoredObject(self.stored, self.store, self.obj if self.read_back else None)
 
@@ -369,18 +371,7 @@ class Store:
         return obj
 
     def _stamp_type(self, obj: dict) -> dict:
-        """Set the object's kind and apiVersion, first and in that order, as Go encodes a
-        typed object's TypeMeta (the list encoder trims them from items by that prefix)."""
-        keys = iter(obj)
-        if next(keys, None) != "kind" or next(keys, None) != "apiVersion":  # once per object, at most
-            rest = [(k, v) for k, v in obj.items() if k != "kind" and k != "apiVersion"]
-            obj.clear()
-            obj["kind"] = ""
-            obj["apiVersion"] = ""
-            obj.update(rest)
-        obj["kind"] = self.rtype.kind
-        obj["apiVersion"] = self.rtype.api_version
-        return obj
+        return self.rtype.stamp_type(obj)
 
     def to_external(self, obj: dict) -> dict:
         """A stored object as this resource type's clients see it."""
@@ -458,33 +449,16 @@ class Store:
     async def _read(self, namespace: str, name: str, resource_version: str) -> st.KeyValue:
         parse_resource_version(resource_version)  # reject malformed values
         key = self.key(namespace, name)
-        cached = getattr(self.storage, "get_cached", None)
         # resourceVersion=0: any recent state will do, so the watch cache answers
-        kv = await (cached(key) if resource_version == "0" and cached else self.storage.get(key))
+        kv = await (self.storage.get_cached(key) if resource_version == "0" else self.storage.get(key))
         if kv is None:
             raise self._not_found(name)
         return kv
 
     # ------------------------------------------------------------ list
 
-    def field_getter(self, obj: dict) -> Callable[[str], Optional[str]]:
-        md = obj.get("metadata") or {}
-        getters = self.rtype.selectable_fields
-
-        def get(name: str) -> Optional[str]:
-            if name == "metadata.name":
-                return md.get("name", "")
-            if name == "metadata.namespace":
-                return md.get("namespace", "")
-            getter = getters.get(name)
-            return getter(obj) if getter else None
-        return get
-
     def field_selector(self, opts: ListOptions) -> FieldSelector:
-        """The list options' field selector in the labels of the kind's field set, as upstream's
-        list, watch and deletecollection handlers convert it: a label this version does not
-        accept is a 400 with the kind's own message."""
-        return self.rtype.field_labels.convert(opts.field_selector)
+        return self.rtype.field_selector(opts)
 
     def watch_scope(self, namespace: str, opts: ListOptions) -> tuple[str, Optional[str]]:
         """The narrowest key prefix holding every object a watch with ``opts`` can match,
@@ -507,17 +481,7 @@ class Store:
         return prefix, ("/" + name if name else None)
 
     def matcher(self, opts: ListOptions) -> Optional[Callable[[dict], bool]]:
-        """A predicate for the list options' selectors (None when everything matches)."""
-        labels, fields = opts.label_selector, self.field_selector(opts)
-        if labels.empty and fields.empty:
-            return None
-
-        def matches(obj: dict) -> bool:
-            md = obj.get("metadata") or {}
-            if not labels.empty and not labels.matches(md.get("labels") or {}):
-                return False
-            return fields.empty or fields.matches(self.field_getter(obj))
-        return matches
+        return self.rtype.matcher(opts)
 
     def index_query(self, opts: ListOptions) -> Optional[tuple[str, st.IndexValue, frozenset[str]]]:
         """An index that holds every object the list options' selectors can match: (its name, its
@@ -601,7 +565,7 @@ class Store:
                     page = await self.storage.list_indexed(prefix, *indexed, revision=read_rev,
                                                            start_key=start_key, any_state=any_state)
                     indexed = None
-                if page is None and any_state and hasattr(self.storage, "list_cached"):
+                if page is None and any_state:
                     page = await self.storage.list_cached(prefix, limit=batch, start_key=start_key)
                 elif page is None:
                     page = await self.storage.list(prefix, revision=read_rev, limit=batch, start_key=start_key)
@@ -688,16 +652,7 @@ class Store:
                                                self.strategy.name_validation)
 
     def _check_kind(self, obj: Any) -> dict:
-        if not isinstance(obj, dict):
-            raise errors.bad_request("the body of the request must be a JSON or YAML object")
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if api_version and api_version != self.rtype.api_version:
-            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
-                                     f"API version ({self.rtype.api_version})")
-        if kind and kind != self.rtype.kind:
-            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind "
-                                     f"({self.rtype.kind})")
-        return obj
+        return self.rtype.check_kind(obj)
 
     def _check_namespace(self, obj: dict, namespace: str) -> None:
         md = meta.metadata(obj)
@@ -841,9 +796,8 @@ class Store:
         """The value an update or delete starts from: the watch cache's copy when there is
         one (see :class:`WriteBase`); a dry run reads the backend, since it writes nothing
         that would catch a stale copy."""
-        peek = getattr(self.storage, "peek", None)
-        if peek is not None and not dry_run:
-            kv = peek(key)
+        if not dry_run:
+            kv = self.storage.peek(key)
             if kv is not None:
                 return WriteBase(self.storage, key, kv, current=False)
         return WriteBase(self.storage, key, await self.storage.get(key), current=True)
@@ -885,7 +839,7 @@ class Store:
                 if not (create_if_missing and allow_create and not subresource):
                     raise self._not_found(name)
                 desired = mutate(None)
-                if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
+                if inspect.isawaitable(desired):
                     desired = await desired
                 try:
                     created = await self.create_result(namespace, desired, ctx)
@@ -900,7 +854,7 @@ class Store:
                 current = await self._from_kv_async(kv)
                 # the update changes the desired object in place; ``current`` stays as read
                 desired = mutate(current if mutate_keeps_current else codec.copy_json(current))
-                if isinstance(desired, defer.Deferred) or hasattr(desired, "__await__"):
+                if inspect.isawaitable(desired):
                     desired = await desired
                 desired = self._check_kind(desired)
                 self._stamp_type(desired)

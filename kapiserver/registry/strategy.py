@@ -8,7 +8,7 @@ into a 422 Invalid.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Protocol
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
@@ -25,6 +25,12 @@ RESET_OBJECT_META_FOR_STATUS = ("deletionTimestamp", "generation", "selfLink", "
 
 # Called once the write a begin_* hook prepared is done: True when it was stored.
 FinishFunc = Callable[[bool], Awaitable[None]]
+
+
+class ServerSettings(Protocol):
+    """The server settings a strategy's :meth:`Strategy.bind` may read (the server's Config)."""
+
+    service_cluster_ip_range: str
 
 
 class Strategy:
@@ -103,7 +109,7 @@ class Strategy:
         """Validation of a write through an update-style subresource (not status)."""
         return self.validate_update(rtype, new, old)
 
-    def bind(self, rtype: "ResourceType", store: Any, config: Any) -> None:
+    def bind(self, rtype: "ResourceType", store: Any, config: Optional["ServerSettings"]) -> None:
         """Called once the server has built the Store serving ``rtype``: kinds whose
         hooks need other objects or settings (Services allocating cluster IPs) keep
         what they need here."""

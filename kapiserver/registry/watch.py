@@ -15,9 +15,10 @@ failed conversion ends the watch with an ERROR event (500 Status).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable, Optional, Protocol, Union, cast
+from typing import Any, Callable, Iterable, Optional, Protocol, Union, runtime_checkable
 
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.machinery import errors
@@ -48,9 +49,10 @@ class WatchSink(Protocol):
         """The watch ended (timeout, error already sent, or stop)."""
 
 
+@runtime_checkable
 class EncodingWatchSink(WatchSink, Protocol):
-    """A sink that encodes events itself: watchers with the same ``encoding_key``
-    share one encoding of each event."""
+    """A sink that encodes events itself (the HTTP stream): watchers with the same
+    ``encoding_key`` (None: none shared) share one encoding of each event."""
 
     encoding_key: Any
 
@@ -58,22 +60,28 @@ class EncodingWatchSink(WatchSink, Protocol):
 
     def send_encoded(self, line: bytes) -> None: ...
 
+    def feed_initial(self, items: list, external: Callable[[Any], dict],
+                     matches: Optional[Callable[[dict], bool]]) -> None:
+        """Send ``items`` (stored values) as ADDED events, a slice at a time while the
+        client reads; ``external`` turns one into the object to send."""
+
 
 class ResourceWatch:
-    def __init__(self, store: Store, namespace: str, opts: ListOptions, sink: WatchSink, reactor,
+    def __init__(self, store: Store, namespace: str, opts: ListOptions, sink: WatchSink, reactor: IReactorTime,
                  bookmark_interval: float = 60.0) -> None:
         self.store = store
         self.rtype = store.rtype
         self.namespace = namespace
         self.opts = opts
         self.sink = sink
+        self._encoding_sink = sink if isinstance(sink, EncodingWatchSink) else None
         self.reactor = reactor
         self.bookmark_interval = bookmark_interval
         self.matches = store.matcher(opts)
         self._prefix, self._key_suffix = store.watch_scope(namespace, opts)
         self.revision = 0
         self._watch: Optional[st.Watch] = None
-        self._timer = None
+        self._timer: Optional[IDelayedCall] = None
         self._bookmarks: Optional[task.LoopingCall] = None
         self._done = False
         self._async = self.rtype.convert_from_storage_async is not None
@@ -92,19 +100,17 @@ class ResourceWatch:
         if initial:
             wanted = parse_resource_version(opts.resource_version) if opts.resource_version_match == \
                 NOT_OLDER_THAN else 0
-            cached = getattr(self.store.storage, "list_cached", None)
-            page = await (cached(prefix) if opts.resource_version == "0" and cached else
-                          self.store.storage.list(prefix))
+            storage = self.store.storage
+            page = await (storage.list_cached(prefix) if opts.resource_version == "0" else storage.list(prefix))
             if wanted and page.revision < wanted:
                 raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
                                          f"current: {page.revision}")
             self.revision = page.revision
             # a corrupt object is skipped (and logged), as in lists; a value already encoded decoded once
             values = [kv for kv in page.items if kv.encodings is not None or readable(kv) is not None]
-            feed = getattr(self.sink, "feed_initial", None)
-            if feed is not None and not self._async:
+            if self._encoding_sink is not None and not self._async:
                 # the sink sends them itself, a slice at a time while its client reads
-                feed(values, lambda kv: self.store.to_external(decode(kv)), self.matches)
+                self._encoding_sink.feed_initial(values, lambda kv: self.store.to_external(decode(kv)), self.matches)
             else:
                 initial_objs: Iterable[dict]
                 if self._async:
@@ -166,13 +172,13 @@ class ResourceWatch:
         self.revision = event.revision
         if self._key_suffix is not None and not event.kv.key.endswith(self._key_suffix):
             return  # another object: the selector cannot match it, before or after
-        memo_key = getattr(self.sink, "encoding_key", None) if self.matches is None else None
+        sink = self._encoding_sink
+        memo_key = sink.encoding_key if sink is not None and self.matches is None else None
         try:
-            if memo_key is not None:
+            if sink is not None and memo_key is not None:
                 # Unfiltered watchers of one prefix see the same bytes: the first of
                 # them encodes the event, the rest reuse it (the cacher hands every
                 # watcher the same Event object).
-                sink = cast(EncodingWatchSink, self.sink)
                 line = event.cache.get(memo_key)
                 if line is None:
                     seen = self._convert(event)

@@ -16,6 +16,7 @@ import mmap
 import struct
 from typing import Any
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 log = Logger()
@@ -45,7 +46,7 @@ class ConnectionTable:
 class AcceptBalancer:
     """Paces one worker's accepting by the table (``connections_changed`` is the limiter's hook)."""
 
-    def __init__(self, port: Any, table: ConnectionTable, index: int, reactor: Any) -> None:
+    def __init__(self, port: Any, table: ConnectionTable, index: int, reactor: IReactorTime) -> None:
         self.port = port
         self.table = table
         self.index = index

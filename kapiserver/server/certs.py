@@ -263,7 +263,8 @@ def _load_key(path: str, data: bytes):
 
 
 def _check_pair(cert_path: str, cert: x509.Certificate, key) -> None:
-    if cert.public_key().public_numbers() != key.public_key().public_numbers():
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if cert.public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
         raise CertificateError(f"{cert_path}: certificate does not match its private key")
 
 
@@ -396,7 +397,7 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_
         if service_account_key:
             _ensure_service_account_key(cert_dir)
     except OSError as e:
-        raise CertificateError(f"{getattr(e, 'filename', None) or cert_dir}: {e.strerror or e}") from None
+        raise CertificateError(f"{e.filename or cert_dir}: {e.strerror or e}") from None
     return CertBundle(cert_dir, issuer.ca_pem, serving_cert, serving_key, admin_cert, admin_key, front_proxy_ca_pem)
 
 

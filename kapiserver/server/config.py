@@ -388,9 +388,8 @@ def _fill(obj: Any, data: Any, source: str, prefix: str) -> None:
 def config_to_dict(config: Config) -> dict[str, Any]:
     """The YAML keys of ``config`` (what :func:`config_from_dict` reads back into an equal Config)."""
     def keys(obj: Any) -> dict[str, Any]:
-        return {f.name: keys(getattr(obj, f.name)) if dataclasses.is_dataclass(getattr(obj, f.name))
-                else getattr(obj, f.name)
-                for f in dataclasses.fields(obj) if not f.metadata.get("internal")}
+        values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if not f.metadata.get("internal")}
+        return {name: keys(value) if dataclasses.is_dataclass(value) else value for name, value in values.items()}
     return keys(config)
 
 
@@ -427,8 +426,9 @@ def _validate(config: Config) -> None:
                           f"got {config.log_level!r}")
     for dotted in _POSITIVE_KEYS:
         obj, name, _ = _lookup(config, dotted)
-        if getattr(obj, name) <= 0:
-            raise ConfigError(f"{src}: key '{dotted}': must be greater than 0, got {getattr(obj, name)}")
+        value = getattr(obj, name)
+        if value <= 0:
+            raise ConfigError(f"{src}: key '{dotted}': must be greater than 0, got {value}")
     if config.testing.enable_reset and config.storage.backend != "sqlite":
         raise ConfigError(f"{src}: key 'testing.enable_reset': needs storage.backend sqlite "
                           f"(the {config.storage.backend} backend cannot restore a snapshot)")
@@ -494,8 +494,9 @@ def _validate(config: Config) -> None:
                           f"(10 minutes), got {config.controllers.cluster_signing_duration_seconds}")
     audit = config.audit
     for name in ("log_maxage", "log_maxbackup", "log_maxsize"):
-        if getattr(audit, name) < 0:
-            raise ConfigError(f"{src}: key 'audit.{name}': can't be a negative number, got {getattr(audit, name)}")
+        value = getattr(audit, name)
+        if value < 0:
+            raise ConfigError(f"{src}: key 'audit.{name}': can't be a negative number, got {value}")
     if audit.webhook_initial_backoff_seconds < 0:
         raise ConfigError(f"{src}: key 'audit.webhook_initial_backoff_seconds': must not be negative")
     from kapiserver.admission.plugins import validate_names
@@ -630,8 +631,9 @@ def load_config(path: Optional[str], overrides: Optional[Mapping[str, Any]] = No
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
+        marked = e if isinstance(e, yaml.MarkedYAMLError) else None
+        mark = marked.problem_mark if marked is not None else None
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or "invalid YAML"
+        problem = (marked.problem if marked is not None else None) or "invalid YAML"
         raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
     return config_from_dict(data, path, overrides)

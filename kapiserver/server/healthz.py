@@ -134,8 +134,11 @@ class HealthResource(resource.Resource):
         return server.NOT_DONE_YET
 
     async def _respond(self, request: server.Request) -> None:
-        finished = []
-        request.notifyFinish().addBoth(finished.append)
+        finished: list[object] = []
+
+        def done(result: object) -> None:
+            finished.append(result)
+        request.notifyFinish().addBoth(done)
         name = self._check_name(request)
         if name:
             body = await self._single(request, name)

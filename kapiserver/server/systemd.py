@@ -13,6 +13,7 @@ import socket
 from typing import Any, Mapping, Optional
 
 from twisted.internet import task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 log = Logger()
@@ -79,7 +80,7 @@ def watchdog_interval(env: Optional[Mapping[str, str]] = None) -> Optional[float
 class Notifier:
     """The server's link to systemd: readiness, stopping and the watchdog heartbeat."""
 
-    def __init__(self, env: Optional[Mapping[str, str]] = None, reactor=None) -> None:
+    def __init__(self, env: Optional[Mapping[str, str]] = None, reactor: Optional[IReactorTime] = None) -> None:
         self._env = dict(os.environ if env is None else env)
         self._reactor = reactor
         self._watchdog: Optional[task.LoopingCall] = None

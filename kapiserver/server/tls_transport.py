@@ -29,7 +29,7 @@ class ServingTLSTransport(BufferingTLSTransport):
     class, so a response's head and a small body become one record.)
     """
 
-    def _write(self, data: bytes) -> None:  # type: ignore[override]
+    def _write(self, data: bytes) -> None:
         if self._lostTLSConnection:
             return
         view = memoryview(data)
@@ -55,7 +55,9 @@ class ServingTLSTransport(BufferingTLSTransport):
                 encrypted = self._tlsConnection.bio_read(DRAIN_BYTES)
             except WantReadError:
                 return
-            self.transport.write(encrypted)
+            transport = self.transport
+            assert transport is not None  # (connected: it is writing)
+            transport.write(encrypted)
             if len(encrypted) < DRAIN_BYTES:
                 return
 

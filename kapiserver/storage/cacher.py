@@ -104,7 +104,7 @@ def default_resource_prefix(key_or_prefix: str) -> Optional[str]:
     return f"/{parts[1]}/"
 
 
-class CachedStorage:
+class CachedStorage(Storage):
     """A :class:`Storage` that serves reads and watches from per-resource watch caches."""
 
     def __init__(self, backend: Storage, prefixes: Optional[Iterable[str]] = None,
@@ -165,13 +165,12 @@ class CachedStorage:
         if revision == 0:
             # a consistent read from memory when the backend can say at once that the cache
             # has every committed write (the embedded store); otherwise the backend answers
-            local_revision: Optional[Callable[[], Optional[int]]] = getattr(self.backend, "local_revision", None)
             cache = self.cache_for(key)
-            if local_revision is not None and cache is not None and cache.ready:
-                latest = local_revision()
-                if latest is not None and cache.revision < latest:
-                    self._flush_progress()
-                if latest is not None and cache.revision >= latest:
+            latest = self.backend.local_revision() if cache is not None and cache.ready else None
+            if cache is not None and latest is not None:
+                if cache.revision < latest:
+                    self.backend.flush_progress()
+                if cache.revision >= latest:
                     return defer.succeed(cache.get(key))
             elif cache is not None:
                 # or when the backend's watch can vouch that the cache has every committed write
@@ -279,21 +278,19 @@ class CachedStorage:
             return cache.revision
         current = await self.backend.current_revision()
         if cache.revision < current:
-            self._flush_progress()
+            self.backend.flush_progress()
         if cache.revision >= current:
             cache.futile_wait = False
             return cache.revision
         if cache.same_state_at(current):  # the backend said so for this revision already
             return current
-        unchanged_since = getattr(self.backend, "unchanged_since", None)
-        if unchanged_since is not None:
-            seen = cache.revision
-            if await unchanged_since(cache.prefix, seen, current, cache.count(cache.prefix)) and \
-                    cache.revision == seen:
-                cache.note_same_state(current)
-                return current
-            if cache.revision >= current:  # events arrived meanwhile
-                return cache.revision
+        seen = cache.revision
+        if await self.backend.unchanged_since(cache.prefix, seen, current, cache.count(cache.prefix)) and \
+                cache.revision == seen:
+            cache.note_same_state(current)
+            return current
+        if cache.revision >= current:  # events arrived meanwhile
+            return cache.revision
         if not cache.futile_wait and await cache.wait_for(current, self.consistent_wait):
             return cache.revision
         cache.futile_wait = True
@@ -302,19 +299,24 @@ class CachedStorage:
                   prefix=cache.prefix, rev=current, t=self.consistent_wait)
         return None
 
-    def _flush_progress(self) -> None:
-        """Have the backend's pending progress notifications delivered now (if it defers them)."""
-        flush: Optional[Callable[[], None]] = getattr(self.backend, "flush_progress", None)
-        if flush is not None:
-            flush()
-
     async def check_health(self) -> None:
         """The backend's health (the cache itself has no failure of its own to report)."""
-        probe = getattr(self.backend, "check_health", None)
-        if probe is not None:
-            await probe()
-        else:
-            await self.backend.current_revision()
+        await self.backend.check_health()
+
+    # the backend's other capabilities, for whoever wraps the cache
+
+    @property
+    def watch_progress(self) -> bool:
+        return self.backend.watch_progress
+
+    def local_revision(self) -> Optional[int]:
+        return self.backend.local_revision()
+
+    def flush_progress(self) -> None:
+        self.backend.flush_progress()
+
+    def unchanged_since(self, prefix: str, since: int, at: int, count: int) -> defer.Deferred:
+        return self.backend.unchanged_since(prefix, since, at, count)
 
     def list_indexed(self, prefix: str, index: str, value_of: IndexValue, values: frozenset[str],
                      revision: int = 0, start_key: str = "", any_state: bool = False) -> defer.Deferred:

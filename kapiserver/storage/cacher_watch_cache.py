@@ -278,16 +278,13 @@ class WatchCache:
         its answer comes on the stream after the events it covers, so once it is in, so are they.
         """
         upstream = self._upstream
-        if not self.ready or upstream is None or not getattr(self.backend, "watch_progress", False):
-            return None
-        request: Optional[Callable[[], defer.Deferred]] = getattr(upstream, "request_progress", None)
-        if request is None:
+        if not self.ready or upstream is None or not self.backend.watch_progress:
             return None
         generation = self._generation
 
         def answered(revision: int) -> bool:
             return generation == self._generation and self.ready and self.revision >= revision
-        return request().addCallbacks(answered, lambda _: False)
+        return upstream.request_progress().addCallbacks(answered, lambda _: False)
 
     def _wake(self, revision: int) -> None:
         waiters = self._waiters
@@ -315,7 +312,7 @@ class WatchCache:
     def adopt(self, written: KeyValue) -> KeyValue:
         """One object for a value written through this process and the cache's copy of it.
 
-        What a write's answer memoizes on its value (its encoding, Store.stored_answer)
+        What a write's answer memoizes on its value (its encoding, WriteResult.answer)
         then serves the cache's next GET and list of it.  If the cache already has the
         value (its event came first), that copy is returned for the writer to use;
         otherwise the cache keeps ``written`` when the event arrives.  The embedded

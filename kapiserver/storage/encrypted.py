@@ -65,7 +65,7 @@ def storage_resources(types: Iterable[Any]) -> ResourceOf:
     return resource_of
 
 
-class TransformingStorage:
+class TransformingStorage(Storage):
     """A :class:`Storage` that encrypts and decrypts values of the resources ``config`` names."""
 
     def __init__(self, backend: Storage, config: EncryptionConfig, resource_of: ResourceOf,
@@ -76,9 +76,6 @@ class TransformingStorage:
         # the authenticated data is the full key as etcd holds it (prefix + key)
         self.key_prefix = key_prefix.rstrip("/")
         self._identity = Identity()
-
-    def __getattr__(self, name: str) -> Any:  # backend extras (check_health, db_size ...)
-        return getattr(self.backend, name)
 
     def transformer(self, key: str) -> Optional[Transformer]:
         resource = self.resource_of(key)
@@ -132,6 +129,24 @@ class TransformingStorage:
 
     def grant_lease(self, ttl_seconds: int) -> defer.Deferred:
         return self.backend.grant_lease(ttl_seconds)
+
+    # the backend's capabilities (values are not involved)
+
+    @property
+    def watch_progress(self) -> bool:
+        return self.backend.watch_progress
+
+    async def check_health(self) -> None:
+        await self.backend.check_health()
+
+    def local_revision(self) -> Optional[int]:
+        return self.backend.local_revision()
+
+    def flush_progress(self) -> None:
+        self.backend.flush_progress()
+
+    def unchanged_since(self, prefix: str, since: int, at: int, count: int) -> defer.Deferred:
+        return self.backend.unchanged_since(prefix, since, at, count)
 
     # ------------------------------------------------------------ reads
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol, runtime_checkable
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 
 
 # ---------------------------------------------------------------- data
@@ -172,13 +172,22 @@ class Watch(Protocol):
 
     def cancel(self) -> None: ...
 
+    def request_progress(self) -> Deferred:
+        """Fire with a revision R once every event up to R was delivered, R being the
+        backend's latest revision at some moment after the call (upstream's
+        RequestWatchProgress).  Only a backend whose ``watch_progress`` is true vouches for
+        the answer; a watch that cannot answer fails with :class:`StorageError`."""
+        ...
+
 
 # ---------------------------------------------------------------- backend
 
 
 @runtime_checkable
 class Storage(Protocol):
-    """The storage contract.  See the module docstring for the semantics."""
+    """The storage contract.  See the module docstring for the semantics.
+
+    Backends subclass it (so they inherit the capability defaults below)."""
 
     def start(self) -> Deferred:
         """Open/connect; fires when the store can serve."""
@@ -191,17 +200,6 @@ class Storage(Protocol):
 
     def compacted_revision(self) -> Deferred:
         """Fire with the revision of the last compaction (0 if never)."""
-
-    # Optional, not part of the Protocol: ``local_revision() -> Optional[int]``, the
-    # latest committed revision when the backend knows it without a round trip (the
-    # embedded store, whose process commits every write). The watch cache then serves
-    # consistent single-key reads from memory; backends without it are asked.
-    # Optional too: ``watch_progress: bool``, true when the backend's watches answer
-    # ``request_progress()`` (a Deferred firing with a revision R, the backend's latest at
-    # some moment after the call, once every event up to R was delivered) and those
-    # answers can be trusted: every write acknowledged before the call is at or below R
-    # (etcd with one member of a release that answers in order, see EtcdStorage).
-    # The watch cache then serves consistent reads from memory after such an answer.
 
     def get(self, key: str, revision: int = 0) -> Deferred:
         """Fire with the :class:`KeyValue` at ``revision`` (0 = latest), or ``None``."""
@@ -253,6 +251,59 @@ class Storage(Protocol):
         """Fire with a lease id; keys created with it are deleted (with DELETE
         events) once the TTL passes.  Backends without leases fire 0."""
 
+    # ------------------------------------------------------------ capabilities
+    #
+    # Declared here, with the answer of a backend that lacks the capability as the
+    # default body: a backend subclasses Storage and overrides what it can do, a
+    # wrapper (storage/encrypted.py) forwards each of them, and no caller probes
+    # a backend for them.
+
+    @property
+    def watch_progress(self) -> bool:
+        """True when the backend's watches answer :meth:`Watch.request_progress` and the
+        answers can be trusted: every write acknowledged before the request is at or
+        below the revision answered (etcd with one member of a release that answers in
+        order, see EtcdStorage).  The watch cache then serves consistent reads from
+        memory after such an answer."""
+        return False
+
+    async def check_health(self) -> None:
+        """Raise unless the backend can serve now (upstream's ReadinessCheck, /readyz/etcd)."""
+        await self.current_revision()
+
+    def local_revision(self) -> Optional[int]:
+        """The latest committed revision when the backend knows it without a round trip
+        (the embedded store, whose process commits every write), else None.  The watch
+        cache then serves consistent single-key reads from memory."""
+        return None
+
+    def flush_progress(self) -> None:
+        """Deliver pending progress notifications now (a backend that defers them)."""
+        return None  # (none deferred)
+
+    def unchanged_since(self, prefix: str, since: int, at: int, count: int) -> Deferred:
+        """Fire True when, at revision ``at``, ``prefix`` holds ``count`` keys none of which
+        was written after ``since``; False when that is not so or the backend cannot tell."""
+        return succeed(False)
+
+    # Reads with resourceVersion=0 semantics ("any recent state"), which the watch cache
+    # answers from memory; a store without one answers them with a read at the latest.
+
+    def list_cached(self, prefix: str, limit: int = 0, start_key: str = "") -> Deferred:
+        """A :class:`ListResult` of any recent state of ``prefix``."""
+        return self.list(prefix, 0, limit, start_key)
+
+    def get_cached(self, key: str) -> Deferred:
+        """Any recent :class:`KeyValue` of ``key`` (or None)."""
+        return self.get(key)
+
+    def peek(self, key: str) -> Optional[KeyValue]:
+        """What a ready cache holds for ``key`` now, without I/O (None: no such copy)."""
+        return None
+
+    def cached_count(self, prefix: str) -> Optional[int]:
+        """How many keys under ``prefix`` a ready cache holds now (None: no cache for it)."""
+        return None
 
 # ---------------------------------------------------------------- snapshots (tests)
 

@@ -50,7 +50,7 @@ from twisted.python.threadpool import ThreadPool
 from kapiserver.machinery import private_files
 from kapiserver.storage.interface import (
     DELETE, PUT, CompactedError, ConflictError, ErrorHandler, Event, EventHandler, FutureRevisionError,
-    KeyExistsError, KeyNotFoundError, KeyValue, ListResult, NoSnapshotError, ProgressHandler, RestoreResult,
+    KeyExistsError, KeyNotFoundError, KeyValue, ListResult, NoSnapshotError, ProgressHandler, RestoreResult, Storage,
     StorageError, UnavailableError, Watch)
 from kapiserver.storage.sqlite_peers import CommitBell, SharedRevision, encode_batch
 from kapiserver.storage.sqlite_watch import HISTORY_PAGE, WatchHub
@@ -150,7 +150,13 @@ def _connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-class SQLiteStorage:
+class _ReaderConnection(threading.local):
+    """A read thread's own connection (None until the thread first reads)."""
+
+    conn: Optional[sqlite3.Connection] = None
+
+
+class SQLiteStorage(Storage):
     """:class:`kapiserver.storage.interface.Storage` on an embedded SQLite file."""
 
     def __init__(self, path: str, compaction_interval: float = 300.0, compaction_retain: int = 0,
@@ -175,7 +181,7 @@ class SQLiteStorage:
         self._readers = self._writer if self._reads_on_writer else ThreadPool(1, read_threads, name="sqlite-reader")
         self._wconn: Optional[sqlite3.Connection] = None
         self._w_rev = 0  # current revision, owned by the writer thread
-        self._local = threading.local()
+        self._local = _ReaderConnection()
         self._rconns: list[sqlite3.Connection] = []
         self._rconns_lock = threading.Lock()
         # writes waiting for the writer thread: appended on the reactor, taken on the writer
@@ -356,7 +362,7 @@ class SQLiteStorage:
         if self._reads_on_writer:
             assert self._wconn is not None
             return self._wconn
-        conn = getattr(self._local, "conn", None)
+        conn = self._local.conn
         if conn is None:
             conn = _connect(self.path)
             conn.execute("PRAGMA query_only = 1")

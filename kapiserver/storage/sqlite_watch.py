@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Awaitable, Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.storage.interface import CompactedError, ErrorHandler, Event, EventHandler, ProgressHandler
@@ -88,12 +89,12 @@ class HubWatch(OrderedWatcher):
 class WatchHub:
     """All watches of one store, fed on the reactor thread after each commit."""
 
-    def __init__(self, read_history: HistoryReader, reactor) -> None:
+    def __init__(self, read_history: HistoryReader, reactor: IReactorTime) -> None:
         self._read = read_history
         self._reactor = reactor
         self._watches: list[HubWatch] = []
         self.published = 0  # newest revision handed to publish()
-        self._progress_call = None  # the pending progress round, if any
+        self._progress_call: Optional[IDelayedCall] = None  # the pending progress round, if any
         # publish() is offering a commit's events; a flush asked for meanwhile waits for it
         self._publishing = False
         self._flush_asked = False

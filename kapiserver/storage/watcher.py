@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Optional
 
+from twisted.internet import defer
 from twisted.logger import Logger
 
-from kapiserver.storage.interface import ErrorHandler, Event, EventHandler, ProgressHandler
+from kapiserver.storage.interface import ErrorHandler, Event, EventHandler, ProgressHandler, StorageError
 
 log = Logger()
 
@@ -32,6 +33,10 @@ class OrderedWatcher:
         if not self.cancelled:
             self.cancelled = True
             self._detach()
+
+    def request_progress(self) -> defer.Deferred:
+        """These watches are not asked (their backends' ``watch_progress`` is false)."""
+        return defer.fail(StorageError("this watch does not answer progress requests"))
 
     def _detach(self) -> None:
         """Forget this watcher wherever it is registered (subclasses)."""

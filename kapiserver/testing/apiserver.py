@@ -14,6 +14,7 @@ import tempfile
 from typing import Any, Optional
 
 from twisted.internet import reactor, task
+from twisted.internet.address import IPv4Address
 
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.app.apiserver import APIServer
@@ -112,7 +113,11 @@ async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"
     # the bootstrap RBAC policy costs a start ~0.15 s: only when RBAC decides
     api = APIServer(config, storage, ca_pem, HealthChecks(), Metrics(), reactor, authorizer=authorizer,
                     bootstrap_rbac="RBAC" in config.authorization.modes)
-    port = reactor.listenTCP(0, api.site, interface="127.0.0.1")
-    api.secure_port = port.getHost().port
+    # (APISite builds APIConnections around its channels: twisted's stub types listenTCP's factory
+    # by the channel a plain Site builds)
+    port = reactor.listenTCP(0, api.site, interface="127.0.0.1")  # type: ignore[arg-type]
+    address = port.getHost()
+    assert isinstance(address, IPv4Address)
+    api.secure_port = address.port
     await api.start()
     return RunningServer(api, port, storage, tmpdir)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
@@ -16,7 +16,7 @@ from kapiserver.testing.client import JSONClient
 HANG_GUARD = 60.0
 
 
-def run(coro_fn: Callable[[Any], Awaitable[None]]):
+def run(coro_fn: Callable[[Any], Coroutine[Any, Any, None]]):
     """Decorator: an ``async def`` test method as a Deferred-returning one."""
     def wrapper(self):
         return defer.Deferred.fromCoroutine(coro_fn(self))

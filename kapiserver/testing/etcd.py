@@ -126,6 +126,8 @@ class EtcdServer:
         process = self.process
         assert process is not None
         deadline = time.monotonic() + timeout
+        process = self.process
+        assert process is not None  # (started)
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(f"etcd exited with {process.returncode}; log:\n{self.log_tail()}")

@@ -117,7 +117,8 @@ class NodeCluster:
                                     env={**os.environ, **self.node_env})
         except subprocess.TimeoutExpired as e:
             self.stop()
-            raise RuntimeError(f"the node did not start within {START_TIMEOUT}s: {e.stdout}{e.stderr}") from None
+            output = "".join(o.decode() if isinstance(o, bytes) else o or "" for o in (e.stdout, e.stderr))
+            raise RuntimeError(f"the node did not start within {START_TIMEOUT}s: {output}") from None
         self.node_log = result.stdout + result.stderr
         if result.returncode != 0:
             self.stop()

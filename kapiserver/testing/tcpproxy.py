@@ -19,7 +19,8 @@ from typing import Optional
 
 from twisted.internet import defer, protocol
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
-from twisted.internet.interfaces import IListeningPort
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.interfaces import IListeningPort, ITCPTransport
 
 
 class _Side(protocol.Protocol):
@@ -39,7 +40,10 @@ class _Side(protocol.Protocol):
 
     def close(self, abort: bool = False) -> None:
         if not self.closed and self.transport is not None:
-            self.transport.abortConnection() if abort else self.transport.loseConnection()
+            if abort:
+                ITCPTransport(self.transport).abortConnection()
+            else:
+                self.transport.loseConnection()
 
 
 class _Upstream(_Side):
@@ -144,7 +148,10 @@ class TCPProxy:
 
     @property
     def port(self) -> int:
-        return self._listener.getHost().port
+        assert self._listener is not None  # (listening)
+        address = self._listener.getHost()
+        assert isinstance(address, (IPv4Address, IPv6Address))
+        return address.port
 
     @property
     def endpoint(self) -> str:
@@ -168,6 +175,7 @@ class TCPProxy:
     async def stop(self) -> None:
         """Stop listening and close everything, black-holed connections included."""
         listener, self._listener = self._listener, None
-        if listener is not None:
-            await listener.stopListening()
+        stopped = listener.stopListening() if listener is not None else None
+        if stopped is not None:
+            await stopped
         await self.cut()

@@ -13,7 +13,7 @@ from kapiserver.admission.resources import ResourceMapper
 from kapiserver.registry.groups import FixedTypes
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.auth.authorizer import Decision
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.cel.compiler import Declarations, compile_expression, rewrite_optional_syntax
 from kapiserver.machinery.openapi_definitions import load_definitions
 from kapiserver.testing.cases import run

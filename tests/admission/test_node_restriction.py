@@ -7,7 +7,7 @@ from twisted.trial import unittest
 
 from kapiserver.admission.node_restriction import NodeRestriction, forbidden_labels
 from kapiserver.auth.node.identifier import node_identity
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.machinery import errors
 from kapiserver.registry.admission import CREATE, UPDATE
 from tests.admission.plugin_fakes import PODS, RType, attrs, pod

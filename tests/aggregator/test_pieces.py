@@ -7,7 +7,7 @@ from twisted.web.http_headers import Headers
 from kapiserver.aggregator import discovery
 from kapiserver.aggregator.openapi_aggregation import v2_part
 from kapiserver.aggregator.proxy import forwarded_headers
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 
 def apiservice(group: str, version: str, gp: int, vp: int, remote: bool = True) -> dict:

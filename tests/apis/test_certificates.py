@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kapiserver.auth.authorizer import AlwaysAllow, Attributes, Decision
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.server.certs import ensure_certificates
 from kapiserver.testing.cases import ServerTestCase, run
 

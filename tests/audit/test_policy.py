@@ -5,7 +5,7 @@ from twisted.trial import unittest
 
 from kapiserver.audit.policy import PolicyError, parse_policy
 from kapiserver.auth.authorizer import Attributes
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 ALICE = UserInfo("alice", ("dev", "system:authenticated"))
 BOB = UserInfo("bob", ("ops", "system:authenticated"))

@@ -10,7 +10,7 @@ from kapiserver.auth.authenticator import AuthenticationError, UnionAuthenticato
 from kapiserver.auth.bearertoken import (AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion,
                                          WebSocketProtocolAuthenticator)
 from kapiserver.auth.tokenfile import StaticTokenAuthenticator
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 API = ("https://kubernetes.default.svc.cluster.local",)
 

@@ -14,7 +14,7 @@ from kapiserver.auth.authenticator import AuthenticationError
 from kapiserver.auth.bearertoken import INVALID_TOKEN, BearerTokenAuthenticator, TokenUnion
 from kapiserver.auth.bootstrap_token import BootstrapTokenAuthenticator, detached_signature, parse_token
 from kapiserver.auth.tokenfile import StaticTokenAuthenticator
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 NOW = 1_700_000_000.0
 TOKEN_ID, TOKEN_SECRET = "abcdef", "0123456789abcdef"

@@ -19,7 +19,7 @@ from kapiserver.auth.node.graph import Graph, VertexType
 from kapiserver.auth.node.graph_populator import GraphPopulator
 from kapiserver.auth.rbac.bootstrap_policy import node_rules
 from kapiserver.auth.rbac.policy_index import PolicyIndex
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.endpoints.filters.authorization import attributes_for
 from kapiserver.registry.store import Store
 from kapiserver.request.info import parse_request_info

@@ -8,7 +8,7 @@ from kapiserver.auth.authorization_modes import build_authorizer
 from kapiserver.auth.authorizer import NO_OPINION, AlwaysAllow, AlwaysDeny, Attributes, Decision, Rules
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.union import PrivilegedGroups, UnionAuthorizer
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.server.config import config_from_dict
 
 ALICE = UserInfo("alice", ("system:authenticated",))

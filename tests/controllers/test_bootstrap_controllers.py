@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 
 from kapiserver.auth.authorizer import AlwaysAllow, Attributes, Decision
 from kapiserver.auth.bootstrap_token import detached_signature
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.controllers.bootstrap_tokens import TokenCleaner
 from kapiserver.server.certs import ensure_certificates
 from kapiserver.testing.cases import ServerTestCase, run, sleep

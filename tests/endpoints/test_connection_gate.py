@@ -14,7 +14,7 @@ from twisted.trial import unittest
 from twisted.web import resource, server
 
 from kapiserver.auth.authenticator import AuthResult, UnionAuthenticator
-from kapiserver.auth.user import AUTHENTICATED_GROUP, UserInfo
+from kapiserver.machinery.user import AUTHENTICATED_GROUP, UserInfo
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.connection.site import APISite
 from kapiserver.endpoints.filters.inflight import InflightLimiter

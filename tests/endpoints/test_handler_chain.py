@@ -11,7 +11,7 @@ from twisted.web import resource, server
 
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, UnionAuthenticator
 from kapiserver.auth.authorizer import Decision
-from kapiserver.auth.user import AUTHENTICATED_GROUP, MASTERS_GROUP, UserInfo
+from kapiserver.machinery.user import AUTHENTICATED_GROUP, MASTERS_GROUP, UserInfo
 from kapiserver.endpoints.filters.inflight import InflightLimiter
 from kapiserver.endpoints.filters.waitgroup import RequestWaitGroup
 from kapiserver.endpoints.request_context import context_of

@@ -6,7 +6,7 @@ import os
 from cryptography import x509
 from twisted.trial import unittest
 
-from kapiserver.auth.user import ANONYMOUS
+from kapiserver.machinery.user import ANONYMOUS
 from kapiserver.auth.x509 import user_from_certificate
 from kapiserver.server.certs import ensure_certificates, issue_client_certificate
 

@@ -256,11 +256,9 @@ class CacherTests(unittest.TestCase):
         self.assertEqual(backend.calls["get"], gets + 1)
 
     async def test_consistent_get_asks_a_backend_that_must_be_asked_its_revision(self):
-        class Remote(Recording):  # as etcd: no local_revision
-            def __getattr__(self, name):
-                if name == "local_revision":
-                    raise AttributeError(name)
-                return super().__getattr__(name)
+        class Remote(Recording):  # as etcd: it does not know its revision without a round trip
+            def local_revision(self):
+                return None
         backend = Remote(SQLiteStorage(sqlite_path(self)))
         store = CachedStorage(backend)
         await store.start()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from kapiserver.auth.authorizer import Attributes as AuthzAttributes, Authorizer, decide
-from kapiserver.auth.user import AUTHENTICATED_GROUP, UserInfo
+from kapiserver.machinery.user import AUTHENTICATED_GROUP, UserInfo
 
 _T = "__kapiserver_authz__"
 MAX_ROUNDS = 16

@@ -267,7 +267,7 @@ class PodSecurity(AdmissionPlugin):
     def _exempt_reason(self, attrs: Attributes, spec: dict) -> Optional[str]:
         if attrs.namespace in self.exemptions.namespaces:
             return "namespace"
-        if attrs.user is not None and getattr(attrs.user, "name", None) in self.exemptions.usernames:
+        if attrs.user is not None and attrs.user.name in self.exemptions.usernames:
             return "user"
         if spec.get("runtimeClassName") in self.exemptions.runtime_classes:
             return "runtimeClass"

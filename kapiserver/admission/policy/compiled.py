@@ -50,7 +50,7 @@ def compile_policy(policy: dict, mapper: ResourceMapper) -> CompiledPolicy:
                               match_constraints=spec.get("matchConstraints"))
     raw_param_kind = spec.get("paramKind")
     has_params = isinstance(raw_param_kind, dict)
-    if has_params:
+    if isinstance(raw_param_kind, dict):
         group, _, version = (raw_param_kind.get("apiVersion") or "").rpartition("/")
         compiled.param_kind = GroupVersionKind(group, version, raw_param_kind.get("kind") or "")
         compiled.param_rtype = mapper.for_kind(group, version, compiled.param_kind.kind)

@@ -18,6 +18,7 @@ import treq
 from treq.client import HTTPClient
 from twisted.internet import defer, ssl
 from twisted.web._newclient import HTTP11ClientProtocol  # noqa: F401 (the pool's protocol)
+from twisted.internet.interfaces import IReactorTime
 from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
@@ -101,7 +102,7 @@ def status_failure(code: int, content: bytes) -> str:
 
 
 class WebhookClient:
-    def __init__(self, reactor: Any, resolver: ServiceResolver,
+    def __init__(self, reactor: IReactorTime, resolver: ServiceResolver,
                  credentials: Optional[AuthenticationInfoResolver] = None) -> None:
         self.reactor = reactor
         self.resolver = resolver
@@ -138,8 +139,9 @@ class WebhookClient:
         query = f"timeout={format_go_duration(timeout)}"
         ca_bundle = client_config.get("caBundle") or ""
         service = client_config.get("service")
-        headers = {"Content-Type": ["application/json"], "Accept": ["application/json, */*"],
-                   "User-Agent": ["kube-apiserver-admission"]}
+        headers: dict[bytes | str, list[bytes | str]] = {
+            "Content-Type": ["application/json"], "Accept": ["application/json, */*"],
+            "User-Agent": ["kube-apiserver-admission"]}
         key = orjson.dumps(client_config, option=orjson.OPT_SORT_KEYS)
         if service is not None:
             name, namespace = service.get("name") or "", service.get("namespace") or ""

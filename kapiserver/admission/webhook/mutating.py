@@ -104,7 +104,7 @@ class MutatingWebhookPlugin(WebhookPluginBase):
                 ops = orjson.loads(result.patch)
                 jsonpatch.validate_json_patch(ops)
             except (orjson.JSONDecodeError, errors.StatusError) as e:
-                raise errors.internal_error(getattr(e, "message", str(e))) from None
+                raise errors.internal_error(e.message if isinstance(e, errors.StatusError) else str(e)) from None
             if not ops:
                 return False
             if obj is None or attrs.obj is None:

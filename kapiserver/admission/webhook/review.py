@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from kapiserver.machinery.meta import new_uid
+from kapiserver.machinery.user import UserInfo
 from kapiserver.registry.admission import Attributes, GroupVersionKind, GroupVersionResource
 
 V1 = "admission.k8s.io/v1"
@@ -25,7 +26,7 @@ def review_version(versions: Sequence[str]) -> Optional[str]:
     return next((v for v in versions if v in ACCEPTED_VERSIONS), None)
 
 
-def user_info(user: Any) -> dict:
+def user_info(user: Optional[UserInfo]) -> dict:
     if user is None:
         return {}
     out: dict = {"username": user.name}

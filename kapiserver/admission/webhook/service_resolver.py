@@ -53,7 +53,7 @@ class ServiceResolver:
         items = listed.get("items") or []
         if not items:
             return None
-        out = []
+        out: list[tuple[str, int]] = []
         for item in items:
             port = next((p.get("port") for p in item.get("ports") or () if (p.get("name") or "") == port_name), None)
             if not isinstance(port, int):
@@ -72,7 +72,7 @@ class ServiceResolver:
             if e.code == 404:
                 return []
             raise
-        out = []
+        out: list[tuple[str, int]] = []
         for subset in found.get("subsets") or ():
             port = next((p.get("port") for p in subset.get("ports") or () if (p.get("name") or "") == port_name),
                         None)

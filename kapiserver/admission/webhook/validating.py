@@ -12,6 +12,7 @@ from typing import Optional
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from kapiserver.admission.errors import CallingWebhookError, webhook_denied
 from kapiserver.admission.webhook.generic import Invocation, VersionedObjects, WebhookPluginBase
@@ -47,7 +48,7 @@ class ValidatingWebhookPlugin(WebhookPluginBase):
                  for index, invocation in enumerate(relevant)]
         results = await defer.DeferredList(calls, consumeErrors=True)
         for ok, value in results:
-            if not ok:
+            if isinstance(value, Failure):  # (not ok)
                 value.raiseException()
             if value is not None:
                 raise value

@@ -27,6 +27,7 @@ def list_everything() -> ListOptions:
 
 async def _set_terminating(crd_store: Store, name: str, reason: str, message: str) -> None:
     def mutate(current: Optional[dict]) -> dict:
+        assert current is not None  # (no create: called with the stored CRD)
         new = copy.deepcopy(current)
         set_condition(new, TERMINATING, "True", reason, message)
         return new
@@ -62,6 +63,7 @@ async def finalize(crd: dict, crd_store: Store, make_store: Callable, state: CRD
     await _set_terminating(crd_store, name, "InstanceDeletionCompleted", "removed all instances")
 
     def drop_finalizer(current: Optional[dict]) -> dict:
+        assert current is not None  # (no create: called with the stored CRD)
         new = copy.deepcopy(current)
         new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or []
                                          if f != CLEANUP_FINALIZER]

@@ -115,6 +115,7 @@ class CRDStatusController:
         establish = await self._may_establish(crd)
 
         def update_status(current: Optional[dict]) -> dict:
+            assert current is not None  # (no create: called with the stored CRD)
             new = copy.deepcopy(current)
             apply_naming(new, others, builtins, establish)
             apply_nonstructural(new)

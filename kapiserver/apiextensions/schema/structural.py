@@ -161,7 +161,8 @@ def _extensions(s: dict, path: str, out: list[Cause]) -> None:
             out.append(errors.field_invalid(child(path, "x-kubernetes-list-map-keys"), keys,
                                             "must be empty if x-kubernetes-list-type is not map"))
     if list_type == "map" and typ == "array":
-        items = s.get("items") if isinstance(s.get("items"), dict) else {}
+        found_items = s.get("items")
+        items: dict = found_items if isinstance(found_items, dict) else {}
         if not keys:
             out.append(errors.field_required(child(path, "x-kubernetes-list-map-keys"),
                                              "must not be empty if x-kubernetes-list-type is map"))
@@ -180,7 +181,8 @@ def _extensions(s: dict, path: str, out: list[Cause]) -> None:
                 elif k not in (items.get("required") or ()) and "default" not in props[k]:
                     out.append(errors.field_required(kp, "all map keys must be required or have a default value"))
     if list_type == "set" and typ == "array":
-        items = s.get("items") if isinstance(s.get("items"), dict) else {}
+        found_items = s.get("items")
+        items = found_items if isinstance(found_items, dict) else {}
         if items.get("type") == "object" and items.get("x-kubernetes-map-type") != "atomic":
             out.append(errors.field_invalid(child(child(path, "items"), "x-kubernetes-map-type"),
                                             items.get("x-kubernetes-map-type"),

@@ -15,7 +15,7 @@ from twisted.internet import defer
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult
 from kapiserver.auth.bearertoken import INVALID_TOKEN
-from kapiserver.auth.user import with_authenticated_group
+from kapiserver.machinery.user import UserInfo, with_authenticated_group
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
@@ -32,7 +32,7 @@ class TokenReviewStrategy(ReviewStrategy):
 def _answer(deps: RegistryDeps) -> Answer:
     authentication = deps.authentication
 
-    async def answer(obj: dict, user: Any, namespace: str) -> dict:
+    async def answer(obj: dict, user: Optional[UserInfo], namespace: str) -> dict:
         spec = obj.get("spec") or {}
         token = spec.get("token")
         if not isinstance(token, str):

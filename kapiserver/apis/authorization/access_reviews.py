@@ -10,11 +10,11 @@ Four create-only kinds answered by the server's authorizer
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.auth.authorizer import Attributes, decide
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
@@ -96,19 +96,19 @@ def _status(decision) -> dict:
 
 
 def _self_answer(deps: RegistryDeps) -> Answer:
-    async def answer(obj: dict, user: Any, namespace: str) -> dict:
+    async def answer(obj: dict, user: Optional[UserInfo], namespace: str) -> dict:
         return _status(await decide(deps.authorizer, user, _attributes(obj["spec"])))
     return answer
 
 
 def _subject_answer(deps: RegistryDeps) -> Answer:
-    async def answer(obj: dict, user: Any, namespace: str) -> dict:
+    async def answer(obj: dict, user: Optional[UserInfo], namespace: str) -> dict:
         return _status(await decide(deps.authorizer, _subject(obj["spec"]), _attributes(obj["spec"])))
     return answer
 
 
 def _rules_answer(deps: RegistryDeps) -> Answer:
-    def answer(obj: dict, user: Any, namespace: str) -> dict:
+    def answer(obj: dict, user: Optional[UserInfo], namespace: str) -> dict:
         rules_namespace = (obj.get("spec") or {}).get("namespace") or ""
         if not rules_namespace:
             raise errors.bad_request("no namespace on request")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kapiserver.apis.core.pod_conditions import update_pod_condition
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors, meta
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store, WriteResult
@@ -84,18 +85,20 @@ def binding_subresource() -> Subresource:
                        description="create binding of a Pod")
 
 
-class BindingStore(Store):
-    """``namespaces/{ns}/bindings``: create only, binding the pod the Binding names."""
+class BindingStore:
+    """``namespaces/{ns}/bindings``: create only (a :class:`Creater`, nothing stored),
+    binding the pod the Binding names."""
 
-    def __init__(self, rtype: ResourceType, server: Any) -> None:
-        super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # nothing is stored
+    def __init__(self, rtype: ResourceType, server: RegistryDeps) -> None:
+        self.rtype = rtype
         self.server = server
 
     async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
-        obj = self._check_kind(obj)
+        obj = self.rtype.check_kind(obj)
         name = meta.metadata(obj).get("name") or ""
+        # the answer is the binding's Status, not what was stored (the Pod)
         return WriteResult(await bind(self.server.store("", "v1", "pods"), namespace, name, obj, ctx or Context()),
-                           self)
+                           None)
 
 
 def resource_type() -> ResourceType:

@@ -10,13 +10,16 @@ the failure in ``error``.  Nothing is stored.
 """
 from __future__ import annotations
 
+import builtins
+
 from typing import Any, Optional
 
 from kapiserver.apis import columns
+from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors
+from kapiserver.machinery.fields import FieldSelector
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Store, StoredList
 from kapiserver.registry.strategy import Strategy
 
 STORAGE_CHECKS = ("etcd", "sqlite")
@@ -36,22 +39,25 @@ def _status_cell(obj: dict) -> str:
     return "Healthy" if condition.get("status") == "True" else "Unhealthy"
 
 
-class ComponentStatusStore(Store):
-    """Answers get and list by running the storage health check."""
+class ComponentStatusStore:
+    """Answers get and list by running the storage health check (a :class:`Getter` and
+    :class:`Lister`, nothing stored)."""
 
-    def __init__(self, rtype: ResourceType, server: Any) -> None:
-        super().__init__(rtype, storage=None)  # type: ignore[arg-type]  # computed, never stored
+    def __init__(self, rtype: ResourceType, server: RegistryDeps) -> None:
+        self.rtype = rtype
         self.server = server
 
     def _components(self) -> dict[str, str]:
         """component name -> health check name"""
-        checks = getattr(self.server, "health", None)
+        checks = self.server.health
         names = checks.names("readyz") if checks is not None else []
         return {f"{check}-0": check for check in STORAGE_CHECKS if check in names}
 
     async def _status(self, name: str, check: str) -> dict:
         """One component, without its type meta (as a list item)."""
-        err = await self.server.health.run_one("readyz", check)
+        checks = self.server.health
+        assert checks is not None  # (a check is only named when there are checks)
+        err = await checks.run_one("readyz", check)
         condition: dict[str, Any] = {"type": "Healthy", "status": "True" if err is None else "False"}
         if err is None:
             condition["message"] = "ok"
@@ -68,16 +74,18 @@ class ComponentStatusStore(Store):
     async def get_stored(self, namespace: str, name: str, resource_version: str = "") -> dict:
         return await self.get(namespace, name, resource_version)
 
+    def field_selector(self, opts: ListOptions) -> FieldSelector:
+        return self.rtype.field_selector(opts)
+
     async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict:
-        matches = self.matcher(opts)
+        matches = self.rtype.matcher(opts)
         items = [await self._status(name, check) for name, check in self._components().items()]
         return {"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {},
                 "items": [o for o in items if matches is None or matches(o)]}
 
     async def list_stored(self, namespace: str, opts: ListOptions,
-                          warnings: Optional[list[str]] = None) -> StoredList:
-        listed = await self.list(namespace, opts, warnings)
-        return StoredList(listed["kind"], listed["apiVersion"], listed["metadata"], listed["items"], self)
+                          warnings: "Optional[builtins.list[str]]" = None) -> dict:
+        return await self.list(namespace, opts, warnings)
 
 
 def resource_type() -> ResourceType:

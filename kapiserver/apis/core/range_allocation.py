@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 import orjson
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
@@ -63,7 +64,7 @@ class StoredRange:
     """The record at ``key`` for a range of ``size`` offsets (``reserved``: the static band)."""
 
     def __init__(self, storage: st.Storage, key: str, resource: str, range_spec: str, size: int,
-                 reserved: int, reactor: Any = None) -> None:
+                 reserved: int, reactor: Optional[IReactorTime] = None) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
             reactor = default_reactor

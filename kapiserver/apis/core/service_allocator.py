@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.apis.core.allocation_bitmap import AllocationBitmap
@@ -112,7 +113,7 @@ class _Transaction:
 class ServiceAllocator:
     """Hands out cluster IPs from one IPv4 or IPv6 range and node ports from 30000-32767."""
 
-    def __init__(self, storage: Storage, cidr: str = DEFAULT_SERVICE_CIDR, reactor: Any = None) -> None:
+    def __init__(self, storage: Storage, cidr: str = DEFAULT_SERVICE_CIDR, reactor: Optional[IReactorTime] = None) -> None:
         self.ip_range = IPRange(cidr)
         self.port_range = PortRange()
         self.family = self.ip_range.family

@@ -25,7 +25,7 @@ from kapiserver.machinery import errors, gorepr, labels, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.validation import DNS1035_LABEL
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import FinishFunc, Strategy
+from kapiserver.registry.strategy import FinishFunc, ServerSettings, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Service"
 SPEC = "io.k8s.api.core.v1.ServiceSpec"
@@ -184,8 +184,8 @@ class ServiceStrategy(Strategy):
 
     allocator: Optional[ServiceAllocator] = None  # set by bind(): the ranges live in the Store's storage
 
-    def bind(self, rtype: ResourceType, store: Any, config: Any) -> None:
-        cidr = getattr(config, "service_cluster_ip_range", None) or DEFAULT_SERVICE_CIDR
+    def bind(self, rtype: ResourceType, store: Any, config: Optional[ServerSettings]) -> None:
+        cidr = (config.service_cluster_ip_range if config is not None else "") or DEFAULT_SERVICE_CIDR
         self.allocator = ServiceAllocator(store.storage, cidr)
 
     def bound_allocator(self) -> ServiceAllocator:

@@ -17,6 +17,7 @@ from kapiserver.auth.rbac.escalation import (AGGREGATION_NEEDS_ADMIN, FULL_AUTHO
                                              escalate_authorized, escalation_allowed, missing_permissions,
                                              only_gc_fields_changed)
 from kapiserver.machinery import errors
+from kapiserver.machinery.user import UserInfo
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store, WriteResult
 
@@ -32,17 +33,17 @@ class _EscalationCheckedStore(Store):
     def _forbidden(self, obj: dict, why: str) -> errors.StatusError:
         return errors.forbidden(self.rtype.plural, GROUP, (obj.get("metadata") or {}).get("name") or "", why)
 
-    async def authorized_outright(self, namespace: str, url_name: str, obj: dict, user: Any) -> bool:
+    async def authorized_outright(self, namespace: str, url_name: str, obj: dict, user: UserInfo) -> bool:
         """The verb that lets ``user`` skip the permission comparison (escalate, bind)."""
         raise NotImplementedError
 
-    async def check(self, namespace: str, obj: dict, old: Optional[dict], user: Any) -> None:
+    async def check(self, namespace: str, obj: dict, old: Optional[dict], user: UserInfo) -> None:
         """Raise 403 when ``obj`` grants what ``user`` does not hold."""
         raise NotImplementedError
 
     async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
         user = ctx.user if ctx is not None else None
-        if isinstance(obj, dict) and not escalation_allowed(user):
+        if isinstance(obj, dict) and user is not None and not escalation_allowed(user):
             if not await self.authorized_outright(namespace, "", obj, user):
                 await self.check(namespace, obj, None, user)
         return await super().create_result(namespace, obj, ctx)
@@ -54,7 +55,7 @@ class _EscalationCheckedStore(Store):
                                        force_allow_create: bool = False,
                                        mutate_keeps_current: bool = False) -> WriteResult:
         user = ctx.user if ctx is not None else None
-        if escalation_allowed(user):
+        if user is None or escalation_allowed(user):
             return await super().guaranteed_update_result(namespace, name, mutate, subresource, ctx, precondition_rv,
                                                           create_if_missing, force_allow_create, mutate_keeps_current)
 
@@ -74,10 +75,10 @@ class _EscalationCheckedStore(Store):
 class RolePolicyStore(_EscalationCheckedStore):
     """Roles and ClusterRoles: hold every permission granted, or ``escalate``."""
 
-    async def authorized_outright(self, namespace: str, url_name: str, obj: dict, user: Any) -> bool:
+    async def authorized_outright(self, namespace: str, url_name: str, obj: dict, user: UserInfo) -> bool:
         return await escalate_authorized(self.deps.authorizer, user, self.rtype.plural, namespace, url_name)
 
-    async def check(self, namespace: str, obj: dict, old: Optional[dict], user: Any) -> None:
+    async def check(self, namespace: str, obj: dict, old: Optional[dict], user: UserInfo) -> None:
         rules: list = obj["rules"] if isinstance(obj.get("rules"), list) else []
         why = missing_permissions(self.rules, user, namespace, rules)
         if why:
@@ -91,10 +92,10 @@ class RolePolicyStore(_EscalationCheckedStore):
 class BindingPolicyStore(_EscalationCheckedStore):
     """RoleBindings and ClusterRoleBindings: hold every permission of the role, or ``bind`` it."""
 
-    async def authorized_outright(self, namespace: str, url_name: str, obj: dict, user: Any) -> bool:
+    async def authorized_outright(self, namespace: str, url_name: str, obj: dict, user: UserInfo) -> bool:
         return await bind_authorized(self.deps.authorizer, user, _role_ref(obj), namespace)
 
-    async def check(self, namespace: str, obj: dict, old: Optional[dict], user: Any) -> None:
+    async def check(self, namespace: str, obj: dict, old: Optional[dict], user: UserInfo) -> None:
         rules = await self._role_rules(_role_ref(obj), namespace)
         why = missing_permissions(self.rules, user, namespace, rules)
         if why:

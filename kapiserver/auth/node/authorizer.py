@@ -38,7 +38,7 @@ from kapiserver.auth.authorizer import ALLOW, NO_OPINION, Attributes, Decision, 
 from kapiserver.auth.node.graph import Graph, VertexType
 from kapiserver.auth.node.identifier import node_identity
 from kapiserver.auth.rbac.policy_rules import compile_rules, go_quote
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 from kapiserver.machinery.fields import NOT_EQUALS
 
 log = Logger()

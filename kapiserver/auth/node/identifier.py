@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kapiserver.auth.user import NODES_GROUP, UserInfo
+from kapiserver.machinery.user import NODES_GROUP, UserInfo
 
 NODE_USER_PREFIX = "system:node:"
 

@@ -13,7 +13,7 @@ from typing import Optional
 from kapiserver.auth.authorizer import NO_OPINION, Attributes, Decision, Rules
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.union import aggregate_message
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 
 class RBACAuthorizer:

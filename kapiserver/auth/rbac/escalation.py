@@ -17,7 +17,7 @@ from kapiserver.auth.authorizer import Attributes, Authorizer, decide
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.rbac.policy_rules import compact_rules, compact_string, covers, go_quote, go_quote_list, rule
 from kapiserver.auth.union import aggregate_message
-from kapiserver.auth.user import MASTERS_GROUP, UserInfo
+from kapiserver.machinery.user import MASTERS_GROUP, UserInfo
 
 GROUP = "rbac.authorization.k8s.io"
 FULL_AUTHORITY = [rule(["*"], ["*"], ["*"]), rule(["*"], urls=["*"])]

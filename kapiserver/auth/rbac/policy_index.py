@@ -23,7 +23,7 @@ from typing import Optional
 
 from kapiserver.auth.authorizer import Attributes
 from kapiserver.auth.rbac.policy_rules import CompiledRule, compile_rules
-from kapiserver.auth.user import UserInfo
+from kapiserver.machinery.user import UserInfo
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 # distinct (user, groups, namespace) resolutions kept between RBAC changes

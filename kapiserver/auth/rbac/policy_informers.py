@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.registry.informer import Informer
@@ -18,7 +19,7 @@ GROUP = "rbac.authorization.k8s.io"
 
 
 class PolicyInformers:
-    def __init__(self, index: PolicyIndex, store: Callable[[str, str, str], Any], reactor: Any) -> None:
+    def __init__(self, index: PolicyIndex, store: Callable[[str, str, str], Any], reactor: IReactorTime) -> None:
         self.index = index
         kinds = (
             ("roles", index.set_role, lambda key: index.delete_role(*key), index.roles),

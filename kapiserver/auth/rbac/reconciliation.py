@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from kapiserver.auth.rbac import bootstrap_policy
 from kapiserver.auth.rbac.bootstrap_policy import AUTOUPDATE_ANNOTATION, GROUP
@@ -180,7 +182,7 @@ def _describe(kind: str, obj: dict) -> str:
     return f"{kind}.{GROUP}/{md['name']}{where}"
 
 
-async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor: Any) -> None:
+async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor: IReactorTime) -> None:
     """Create or reconcile every bootstrap object; retried for up to 30 s, then the start fails."""
     work = ([("clusterrole", "clusterroles", r, compute_reconciled_role) for r in bootstrap_policy.cluster_roles()]
             + [("clusterrolebinding", "clusterrolebindings", b, compute_reconciled_binding)
@@ -198,7 +200,7 @@ async def ensure_bootstrap_policy(store: Callable[[str, str, str], Any], reactor
             if not ok:
                 failed.append((kind, plural, obj, compute))
                 log.warn("unable to reconcile {what}: {err}", what=_describe(kind, obj),
-                         err=getattr(value, "value", value))
+                         err=value.value if isinstance(value, Failure) else value)
             elif value.protected and value.operation != NONE:
                 log.warn("skipped reconcile-protected {what} with missing {missing}", what=_describe(kind, obj),
                          missing=value.missing)

@@ -18,7 +18,8 @@ import resource
 import socket
 from typing import Any, Callable, Optional
 
-from twisted.internet.interfaces import IHalfCloseableProtocol
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.interfaces import IAddress, IHalfCloseableProtocol, IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.protocols import policies
@@ -26,6 +27,7 @@ from twisted.python.failure import Failure
 from zope.interface import alsoProvides
 
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
+from kapiserver.endpoints.connection.protocol import APIConnection
 
 log = Logger()
 
@@ -60,6 +62,11 @@ def descriptor_budget(requested: int) -> int:
     return requested
 
 
+def _host_of(address: IAddress) -> str:
+    """The IP of a TCP peer ("" for other addresses)."""
+    return address.host if isinstance(address, (IPv4Address, IPv6Address)) else ""
+
+
 class GuardedConnection(policies.ProtocolWrapper):
     """The TCP side of one accepted connection (under TLS)."""
 
@@ -74,7 +81,7 @@ class GuardedConnection(policies.ProtocolWrapper):
         self.api_connection: Any = None
 
     def makeConnection(self, transport: Any) -> None:
-        self.host = getattr(transport.getPeer(), "host", "")
+        self.host = _host_of(transport.getPeer())
         try:
             transport.setTcpKeepAlive(True)
             # as Go's net package sets on every TCP connection: an answer written in more than
@@ -88,8 +95,9 @@ class GuardedConnection(policies.ProtocolWrapper):
             pass
         super().makeConnection(transport)
         # the HTTP protocol under TLS closes through us (half_close)
-        inner = getattr(self.wrappedProtocol, "wrappedProtocol", None)
-        if inner is not None and hasattr(inner, "guard"):
+        tls = self.wrappedProtocol
+        inner = tls.wrappedProtocol if isinstance(tls, policies.ProtocolWrapper) else None
+        if isinstance(inner, APIConnection):
             inner.guard = self
             self.api_connection = inner
 
@@ -123,7 +131,7 @@ class ConnectionLimiter(policies.WrappingFactory):
     protocol = GuardedConnection
     noisy = False
 
-    def __init__(self, wrappedFactory: Any, policy: ConnectionPolicy, reactor: Any,
+    def __init__(self, wrappedFactory: Any, policy: ConnectionPolicy, reactor: IReactorTime,
                  max_connections: Optional[int] = None) -> None:
         super().__init__(wrappedFactory)
         wrappedFactory.noisy = False
@@ -139,7 +147,7 @@ class ConnectionLimiter(policies.WrappingFactory):
         self._last_log = 0.0
 
     def buildProtocol(self, addr: Any) -> Any:
-        host = getattr(addr, "host", "")
+        host = _host_of(addr)
         if self.open >= self.max_connections:
             self._refused(host, f"{self.max_connections} connections open")
             return None

@@ -10,10 +10,10 @@ which the connection guard (``limits.py``) bounds in time.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from twisted.internet import protocol
-from twisted.internet.interfaces import IHalfCloseableProtocol, IHandshakeListener, INegotiated
+from twisted.internet.interfaces import IHalfCloseableProtocol, IHandshakeListener, INegotiated, ITCPTransport
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import alsoProvides, implementer
@@ -21,10 +21,14 @@ from zope.interface import alsoProvides, implementer
 from kapiserver.endpoints.connection.http1 import APIHTTPChannel
 from kapiserver.endpoints.connection.http2 import APIH2Connection
 
-if TYPE_CHECKING:
-    from kapiserver.endpoints.connection.limits import GuardedConnection
-
 log = Logger()
+
+
+class ConnectionGuard(Protocol):
+    """The TCP side below TLS that bounds a closing connection in time (``limits.py``)."""
+
+    def half_close(self, linger: bool) -> None:
+        """FIN once the pending data is written, then bound the wait for the client's."""
 
 
 class OpenConnections:
@@ -71,7 +75,7 @@ class APIConnection(protocol.Protocol):
         self.policy = site.policy
         self.reactor = site.reactor
         self.channel: Any = None
-        self.guard: Optional["GuardedConnection"] = None  # set by the guard below TLS, if any
+        self.guard: Optional[ConnectionGuard] = None  # set by the guard below TLS, if any
         self.closing = False
         self.lost = False
         # everything was written and the TCP write side closed (FIN): nothing is left to send
@@ -110,7 +114,8 @@ class APIConnection(protocol.Protocol):
         self._handshake_call = None
         if self.closing or self.lost:
             return
-        self._start(getattr(self.transport, "negotiatedProtocol", None) or b"http/1.1")
+        negotiated = INegotiated(self.transport, None)
+        self._start((negotiated.negotiatedProtocol if negotiated is not None else None) or b"http/1.1")
         if self.draining:  # accepted before the listener closed: one request, then closed
             self.channel.drain()
 
@@ -177,7 +182,7 @@ class APIConnection(protocol.Protocol):
             else:  # TLS without the guard (not the server's listener): bounded from now
                 self.write_closed = True
                 self._close_call = self.reactor.callLater(self._close_seconds(), self.abort)
-        elif hasattr(transport, "loseWriteConnection"):  # plain TCP (the in-process test server)
+        elif ITCPTransport.providedBy(transport):  # plain TCP (the in-process test server)
             alsoProvides(self, IHalfCloseableProtocol)
             transport.loseWriteConnection()
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.web import resource, server
 
 from kapiserver.auth.authenticator import Authenticator
@@ -29,7 +30,7 @@ class APISite(server.Site):
 
     def __init__(self, handler_chain: resource.IResource, max_body_bytes: int,
                  authenticator: Optional[Authenticator] = None, policy: Optional[ConnectionPolicy] = None,
-                 reactor: Any = None, authorizer: Optional[Authorizer] = None, access_log: bool = True,
+                 reactor: Optional[IReactorTime] = None, authorizer: Optional[Authorizer] = None, access_log: bool = True,
                  **kwargs: Any) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor

@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from twisted.internet import defer
 from twisted.web import server
 
-from kapiserver.auth.user import MASTERS_GROUP
+from kapiserver.machinery.user import MASTERS_GROUP
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
 from kapiserver.machinery import errors

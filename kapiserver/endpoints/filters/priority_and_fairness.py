@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.web import server
 
 from kapiserver.endpoints.filters.chain import Filter
-from kapiserver.endpoints.request_context import RequestContext
+from kapiserver.endpoints.request_context import RequestContext, client_gone
 from kapiserver.flowcontrol import bootstrap, work_estimate
 from kapiserver.flowcontrol.controller import APFController, PriorityLevelState
 from kapiserver.flowcontrol.queueset import EXECUTING, WAITING, Request
@@ -49,7 +50,7 @@ def _truthy(args: Optional[dict], key: bytes) -> bool:
 
 
 class WithPriorityAndFairness(Filter):
-    def __init__(self, wrapped, controller: APFController, count: work_estimate.ObjectCounter, reactor: Any,
+    def __init__(self, wrapped, controller: APFController, count: work_estimate.ObjectCounter, reactor: IReactorTime,
                  request_timeout_seconds: float) -> None:
         super().__init__(wrapped)
         self.controller = controller
@@ -105,7 +106,7 @@ class WithPriorityAndFairness(Filter):
         def dispatched(_: Any) -> None:
             if timer.active():
                 timer.cancel()
-            if request.finished or getattr(request, "_disconnected", False):
+            if client_gone(request):
                 level.queues.finish(ticket)  # the client left while it waited
                 return
             proceed.callback(None)
@@ -125,7 +126,7 @@ class WithPriorityAndFairness(Filter):
     def _reject(self, request: server.Request, level: PriorityLevelState) -> None:
         """Upstream's tooManyRequests: http.Error's plain text, with Retry-After."""
         self.controller.dropped.record(level.name)
-        if request.finished or getattr(request, "_disconnected", False):
+        if client_gone(request):
             return
         request.setResponseCode(429, b"Too Many Requests")
         request.setHeader(b"retry-after", str(self.controller.dropped.retry_after(level.name)).encode())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import io
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from twisted.logger import Logger
 from twisted.web import http, server
@@ -27,8 +27,9 @@ from twisted.internet import defer
 from kapiserver.auth.authenticator import Authenticator
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.auth.decision import AuthenticationDecision
-from kapiserver.auth.user import ANONYMOUS_USER, UserInfo
+from kapiserver.machinery.user import ANONYMOUS_USER, UserInfo
 from kapiserver.endpoints import respond
+from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.filters.authorization import attributes_for
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.machinery import errors
@@ -37,8 +38,24 @@ from kapiserver.request.info import parse_request_info
 log = Logger()
 
 
-# how much of a body over the limit is read and dropped before the request is answered at once
-DISCARD_BODY_BYTES = 64 * 1024 * 1024
+
+class RequestGate(Protocol):
+    """What an :class:`APIRequest` reads from its Site (``connection/site.py`` APISite): who
+    authenticates and authorizes before the body is read, and the connection limits."""
+
+    authenticator: Optional[Authenticator]
+    authorizer: Optional[Authorizer]
+    policy: ConnectionPolicy
+    max_body_bytes: int
+
+
+class BodyRefusingChannel(Protocol):
+    """The channels an :class:`APIRequest` runs on (``connection/http1.py``, ``http2.py``)."""
+
+    site: RequestGate
+
+    def refuse_body(self, request: "APIRequest") -> None:
+        """The body went past what is read and dropped: answer now, read no more."""
 
 
 class BodyVerdict(enum.Enum):
@@ -68,9 +85,13 @@ class APIRequest(server.Request):
         super().render(resrc)
 
     @property
+    def _channel(self) -> BodyRefusingChannel:
+        channel: Any = self.channel  # (twisted types it as its HTTPChannel)
+        return channel
+
+    @property
     def max_body_bytes(self) -> int:
-        channel: Any = self.channel
-        return int(channel.site.max_body_bytes)
+        return self._channel.site.max_body_bytes
 
     def gotLength(self, length: Optional[int]) -> None:
         # in memory whatever the declared length (Twisted spools bodies over 100 kB to a
@@ -83,8 +104,7 @@ class APIRequest(server.Request):
         path, _, query = uri.partition(b"?")
         self.path = path
         self.args = http.parse_qs(query, 1) if query else {}
-        channel: Any = self.channel
-        authenticator: Optional[Authenticator] = getattr(channel.site, "authenticator", None)
+        authenticator = self._channel.site.authenticator
         if authenticator is None:
             return None
         decision = AuthenticationDecision.start(authenticator, self)
@@ -93,9 +113,7 @@ class APIRequest(server.Request):
 
     @property
     def discard_body_bytes(self) -> int:
-        channel: Any = self.channel
-        policy = getattr(channel.site, "policy", None)
-        return policy.discard_body_bytes if policy is not None else DISCARD_BODY_BYTES
+        return self._channel.site.policy.discard_body_bytes
 
     def body_verdict(self, decision: Optional[AuthenticationDecision], declared_length: Optional[int]) -> BodyVerdict:
         """May the body be read?  Anonymous requests (when enabled) are authenticated too.
@@ -127,8 +145,7 @@ class APIRequest(server.Request):
     def _forbidden(self, user: UserInfo) -> bool:
         """Will the authorization filter refuse this request?  Only when the authorizer says so
         at once (a webhook's answer is not waited for here) and the user is not impersonating."""
-        channel: Any = self.channel
-        authorizer: Optional[Authorizer] = getattr(channel.site, "authorizer", None)
+        authorizer = self._channel.site.authorizer
         if authorizer is None or any(name.lower().startswith(b"impersonate-")
                                      for name, _ in self.requestHeaders.getAllRawHeaders()):
             return False
@@ -155,9 +172,7 @@ class APIRequest(server.Request):
                 self.close_body()
             if self._body_bytes > self.discard_body_bytes and not self._refused:
                 self._refused = True
-                refuse = getattr(self.channel, "refuse_body", None)
-                if refuse is not None:  # answer now, read no more
-                    refuse(self)
+                self._channel.refuse_body(self)  # answer now, read no more
             return  # over the limit: dropped
         if self._body_closed:
             return

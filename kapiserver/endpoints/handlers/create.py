@@ -8,5 +8,5 @@ async def create(scope: RequestScope) -> Response:
     scope.check_write_options("CreateOptions")
     manager = scope.field_manager("CreateOptions")
     obj = scope.decode_object()
-    created = await scope.store.create_result(scope.info.namespace, obj, scope.context(manager))
+    created = await scope.creater().create_result(scope.info.namespace, obj, scope.context(manager))
     return Response(201, created.answer())

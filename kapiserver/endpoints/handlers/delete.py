@@ -18,7 +18,7 @@ async def delete(scope: RequestScope) -> Response:
     body = scope.decode_delete_options()
     scope.check_write_options("DeleteOptions", body.get("dryRun"))
     opts = DeleteOptions.from_request(scope.args, body)
-    obj, deleted_now = await scope.store.delete(info.namespace, info.name, opts, scope.context())
+    obj, deleted_now = await scope.generic_store().delete(info.namespace, info.name, opts, scope.context())
     if not deleted_now:
         return Response(200, obj)  # marked for deletion; finalizers still hold it
     if scope.rtype.return_deleted_object:

@@ -10,5 +10,5 @@ async def delete_collection(scope: RequestScope) -> Response:
     scope.check_write_options("DeleteOptions", body.get("dryRun"))
     opts = DeleteOptions.from_request(scope.args, body)
     list_opts = ListOptions.from_args(scope.args)
-    deleted = await scope.store.delete_collection(scope.info.namespace, list_opts, opts, scope.context())
+    deleted = await scope.generic_store().delete_collection(scope.info.namespace, list_opts, opts, scope.context())
     return Response(200, deleted)

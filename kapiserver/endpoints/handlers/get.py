@@ -6,4 +6,4 @@ from kapiserver.endpoints.scope import RequestScope, Response
 
 async def get(scope: RequestScope) -> Response:
     info = scope.info
-    return Response(200, await scope.store.get_stored(info.namespace, info.name, scope.arg("resourceVersion") or ""))
+    return Response(200, await scope.getter().get_stored(info.namespace, info.name, scope.arg("resourceVersion") or ""))

@@ -6,4 +6,4 @@ from kapiserver.endpoints.scope import RequestScope, Response
 
 async def list_objects(scope: RequestScope) -> Response:
     opts = scope.list_options()
-    return Response(200, await scope.store.list_stored(scope.info.namespace, opts, scope.warnings))
+    return Response(200, await scope.lister().list_stored(scope.info.namespace, opts, scope.warnings))

@@ -8,6 +8,7 @@ creates the object when it does not exist.
 """
 from __future__ import annotations
 
+import datetime
 from typing import Any, Callable, Optional
 
 import orjson
@@ -155,7 +156,7 @@ def _json_values(value: Any) -> Any:
         return [_json_values(v) for v in value]
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
-    if hasattr(value, "isoformat"):
+    if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat().replace("+00:00", "Z")
     return str(value)
 
@@ -199,7 +200,7 @@ async def apply(scope: RequestScope) -> Response:
     info = scope.info
     manager, force = patch_options(scope, apply=True)
     config = decode_apply_configuration(scope)
-    fm = scope.store.field_manager(info.subresource)
+    fm = scope.generic_store().field_manager(info.subresource)
 
     checked: list[bool] = []
 
@@ -214,7 +215,7 @@ async def apply(scope: RequestScope) -> Response:
         return result
     ctx = scope.context(manager, managed_fields_set=True)
     # not mutate_keeps_current: an apply that changes nothing returns the object it was given
-    result = await scope.store.guaranteed_update_result(info.namespace, info.name, mutate, info.subresource, ctx,
+    result = await scope.generic_store().guaranteed_update_result(info.namespace, info.name, mutate, info.subresource, ctx,
                                                         create_if_missing=True, force_allow_create=True)
     return Response(201 if result.created else 200, result.answer())
 
@@ -240,7 +241,7 @@ async def patch(scope: RequestScope) -> Response:
         check_name(result, info.name, info.namespace)
         return result
     # the patchers' results share nothing with the object they patch (they copy what they keep)
-    result = await scope.store.guaranteed_update_result(info.namespace, info.name, mutate, info.subresource,
+    result = await scope.generic_store().guaranteed_update_result(info.namespace, info.name, mutate, info.subresource,
                                                         scope.context(manager), mutate_keeps_current=True)
     return Response(200, result.answer())
 

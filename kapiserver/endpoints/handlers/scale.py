@@ -120,7 +120,7 @@ async def _update(scope: RequestScope, manager: str, change: ScaleChange) -> Res
     ctx = scope.context(manager, managed_fields_set=True)
     ctx.admission_view = SubresourceView("scale", SCALE_KIND, lambda obj: to_scale(rtype, obj),
                                          lambda scale, obj: _replicas_into(rtype, scale, obj))
-    result, _ = await scope.store.guaranteed_update(info.namespace, info.name, mutate, "", ctx)
+    result, _ = await scope.generic_store().guaranteed_update(info.namespace, info.name, mutate, "", ctx)
     return Response(200, to_scale(scope.rtype, result), convertible=False)
 
 
@@ -131,7 +131,7 @@ def _requested(scale: Any) -> Any:
 
 async def get_scale(scope: RequestScope) -> Response:
     info = scope.info
-    obj = await scope.store.get(info.namespace, info.name)
+    obj = await scope.generic_store().get(info.namespace, info.name)
     return Response(200, to_scale(scope.rtype, obj), convertible=False)
 
 
@@ -139,14 +139,14 @@ async def update_scale(scope: RequestScope) -> Response:
     scope.check_write_options("UpdateOptions")
     manager = scope.field_manager("UpdateOptions")
     body = scope.decode_object(SCALE_DEFINITION, "Scale", SCALE_API_VERSION)
-    fm = scope.store.field_manager("scale")
+    fm = scope.generic_store().field_manager("scale")
     return await _update(scope, manager, lambda old: (body, fm.update(old, body, _requested(body), manager)
                                                       if isinstance(body, dict) else None))
 
 
 async def patch_scale(scope: RequestScope) -> Response:
     scope.check_write_options("PatchOptions")
-    fm = scope.store.field_manager("scale")
+    fm = scope.generic_store().field_manager("scale")
     if patch_handler.check_media_type(scope) == patch_handler.APPLY_PATCH:
         manager, force = patch_handler.patch_options(scope, apply=True)
         config = patch_handler.decode_apply_configuration(scope)

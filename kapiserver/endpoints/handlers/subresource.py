@@ -25,8 +25,8 @@ def _request(scope: RequestScope, body=None) -> SubresourceRequest:
                for k, vs in scope.args.items()}
     marker = f"/{info.name}/{info.subresource}"
     tail = info.path.split(marker, 1)[1] if marker in info.path else ""
-    return SubresourceRequest(store=scope.store, namespace=info.namespace, name=info.name, ctx=scope.context(),
-                              stores=scope.stores, body=body, options=options, verb=info.verb, path=tail)
+    return SubresourceRequest(store=scope.generic_store(), namespace=info.namespace, name=info.name,
+                              ctx=scope.context(), stores=scope.stores, body=body, options=options, verb=info.verb, path=tail)
 
 
 def _connect_options(scope: RequestScope, sub: Subresource) -> dict:
@@ -57,7 +57,7 @@ def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any
             kind = subresource_kind(scope.rtype, sub.name)
             assert kind is not None
             info = scope.info
-            await scope.store.admit_subresource(CREATE, info.namespace, info.name, sub.name, body, kind,
+            await scope.generic_store().admit_subresource(CREATE, info.namespace, info.name, sub.name, body, kind,
                                                 scope.context(), "CreateOptions")
             code, answer = await create(_request(scope, body))
             return Response(code, answer, convertible=False)
@@ -70,7 +70,7 @@ def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any
             kind = subresource_kind(scope.rtype, sub.name)
             assert kind is not None
             info = scope.info
-            await scope.store.admit_subresource(CONNECT, info.namespace, info.name, sub.name,
+            await scope.generic_store().admit_subresource(CONNECT, info.namespace, info.name, sub.name,
                                                 _connect_options(scope, sub), kind, scope.context())
         connected = await connect(_request(scope))
         if isinstance(connected, Location):

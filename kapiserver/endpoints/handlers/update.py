@@ -9,5 +9,6 @@ async def update(scope: RequestScope) -> Response:
     scope.check_write_options("UpdateOptions")
     manager = scope.field_manager("UpdateOptions")
     obj = scope.decode_object()
-    result = await scope.store.update_result(info.namespace, info.name, obj, info.subresource, scope.context(manager))
+    result = await scope.generic_store().update_result(info.namespace, info.name, obj, info.subresource,
+                                                       scope.context(manager))
     return Response(201 if result.created else 200, result.answer())

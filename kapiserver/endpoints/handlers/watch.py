@@ -21,12 +21,12 @@ from typing import Any, Callable, Optional
 
 from twisted.internet import defer
 from zope.interface import implementer
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.endpoints import list_encoding, list_stream, partial_metadata
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS
-from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_context import client_gone, context_of
 from kapiserver.endpoints.scope import RequestScope
 from kapiserver.endpoints.transform import transform_watch_object
 from kapiserver.machinery import codec, protobuf, protobuf_tables
@@ -55,10 +55,10 @@ class WriteCoalescer:
     delay.  One delayed call serves all streams.
     """
 
-    def __init__(self, reactor) -> None:
+    def __init__(self, reactor: IReactorTime) -> None:
         self.reactor = reactor
         self.streams: list["WatchStream"] = []
-        self.call = None
+        self.call: Optional[IDelayedCall] = None
         self.open_streams = 0  # maintained by WatchStream
 
     def mark(self, stream: "WatchStream") -> None:
@@ -84,7 +84,7 @@ class WriteCoalescer:
 _coalescers: dict[int, WriteCoalescer] = {}
 
 
-def coalescer_for(reactor) -> WriteCoalescer:
+def coalescer_for(reactor: IReactorTime) -> WriteCoalescer:
     coalescer = _coalescers.get(id(reactor))
     if coalescer is None:
         coalescer = _coalescers[id(reactor)] = WriteCoalescer(reactor)
@@ -251,7 +251,7 @@ class WatchStream:
                 self.request.write(b"".join(self.pending))
                 self.pending.clear()
             self.request.unregisterProducer()
-            if not self.request.finished and not getattr(self.request, "_disconnected", False):
+            if not client_gone(self.request):
                 self.request.finish()
         except Exception:  # the connection may be gone already
             pass
@@ -286,7 +286,7 @@ class WatchStream:
         """An ADDED event of the initial state; of the plain object, from the memoized item bytes."""
         external = self._external
         assert external is not None
-        store = self.scope.store
+        store = self.scope.generic_store()
         if self._memo_key == "json":
             return b'{"type":"ADDED","object":' + list_encoding.item_json(item, store, external) + b"}\n"
         if self._memo_key is not None:
@@ -369,7 +369,8 @@ async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callabl
         for f in unregister:
             f()
     stream = WatchStream(scope, forget)
-    rw = ResourceWatch(scope.store, scope.info.namespace, opts, stream, scope.reactor, scope.bookmark_interval)
+    rw = ResourceWatch(scope.generic_store(), scope.info.namespace, opts, stream, scope.reactor,
+                       scope.bookmark_interval)
     stream.watch = rw
     request.setResponseCode(200)
     request.setHeader(b"content-type", stream.content_type.encode())

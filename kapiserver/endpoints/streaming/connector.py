@@ -33,14 +33,14 @@ from urllib.parse import quote, unquote_to_bytes, urlencode
 from twisted.internet import defer, protocol, threads
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.endpoints import wrapClientTLS
-from twisted.internet.interfaces import (IHostnameResolver, IOpenSSLClientConnectionCreator, IPushProducer,
+from twisted.internet.interfaces import (IReactorTime, IHostnameResolver, IOpenSSLClientConnectionCreator, IPushProducer,
                                          IReactorPluggableNameResolver, IReactorTCP, IReactorThreads, IReactorTime,
                                          IStreamClientEndpoint)
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import server
-from twisted.web.client import URI, Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
 from twisted.web._newclient import RequestTransmissionFailed, ResponseFailed, ResponseNeverReceived
+from twisted.web.client import URI, Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, IResponse
@@ -50,7 +50,8 @@ from kapiserver.endpoints.streaming import kubelet as kubelet_client
 from kapiserver.endpoints.streaming import proxy_rewrite, splice, translator, tunnel, websocket_reader
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer, dial_error_text, tcp_dial
 from kapiserver.endpoints.streaming.interfaces import Dial, IHijackableChannel
-from kapiserver.endpoints.streaming.relay import BodyRelay, relay_body, while_client_waits, writable
+from kapiserver.endpoints.request_context import writable
+from kapiserver.endpoints.streaming.relay import BodyRelay, relay_body, while_client_waits
 from kapiserver.machinery import errors, go_url
 from kapiserver.registry.subresources import Backend, Location, StreamMode
 
@@ -149,12 +150,13 @@ class Target:
 class StreamConnector:
     """Connects the streams of connect subresources to kubelets, pods and endpoints."""
 
-    def __init__(self, reactor: Any, kubelet: kubelet_client.KubeletClientConfig, dial: Optional[Dial] = None) -> None:
-        self.reactor: IReactorTCP = reactor
-        self.clock: IReactorTime = reactor
-        self.threads: IReactorThreads = reactor  # rewriting a large page
+    def __init__(self, reactor: IReactorTime, kubelet: kubelet_client.KubeletClientConfig, dial: Optional[Dial] = None) -> None:
+        # the server's reactor, which connects and runs threads too
+        self.clock = reactor
+        self.reactor = IReactorTCP(reactor)
+        self.threads = IReactorThreads(reactor)  # rewriting a large page
         # how backends are connected to (upstream's egress dialer): TCP unless told otherwise
-        self.dial: Dial = dial if dial is not None else tcp_dial(reactor)
+        self.dial: Dial = dial if dial is not None else tcp_dial(self.reactor)
         self.resolver: IHostnameResolver = IReactorPluggableNameResolver(reactor).nameResolver
         self.kubelet = kubelet
         self._pool = HTTPConnectionPool(reactor, persistent=False)

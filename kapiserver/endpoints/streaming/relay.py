@@ -16,14 +16,9 @@ from twisted.web import server
 from twisted.web.client import ResponseDone
 from twisted.web.http import PotentialDataLoss
 
-from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.request_context import writable
 
 log = Logger()
-
-
-def writable(request: server.Request) -> bool:
-    """Whether an answer may still be written (not finished, the client there, not timed out)."""
-    return not (request.finished or getattr(request, "_disconnected", False) or context_of(request).timed_out)
 
 
 async def while_client_waits(request: server.Request, pending: "defer.Deferred[Any]") -> Any:

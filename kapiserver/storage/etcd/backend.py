@@ -19,7 +19,8 @@ from kapiserver.storage.etcd.tls import EtcdTLS
 from kapiserver.storage.etcd.watch import EtcdWatch
 from kapiserver.storage.interface import (CompactedError, ConflictError, ErrorHandler, EventHandler,
                                           FutureRevisionError, KeyExistsError, KeyNotFoundError, KeyValue,
-                                          ListResult, ProgressHandler, StorageError, UnavailableError, Watch)
+                                          ListResult, ProgressHandler, Storage, StorageError, UnavailableError,
+                                          Watch)
 
 log = Logger()
 
@@ -46,7 +47,7 @@ def answers_progress_in_order(version: str) -> bool:
     return release >= _RELIABLE_PROGRESS_SINCE[1]
 
 
-class EtcdStorage:
+class EtcdStorage(Storage):
     """The etcd backend.  ``endpoints`` are client URLs (``http(s)://host:port``).
 
     ``watch_silence_timeout`` (seconds, 0 = off): a watch stream that brings
@@ -67,7 +68,7 @@ class EtcdStorage:
                  watch_progress: Optional[bool] = None):
         self.client = EtcdClient(endpoints, tls=tls, request_timeout=request_timeout, reactor=reactor)
         self._watch_progress_setting = watch_progress
-        self.watch_progress = bool(watch_progress)
+        self._watch_progress = bool(watch_progress)
         # reads of one key at the latest revision, sharing round trips under load
         self._latest = LatestReads(self.client)
         self.watch_silence_timeout = watch_silence_timeout
@@ -106,11 +107,15 @@ class EtcdStorage:
             except StorageError as e:  # e.g. etcd's own RBAC refuses it: assume more than one
                 log.warn("cannot list etcd's members ({error}); consistent reads go to etcd", error=e)
                 members = 0
-            self.watch_progress = members == 1 and answers_progress_in_order(version)
+            self._watch_progress = members == 1 and answers_progress_in_order(version)
             log.info("etcd {version}, {members} member(s): consistent reads are served {where}",
                      version=version, members=members,
-                     where="from the watch cache after a progress request" if self.watch_progress
+                     where="from the watch cache after a progress request" if self._watch_progress
                      else "by etcd")
+
+    @property
+    def watch_progress(self) -> bool:
+        return self._watch_progress
 
     def stop(self) -> defer.Deferred:
         """Cancel every watch (without on_error) and close connections."""

@@ -26,6 +26,8 @@ from twisted.internet import defer, error as net_error
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.web import _newclient
+from twisted.web.client import (RequestGenerationFailed, RequestTransmissionFailed, ResponseFailed,
+                                 ResponseNeverReceived)
 
 from kapiserver.storage.etcd.keepalive import KeepAliveEndpointFactory
 from kapiserver.storage.etcd.tls import EtcdTLS
@@ -520,10 +522,13 @@ class EtcdClient:
         return await self.call("/v3/maintenance/status", {}, timeout=timeout)
 
 
+# twisted's HTTP client failures that wrap the Failures that caused them (``reasons``)
+_REASONS_CARRIERS = (ResponseFailed, ResponseNeverReceived, RequestTransmissionFailed, RequestGenerationFailed)
+
+
 def _describe(e: Optional[BaseException]) -> str:
     if e is None:
         return "no endpoint tried"
-    reasons = getattr(e, "reasons", None)
-    if reasons:
-        return "; ".join(str(r.value) for r in reasons)
+    if isinstance(e, _REASONS_CARRIERS) and e.reasons:
+        return "; ".join(str(r.value) for r in e.reasons)
     return str(e) or type(e).__name__

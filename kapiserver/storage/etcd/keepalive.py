@@ -17,7 +17,8 @@ from typing import Optional
 
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
-from twisted.internet.interfaces import IProtocol, IProtocolFactory, IStreamClientEndpoint
+from twisted.internet.interfaces import IProtocol, IProtocolFactory, IStreamClientEndpoint, ISystemHandle
+from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.web.client import URI, BrowserLikePolicyForHTTPS
 from twisted.web.error import SchemeNotSupported
@@ -57,9 +58,10 @@ class _KeepAliveTCPEndpoint:
 
     @staticmethod
     def _configure(protocol: IProtocol) -> IProtocol:
-        transport = getattr(protocol, "transport", None)
+        transport = protocol.transport if isinstance(protocol, Protocol) else None
         write_at_once(transport)  # a call or a watch request is one write: no reactor turn before it leaves
-        handle = transport.getHandle() if transport is not None else None
+        system = ISystemHandle(transport, None)
+        handle = system.getHandle() if system is not None else None
         if isinstance(handle, socket.socket):
             try:
                 set_keepalive(handle)
