@@ -510,7 +510,7 @@ class Store:
             return known
 
         def value_of(kv: st.KeyValue) -> Optional[str]:
-            return self.field_getter(self.to_external(decode(kv)))(name) or ""
+            return self.rtype.field_getter(self.to_external(decode(kv)))(name) or ""
         self._field_index_functions[name] = value_of
         return value_of
 
