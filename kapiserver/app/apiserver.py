@@ -184,12 +184,14 @@ class APIServer:
                                         on_change=self._publish_inflight)
         self.wait_group = RequestWaitGroup()
         self.auditing = build_auditing(config.audit, AuditMetrics(metrics.registry), reactor)  # raises AuditConfigError
-        self.handler = build_handler_chain(self.root, HandlerChainDeps(
+        # kept so that an in-memory test can build the same chain with a fake clock for its deadlines
+        self.handler_chain_deps = HandlerChainDeps(
             reactor=reactor, authenticator=self.authenticator, authorizer=self.authorizer,
             inflight=self.inflight, wait_group=self.wait_group, record_metrics=metrics.record,
             request_timeout_seconds=float(limits.request_timeout_seconds),
             max_body_bytes=limits.max_request_body_bytes, auditing=self.auditing,
-            flow_control=self.flow_control, object_count=self.object_count))
+            flow_control=self.flow_control, object_count=self.object_count)
+        self.handler = build_handler_chain(self.root, self.handler_chain_deps)
         # the connection authenticates with the chain's authenticator, before reading a body
         self.site = APISite(self.handler, limits.max_request_body_bytes, authenticator=self.authenticator,
                             policy=ConnectionPolicy.from_config(config), reactor=reactor,

@@ -4,21 +4,29 @@ It is the real APIServer (filters, delegation chain, handlers, Store,
 controllers) on a real SQLite store; only TLS is left out, and anonymous
 requests are allowed and authorized by AlwaysAllow, so tests need no client
 certificates (``authorization_modes=["RBAC"]`` or an ``authorizer`` to test
-authorization itself).  End-to-end tests
+authorization itself).  :func:`start_in_memory_server` is the same server without
+a port, driven through StubTreq with its request deadlines on a fake clock: the
+first choice wherever a socket adds nothing.  End-to-end tests
 with TLS, kubectl and the kubernetes client use :mod:`kapiserver.testing.process`.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from dataclasses import replace
 from typing import Any, Optional
 
 from twisted.internet import reactor, task
 from twisted.internet.address import IPv4Address
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.testing import MemoryReactorClock
 
 from kapiserver.auth.authorizer import Authorizer
 from kapiserver.app.apiserver import APIServer
 from kapiserver.server.config import Config, config_from_dict
+from kapiserver.server.handler_chain import build_handler_chain
+from kapiserver.testing.client import InMemoryClient
 from kapiserver.testing import TEST_ADVERTISE_ADDRESS
 from kapiserver.machinery.metrics import Metrics
 from kapiserver.server.healthz import HealthChecks
@@ -70,13 +78,14 @@ def test_config(**settings: Any) -> Config:
     return config_from_dict(None, "<test>", overrides)
 
 
-class RunningServer:
-    def __init__(self, api: APIServer, port, storage: Storage, tmpdir: Optional[str]) -> None:
+class StartedServer:
+    """A started APIServer on its storage; :meth:`stop` stops both, once, and removes the
+    temporary directory the storage was made in."""
+
+    def __init__(self, api: APIServer, storage: Storage, tmpdir: Optional[str]) -> None:
         self.api = api
-        self.port = port
         self.storage = storage
         self.tmpdir = tmpdir
-        self.url = f"http://127.0.0.1:{port.getHost().port}"
         self.stopped = False
 
     async def stop(self) -> None:
@@ -84,6 +93,24 @@ class RunningServer:
             return
         self.stopped = True
         await self.api.stop()
+        await self._stop_serving()
+        await self.storage.stop()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    async def _stop_serving(self) -> None:
+        """Close what reaches the server from outside (nothing, in memory)."""
+
+
+class RunningServer(StartedServer):
+    """The server listening on 127.0.0.1 (``url``)."""
+
+    def __init__(self, api: APIServer, port: IListeningPort, storage: Storage, tmpdir: Optional[str]) -> None:
+        super().__init__(api, storage, tmpdir)
+        self.port = port
+        self.url = f"http://127.0.0.1:{port.getHost().port}"  # type: ignore[attr-defined]
+
+    async def _stop_serving(self) -> None:
         await self.port.stopListening()
         # connections still open (a client's kept-alive one, one lingering after a refused body)
         for connection in list(self.api.site.connections.connections):
@@ -92,14 +119,13 @@ class RunningServer:
             if not self.api.site.connections.connections:
                 break
             await task.deferLater(reactor, 0.01, lambda: None)
-        await self.storage.stop()
 
 
-async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"test-ca",
-                           watch_cache: bool = True, authorizer: Optional[Authorizer] = None,
-                           **settings: Any) -> RunningServer:
-    """The server on SQLite in a temporary directory (behind the watch cache, as
-    in production) unless ``storage`` is given; ``authorizer`` replaces the configured one."""
+async def _started_api(storage: Optional[Storage], ca_pem: bytes, watch_cache: bool,
+                       authorizer: Optional[Authorizer], listen: bool,
+                       settings: dict[str, Any]) -> tuple[APIServer, Optional[IListeningPort], Storage, Optional[str]]:
+    """The APIServer on ``storage`` (SQLite in a temporary directory unless given), started; listening
+    on 127.0.0.1:0 when ``listen``."""
     config = test_config(**settings)
     tmpdir = None
     if storage is None:
@@ -113,11 +139,48 @@ async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"
     # the bootstrap RBAC policy costs a start ~0.15 s: only when RBAC decides
     api = APIServer(config, storage, ca_pem, HealthChecks(), Metrics(), reactor, authorizer=authorizer,
                     bootstrap_rbac="RBAC" in config.authorization.modes)
-    # (APISite builds APIConnections around its channels: twisted's stub types listenTCP's factory
-    # by the channel a plain Site builds)
-    port = reactor.listenTCP(0, api.site, interface="127.0.0.1")  # type: ignore[arg-type]
-    address = port.getHost()
-    assert isinstance(address, IPv4Address)
-    api.secure_port = address.port
+    port = None
+    if listen:
+        # (APISite builds APIConnections around its channels: twisted's stub types listenTCP's factory
+        # by the channel a plain Site builds)
+        port = reactor.listenTCP(0, api.site, interface="127.0.0.1")  # type: ignore[arg-type]
+        address = port.getHost()
+        assert isinstance(address, IPv4Address)
+        api.secure_port = address.port
     await api.start()
+    return api, port, storage, tmpdir
+
+
+async def start_api_server(storage: Optional[Storage] = None, ca_pem: bytes = b"test-ca",
+                           watch_cache: bool = True, authorizer: Optional[Authorizer] = None,
+                           **settings: Any) -> RunningServer:
+    """The server on SQLite in a temporary directory (behind the watch cache, as
+    in production) unless ``storage`` is given; ``authorizer`` replaces the configured one."""
+    api, port, storage, tmpdir = await _started_api(storage, ca_pem, watch_cache, authorizer, True, settings)
+    assert port is not None
     return RunningServer(api, port, storage, tmpdir)
+
+
+class InMemoryServer(StartedServer):
+    """The whole server without a port: its handler chain around its delegation chain, driven
+    through ``treq.testing.StubTreq`` (:attr:`client`), with request deadlines on :attr:`clock`.
+
+    The handler chain is the server's own (built by ``build_handler_chain`` from the same
+    dependencies), except that the request timeout and the priority-and-fairness queue wait run on
+    a fake clock the test steps (``clock.advance(seconds)``): a deadline is a step, never a sleep.
+    Storage, informers and controllers run on the real reactor, as in production.
+    """
+
+    def __init__(self, api: APIServer, storage: Storage, tmpdir: Optional[str]) -> None:
+        super().__init__(api, storage, tmpdir)
+        self.clock = MemoryReactorClock()
+        self.handler = build_handler_chain(api.root, replace(api.handler_chain_deps, reactor=self.clock))
+        self.client = InMemoryClient(self.handler)
+
+
+async def start_in_memory_server(storage: Optional[Storage] = None, ca_pem: bytes = b"test-ca",
+                                 watch_cache: bool = True, authorizer: Optional[Authorizer] = None,
+                                 **settings: Any) -> InMemoryServer:
+    """:func:`start_api_server`'s server, not listening: see :class:`InMemoryServer`."""
+    api, _, storage, tmpdir = await _started_api(storage, ca_pem, watch_cache, authorizer, False, settings)
+    return InMemoryServer(api, storage, tmpdir)

@@ -7,8 +7,8 @@ from typing import Any, Awaitable, Callable, Coroutine
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
-from kapiserver.testing.apiserver import start_api_server
-from kapiserver.testing.client import JSONClient
+from kapiserver.testing.apiserver import InMemoryServer, start_api_server, start_in_memory_server
+from kapiserver.testing.client import InMemoryClient, JSONClient
 
 # Real seconds a test waits for something that should come at once before it gives up: long
 # enough that only a hang (never a slow, busy machine) reaches it.  Tests do not assert how long
@@ -41,6 +41,19 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: floa
         time.sleep(interval)
 
 
+class HeldLists:
+    """Lists held in storage until :meth:`release` (a slow store): their requests keep their seats
+    and their deadlines run.  ``waiting`` counts the lists that reached storage."""
+
+    def __init__(self) -> None:
+        self.gate: defer.Deferred = defer.Deferred()
+        self.waiting = 0
+
+    def release(self) -> None:
+        if not self.gate.called:
+            self.gate.callback(None)
+
+
 class ServerTestCase(unittest.TestCase):
     """A fresh in-process API server (real SQLite, watch cache) for every test.
 
@@ -58,6 +71,20 @@ class ServerTestCase(unittest.TestCase):
     def setUp(self):
         return defer.Deferred.fromCoroutine(self._start())
 
+    def hold_lists(self, resource: str = "configmaps") -> HeldLists:
+        """Lists of the core (v1) ``resource`` wait in storage until the returned hold is released."""
+        store = self.server.api.served.store("", "v1", resource)
+        original = store.list_stored
+        held = HeldLists()
+
+        async def list_later(*args: Any, **kwargs: Any) -> Any:
+            held.waiting += 1
+            await held.gate
+            return await original(*args, **kwargs)
+        self.patch(store, "list_stored", list_later)
+        self.addCleanup(held.release)
+        return held
+
     async def wait_for(self, check: Callable[[], Awaitable[Any]], timeout: float = 5.0) -> Any:
         """Poll an async ``check`` until it returns something true."""
         deadline = time.monotonic() + timeout
@@ -68,3 +95,17 @@ class ServerTestCase(unittest.TestCase):
             if time.monotonic() > deadline:
                 self.fail("condition not met in time")
             await sleep(0.02)
+
+
+class InMemoryServerTestCase(ServerTestCase):
+    """A fresh in-process server per test with no port: ``self.client`` drives it in memory
+    (StubTreq) and ``self.clock`` holds its request deadlines (see :class:`InMemoryServer`)."""
+
+    server: InMemoryServer  # type: ignore[assignment]
+    client: InMemoryClient
+
+    async def _start(self) -> None:
+        self.server = await start_in_memory_server(**self.settings)
+        self.addCleanup(lambda: defer.Deferred.fromCoroutine(self.server.stop()))
+        self.client = self.server.client
+        self.clock = self.server.clock

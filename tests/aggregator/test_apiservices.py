@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kapiserver.aggregator import priorities
 from kapiserver.aggregator.autoregister import AUTOMANAGED_LABEL
-from kapiserver.testing.cases import ServerTestCase, run
+from kapiserver.testing.cases import InMemoryServerTestCase, run
 
 APISERVICES = "/apis/apiregistration.k8s.io/v1/apiservices"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -30,7 +30,7 @@ def crd(group: str = "stable.example.com") -> dict:
                                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
 
 
-class APIServiceTests(ServerTestCase):
+class APIServiceTests(InMemoryServerTestCase):
     async def apiservice(self, name: str):
         reply = await self.client.get(f"{APISERVICES}/{name}")
         return reply.body if reply.code == 200 else None

@@ -1,4 +1,4 @@
-"""Auditing through the real handler chain (an in-process server writing a real audit log)."""
+"""Auditing through the real handler chain (an in-process server, driven in memory, writing a real audit log)."""
 from __future__ import annotations
 
 import json
@@ -12,9 +12,8 @@ from twisted.trial import unittest
 
 from kapiserver.audit.event import AuditEvent
 from kapiserver.audit.policy import RequestAuditConfig
-from kapiserver.testing.apiserver import start_api_server
+from kapiserver.testing.apiserver import start_in_memory_server
 from kapiserver.testing.cases import run, sleep
-from kapiserver.testing.client import JSONClient
 
 POLICY = """
 apiVersion: audit.k8s.io/v1
@@ -48,10 +47,10 @@ class AuditedServerTestCase(unittest.TestCase):
         with open(policy_path, "w") as f:
             f.write(self.policy)
         self.log_path = os.path.join(directory, "audit", "audit.log")
-        self.server = await start_api_server(audit_policy_file=policy_path, audit_log_path=self.log_path,
-                                             **self.settings)
+        self.server = await start_in_memory_server(audit_policy_file=policy_path, audit_log_path=self.log_path,
+                                                   **self.settings)
         self.addCleanup(lambda: defer.Deferred.fromCoroutine(self.server.stop()))
-        self.client = JSONClient(self.server.url)
+        self.client = self.server.client
 
     def setUp(self):
         return defer.Deferred.fromCoroutine(self._start())

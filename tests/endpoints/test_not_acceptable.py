@@ -2,7 +2,7 @@
 written as upstream writes a Status it cannot negotiate: indented JSON."""
 from __future__ import annotations
 
-from kapiserver.testing.cases import ServerTestCase, run
+from kapiserver.testing.cases import InMemoryServerTestCase, run
 
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -14,7 +14,7 @@ UPSTREAM_406 = (b'{\n  "kind": "Status",\n  "apiVersion": "v1",\n  "metadata": {
                 b'application/vnd.kubernetes.protobuf",\n  "reason": "NotAcceptable",\n  "code": 406\n}')
 
 
-class NotAcceptableTests(ServerTestCase):
+class NotAcceptableTests(InMemoryServerTestCase):
     @run
     async def test_table_of_a_review_is_not_acceptable(self):
         r = await self.client.post(SSAR, REVIEW, headers={"Accept": TABLE})

@@ -10,7 +10,7 @@ curl, user agent ``kubectl/x``) answering the same requests.
 from __future__ import annotations
 
 from kapiserver.machinery import errors
-from kapiserver.testing.cases import ServerTestCase, run
+from kapiserver.testing.cases import InMemoryServerTestCase, run
 from twisted.trial import unittest
 
 CM = "/api/v1/namespaces/default/configmaps"
@@ -80,7 +80,7 @@ UPSTREAM_UNKNOWN_RESOURCE = (
 )
 
 
-class StatusBytesTests(ServerTestCase):
+class StatusBytesTests(InMemoryServerTestCase):
     async def raw(self, method: str, path: str, body: bytes | None = None, accept: str = "application/json"):
         return await self.client.request(method, path, raw=body, headers={"Accept": accept,
                                                                         "User-Agent": "kubectl/x"})

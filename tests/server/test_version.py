@@ -7,10 +7,10 @@ from kapiserver import kube_version
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.machinery import protobuf_tables_generated
 from kapiserver.machinery.openapi_definitions import DEFINITIONS_FILE, load_definitions
-from kapiserver.testing.cases import ServerTestCase, run
+from kapiserver.testing.cases import InMemoryServerTestCase, run
 
 
-class DeclaredVersionTests(ServerTestCase):
+class DeclaredVersionTests(InMemoryServerTestCase):
     @run
     async def test_served_documents_name_the_declared_version(self) -> None:
         reply = await self.client.get("/version")
