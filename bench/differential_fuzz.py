@@ -92,7 +92,7 @@ def parse_answer(status: int, body: bytes) -> Answer:
         except ValueError:
             try:
                 obj = yaml.safe_load(body)
-            except yaml.YAMLError:
+            except (yaml.YAMLError, ValueError, TypeError, RecursionError):  # a YAML answer of any content
                 obj = None
     if isinstance(obj, dict) and obj.get("kind") == "Status":
         return Answer(status, str(obj.get("reason") or ""), str(obj.get("message") or ""), True, body[:300])
