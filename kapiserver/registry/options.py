@@ -67,7 +67,7 @@ class ListOptions:
         opts = cls(
             label_selector=parse_label_selector(query_arg(args, "labelSelector") or ""),
             field_selector=parse_field_selector(query_arg(args, "fieldSelector") or ""),
-            limit=_int_arg(args, "limit") or 0,
+            limit=max(_int_arg(args, "limit") or 0, 0),  # upstream pages only for a limit above 0
             continue_token=query_arg(args, "continue") or "",
             resource_version=query_arg(args, "resourceVersion") or "",
             resource_version_match=query_arg(args, "resourceVersionMatch") or "",
@@ -78,17 +78,31 @@ class ListOptions:
         sie = query_arg(args, "sendInitialEvents")
         if sie is not None:
             opts.send_initial_events = go_bool(sie)
+        opts.set_defaults()
         opts.validate()
         return opts
 
+    def set_defaults(self) -> None:
+        """Upstream's SetListOptionsDefaults (the WatchList feature is on in v1.32): a watch from "now" or
+        from the cache (resourceVersion "" or "0") that asks for neither sendInitialEvents nor a
+        resourceVersionMatch is a watch-list, sendInitialEvents=true&resourceVersionMatch=NotOlderThan; so its
+        options are validated as one (a continue token is refused) and it ends its initial events with a
+        bookmark when it allows bookmarks."""
+        if self.send_initial_events is not None or self.resource_version_match:
+            return
+        if self.watch and self.resource_version in ("", "0"):
+            self.send_initial_events = True
+            self.resource_version_match = NOT_OLDER_THAN
+
+    @property
+    def is_watch_list(self) -> bool:
+        """Upstream's isListWatchRequest: initial events and bookmarks asked for (or defaulted)."""
+        return bool(self.send_initial_events) and self.allow_watch_bookmarks
+
     def validate(self) -> None:
-        """Upstream's ValidateListOptions."""
+        """Upstream's ValidateListOptions (neither limit nor timeoutSeconds is checked: a negative limit
+        does not page, a negative timeout ends a watch at once)."""
         causes = []
-        if self.limit < 0:
-            causes.append(errors.Cause(errors.INVALID, "must be greater than or equal to 0", "limit"))
-        if self.timeout_seconds is not None and self.timeout_seconds < 0:
-            causes.append(errors.field_invalid("timeoutSeconds", self.timeout_seconds,
-                                               "must be greater than or equal to 0"))
         if self.continue_token and self.resource_version and self.resource_version != "0":
             causes.append(errors.Cause(errors.FORBIDDEN, "specifying resource version is not allowed when using "
                                        "continue", "resourceVersion"))
