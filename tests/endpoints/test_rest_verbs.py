@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import json
 
+import yaml
+
 from twisted.internet import defer, reactor
 
 from kapiserver.testing.cases import HANG_GUARD, ServerTestCase, run
@@ -684,6 +686,58 @@ class WatchTests(ServerTestCase):
                          '[resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch '
                          'to NotOlderThan, resourceVersionMatch: Unsupported value: "Exact": supported values: '
                          '"NotOlderThan"]'))
+
+    @run
+    async def test_a_watch_from_now_is_a_watch_list(self):
+        """Upstream's SetListOptionsDefaults (v1.32, WatchList on): a watch at resourceVersion "" or "0" asking
+        for neither sendInitialEvents nor resourceVersionMatch is sendInitialEvents=true&resourceVersionMatch=
+        NotOlderThan; a continue token is refused as for one, and its initial events end with a bookmark."""
+        r = await self.client.get(CM + "?watch=true&continue=abc")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (422, "Invalid", (
+            'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is '
+            'forbidden when continue is provided')))
+        await self.client.post(CM, cm("wl1"))
+        events = await self._watch("allowWatchBookmarks=true&timeoutSeconds=1")
+        types = [e["type"] for e in events]
+        self.assertLess(types.index("ADDED"), types.index("BOOKMARK"))
+        self.assertEqual(events[types.index("BOOKMARK")]["object"]["metadata"]["annotations"][
+            "k8s.io/initial-events-end"], "true")
+
+    @run
+    async def test_negative_limit_and_timeout_are_not_refused(self):
+        """Upstream validates neither: a negative limit does not page, a negative timeout ends a watch at once."""
+        await self.client.post(CM, cm("neg"))
+        r = await self.client.get(CM + "?limit=-1&timeoutSeconds=-1")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertIn("neg", [item["metadata"]["name"] for item in r.body["items"]])
+        self.assertNotIn("continue", r.body["metadata"])
+        events = await defer.Deferred.fromCoroutine(self._watch(
+            "resourceVersion=1&timeoutSeconds=-1")).addTimeout(HANG_GUARD, reactor)
+        self.assertIsInstance(events, list)
+
+    @run
+    async def test_watch_stream_negotiation(self):
+        """YAML has no stream form (upstream's NegotiateOutputMediaTypeStream); a watch-list cannot be a Table
+        (watchListEndpointRestrictions): another acceptable type is chosen, else 406."""
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1", headers={"Accept": "application/yaml"})
+        self.assertEqual((r.code, r.header("content-type")), (406, "application/yaml"))
+        status = yaml.safe_load(r.raw)
+        self.assertEqual((status["reason"], status["message"]), ("NotAcceptable", (
+            "only the following media types are accepted: application/json;stream=watch, "
+            "application/vnd.kubernetes.protobuf;stream=watch")))
+        table = "application/json;as=Table;v=v1;g=meta.k8s.io"
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1&allowWatchBookmarks=true",
+                                  headers={"Accept": table})
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (406, "NotAcceptable", (
+            "only the following media types are accepted: application/json, application/yaml, "
+            "application/vnd.kubernetes.protobuf")))
+        await self.client.post(CM, cm("tw"))
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1&allowWatchBookmarks=true",
+                                  headers={"Accept": table + ",application/json"})
+        self.assertEqual(r.code, 200)
+        self.assertEqual(json.loads(r.raw.splitlines()[0])["object"]["kind"], "ConfigMap")
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1", headers={"Accept": table})
+        self.assertEqual(json.loads(r.raw.splitlines()[0])["object"]["kind"], "Table")  # not a watch-list
 
     @run
     async def test_list_options_are_validated_in_upstream_order(self):
