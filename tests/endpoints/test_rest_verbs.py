@@ -514,8 +514,23 @@ class ListTests(ServerTestCase):
 
     @run
     async def test_bad_continue_token(self):
-        r = await self.client.get(CM + "?limit=1&continue=garbage")
-        self.assertEqual(r.code, 400)
+        """Upstream's DecodeContinue (RawURLEncoding: no padding) and the etcd store's 400; kube-apiserver
+        v1.32.13's messages for the same tokens."""
+        await self._fill(2)
+        token = (await self.client.get(CM + "?limit=1")).body["metadata"]["continue"]
+        padded = base64.urlsafe_b64encode(base64.urlsafe_b64decode(token + "==")).decode()
+        outside = base64.urlsafe_b64encode(b'{"v":"meta.k8s.io/v1","rv":5,"start":"../x"}').decode().rstrip("=")
+        for query, message in (
+                ("garbage", "invalid character '\\u0081' looking for beginning of value"),
+                ("abcde", "illegal base64 data at input byte 4"),
+                (padded.replace("=", "%3D"), f"illegal base64 data at input byte {len(padded.rstrip('='))}"),
+                ("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MCwic3RhcnQiOiJ4In0",  # rv 0
+                 "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+                (outside, "../x")):
+            r = await self.client.get(CM + f"?limit=1&continue={query}")
+            self.assertEqual((r.code, r.body["reason"], r.body["message"]),
+                             (400, "BadRequest", f"invalid continue token: continue key is not valid: {message}"))
+        self.assertEqual((await self.client.get(CM + f"?limit=1&continue={token}")).code, 200)
 
     @run
     async def test_compacted_continue_token_is_410_with_fresh_token(self):
