@@ -49,6 +49,29 @@ class CreateGetTests(ServerTestCase):
         self.assertEqual(r.body["details"], {"name": "a", "kind": "configmaps"})
 
     @run
+    async def test_null_and_empty_yaml_bodies_are_the_zero_object(self):
+        """Go decodes JSON null into the zero object, and an empty YAML document (an empty body, or a first
+        document with nothing in it) is null: kube-apiserver v1.32.13 creates a LimitRange named by a UUID (its
+        PrepareForCreate) and a SelfSubjectReview from them, and asks a ConfigMap for its name. An empty JSON body
+        stays a 400."""
+        limits = "/api/v1/namespaces/default/limitranges"
+        for body, content_type in ((b"null", "application/json"), (b"", "application/yaml"),
+                                   (b"--- \n...\n---\nkind: ConfigMap\n", "application/yaml")):
+            r = await self.client.post(limits, raw=body, content_type=content_type)
+            self.assertEqual((r.code, r.body["kind"]), (201, "LimitRange"), r.body)
+            self.assertRegex(r.body["metadata"]["name"], r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+        r = await self.client.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                   raw=b"--- \n...\n---\nkind: ConfigMap\n", content_type="application/yaml")
+        self.assertEqual((r.code, r.body["kind"]), (201, "SelfSubjectReview"), r.body)
+        r = await self.client.post(CM, raw=b"null")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (
+            422, "Invalid", 'ConfigMap "" is invalid: metadata.name: Required value: name or generateName is required'))
+        r = await self.client.post(CM, raw=b"")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (
+            400, "BadRequest", "the object provided is unrecognized (must be of type ConfigMap): couldn't get "
+                               "version/kind; json parse error: unexpected end of JSON input (<empty>)"))
+
+    @run
     async def test_generate_name(self):
         body = cm("")
         body["metadata"] = {"generateName": "gen-"}
