@@ -536,6 +536,18 @@ class ListTests(ServerTestCase):
         self.assertEqual(r.code, 422)
 
     @run
+    async def test_selectors_of_nothing_select_everything(self):
+        """kube-apiserver v1.32.13: a NUL byte ends a label selector; a field term without field or value is
+        everything; a value without a field is still an unknown field."""
+        await self._fill(2)
+        for query in ("labelSelector=%00", "fieldSelector=%3D", "fieldSelector=%21%3D"):
+            r = await self.client.get(CM + "?" + query)
+            self.assertEqual((r.code, len(r.body["items"])), (200, 2), query)
+        r = await self.client.get(CM + "?fieldSelector=%3Dx")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (
+            400, "BadRequest", '"" is not a known field selector: only "metadata.name", "metadata.namespace"'))
+
+    @run
     async def test_bad_continue_token(self):
         """Upstream's DecodeContinue (RawURLEncoding: no padding) and the etcd store's 400; kube-apiserver
         v1.32.13's messages for the same tokens."""
