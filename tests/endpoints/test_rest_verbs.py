@@ -72,6 +72,15 @@ class CreateGetTests(ServerTestCase):
                                "version/kind; json parse error: unexpected end of JSON input (<empty>)"))
 
     @run
+    async def test_lease_drops_coordinated_leader_election_fields(self):
+        """kube-apiserver v1.32.13 (CoordinatedLeaderElection off) creates and patches a Lease without them."""
+        r = await self.client.post(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                            "metadata": {"name": "cle"}, "spec": {"strategy": "!="}})
+        self.assertEqual((r.code, r.body["spec"]), (201, {}), r.body)
+        r = await self.client.patch(LEASES + "/cle", {"spec": {"preferredHolder": "::1"}})
+        self.assertEqual((r.code, r.body["spec"]), (200, {}), r.body)
+
+    @run
     async def test_generate_name(self):
         body = cm("")
         body["metadata"] = {"generateName": "gen-"}
