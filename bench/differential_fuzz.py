@@ -14,6 +14,10 @@ both servers, one after the other, and compares the status codes and the
 * ``same code and reason, different message``;
 * ``kapiserver 5xx``: kapiserver failed (5xx or no answer) where kube-apiserver did not;
 * ``accepted where kube refuses``, ``refused where kube accepts``;
+* ``state differs``: one accepted and the other answered that the named object already exists (409
+  AlreadyExists, also "object is being deleted") or does not (404 NotFound naming it): the two servers'
+  stores differed before the case (an earlier divergence, counted where it happened, or a namespace that
+  kube-apiserver without kube-controller-manager never finishes deleting), not the case itself;
 * ``both refuse, different code/reason``; ``both accept, different code``.
 
 The cases are those of the resources both servers serve (in a sorted order),
@@ -60,7 +64,8 @@ ACCEPTED = "accepted where kube refuses"
 REFUSED = "refused where kube accepts"
 BOTH_REFUSE = "both refuse, different code/reason"
 BOTH_ACCEPT = "both accept, different code"
-CLASSES = (SAME, MESSAGE, KAPI_5XX, ACCEPTED, REFUSED, BOTH_REFUSE, BOTH_ACCEPT)
+STATE = "state differs (an object one server has and the other has not)"
+CLASSES = (SAME, MESSAGE, KAPI_5XX, ACCEPTED, REFUSED, STATE, BOTH_REFUSE, BOTH_ACCEPT)
 
 
 @dataclass
@@ -70,6 +75,11 @@ class Answer:
     message: str = ""
     is_status: bool = False  # the body is a metav1.Status
     raw: bytes = b""
+    name: str = ""  # the Status's details.name: the object it is about
+
+    def about_existence(self) -> bool:
+        """The answer is that the named object exists (409 AlreadyExists) or does not (404 NotFound)."""
+        return bool(self.name) and (self.status, self.reason) in ((409, "AlreadyExists"), (404, "NotFound"))
 
     def short(self) -> str:
         if self.is_status:
@@ -92,10 +102,12 @@ def parse_answer(status: int, body: bytes) -> Answer:
         except ValueError:
             try:
                 obj = yaml.safe_load(body)
-            except yaml.YAMLError:
+            except (yaml.YAMLError, ValueError, TypeError, RecursionError):  # a YAML answer of any content
                 obj = None
     if isinstance(obj, dict) and obj.get("kind") == "Status":
-        return Answer(status, str(obj.get("reason") or ""), str(obj.get("message") or ""), True, body[:300])
+        details = obj.get("details") if isinstance(obj.get("details"), dict) else {}
+        return Answer(status, str(obj.get("reason") or ""), str(obj.get("message") or ""), True, body[:300],
+                      str(details.get("name") or ""))
     return Answer(status, raw=body[:300])
 
 
@@ -105,10 +117,10 @@ def classify(kapi: Answer, kube: Answer) -> str:
         return KAPI_5XX
     if kapi_ok and kube_ok:
         return SAME if kapi.status == kube.status else BOTH_ACCEPT
-    if kapi_ok:
-        return ACCEPTED
-    if kube_ok:
-        return REFUSED
+    if kapi_ok or kube_ok:
+        if (kube if kapi_ok else kapi).about_existence():
+            return STATE
+        return ACCEPTED if kapi_ok else REFUSED
     if (kapi.status, kapi.reason) != (kube.status, kube.reason):
         return BOTH_REFUSE
     if kapi.is_status and kube.is_status and kapi.message != kube.message:
@@ -174,7 +186,7 @@ class Summary:
         print(f"{total} cases in {self.seconds:.0f} s (seed {self.seed}; {self.skipped} skipped)")
         for klass in CLASSES:
             if self.counts[klass]:
-                print(f"  {klass}: {self.counts[klass]}")
+                print(f"  {klass}: {self.counts[klass]} ({100 * self.counts[klass] / max(total, 1):.2f} %)")
         for klass in CLASSES[1:]:
             if not self.counts[klass]:
                 continue

@@ -197,10 +197,11 @@ class RequestScope:
         """
         body = self.body_bytes()
         kind = kind or self.rtype.kind
-        if not body.strip():
+        media = self.content_type()
+        if not body.strip() and media not in request_decoder.YAML_TYPES:  # empty YAML is the document null
             raise request_decoder.unrecognized(
                 kind, "couldn't get version/kind; json parse error: unexpected end of JSON input", b"")
-        parsed = request_decoder.parse(body, self.content_type(), kind, self.rtype)
+        parsed = request_decoder.parse(body, media, kind, self.rtype)
         self.unknown_protobuf_fields = parsed.unknown
         obj = self._typed(parsed, body, definition, kind, api_version)
         audit = context_of(self.request).audit
@@ -240,6 +241,8 @@ class RequestScope:
                api_version: str, known: Optional[dict] = None) -> dict:
         rtype = self.rtype
         custom = rtype.is_crd and not definition
+        if parsed.obj is None and not custom:  # JSON null, or an empty YAML document: Go decodes the zero object
+            parsed.obj = {}
         definition = definition or rtype.schema_name
         body_kind, version = request_decoder.check_type_meta(
             parsed.obj, rtype, body, kind, api_version, None if custom else _registered)

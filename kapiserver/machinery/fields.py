@@ -135,7 +135,9 @@ def parse_field_selector(text: str) -> FieldSelector:
         if split is None:
             raise errors.bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
         field, op, raw_value = split
-        requirements.append(FieldRequirement(field, op, unescape_value(raw_value)))
+        value = unescape_value(raw_value)
+        if field or value:  # upstream's Transform makes a term of nothing on either side Everything()
+            requirements.append(FieldRequirement(field, op, value))
     return FieldSelector(requirements)
 
 

@@ -180,7 +180,7 @@ def _lex(text: str) -> list[tuple[str, str]]:
     while True:
         while i < n and text[i] in _WHITESPACE:
             i += 1
-        if i >= n:
+        if i >= n or text[i] == "\x00":  # Go's lexer reads a NUL byte as the end of the text
             items.append((_END, ""))
             return items
         ch = text[i]
@@ -202,11 +202,11 @@ def _lex(text: str) -> list[tuple[str, str]]:
                 i += len(best)
             continue
         j = i
-        while j < n and text[j] not in _SPECIAL and text[j] not in _WHITESPACE:
+        while j < n and text[j] not in _SPECIAL and text[j] not in _WHITESPACE and text[j] != "\x00":
             j += 1
         word = text[i:j]
         items.append((_KEYWORDS.get(word, _ID), word))
-        i = j
+        i = j + 1 if j < n and text[j] == "\x00" else j  # a NUL ends a word and is consumed with it
 
 
 class _Parser:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import base64
+import posixpath
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import orjson
 
-from kapiserver.machinery import errors, strconv
+from kapiserver.machinery import errors, gorepr, strconv
 from kapiserver.machinery.fields import FieldSelector, parse_field_selector
 from kapiserver.machinery.labels import LabelSelector, parse_label_selector
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
@@ -67,7 +68,7 @@ class ListOptions:
         opts = cls(
             label_selector=parse_label_selector(query_arg(args, "labelSelector") or ""),
             field_selector=parse_field_selector(query_arg(args, "fieldSelector") or ""),
-            limit=_int_arg(args, "limit") or 0,
+            limit=max(_int_arg(args, "limit") or 0, 0),  # upstream pages only for a limit above 0
             continue_token=query_arg(args, "continue") or "",
             resource_version=query_arg(args, "resourceVersion") or "",
             resource_version_match=query_arg(args, "resourceVersionMatch") or "",
@@ -78,17 +79,31 @@ class ListOptions:
         sie = query_arg(args, "sendInitialEvents")
         if sie is not None:
             opts.send_initial_events = go_bool(sie)
+        opts.set_defaults()
         opts.validate()
         return opts
 
+    def set_defaults(self) -> None:
+        """Upstream's SetListOptionsDefaults (the WatchList feature is on in v1.32): a watch from "now" or
+        from the cache (resourceVersion "" or "0") that asks for neither sendInitialEvents nor a
+        resourceVersionMatch is a watch-list, sendInitialEvents=true&resourceVersionMatch=NotOlderThan; so its
+        options are validated as one (a continue token is refused) and it ends its initial events with a
+        bookmark when it allows bookmarks."""
+        if self.send_initial_events is not None or self.resource_version_match:
+            return
+        if self.watch and self.resource_version in ("", "0"):
+            self.send_initial_events = True
+            self.resource_version_match = NOT_OLDER_THAN
+
+    @property
+    def is_watch_list(self) -> bool:
+        """Upstream's isListWatchRequest: initial events and bookmarks asked for (or defaulted)."""
+        return bool(self.send_initial_events) and self.allow_watch_bookmarks
+
     def validate(self) -> None:
-        """Upstream's ValidateListOptions."""
+        """Upstream's ValidateListOptions (neither limit nor timeoutSeconds is checked: a negative limit
+        does not page, a negative timeout ends a watch at once)."""
         causes = []
-        if self.limit < 0:
-            causes.append(errors.Cause(errors.INVALID, "must be greater than or equal to 0", "limit"))
-        if self.timeout_seconds is not None and self.timeout_seconds < 0:
-            causes.append(errors.field_invalid("timeoutSeconds", self.timeout_seconds,
-                                               "must be greater than or equal to 0"))
         if self.continue_token and self.resource_version and self.resource_version != "0":
             causes.append(errors.Cause(errors.FORBIDDEN, "specifying resource version is not allowed when using "
                                        "continue", "resourceVersion"))
@@ -162,16 +177,89 @@ def encode_continue(revision: int, start_key: str) -> str:
     return base64.urlsafe_b64encode(payload).decode().rstrip("=")
 
 
+_RAW_URL_ALPHABET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_GO_JSON_TYPES = {str: "string", bool: "bool", int: "number", float: "number", list: "array", dict: "object"}
+
+
+def _raw_url_b64decode(token: str) -> bytes:
+    """Go's base64.RawURLEncoding.DecodeString: no padding, ``\r`` and ``\n`` skipped; its error names the
+    offset of the first byte it cannot take (``=`` included)."""
+    raw = token.encode("utf-8", "surrogateescape")
+    kept = bytearray()
+    last = 0
+    for i, byte in enumerate(raw):
+        if byte in (0x0A, 0x0D):
+            continue
+        if byte not in _RAW_URL_ALPHABET:
+            raise ValueError(f"illegal base64 data at input byte {i}")
+        kept.append(byte)
+        last = i
+    if len(kept) % 4 == 1:  # a quantum of one character holds no whole byte
+        raise ValueError(f"illegal base64 data at input byte {last}")
+    return base64.urlsafe_b64decode(bytes(kept) + b"=" * (-len(kept) % 4))
+
+
+def _go_quote_char(byte: int) -> str:
+    """encoding/json's quoteChar of a byte (as the rune of that number)."""
+    if byte in (0x27, 0x22):
+        return "'\\''" if byte == 0x27 else "'\"'"
+    return "'" + gorepr.quote(chr(byte))[1:-1] + "'"
+
+
+def _continue_field(data: dict, name: str, go_type: str) -> Any:
+    """A field of the token as Go's encoding/json fills continueToken's (``string`` or ``int64``)."""
+    value = data.get(name)
+    if value is None:
+        return None
+    if go_type == "string" and isinstance(value, str):
+        return value
+    if go_type == "int64" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, int) and -(1 << 63) <= value < 1 << 63:
+            return value
+        raise ValueError(f"json: cannot unmarshal number {value} into Go struct field continueToken.{name} of type "
+                         f"int64")
+    raise ValueError(f"json: cannot unmarshal {_GO_JSON_TYPES.get(type(value), 'number')} into Go struct field "
+                     f"continueToken.{name} of type {go_type}")
+
+
 def decode_continue(token: str) -> tuple[int, str]:
+    """Upstream's storage.DecodeContinue, with the etcd store's 400 and messages: the revision of the list
+    and its next key relative to the prefix, cleaned as a path so that it cannot reach above the prefix."""
     try:
-        padded = token + "=" * (-len(token) % 4)
-        data = orjson.loads(base64.urlsafe_b64decode(padded))
-        if data.get("v") != "meta.k8s.io/v1":
-            raise ValueError("version")
-        rv, start = int(data["rv"]), str(data["start"])
-    except Exception:
-        raise errors.bad_request("continue key is not valid: the continue token is malformed") from None
-    return rv, start
+        raw = _raw_url_b64decode(token)
+        first = raw.lstrip(b" \t\r\n")[:1]
+        if first and first not in b'{["-0123456789tfn':
+            raise ValueError(f"invalid character {_go_quote_char(first[0])} looking for beginning of value")
+        data = orjson.loads(raw)
+        if data is not None and not isinstance(data, dict):
+            raise ValueError(f"json: cannot unmarshal {_GO_JSON_TYPES.get(type(data), 'value')} into Go value of "
+                             f"type storage.continueToken")
+        data = data or {}
+        version: str = _continue_field(data, "v", "string") or ""
+        rv: int = _continue_field(data, "rv", "int64") or 0
+        start: str = _continue_field(data, "start", "string") or ""
+    except orjson.JSONDecodeError as e:
+        raise _invalid_continue(f"continue key is not valid: {e.msg}") from None
+    except ValueError as e:
+        raise _invalid_continue(f"continue key is not valid: {e}") from None
+    if version != "meta.k8s.io/v1":
+        raise _invalid_continue(f"continue key is not valid: server does not recognize this encoded version {version}")
+    if rv == 0:
+        raise _invalid_continue("continue key is not valid: incorrect encoded start resourceVersion (version "
+                                "meta.k8s.io/v1)")
+    if not start:
+        raise _invalid_continue("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
+    key = start if start.startswith("/") else "/" + start
+    cleaned = posixpath.normpath(key)
+    if cleaned.startswith("//"):  # Go's path.Clean keeps one leading slash
+        cleaned = "/" + cleaned.lstrip("/")
+    if cleaned != key:
+        raise _invalid_continue(f"continue key is not valid: {start}")
+    return rv, cleaned[1:]
+
+
+def _invalid_continue(reason: str) -> errors.StatusError:
+    return errors.bad_request(f"invalid continue token: {reason}")
 
 
 # ---------------------------------------------------------------- delete

@@ -29,7 +29,12 @@ class ReviewStrategy(Strategy):
     """Checks of a review's spec; ``namespace`` is the URL's (namespaced reviews)."""
 
     def validate_review(self, rtype: ResourceType, obj: dict, namespace: str) -> list[errors.Cause]:
+        """The review's problems, its metadata as sent (cleared after)."""
         return []
+
+    def invalid_kind(self, rtype: ResourceType) -> str:
+        """The kind a 422 names (upstream's access reviews name their decoded object's kind: none)."""
+        return rtype.kind
 
 
 class ReviewStore:
@@ -46,13 +51,13 @@ class ReviewStore:
     async def create_result(self, namespace: str, obj: Any, ctx: Optional[Context] = None) -> WriteResult:
         ctx = ctx or Context()
         obj = self.rtype.stamp_type(self.rtype.check_kind(obj))
-        md = meta.metadata(obj)
-        md.clear()
-        md["creationTimestamp"] = None  # upstream echoes an empty ObjectMeta
         self.strategy.default(self.rtype, obj)
         causes = self.strategy.validate_review(self.rtype, obj, namespace)
         if causes:
-            raise errors.invalid(self.rtype.kind, self.rtype.group, "", causes)
+            raise errors.invalid(self.strategy.invalid_kind(self.rtype), self.rtype.group, "", causes)
+        md = meta.metadata(obj)
+        md.clear()
+        md["creationTimestamp"] = None  # upstream echoes an empty ObjectMeta
         status = self.answer(obj, ctx.user, namespace)
         obj["status"] = await status if inspect.isawaitable(status) else status
         return WriteResult(obj, None)  # nothing stored: the answer is the review itself

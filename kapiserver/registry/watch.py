@@ -120,15 +120,15 @@ class ResourceWatch:
                 for obj in initial_objs:
                     if self.matches is None or self.matches(obj):
                         self.sink.send(ADDED, obj)
-            if opts.send_initial_events and opts.allow_watch_bookmarks:  # (upstream sends none unasked)
+            if opts.is_watch_list:  # (upstream sends none unasked)
                 self._bookmark({INITIAL_EVENTS_END: "true"})
         else:
             self.revision = parse_resource_version(opts.resource_version)
         self._watch = self.store.storage.watch(prefix, self.revision, self._on_event, self._on_error,
                                                self._on_progress)
         timeout = opts.timeout_seconds
-        if timeout:
-            self._timer = self.reactor.callLater(timeout, self.stop)
+        if timeout:  # a negative one has expired already (upstream's context.WithTimeout)
+            self._timer = self.reactor.callLater(max(timeout, 0), self.stop)
         if opts.allow_watch_bookmarks and self.bookmark_interval > 0:
             self._bookmarks = task.LoopingCall(self._bookmark)
             self._bookmarks.clock = self.reactor

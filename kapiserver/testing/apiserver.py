@@ -111,7 +111,9 @@ class RunningServer(StartedServer):
         self.url = f"http://127.0.0.1:{port.getHost().port}"  # type: ignore[attr-defined]
 
     async def _stop_serving(self) -> None:
-        await self.port.stopListening()
+        stopped = self.port.stopListening()
+        if stopped is not None:
+            await stopped
         # connections still open (a client's kept-alive one, one lingering after a refused body)
         for connection in list(self.api.site.connections.connections):
             connection.abort()

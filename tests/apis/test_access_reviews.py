@@ -51,6 +51,41 @@ class AccessReviewTests(ServerTestCase):
         self.assertEqual((listed.code, listed.body["reason"]), (405, "MethodNotAllowed"))
 
     @run
+    async def test_access_reviews_validate_selectors_and_metadata(self):
+        """Upstream's ValidateSelfSubjectAccessReview (a review names no object: its metadata must be empty) and
+        validateResourceAttributes; kube-apiserver v1.32.13 answers these 422s (its metadata's value is Go's
+        rendering of the whole ObjectMeta, not compared here)."""
+        spec = {"resourceAttributes": {"verb": "get", "fieldSelector": {}, "labelSelector": {
+            "rawSelector": "a", "requirements": [{"key": "a", "operator": "In"}]}}}
+        body = {**review("SelfSubjectAccessReview", spec), "metadata": {"name": "x", "labels": {"a": "b"}}}
+        reply = await self.client.post(f"{AUTHZ}/selfsubjectaccessreviews", body)
+        self.assertEqual((reply.code, reply.body["reason"]), (422, "Invalid"))
+        self.assertTrue(reply.body["message"].startswith('.authorization.k8s.io "" is invalid: ['), reply.body)
+        self.assertEqual([(c["field"], c["reason"]) for c in reply.body["details"]["causes"]], [
+            ("spec.resourceAttributes.fieldSelector.requirements", "FieldValueRequired"),
+            ("spec.resourceAttributes.labelSelector.rawSelector", "FieldValueInvalid"),
+            ("spec.resourceAttributes.labelSelector.requirements[0].values", "FieldValueRequired"),
+            ("metadata", "FieldValueInvalid")])
+        self.assertEqual(messages(reply)[:3], [
+            "spec.resourceAttributes.fieldSelector.requirements: Required value: when "
+            "spec.resourceAttributes.fieldSelector is specified, requirements or rawSelector is required",
+            'spec.resourceAttributes.labelSelector.rawSelector: Invalid value: "a": may not specified at the same '
+            'time as requirements',
+            "spec.resourceAttributes.labelSelector.requirements[0].values: Required value: must be specified when "
+            "`operator` is 'In' or 'NotIn'"])
+        self.assertTrue(messages(reply)[3].endswith(": must be empty"))
+        # empty metadata fields are no metadata; the server's own managedFields do not count
+        body = {**review("SelfSubjectAccessReview", POD_GET), "metadata": {"labels": {}, "name": ""}}
+        reply = await self.client.post(f"{AUTHZ}/selfsubjectaccessreviews", body)
+        self.assertEqual(reply.code, 201, reply.body)
+        local = {**review("LocalSubjectAccessReview", {"user": "alice"}), "metadata": {"labels": {"a": "b"}}}
+        reply = await self.client.post(f"{AUTHZ}/namespaces/other/localsubjectaccessreviews", local)
+        self.assertEqual([(c["field"], c["message"].rsplit(": ", 1)[-1]) for c in reply.body["details"]["causes"]], [
+            ("spec.resourceAttributes", "exactly one of nonResourceAttributes or resourceAttributes must be "
+                                        "specified"),
+            ("metadata", "must be empty except for namespace")])
+
+    @run
     async def test_rules_review_lists_what_the_authorizer_allows(self):
         reply = await self.client.post(f"{AUTHZ}/selfsubjectrulesreviews",
                                        review("SelfSubjectRulesReview", {"namespace": "default"}))
@@ -103,8 +138,10 @@ class DenyingAuthorizerTests(ServerTestCase):
         self.assertEqual((local.code, local.body["status"]), (201, {"allowed": True}))
         elsewhere = await self.client.post(f"{AUTHZ}/namespaces/other/localsubjectaccessreviews",
                                            review("LocalSubjectAccessReview", {"user": "alice", **POD_GET}))
-        self.assertEqual((elsewhere.code, elsewhere.body["message"]),
-                         (400, "spec.resourceAttributes.namespace must match namespace: other"))
+        # kube-apiserver v1.32.13: the object takes the URL's namespace, which the attributes' must match
+        self.assertEqual((elsewhere.code, elsewhere.body["reason"], elsewhere.body["message"]), (
+            422, "Invalid", '.authorization.k8s.io "" is invalid: spec.resourceAttributes.namespace: Invalid value: '
+                            '"default": must match metadata.namespace'))
 
     @run
     async def test_impersonation_needs_the_authorizer_s_consent(self):

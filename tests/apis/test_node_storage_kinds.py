@@ -148,3 +148,33 @@ class TokenReviewTests(ServerTestCase):
         self.assertEqual(r.body["status"], {"user": {}, "error": "invalid bearer token"})
         r = await self.client.post(path, {"spec": {}})
         self.assertEqual((r.code, r.body["message"]), (400, "token is required for TokenReview in authentication"))
+
+
+class UnconditionalUpdateTests(ServerTestCase):
+    """Kinds whose upstream strategy refuses AllowUnconditionalUpdate: a PUT without metadata.resourceVersion is
+    kube-apiserver v1.32.13's 422, which names the resource where the kind goes."""
+
+    @run
+    async def test_put_without_resource_version_is_refused(self):
+        kinds = [
+            (f"{STORAGE}/csinodes", "csinodes.storage.k8s.io", {"spec": {"drivers": []}}),
+            (f"{STORAGE}/csidrivers", "csidrivers.storage.k8s.io", {"spec": {}}),
+            (f"{STORAGE}/volumeattachments", "volumeattachments.storage.k8s.io", {"spec": {
+                "attacher": "csi.example.com", "nodeName": "n1", "source": {"persistentVolumeName": "pv"}}}),
+            ("/apis/storage.k8s.io/v1/namespaces/default/csistoragecapacities", "csistoragecapacities.storage.k8s.io",
+             {"storageClassName": "standard"}),
+            (f"{NODE}/runtimeclasses", "runtimeclasses.node.k8s.io", {"handler": "runc"}),
+            ("/apis/policy/v1/namespaces/default/poddisruptionbudgets", "poddisruptionbudgets.policy",
+             {"spec": {"minAvailable": 1}}),
+        ]
+        for collection, resource, fields in kinds:
+            created = await self.client.post(collection, {"metadata": {"name": "u1"}, **fields})
+            self.assertEqual(created.code, 201, created.body)
+            replaced = await self.client.put(f"{collection}/u1", {"metadata": {"name": "u1"}, **fields})
+            self.assertEqual((replaced.code, replaced.body["reason"], replaced.body["message"]), (
+                422, "Invalid", f'{resource} "u1" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be '
+                                f'specified for an update'))
+            current = created.body["metadata"]["resourceVersion"]
+            replaced = await self.client.put(f"{collection}/u1", {"metadata": {"name": "u1",
+                                                                               "resourceVersion": current}, **fields})
+            self.assertEqual(replaced.code, 200, replaced.body)

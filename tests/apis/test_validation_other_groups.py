@@ -307,8 +307,7 @@ class LeaseCases(KindCases, unittest.TestCase):
         ({"spec.leaseDurationSeconds": 0}, ["spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"]),
         ({"spec.leaseTransitions": -1}, [
             "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0"]),
-        ({"spec.preferredHolder": "b"}, [
-            "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined"]),
+        ({"spec.preferredHolder": "b"}, []),  # dropped: the CoordinatedLeaderElection gate is off in v1.32
         ({"spec.renewTime": "2024-01-01T00:00:00.000000Z", "spec.acquireTime": "2024-01-01T00:00:00.000000Z"}, []),
     ]
     update_cases = [({"spec.holderIdentity": "b", "spec.leaseTransitions": 3}, [])]

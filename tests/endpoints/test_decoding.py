@@ -237,7 +237,8 @@ class OptionsTests(ServerTestCase):
 
     @run
     async def test_list_options(self):
-        for query in ("timeoutSeconds=-1", "limit=-5", "continue=%%%garbage", "labelSelector=a%20in%20(",
+        # (a negative limit or timeoutSeconds is not refused: upstream validates neither, see test_rest_verbs)
+        for query in ("continue=%%%garbage", "labelSelector=a%20in%20(",
                       "fieldSelector=metadata.name%3D%3D%3Dx", "resourceVersion=abc", "limit=abc"):
             r = await self.client.get(CM + "?" + query)
             self.assertIn(r.code, (400, 422), (query, r.raw))

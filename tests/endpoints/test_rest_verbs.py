@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import json
 
+import yaml
+
 from twisted.internet import defer, reactor
 
 from kapiserver.testing.cases import HANG_GUARD, ServerTestCase, run
@@ -45,6 +47,38 @@ class CreateGetTests(ServerTestCase):
         self.assertEqual(r.body["reason"], "AlreadyExists")
         self.assertEqual(r.body["message"], 'configmaps "a" already exists')
         self.assertEqual(r.body["details"], {"name": "a", "kind": "configmaps"})
+
+    @run
+    async def test_null_and_empty_yaml_bodies_are_the_zero_object(self):
+        """Go decodes JSON null into the zero object, and an empty YAML document (an empty body, or a first
+        document with nothing in it) is null: kube-apiserver v1.32.13 creates a LimitRange named by a UUID (its
+        PrepareForCreate) and a SelfSubjectReview from them, and asks a ConfigMap for its name. An empty JSON body
+        stays a 400."""
+        limits = "/api/v1/namespaces/default/limitranges"
+        for body, content_type in ((b"null", "application/json"), (b"", "application/yaml"),
+                                   (b"--- \n...\n---\nkind: ConfigMap\n", "application/yaml")):
+            r = await self.client.post(limits, raw=body, content_type=content_type)
+            self.assertEqual((r.code, r.body["kind"]), (201, "LimitRange"), r.body)
+            self.assertRegex(r.body["metadata"]["name"], r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+        r = await self.client.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                   raw=b"--- \n...\n---\nkind: ConfigMap\n", content_type="application/yaml")
+        self.assertEqual((r.code, r.body["kind"]), (201, "SelfSubjectReview"), r.body)
+        r = await self.client.post(CM, raw=b"null")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (
+            422, "Invalid", 'ConfigMap "" is invalid: metadata.name: Required value: name or generateName is required'))
+        r = await self.client.post(CM, raw=b"")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (
+            400, "BadRequest", "the object provided is unrecognized (must be of type ConfigMap): couldn't get "
+                               "version/kind; json parse error: unexpected end of JSON input (<empty>)"))
+
+    @run
+    async def test_lease_drops_coordinated_leader_election_fields(self):
+        """kube-apiserver v1.32.13 (CoordinatedLeaderElection off) creates and patches a Lease without them."""
+        r = await self.client.post(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                            "metadata": {"name": "cle"}, "spec": {"strategy": "!="}})
+        self.assertEqual((r.code, r.body["spec"]), (201, {}), r.body)
+        r = await self.client.patch(LEASES + "/cle", {"spec": {"preferredHolder": "::1"}})
+        self.assertEqual((r.code, r.body["spec"]), (200, {}), r.body)
 
     @run
     async def test_generate_name(self):
@@ -511,9 +545,37 @@ class ListTests(ServerTestCase):
         self.assertEqual(r.code, 422)
 
     @run
+    async def test_selectors_of_nothing_select_everything(self):
+        """kube-apiserver v1.32.13: a NUL byte ends a label selector; a field term without field or value is
+        everything; a value without a field is still an unknown field."""
+        await self._fill(2)
+        everything = len((await self.client.get(CM)).body["items"])
+        for query in ("labelSelector=%00", "fieldSelector=%3D", "fieldSelector=%21%3D"):
+            r = await self.client.get(CM + "?" + query)
+            self.assertEqual((r.code, len(r.body["items"])), (200, everything), query)
+        r = await self.client.get(CM + "?fieldSelector=%3Dx")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (
+            400, "BadRequest", '"" is not a known field selector: only "metadata.name", "metadata.namespace"'))
+
+    @run
     async def test_bad_continue_token(self):
-        r = await self.client.get(CM + "?limit=1&continue=garbage")
-        self.assertEqual(r.code, 400)
+        """Upstream's DecodeContinue (RawURLEncoding: no padding) and the etcd store's 400; kube-apiserver
+        v1.32.13's messages for the same tokens."""
+        await self._fill(2)
+        token = (await self.client.get(CM + "?limit=1")).body["metadata"]["continue"]
+        padded = base64.urlsafe_b64encode(base64.urlsafe_b64decode(token + "==")).decode()
+        outside = base64.urlsafe_b64encode(b'{"v":"meta.k8s.io/v1","rv":5,"start":"../x"}').decode().rstrip("=")
+        for query, message in (
+                ("garbage", "invalid character '\\u0081' looking for beginning of value"),
+                ("abcde", "illegal base64 data at input byte 4"),
+                (padded.replace("=", "%3D"), f"illegal base64 data at input byte {len(padded.rstrip('='))}"),
+                ("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MCwic3RhcnQiOiJ4In0",  # rv 0
+                 "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+                (outside, "../x")):
+            r = await self.client.get(CM + f"?limit=1&continue={query}")
+            self.assertEqual((r.code, r.body["reason"], r.body["message"]),
+                             (400, "BadRequest", f"invalid continue token: continue key is not valid: {message}"))
+        self.assertEqual((await self.client.get(CM + f"?limit=1&continue={token}")).code, 200)
 
     @run
     async def test_compacted_continue_token_is_410_with_fresh_token(self):
@@ -684,6 +746,58 @@ class WatchTests(ServerTestCase):
                          '[resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch '
                          'to NotOlderThan, resourceVersionMatch: Unsupported value: "Exact": supported values: '
                          '"NotOlderThan"]'))
+
+    @run
+    async def test_a_watch_from_now_is_a_watch_list(self):
+        """Upstream's SetListOptionsDefaults (v1.32, WatchList on): a watch at resourceVersion "" or "0" asking
+        for neither sendInitialEvents nor resourceVersionMatch is sendInitialEvents=true&resourceVersionMatch=
+        NotOlderThan; a continue token is refused as for one, and its initial events end with a bookmark."""
+        r = await self.client.get(CM + "?watch=true&continue=abc")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (422, "Invalid", (
+            'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is '
+            'forbidden when continue is provided')))
+        await self.client.post(CM, cm("wl1"))
+        events = await self._watch("allowWatchBookmarks=true&timeoutSeconds=1")
+        types = [e["type"] for e in events]
+        self.assertLess(types.index("ADDED"), types.index("BOOKMARK"))
+        self.assertEqual(events[types.index("BOOKMARK")]["object"]["metadata"]["annotations"][
+            "k8s.io/initial-events-end"], "true")
+
+    @run
+    async def test_negative_limit_and_timeout_are_not_refused(self):
+        """Upstream validates neither: a negative limit does not page, a negative timeout ends a watch at once."""
+        await self.client.post(CM, cm("neg"))
+        r = await self.client.get(CM + "?limit=-1&timeoutSeconds=-1")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertIn("neg", [item["metadata"]["name"] for item in r.body["items"]])
+        self.assertNotIn("continue", r.body["metadata"])
+        events = await defer.Deferred.fromCoroutine(self._watch(
+            "resourceVersion=1&timeoutSeconds=-1")).addTimeout(HANG_GUARD, reactor)
+        self.assertIsInstance(events, list)
+
+    @run
+    async def test_watch_stream_negotiation(self):
+        """YAML has no stream form (upstream's NegotiateOutputMediaTypeStream); a watch-list cannot be a Table
+        (watchListEndpointRestrictions): another acceptable type is chosen, else 406."""
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1", headers={"Accept": "application/yaml"})
+        self.assertEqual((r.code, r.header("content-type")), (406, "application/yaml"))
+        status = yaml.safe_load(r.raw)
+        self.assertEqual((status["reason"], status["message"]), ("NotAcceptable", (
+            "only the following media types are accepted: application/json;stream=watch, "
+            "application/vnd.kubernetes.protobuf;stream=watch")))
+        table = "application/json;as=Table;v=v1;g=meta.k8s.io"
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1&allowWatchBookmarks=true",
+                                  headers={"Accept": table})
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (406, "NotAcceptable", (
+            "only the following media types are accepted: application/json, application/yaml, "
+            "application/vnd.kubernetes.protobuf")))
+        await self.client.post(CM, cm("tw"))
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1&allowWatchBookmarks=true",
+                                  headers={"Accept": table + ",application/json"})
+        self.assertEqual(r.code, 200)
+        self.assertEqual(json.loads(r.raw.splitlines()[0])["object"]["kind"], "ConfigMap")
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1", headers={"Accept": table})
+        self.assertEqual(json.loads(r.raw.splitlines()[0])["object"]["kind"], "Table")  # not a watch-list
 
     @run
     async def test_list_options_are_validated_in_upstream_order(self):

@@ -43,6 +43,14 @@ class FieldSelectorTests(unittest.TestCase):
         self.assertEqual(caught.exception.code, 400)
         return caught.exception.message
 
+    def test_a_term_of_nothing_is_everything(self):
+        """Upstream's hasTerm/notHasTerm Transform: no field and no value select everything (``fieldSelector==``
+        lists everything on kube-apiserver v1.32.13; ``=x`` is still an unknown field "")."""
+        self.assertEqual(parse_field_selector("=").requirements, [])
+        self.assertEqual(parse_field_selector("!=").requirements, [])
+        self.assertEqual([(r.field, r.value) for r in parse_field_selector("=,a=b").requirements], [("a", "b")])
+        self.assertEqual([(r.field, r.value) for r in parse_field_selector("=x").requirements], [("", "x")])
+
     def test_errors(self):
         self.assertEqual(self.error("metadata.name"),
                          "invalid selector: 'metadata.name'; can't understand 'metadata.name'")

@@ -24,6 +24,14 @@ class ParseAndMatchTests(unittest.TestCase):
         self.assertTrue(self.matches("app!=web", {"app": "db"}))
         self.assertFalse(self.matches("app!=web", {"app": "web"}))
 
+    def test_a_nul_byte_ends_the_text_as_in_go(self):
+        """Go's lexer reads NUL as the end of the text: where a token starts, nothing after it counts; a NUL
+        ending a word is consumed with it (kube-apiserver v1.32.13 lists everything for ``?labelSelector=%00``)."""
+        self.assertTrue(parse_label_selector("\x00").empty)
+        self.assertTrue(parse_label_selector("  \x00app=web").empty)
+        self.assertEqual(str(parse_label_selector("app=\x00web")), "app=")
+        self.assertEqual(str(parse_label_selector("app=web\x00,tier")), "app=web,tier")
+
     def test_empty_value(self):
         self.assertTrue(self.matches("app=", {"app": ""}))
         self.assertFalse(self.matches("app=", {}))

@@ -16,6 +16,7 @@ from kapiserver.apis.deps import RegistryDeps
 from kapiserver.auth.authorizer import Attributes, decide
 from kapiserver.machinery.user import UserInfo
 from kapiserver.machinery import errors
+from kapiserver.machinery.validation import is_valid_label_value, validate_label_name
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
 
@@ -24,46 +25,124 @@ VERSION = "v1"
 
 
 def _attribute_problems(spec: dict) -> list[errors.Cause]:
+    """Upstream's Validate(Self)SubjectAccessReviewSpec, but for the subject."""
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    causes = []
     if resource is not None and non_resource is not None:
-        return [errors.field_invalid("spec.nonResourceAttributes", non_resource,
-                                     "cannot be specified in combination with resourceAttributes")]
+        causes.append(errors.field_invalid("spec.nonResourceAttributes", non_resource,
+                                           "cannot be specified in combination with resourceAttributes"))
     if resource is None and non_resource is None:
-        return [errors.field_invalid("spec.resourceAttributes", None,
-                                     "exactly one of nonResourceAttributes or resourceAttributes must be specified")]
+        causes.append(errors.field_invalid("spec.resourceAttributes", None,
+                                           "exactly one of nonResourceAttributes or resourceAttributes must be "
+                                           "specified"))
+    return causes
+
+
+def _selector_problems(spec: dict) -> list[errors.Cause]:
+    """Upstream's validateResourceAttributes: each selector is a rawSelector or requirements, exactly one, and its
+    requirements well formed (operators the server does not know are allowed: newer clients send them)."""
+    resource = spec.get("resourceAttributes")
+    if not isinstance(resource, dict):
+        return []
+    causes: list[errors.Cause] = []
+    for name in ("fieldSelector", "labelSelector"):
+        selector = resource.get(name)
+        if not isinstance(selector, dict):
+            continue
+        at = f"spec.resourceAttributes.{name}"
+        raw, requirements = selector.get("rawSelector") or "", selector.get("requirements") or []
+        if raw and requirements:
+            causes.append(errors.field_invalid(f"{at}.rawSelector", raw,
+                                               "may not specified at the same time as requirements"))
+        if not raw and not requirements:
+            causes.append(errors.field_required(f"{at}.requirements",
+                                                f"when {at} is specified, requirements or rawSelector is required"))
+        for i, requirement in enumerate(requirements if isinstance(requirements, list) else ()):
+            causes += _requirement_problems(requirement if isinstance(requirement, dict) else {},
+                                            f"{at}.requirements[{i}]", labels=name == "labelSelector")
+    return causes
+
+
+def _requirement_problems(requirement: dict, at: str, labels: bool) -> list[errors.Cause]:
+    """Upstream's Validate{Field,Label}SelectorRequirement with AllowUnknownOperatorInRequirement."""
+    causes = []
+    key, values = requirement.get("key") or "", requirement.get("values") or []
+    if not labels and not key:
+        causes.append(errors.field_required(f"{at}.key", "must be specified"))
+    operator = requirement.get("operator") or ""
+    if operator in ("In", "NotIn") and not values:
+        causes.append(errors.field_required(f"{at}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif operator in ("Exists", "DoesNotExist") and values:
+        causes.append(errors.field_forbidden(f"{at}.values",
+                                             "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+    if labels:
+        causes += validate_label_name(key, f"{at}.key")
+        for j, value in enumerate(values if isinstance(values, list) else ()):
+            value = "" if value is None else str(value)
+            causes += [errors.field_invalid(f"{at}.values[{j}]", value, msg) for msg in is_valid_label_value(value)]
+    return causes
+
+
+def _metadata_problems(obj: dict, allowed: tuple[str, ...], message: str) -> list[errors.Cause]:
+    """Upstream's check that a review's ObjectMeta is empty (managedFields aside, which the server adds; empty and
+    absent alike, as apimachinery's Semantic.DeepEqual has it).  The value shown is the metadata as sent, not
+    Go's rendering of the whole ObjectMeta struct."""
+    md = obj.get("metadata")
+    if not isinstance(md, dict):
+        return []
+    if all(key in allowed or key == "managedFields" or value in (None, "", 0, False, {}, []) for key, value in md.items()):
+        return []
+    shown = {key: value for key, value in md.items() if key != "managedFields"}
+    return [errors.field_invalid("metadata", shown, message)]
+
+
+class AccessReviewStrategy(ReviewStrategy):
+    def invalid_kind(self, rtype: ResourceType) -> str:
+        return ""  # upstream names the decoded object's kind, which is empty: '.authorization.k8s.io "" is invalid'
+
+
+class SelfReviewStrategy(AccessReviewStrategy):
+    """Upstream's ValidateSelfSubjectAccessReview."""
+
+    def validate_review(self, rtype: ResourceType, obj: dict, namespace: str) -> list[errors.Cause]:
+        spec = obj.get("spec") or {}
+        return _attribute_problems(spec) + _selector_problems(spec) + _metadata_problems(obj, (), "must be empty")
+
+
+def _subject_problems(spec: dict) -> list[errors.Cause]:
+    if not spec.get("user") and not spec.get("groups"):
+        return [errors.field_invalid("spec.user", spec.get("user") or "",
+                                     "at least one of user or group must be specified")]
     return []
 
 
-class SelfReviewStrategy(ReviewStrategy):
-    def validate_review(self, rtype: ResourceType, obj: dict, namespace: str) -> list[errors.Cause]:
-        return _attribute_problems(obj.get("spec") or {})
+class SubjectReviewStrategy(AccessReviewStrategy):
+    """Upstream's ValidateSubjectAccessReview."""
 
-
-class SubjectReviewStrategy(ReviewStrategy):
     def validate_review(self, rtype: ResourceType, obj: dict, namespace: str) -> list[errors.Cause]:
         spec = obj.get("spec") or {}
-        causes = _attribute_problems(spec)
-        if not spec.get("user") and not spec.get("groups"):
-            causes.append(errors.field_invalid("spec.user", spec.get("user") or "",
-                                               "at least one of user or group must be specified"))
-        return causes
+        return (_attribute_problems(spec) + _subject_problems(spec) + _selector_problems(spec)
+                + _metadata_problems(obj, (), "must be empty"))
 
 
-class LocalReviewStrategy(SubjectReviewStrategy):
+class LocalReviewStrategy(AccessReviewStrategy):
+    """Upstream's ValidateLocalSubjectAccessReview (422), then its REST's check of the URL's namespace (400)."""
+
     def validate_review(self, rtype: ResourceType, obj: dict, namespace: str) -> list[errors.Cause]:
         spec = obj.get("spec") or {}
+        md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        object_namespace = md.get("namespace") or namespace  # the URL's, as upstream's create handler sets it
+        causes = (_attribute_problems(spec) + _subject_problems(spec) + _selector_problems(spec)
+                  + _metadata_problems(obj, ("namespace",), "must be empty except for namespace"))
         resource = spec.get("resourceAttributes")
-        if resource is not None and (resource.get("namespace") or "") != namespace:
-            raise errors.bad_request(f"spec.resourceAttributes.namespace must match namespace: {namespace}")
-        causes = []
-        if resource is None:
-            causes.append(errors.field_required("spec.resourceAttributes"))
+        if isinstance(resource, dict) and (resource.get("namespace") or "") != object_namespace:
+            causes.append(errors.field_invalid("spec.resourceAttributes.namespace", resource.get("namespace") or "",
+                                               "must match metadata.namespace"))
         if spec.get("nonResourceAttributes") is not None:
             causes.append(errors.field_invalid("spec.nonResourceAttributes", spec["nonResourceAttributes"],
                                                "disallowed on this kind of request"))
-        if not spec.get("user") and not spec.get("groups"):
-            causes.append(errors.field_invalid("spec.user", spec.get("user") or "",
-                                               "at least one of user or group must be specified"))
+        if not causes and object_namespace != namespace:
+            raise errors.bad_request(f"spec.resourceAttributes.namespace must match namespace: {namespace}")
         return causes
 
 

@@ -19,6 +19,23 @@ class LeaseStrategy(Strategy):
     allow_create_on_update = True
     allow_unconditional_update = False
 
+    # upstream's CoordinatedLeaderElection gate is off in v1.32: its fields are dropped, not validated
+    def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
+        super().prepare_for_create(rtype, obj)
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            spec.pop("strategy", None)
+            spec.pop("preferredHolder", None)
+
+    def prepare_for_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
+        """An update keeps the fields only where the old Lease had them."""
+        super().prepare_for_update(rtype, new, old)
+        spec, old_spec = new.get("spec"), old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        if isinstance(spec, dict):
+            for name in ("strategy", "preferredHolder"):
+                if old_spec.get(name) is None:
+                    spec.pop(name, None)
+
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateLeaseSpec (Leases use the generic metadata checks only)."""
         spec = obj.get("spec") or {}

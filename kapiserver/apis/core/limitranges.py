@@ -1,11 +1,12 @@
 """LimitRanges (core/v1): per-type min/max/default resources, validated as upstream's ValidateLimitRange."""
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources
-from kapiserver.machinery import errors, validation
+from kapiserver.machinery import errors, meta, validation
 from kapiserver.machinery.quantity import Quantity, parse_quantity
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -128,6 +129,13 @@ def default_limit_range_item(item: dict) -> None:
 
 
 class LimitRangeStrategy(Strategy):
+    def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
+        """Upstream's PrepareForCreate: a LimitRange created without a name is named by a new UUID."""
+        super().prepare_for_create(rtype, obj)
+        md = meta.metadata(obj)
+        if not md.get("name"):
+            md["name"] = str(uuid.uuid4())
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         for item in (obj.get("spec") or {}).get("limits") or () if isinstance(obj.get("spec"), dict) else ():
             if isinstance(item, dict):

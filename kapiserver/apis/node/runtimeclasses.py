@@ -46,6 +46,8 @@ def validate_runtime_class(obj: dict) -> list[errors.Cause]:
 
 
 class RuntimeClassStrategy(Strategy):
+    allow_unconditional_update = False  # upstream's AllowUnconditionalUpdate: a PUT names the version it replaces
+
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         return validate_runtime_class(obj)
 

@@ -44,6 +44,7 @@ def _go_spec(spec: dict) -> gorepr.GoRepr:
 class PodDisruptionBudgetStrategy(Strategy):
     """Upstream validates only the spec here: the name gets the generic path-segment check."""
 
+    allow_unconditional_update = False  # upstream's AllowUnconditionalUpdate: a PUT names the version it replaces
     tracks_generation = True
     name_validation = PATH_SEGMENT
 

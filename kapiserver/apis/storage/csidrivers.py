@@ -50,6 +50,8 @@ def validate_spec(spec: dict) -> list[errors.Cause]:
 
 
 class CSIDriverStrategy(Strategy):
+    allow_unconditional_update = False  # upstream's AllowUnconditionalUpdate: a PUT names the version it replaces
+
     def generation_changes(self, rtype: ResourceType, new: dict, old: dict) -> bool:
         """Upstream counts spec changes without setting a generation on create (0, 1, 2...)."""
         return new.get("spec") != old.get("spec")

@@ -50,6 +50,8 @@ def _go_driver(driver: dict) -> gorepr.GoRepr:
 
 
 class CSINodeStrategy(Strategy):
+    allow_unconditional_update = False  # upstream's AllowUnconditionalUpdate: a PUT names the version it replaces
+
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateCSINode (long node IDs allowed, as its strategy does)."""
         causes: list[errors.Cause] = field_checks.kube_object_meta(obj)

@@ -27,6 +27,8 @@ def validate_capacity(obj: dict, allow_invalid_label_values: bool = False) -> li
 
 
 class CSIStorageCapacityStrategy(Strategy):
+    allow_unconditional_update = False  # upstream's AllowUnconditionalUpdate: a PUT names the version it replaces
+
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         return validate_capacity(obj)
 

@@ -57,6 +57,8 @@ def _validate_status(status: dict) -> list[errors.Cause]:
 
 
 class VolumeAttachmentStrategy(Strategy):
+    allow_unconditional_update = False  # upstream's AllowUnconditionalUpdate: a PUT names the version it replaces
+
     status_fixed_metadata = RESET_OBJECT_META_FOR_STATUS
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:

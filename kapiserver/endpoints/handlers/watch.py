@@ -25,11 +25,12 @@ from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTim
 from twisted.logger import Logger
 
 from kapiserver.endpoints import list_encoding, list_stream, partial_metadata
-from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS
+from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, STREAM_MEDIA_TYPES, TABLE_SHAPES, negotiate
 from kapiserver.endpoints.request_context import client_gone, context_of
 from kapiserver.endpoints.scope import RequestScope
-from kapiserver.endpoints.transform import transform_watch_object
-from kapiserver.machinery import codec, protobuf, protobuf_tables
+from kapiserver.endpoints.transform import allowed_shapes, transform_watch_object
+from kapiserver.machinery import codec, errors, protobuf, protobuf_tables
+from kapiserver.registry.options import ListOptions
 from kapiserver.registry.watch import ADDED, BOOKMARK, ERROR, INITIAL_EVENTS_END, ResourceWatch
 
 log = Logger()
@@ -91,6 +92,30 @@ def coalescer_for(reactor: IReactorTime) -> WriteCoalescer:
     return coalescer
 
 
+def uses_protobuf(scope: RequestScope) -> bool:
+    """Protobuf frames: the client listed protobuf first and the stream's objects have a table."""
+    target = scope.target
+    if not target.prefer_protobuf:
+        return False
+    if target.as_kind:
+        return target.as_kind in PROTOBUF_SHAPE_KINDS and protobuf.can_encode(
+            f"{target.group}/{target.version}", target.as_kind)
+    return not scope.rtype.is_crd and protobuf.can_encode(scope.rtype.api_version, scope.rtype.kind)
+
+
+def negotiate_stream(scope: RequestScope, opts: ListOptions) -> None:
+    """Upstream's negotiation of a watch: a watch-list cannot be a Table (watchListEndpointRestrictions: the
+    Accept header is negotiated again without it, 406 when nothing else fits), and only JSON and protobuf have
+    a stream form (NegotiateOutputMediaTypeStream: YAML is 406)."""
+    if opts.is_watch_list and scope.target.as_kind == "Table":
+        accept = scope.request.getHeader(b"accept")
+        shapes = tuple(s for s in allowed_shapes("watch") if s not in TABLE_SHAPES)
+        scope.target = negotiate(accept.decode("latin-1") if accept else None, shapes,
+                                 protobuf_objects=not scope.rtype.is_crd)
+    if scope.target.media_type == codec.YAML and not uses_protobuf(scope):
+        raise errors.not_acceptable(accepted=STREAM_MEDIA_TYPES)
+
+
 @implementer(IPushProducer)
 class WatchStream:
     """Writes encoded watch events to a request, with flow control."""
@@ -124,15 +149,7 @@ class WatchStream:
         self.initialized: defer.Deferred = defer.Deferred()
 
     def _uses_protobuf(self) -> bool:
-        """Protobuf frames: the client listed protobuf first and the stream's objects have a table."""
-        target = self.scope.target
-        if not target.prefer_protobuf:
-            return False
-        if target.as_kind:
-            return target.as_kind in PROTOBUF_SHAPE_KINDS and protobuf.can_encode(
-                f"{target.group}/{target.version}", target.as_kind)
-        return not self.scope.rtype.is_crd and protobuf.can_encode(self.scope.rtype.api_version,
-                                                                   self.scope.rtype.kind)
+        return uses_protobuf(self.scope)
 
     def _encoding_key(self):
         """What makes two watchers' bytes for one event identical (None: never shared).
@@ -362,6 +379,7 @@ async def watch(scope: RequestScope, register: Callable[[ResourceWatch], Callabl
     """Serve a watch until it ends.  ``register`` tracks it for shutdown and
     returns the function that forgets it."""
     opts = scope.list_options(watch=True)  # bad options and selectors are refused before the stream starts
+    negotiate_stream(scope, opts)
     request = scope.request
     unregister: list[Callable[[], None]] = []
 
