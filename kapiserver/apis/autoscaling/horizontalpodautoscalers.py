@@ -294,7 +294,7 @@ def _targets(obj: dict) -> str:
     current = columns.get_path(obj, "status", "currentMetrics", default=[])
     parts = []
     for i, metric in enumerate(specs):
-        kind = (metric or {}).get("type")
+        kind: Any = (metric or {}).get("type")  # a JSON value: a client may send any
         source_key = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
                       "Object": "object", "External": "external"}.get(kind, "")
         source = (metric or {}).get(source_key) or {}

@@ -143,7 +143,7 @@ def default_pod_spec(spec: dict) -> None:
     canonicalize_pod_spec(spec)
 
 
-def default_pod_template_spec(template: dict) -> None:
+def default_pod_template_spec(template: Any) -> None:
     """Defaults of ``template.spec``; ``template.metadata`` stays as given."""
     if isinstance(template, dict) and isinstance(template.get("spec"), dict):
         default_pod_spec(template["spec"])

@@ -123,7 +123,7 @@ def _validate_rules(rules: list, allow_invalid_wildcard: bool) -> list[errors.Ca
 
 
 def _validate_tls(tls: list, allow_invalid_secret: bool) -> list[errors.Cause]:
-    causes = []
+    causes: list[errors.Cause] = []
     for i, item in enumerate(tls):
         item = item if isinstance(item, dict) else {}
         for j, host in enumerate(item.get("hosts") or ()):
