@@ -11,13 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
-
-def as_dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list:
-    return value if isinstance(value, list) else []
+from kapiserver.machinery.jsonvalues import as_dict, as_list
 
 
 def ref_name(ref: Any) -> str:

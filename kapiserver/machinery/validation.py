@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, TypeGuard, Union
 
 from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.errors import Cause
@@ -155,7 +155,7 @@ _HAS_LETTER_RE = re.compile(r"[a-z]")
 MAX_INT32 = 2 ** 31 - 1
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     """A JSON integer (booleans are not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 

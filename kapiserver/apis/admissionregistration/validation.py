@@ -255,7 +255,7 @@ def validate_webhook(hook: dict, mutating: bool, opts: Options, path: str) -> li
         causes.append(errors.field_required(f"{path}.clientConfig", "exactly one of url or service is required"))
     elif url is not None:
         causes.extend(validate_webhook_url(url, f"{path}.clientConfig.url"))
-    else:
+    elif service is not None:  # always, by the two tests above
         causes.extend(validate_webhook_service(service, f"{path}.clientConfig.service"))
     if not opts.ignore_match_conditions:
         causes.extend(validate_match_conditions(hook.get("matchConditions") or [], opts, f"{path}.matchConditions"))
@@ -390,7 +390,7 @@ def validate_match_resources(match: Optional[dict], path: str) -> list[Cause]:
 
 
 def _named_rule(rule: dict, path: str) -> list[Cause]:
-    causes = []
+    causes: list[Cause] = []
     seen: set[str] = set()
     for i, name in enumerate(rule.get("resourceNames") or []):
         causes.extend(errors.field_invalid(f"{path}.resourceNames[{i}]", name, p)
@@ -532,7 +532,7 @@ def validate_validation_actions(actions: list, path: str) -> list[Cause]:
 def validate_param_ref(ref: Optional[dict], path: str) -> list[Cause]:
     if ref is None:
         return []
-    causes = []
+    causes: list[Cause] = []
     name, selector = ref.get("name") or "", ref.get("selector")
     if name:
         causes.extend(errors.field_invalid(f"{path}.name", name, p) for p in validation.is_path_segment_name(name))

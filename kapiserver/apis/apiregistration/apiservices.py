@@ -17,6 +17,7 @@ from typing import Optional
 
 from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -106,7 +107,7 @@ class APIServiceStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateAPIService."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         group, version = str(spec.get("group") or ""), str(spec.get("version") or "")
         causes: list[errors.Cause] = []
         name = columns.get_path(obj, "metadata", "name", default="")

@@ -6,6 +6,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, TableColumn
 from kapiserver.registry.strategy import Strategy
 
@@ -102,7 +103,7 @@ def template_generation(obj: dict) -> int:
 
 def _set_template_generation(obj: dict, generation: int) -> None:
     md = obj.setdefault("metadata", {})
-    annotations = md.get("annotations") if isinstance(md.get("annotations"), dict) else {}
+    annotations = as_dict(md.get("annotations"))
     annotations[TEMPLATE_GENERATION_ANNOTATION] = str(generation)
     md["annotations"] = annotations
 
@@ -133,13 +134,13 @@ class DaemonSetStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateDaemonSet."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_daemonset_spec(spec, workload.template_options(obj),
                                                                           template_generation(obj))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateDaemonSetUpdate, and apps/v1's fixed selector."""
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         opts = workload.template_options(new, old)
         opts.allow_invalid_label_value_in_selector = (opts.allow_invalid_label_value_in_selector or
                                                       validation.label_selector_has_invalid_value(

@@ -9,6 +9,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -99,12 +100,12 @@ class DeploymentStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateDeployment."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_deployment_spec(spec, workload.template_options(obj))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateDeploymentUpdate, and apps/v1's fixed selector."""
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         causes = field_checks.kube_object_meta(new) + validate_deployment_spec(
             spec, workload.template_options(new, old))
         return causes + workload.selector_immutable(new, old)

@@ -5,6 +5,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -24,11 +25,11 @@ class ReplicaSetStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateReplicaSet."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_replica_set_spec(spec, workload.template_options(obj))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         causes = field_checks.kube_object_meta(new) + validate_replica_set_spec(spec,
                                                                               workload.template_options(new, old))
         return causes + workload.selector_immutable(new, old)

@@ -6,6 +6,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.validation import DNS1123_LABEL
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -52,7 +53,7 @@ def _go_update_strategy(strategy: dict) -> gorepr.GoRepr:
 
 
 def _validate_update_strategy(spec: dict) -> list[errors.Cause]:
-    strategy = spec.get("updateStrategy") if isinstance(spec.get("updateStrategy"), dict) else {}
+    strategy = as_dict(spec.get("updateStrategy"))
     kind, rolling = strategy.get("type"), strategy.get("rollingUpdate")
     if not kind:
         return [errors.field_required("spec.updateStrategy")]
@@ -109,7 +110,7 @@ def validate_statefulset_spec(spec: dict, opts: podspec.PodOptions) -> list[erro
     else:
         if not selector.empty and not workload.selector_matches(selector, template):
             causes.append(workload.selector_mismatch(template, "spec"))
-        md = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+        md = as_dict(template.get("metadata"))
         causes += validation.validate_labels(md.get("labels"), "spec.template.labels")
         causes += validation.validate_annotations(md.get("annotations"), "spec.template.annotations")
         causes += podspec.validate_pod_specific_annotations(md.get("annotations"), template.get("spec"),
@@ -133,15 +134,15 @@ class StatefulSetStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateStatefulSet."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_statefulset_spec(spec, workload.template_options(obj))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateStatefulSetUpdate: most of the spec is fixed."""
         def frozen(obj: dict) -> dict:
-            spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            spec = as_dict(obj.get("spec"))
             return {k: v for k, v in spec.items() if k not in MUTABLE_FIELDS}
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         causes = field_checks.kube_object_meta(new) + validate_statefulset_spec(spec,
                                                                               workload.template_options(new, old))
         if frozen(new) != frozen(old):

@@ -11,6 +11,7 @@ from typing import Any
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -53,12 +54,12 @@ class HorizontalPodAutoscalerStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateHorizontalPodAutoscaler (HPAScaleToZero is off in 1.32)."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_spec(spec, 1)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateHorizontalPodAutoscalerUpdate: an HPA already at minReplicas 0 may stay there."""
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         lower = 0 if (old.get("spec") or {}).get("minReplicas") == 0 else 1
         return field_checks.kube_object_meta(new) + validate_spec(spec, lower)
 
@@ -82,7 +83,7 @@ def validate_spec(spec: dict, min_replicas_lower_bound: int) -> list[errors.Caus
         causes.append(errors.field_invalid("spec.maxReplicas", high, "must be greater than 0"))
     if validation.is_int(low) and validation.is_int(high) and high < low:
         causes.append(errors.field_invalid("spec.maxReplicas", high, "must be greater than or equal to `minReplicas`"))
-    ref = spec.get("scaleTargetRef") if isinstance(spec.get("scaleTargetRef"), dict) else {}
+    ref = as_dict(spec.get("scaleTargetRef"))
     causes += cross_version_reference(ref, "spec.scaleTargetRef")
     causes += _validate_metrics(spec.get("metrics") or [], "spec.metrics", low)
     behavior = spec.get("behavior")
@@ -206,11 +207,11 @@ def _metric_identifier(metric: Any, path: str) -> list[errors.Cause]:
 
 
 def _target(source: dict) -> dict:
-    return source.get("target") if isinstance(source.get("target"), dict) else {}
+    return as_dict(source.get("target"))
 
 
 def _object_source(source: dict, path: str) -> list[errors.Cause]:
-    described = source.get("describedObject") if isinstance(source.get("describedObject"), dict) else {}
+    described = as_dict(source.get("describedObject"))
     causes = cross_version_reference(described, f"{path}.describedObject")
     causes += _metric_identifier(source.get("metric"), f"{path}.metric") + _metric_target(_target(source),
                                                                                           f"{path}.target")
@@ -293,7 +294,7 @@ def _targets(obj: dict) -> str:
     current = columns.get_path(obj, "status", "currentMetrics", default=[])
     parts = []
     for i, metric in enumerate(specs):
-        kind = (metric or {}).get("type")
+        kind: Any = (metric or {}).get("type")  # a JSON value: a client may send any
         source_key = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
                       "Object": "object", "External": "external"}.get(kind, "")
         source = (metric or {}).get(source_key) or {}

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.autoscaling import horizontalpodautoscalers as v2
 from kapiserver.machinery import errors
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -36,7 +37,7 @@ def v1_to_v2(obj: dict) -> dict:
     """The stored (v2) form of a v1 object."""
     out = copy.deepcopy(obj)
     out["apiVersion"] = V2
-    spec = out.get("spec") if isinstance(out.get("spec"), dict) else {}
+    spec = as_dict(out.get("spec"))
     percent = spec.pop("targetCPUUtilizationPercentage", None)
     spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {
         "type": "Utilization",
@@ -55,7 +56,7 @@ def v2_to_v1(obj: dict) -> dict:
     """The v1 view of a stored (v2) object."""
     out = copy.deepcopy(obj)
     out["apiVersion"] = V1
-    spec = out.get("spec") if isinstance(out.get("spec"), dict) else {}
+    spec = as_dict(out.get("spec"))
     metrics = spec.pop("metrics", None)
     spec.pop("behavior", None)
     percent = _cpu_metric(metrics, "target")

@@ -10,6 +10,7 @@ from kapiserver.apis.apps import workload
 from kapiserver.apis.batch import cron, jobs
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -81,8 +82,8 @@ def validate_cronjob_spec(spec: dict, old_spec: Optional[dict], opts: podspec.Po
         causes.append(errors.field_required("spec.concurrencyPolicy"))
     elif policy not in CONCURRENCY_POLICIES:
         causes.append(errors.field_not_supported("spec.concurrencyPolicy", policy, CONCURRENCY_POLICIES))
-    template = spec.get("jobTemplate") if isinstance(spec.get("jobTemplate"), dict) else {}
-    job_spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    template = as_dict(spec.get("jobTemplate"))
+    job_spec = as_dict(template.get("spec"))
     causes += jobs.validate_job_spec(job_spec, "spec.jobTemplate.spec", opts)
     if job_spec.get("selector") is not None:
         causes.append(errors.field_invalid("spec.jobTemplate.spec.selector", gorepr.label_selector(
@@ -106,7 +107,7 @@ class CronJobStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateCronJobCreate."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         causes = field_checks.kube_object_meta(obj) + validate_cronjob_spec(spec, None, _options(obj))
         name = (obj.get("metadata") or {}).get("name") or ""
         if len(name) > 52:
@@ -115,8 +116,8 @@ class CronJobStrategy(Strategy):
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateCronJobUpdate (an old schedule with TZ keeps it)."""
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
-        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
+        old_spec = as_dict(old.get("spec"))
         return field_checks.kube_object_meta(new) + validate_cronjob_spec(spec, old_spec, _options(new, old))
 
     def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:

@@ -119,9 +119,9 @@ def _omit(path: str, detail: str) -> Cause:
 def validate_status(job: dict, opts: dict[str, bool]) -> list[Cause]:
     """upstream's validateJobStatus."""
     status, spec = _status(job), _spec(job)
-    causes = [c for c in (errors.field_invalid(f"status.{k}", status.get(k), validation.IS_NEGATIVE)
-                          for k in ("active", "succeeded", "failed", "ready", "terminating")
-                          if validation.is_int(status.get(k)) and status.get(k) < 0)]
+    causes = [errors.field_invalid(f"status.{k}", value, validation.IS_NEGATIVE)
+              for k, value in ((k, status.get(k)) for k in ("active", "succeeded", "failed", "ready", "terminating"))
+              if validation.is_int(value) and value < 0]
     uncounted = status.get("uncountedTerminatedPods")
     if isinstance(uncounted, dict):
         seen: set = set()

@@ -17,6 +17,7 @@ from kapiserver.apis.batch import job_indexes, job_status
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, meta, validation
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -43,15 +44,15 @@ def generate_selector(obj: dict) -> None:
     if not isinstance(template, dict):
         return
     tmd = template.setdefault("metadata", {})
-    labels = tmd.get("labels") if isinstance(tmd.get("labels"), dict) else {}
+    labels = as_dict(tmd.get("labels"))
     tmd["labels"] = labels
     for key in (LEGACY_JOB_NAME_LABEL, JOB_NAME_LABEL):
         labels.setdefault(key, md.get("name", ""))
     for key in (LEGACY_CONTROLLER_UID_LABEL, CONTROLLER_UID_LABEL):
         labels.setdefault(key, md.get("uid", ""))
-    selector = spec.get("selector") if isinstance(spec.get("selector"), dict) else {}
+    selector = as_dict(spec.get("selector"))
     spec["selector"] = selector
-    match = selector.get("matchLabels") if isinstance(selector.get("matchLabels"), dict) else {}
+    match = as_dict(selector.get("matchLabels"))
     selector["matchLabels"] = match
     match.setdefault(CONTROLLER_UID_LABEL, md.get("uid", ""))
 
@@ -160,7 +161,7 @@ def validate_job_spec(spec: dict, path: str, opts: Optional[podspec.PodOptions] 
         elif replacement not in POD_REPLACEMENT_POLICIES:
             causes.append(errors.field_not_supported(f"{path}.podReplacementPolicy", replacement,
                                                      sorted(POD_REPLACEMENT_POLICIES)))
-    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    template = as_dict(spec.get("template"))
     causes += podspec.validate_pod_template_spec(template, f"{path}.template", opts or podspec.PodOptions())
     policy = (template.get("spec") or {}).get("restartPolicy") or ""
     policy_path = f"{path}.template.spec.restartPolicy"
@@ -307,7 +308,7 @@ def _validate_success_policy(spec: dict, path: str) -> list[errors.Cause]:
 
 def _validate_generated_selector(obj: dict, require_prefixed: bool) -> list[errors.Cause]:
     """upstream's validateGeneratedSelector: the labels and selector the server generated are intact."""
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = as_dict(obj.get("spec"))
     if spec.get("manualSelector") is True or spec.get("selector") is None:
         return []
     md = obj.get("metadata") or {}
@@ -335,7 +336,7 @@ def _validate_generated_selector(obj: dict, require_prefixed: bool) -> list[erro
 
 def validate_job(obj: dict, opts: podspec.PodOptions, require_prefixed: bool = True) -> list[errors.Cause]:
     """upstream's ValidateJob, after the generic metadata checks."""
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = as_dict(obj.get("spec"))
     causes = field_checks.kube_object_meta(obj) + _validate_generated_selector(obj, require_prefixed)
     causes += validate_job_spec(spec, "spec", opts)
     if spec.get("selector") is None:
@@ -388,8 +389,8 @@ class JobStrategy(Strategy):
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateJob and ValidateJobUpdate."""
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
-        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
+        old_spec = as_dict(old.get("spec"))
         opts = workload.template_options(new, old)
         opts.allow_invalid_label_value_in_selector = (opts.allow_invalid_label_value_in_selector
                                                       or validation.label_selector_has_invalid_value(
@@ -425,7 +426,7 @@ def _frozen_template(obj: dict, old: dict) -> Any:
         if isinstance(md, dict):
             md.pop("labels", None)
             md.pop("annotations", None)
-        pod_spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+        pod_spec = as_dict(template.get("spec"))
         for name in _MUTABLE_WHILE_SUSPENDED:
             pod_spec.pop(name, None)
         affinity = pod_spec.get("affinity")

@@ -97,11 +97,11 @@ class AllocationBitmap:
         """Take a random free offset (upper band first); None when the range is full."""
         if self.count >= self.size:
             return None
-        rng = rng or random
+        randrange = rng.randrange if rng else random.randrange
         for low, high in ((self.reserved, self.size), (0, self.reserved)):
             if high <= low:
                 continue
-            start = low + rng.randrange(high - low)
+            start = low + randrange(high - low)
             found = self._first_free(start, high)
             if found is None:
                 found = self._first_free(low, start)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from kapiserver.apis.core.pod_conditions import update_pod_condition
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors, meta
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.store import Context, Store, WriteResult
 from kapiserver.registry.strategy import Strategy
@@ -25,7 +26,7 @@ SUBRESOURCE = "binding"
 
 def _problems(binding: dict) -> list[errors.Cause]:
     """upstream's ValidatePodBinding."""
-    target = binding.get("target") if isinstance(binding.get("target"), dict) else {}
+    target = as_dict(binding.get("target"))
     problems = []
     kind = target.get("kind") or ""
     if kind and kind != "Node":
@@ -37,14 +38,14 @@ def _problems(binding: dict) -> list[errors.Cause]:
 
 async def bind(pods: Store, namespace: str, name: str, binding: dict, ctx: Context) -> dict:
     """Assign pod ``name`` to the Binding's target node; the Success Status upstream answers."""
-    md = binding.get("metadata") if isinstance(binding.get("metadata"), dict) else {}
+    md = as_dict(binding.get("metadata"))
     if name != (md.get("name") or ""):
         raise errors.bad_request("name in URL does not match name in Binding object")
     problems = _problems(binding)
     if problems:  # upstream answers a 500 without a reason here; a client error is a 422 (docs/compatibility.md)
         raise errors.invalid("Binding", "", name, problems)
     node = binding["target"]["name"]
-    annotations = md.get("annotations") if isinstance(md.get("annotations"), dict) else {}
+    annotations = as_dict(md.get("annotations"))
 
     def assign(pod: Optional[dict]) -> dict:
         assert pod is not None

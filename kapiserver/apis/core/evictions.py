@@ -25,6 +25,7 @@ from typing import Any, Optional
 from kapiserver.apis.core.pod_conditions import is_pod_ready, update_pod_condition
 from kapiserver.machinery import errors, labels, meta
 from kapiserver.machinery.fields import parse_field_selector
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.options import DeleteOptions, ListOptions
 from kapiserver.registry.store import Context, Store
 from kapiserver.registry.subresources import Subresource, SubresourceRequest
@@ -180,7 +181,7 @@ async def evict(request: SubresourceRequest) -> tuple[int, dict]:
     api_version, kind = eviction.get("apiVersion"), eviction.get("kind")
     if (api_version and api_version not in ACCEPTED_API_VERSIONS) or (kind and kind != "Eviction"):
         raise errors.bad_request(f"not a Eviction object: {kind or 'unknown'} ({api_version or 'no apiVersion'})")
-    md = eviction.get("metadata") if isinstance(eviction.get("metadata"), dict) else {}
+    md = as_dict(eviction.get("metadata"))
     if name != (md.get("name") or ""):
         raise errors.bad_request("name in URL does not match name in Eviction object")
     if ((eviction.get("deleteOptions") or {}).get("ignoreStoreReadErrorWithClusterBreakingPotential")):

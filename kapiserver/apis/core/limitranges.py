@@ -7,6 +7,7 @@ from typing import Any
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources
 from kapiserver.machinery import errors, meta, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.quantity import Quantity, parse_quantity
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -115,8 +116,8 @@ def default_limit_range_item(item: dict) -> None:
     the default limit, else the min."""
     if item.get("type") != "Container":
         return
-    default = item.get("default") if isinstance(item.get("default"), dict) else {}
-    request = item.get("defaultRequest") if isinstance(item.get("defaultRequest"), dict) else {}
+    default = as_dict(item.get("default"))
+    request = as_dict(item.get("defaultRequest"))
     for key, value in (item.get("max") or {}).items():
         default.setdefault(key, value)
     for key, value in default.items():

@@ -20,7 +20,7 @@ NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def _finalizer_names(obj: dict, indexed: bool) -> list[errors.Cause]:
-    causes = []
+    causes: list[errors.Cause] = []
     for i, finalizer in enumerate((obj.get("spec") or {}).get("finalizers") or []):
         path = f"spec.finalizers[{i}]" if indexed else "spec.finalizers"
         finalizer = str(finalizer)

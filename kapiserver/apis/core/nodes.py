@@ -9,6 +9,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import node_connections, resources, scheduling
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.jsonvalues import as_dict, as_list
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -49,11 +50,11 @@ class NodeStrategy(Strategy):
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateNode (taints are reported under metadata, as upstream does)."""
         causes = field_checks.kube_object_meta(obj) + _annotation_checks(obj)
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         if spec.get("taints"):
             causes += scheduling.validate_taints(spec["taints"], "metadata.taints")
         causes += _node_resources(obj)
-        cidrs = spec.get("podCIDRs") if isinstance(spec.get("podCIDRs"), list) else []
+        cidrs = as_list(spec.get("podCIDRs"))
         for i, cidr in enumerate(cidrs):
             causes += validation.is_valid_cidr(f"spec.podCIDRs[{i}]", cidr)
         if len(cidrs) > 1:
@@ -71,14 +72,14 @@ class NodeStrategy(Strategy):
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateNodeUpdate on top of ValidateNode."""
         causes = self.validate(rtype, new) + _node_update(new, old)
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         if spec.get("taints"):
             causes += scheduling.validate_taints(spec["taints"], "metadata.taints")
         return causes
 
     def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         causes = _annotation_checks(new) + _node_resources(new) + _node_update(new, old)
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         if spec.get("taints"):
             causes += scheduling.validate_taints(spec["taints"], "metadata.taints")
         return causes
@@ -100,7 +101,7 @@ def _annotation_checks(node: dict) -> list[errors.Cause]:
 
 def _node_resources(node: dict) -> list[errors.Cause]:
     """upstream's ValidateNodeResources (paths as upstream builds them: status.capacity.<name>)."""
-    status = node.get("status") if isinstance(node.get("status"), dict) else {}
+    status = as_dict(node.get("status"))
     causes: list[errors.Cause] = []
     for kind in ("capacity", "allocatable"):
         for name, _, q, problems in resources.quantities(status.get(kind), f"status.{kind}"):

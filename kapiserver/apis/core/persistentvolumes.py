@@ -7,6 +7,7 @@ import copy
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources, volume_modes, volumes
 from kapiserver.machinery import errors, gorepr, meta, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -54,7 +55,7 @@ class PersistentVolumeStrategy(Strategy):
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidatePersistentVolume and the mount-option check of pkg/volume/validation."""
         name = (obj.get("metadata") or {}).get("name") or ""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         causes = field_checks.kube_object_meta(obj) + volumes.validate_persistent_volume_spec(spec, name, "spec")
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         if MOUNT_OPTIONS_ANNOTATION in annotations and not any(spec.get(k) is not None for k in _MOUNT_OPTION_SOURCES):

@@ -17,6 +17,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, podspec, scheduling
 from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -115,7 +116,7 @@ class PodStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidatePodCreate."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         causes = _metadata_and_spec(obj, podspec.pod_options(spec, is_pod=True))
         if spec.get("ephemeralContainers"):
             causes.append(errors.field_forbidden("spec.ephemeralContainers", "cannot be set on create"))
@@ -126,8 +127,8 @@ class PodStrategy(Strategy):
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidatePodUpdate."""
-        new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
-        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        new_spec = as_dict(new.get("spec"))
+        old_spec = as_dict(old.get("spec"))
         opts = podspec.pod_options(new_spec, old_spec, old.get("metadata"), is_pod=True)
         causes = _metadata_and_spec(new, opts)
         causes += _annotation_updates(new, old)
@@ -192,8 +193,8 @@ class PodStrategy(Strategy):
 def validate_ephemeral_containers_update(new: dict, old: dict) -> list[errors.Cause]:
     """upstream's ValidatePodEphemeralContainersUpdate (``pods/{name}/ephemeralcontainers``): the pod is
     valid, and ephemeral containers are only added (static pods have none)."""
-    new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
-    old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+    new_spec = as_dict(new.get("spec"))
+    old_spec = as_dict(old.get("spec"))
     opts = podspec.pod_options(new_spec, old_spec, old.get("metadata"), is_pod=True)
     causes = _metadata_and_spec(new, opts) + _annotation_updates(new, old)
     if podspec.MIRROR_POD_ANNOTATION in ((old.get("metadata") or {}).get("annotations") or {}):
@@ -214,8 +215,8 @@ def validate_ephemeral_containers_update(new: dict, old: dict) -> list[errors.Ca
 
 def _metadata_and_spec(pod: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
     """upstream's validatePodMetadataAndSpec, less the generic metadata checks the Store runs."""
-    md = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    md = as_dict(pod.get("metadata"))
+    spec = as_dict(pod.get("spec"))
     causes = field_checks.kube_object_meta(pod)
     causes += podspec.validate_pod_specific_annotations(md.get("annotations"), spec, "metadata.annotations", opts)
     causes += podspec.validate_pod_spec(spec, "spec", opts, pod_meta=md)

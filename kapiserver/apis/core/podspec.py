@@ -19,6 +19,7 @@ from kapiserver.apis import field_checks
 from kapiserver.apis.core import resources, scheduling, volumes
 from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.jsonvalues import as_dict
 
 RESTART_POLICIES = ["Always", "OnFailure", "Never"]
 DNS_POLICIES = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]
@@ -142,7 +143,7 @@ def default_pod_spec(spec: dict) -> None:
     canonicalize_pod_spec(spec)
 
 
-def default_pod_template_spec(template: dict) -> None:
+def default_pod_template_spec(template: Any) -> None:
     """Defaults of ``template.spec``; ``template.metadata`` stays as given."""
     if isinstance(template, dict) and isinstance(template.get("spec"), dict):
         default_pod_spec(template["spec"])
@@ -161,7 +162,7 @@ def _uses(spec: Any, test) -> bool:
 def drop_disabled_fields(spec: Any, old_spec: Any = None) -> None:
     if not isinstance(spec, dict):
         return
-    sc = spec.get("securityContext") if isinstance(spec.get("securityContext"), dict) else {}
+    sc = as_dict(spec.get("securityContext"))
     old_sc = (old_spec or {}).get("securityContext") if isinstance(old_spec, dict) else None
     old_sc = old_sc if isinstance(old_sc, dict) else {}
     for key in ("supplementalGroupsPolicy", "seLinuxChangePolicy"):

@@ -9,6 +9,7 @@ from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, labels
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, ScaleSubresource
 from kapiserver.registry.strategy import Strategy
 
@@ -36,11 +37,11 @@ class ReplicationControllerStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateReplicationController."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_spec(spec, podspec.template_options(spec.get("template")))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         old_template = (old.get("spec") or {}).get("template")
         return field_checks.kube_object_meta(new) + validate_spec(
             spec, podspec.template_options(spec.get("template"), old_template))
@@ -56,7 +57,7 @@ class ReplicationControllerStrategy(Strategy):
 def validate_spec(spec: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
     """upstream's ValidateReplicationControllerSpec."""
     causes = field_checks.non_negative(spec, "spec", "minReadySeconds")
-    selector = spec.get("selector") if isinstance(spec.get("selector"), dict) else {}
+    selector = as_dict(spec.get("selector"))
     if not selector:
         causes.append(errors.field_required("spec.selector"))
     causes += field_checks.non_negative(spec, "spec", "replicas")
@@ -68,7 +69,7 @@ def validate_spec(spec: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
         causes.append(errors.field_invalid("spec.template.metadata.labels", gorepr.string_map(labels),
                                            SELECTOR_MISMATCH))
     causes += podspec.validate_pod_template_spec(template, "spec.template", opts)
-    template_spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    template_spec = as_dict(template.get("spec"))
     policy = template_spec.get("restartPolicy") or ""
     if policy != "Always":
         causes.append(errors.field_not_supported("spec.template.spec.restartPolicy", policy, ["Always"]))

@@ -7,6 +7,7 @@ from typing import Any
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -108,14 +109,14 @@ class ResourceQuotaStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateResourceQuota."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        spec = as_dict(obj.get("spec"))
+        status = as_dict(obj.get("status"))
         return (field_checks.kube_object_meta(obj) + validate_quota_spec(spec)
                 + validate_hard(status.get("hard"), "status.hard") + validate_hard(status.get("used"), "status.used"))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateResourceQuotaUpdate: scopes are fixed."""
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         causes = self.validate(rtype, new)
         scopes = spec.get("scopes") or []
         if set(scopes) != set((old.get("spec") or {}).get("scopes") or []):
@@ -124,7 +125,7 @@ class ResourceQuotaStrategy(Strategy):
         return causes
 
     def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        status = new.get("status") if isinstance(new.get("status"), dict) else {}
+        status = as_dict(new.get("status"))
         return validate_hard(status.get("hard"), "status.hard") + validate_hard(status.get("used"), "status.used")
 
 

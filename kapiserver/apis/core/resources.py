@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.quantity import Quantity, QuantityError, parse_quantity
 
 HUGEPAGES_PREFIX = "hugepages-"
@@ -215,7 +216,7 @@ def validate_resource_requirements(req: Any, path: str, claim_names: Iterable[st
             if problem:
                 causes.append(errors.field_invalid(key_path, q.canonical(), problem))
         has_qos = has_qos or name in ("cpu", "memory")
-    raw_limits = req.get("limits") if isinstance(req.get("limits"), dict) else {}
+    raw_limits = as_dict(req.get("limits"))
     for name, key_path, q, problems in quantities(req.get("requests"), req_path):
         causes.extend(name_check(name, key_path))
         causes.extend(problems)

@@ -34,6 +34,7 @@ from kapiserver.apis.core.service_cluster_ips import validate_cluster_ips_relate
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR, IPRange, PortRange
 from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.jsonvalues import as_list
 from kapiserver.storage.interface import Storage
 
 log = Logger()
@@ -226,7 +227,7 @@ class ServiceAllocator:
             return causes
         policy = spec["ipFamilyPolicy"]
         ips = list(spec.get("clusterIPs") or [])
-        families = spec.get("ipFamilies") if isinstance(spec.get("ipFamilies"), list) else []
+        families = as_list(spec.get("ipFamilies"))
         if old_spec is not None:
             if policy == "SingleStack":
                 if ips == list(old_spec.get("clusterIPs") or []) and len(ips) > 1:

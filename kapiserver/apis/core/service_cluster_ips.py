@@ -7,6 +7,7 @@ not in ``services.py``: the kind uses the allocator.
 from __future__ import annotations
 
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_list
 
 IP_FAMILIES = ["IPv4", "IPv6"]
 IP_FAMILY_POLICIES = ["PreferDualStack", "RequireDualStack", "SingleStack"]
@@ -23,8 +24,8 @@ def validate_cluster_ips_related_fields(spec: dict) -> list[errors.Cause]:
         return []
     causes: list[errors.Cause] = []
     ip = spec.get("clusterIP") or ""
-    ips = spec.get("clusterIPs") if isinstance(spec.get("clusterIPs"), list) else []
-    families = spec.get("ipFamilies") if isinstance(spec.get("ipFamilies"), list) else []
+    ips = as_list(spec.get("clusterIPs"))
+    families = as_list(spec.get("ipFamilies"))
     if ip:
         if not ips:
             causes.append(errors.field_required("spec.clusterIPs"))

@@ -23,6 +23,7 @@ from kapiserver.apis.core.service_cluster_ips import is_headless, validate_clust
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR
 from kapiserver.machinery import errors, gorepr, labels, validation
 from kapiserver.machinery.fields import FieldLabelConversion
+from kapiserver.machinery.jsonvalues import as_dict, as_list
 from kapiserver.machinery.validation import DNS1035_LABEL
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import FinishFunc, ServerSettings, Strategy
@@ -307,8 +308,8 @@ def validate_non_special_ip(ip: Any, path: str) -> list[errors.Cause]:
 
 def validate_service(svc: dict) -> list[errors.Cause]:
     """upstream's ValidateService, after the ObjectMeta checks the Store runs."""
-    md = svc.get("metadata") if isinstance(svc.get("metadata"), dict) else {}
-    annotations = md.get("annotations") if isinstance(md.get("annotations"), dict) else {}
+    md = as_dict(svc.get("metadata"))
+    annotations = as_dict(md.get("annotations"))
     spec = _spec(svc)
     causes = field_checks.kube_object_meta(svc)
     if TOPOLOGY_MODE_ANNOTATION in annotations and TOPOLOGY_HINTS_ANNOTATION in annotations and \
@@ -322,7 +323,7 @@ def validate_service(svc: dict) -> list[errors.Cause]:
     headless = is_headless(spec)
     if not ports and not headless and kind != "ExternalName":
         causes.append(errors.field_required("spec.ports"))
-    cluster_ips = spec.get("clusterIPs") if isinstance(spec.get("clusterIPs"), list) else []
+    cluster_ips = as_list(spec.get("clusterIPs"))
     if kind == "LoadBalancer":
         for i, port in enumerate(ports):
             if port.get("port") == KUBELET_PORT:

@@ -78,7 +78,7 @@ def _hints(hints: dict, path: str) -> list[errors.Cause]:
 def _ports(ports: list) -> list[errors.Cause]:
     if len(ports) > MAX_PORTS:
         return [errors.field_too_many("ports", len(ports), MAX_PORTS)]
-    causes = []
+    causes: list[errors.Cause] = []
     seen: set = set()
     for i, port in enumerate(ports):
         port = port if isinstance(port, dict) else {}

@@ -14,6 +14,7 @@ from kapiserver.apis.flowcontrol.semantic import semantically_equal
 from kapiserver.flowcontrol import bootstrap
 from kapiserver.flowcontrol.api import DANGLING, default_flow_schema_spec, matching_order
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -42,7 +43,7 @@ class FlowSchemaStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         name = columns.get_path(obj, "metadata", "name", default="")
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         causes = field_checks.kube_object_meta(obj)
         causes += validate_spec(name, spec, "spec")
         mandatory = next((f for f in bootstrap.MANDATORY_FLOW_SCHEMAS if f["metadata"]["name"] == name), None)

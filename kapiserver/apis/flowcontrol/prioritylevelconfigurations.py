@@ -14,6 +14,7 @@ from kapiserver.apis.flowcontrol.semantic import semantically_equal
 from kapiserver.flowcontrol import bootstrap
 from kapiserver.flowcontrol.api import default_priority_level_spec
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -47,7 +48,7 @@ class PriorityLevelConfigurationStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         name = columns.get_path(obj, "metadata", "name", default="")
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         causes = field_checks.kube_object_meta(obj)
         if PRESERVE_ZERO_SHARES in (columns.get_path(obj, "metadata", "annotations") or {}):
             causes.append(errors.field_forbidden("metadata.annotations",
@@ -123,7 +124,7 @@ def _percent(value, path: str) -> list[errors.Cause]:
 
 def _validate_limited(limited: dict, path: str) -> list[errors.Cause]:
     causes = _non_negative(limited.get("nominalConcurrencyShares"), f"{path}.nominalConcurrencyShares")
-    response = limited.get("limitResponse") if isinstance(limited.get("limitResponse"), dict) else {}
+    response = as_dict(limited.get("limitResponse"))
     rpath = f"{path}.limitResponse"
     kind = response.get("type") or ""
     queuing = response.get("queuing")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.networking import ingresses
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -52,7 +53,7 @@ class IngressClassStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateIngressClass."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_spec(spec)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:

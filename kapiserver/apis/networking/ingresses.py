@@ -6,6 +6,7 @@ from typing import Any
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -51,7 +52,7 @@ def backend(b: Any, path: str) -> list[errors.Cause]:
         causes.append(errors.field_required(f"{path}.service.name"))
     else:
         causes.extend(errors.field_invalid(f"{path}.service.name", name, p) for p in validation.is_dns1035_label(name))
-    port = service.get("port") if isinstance(service.get("port"), dict) else {}
+    port = as_dict(service.get("port"))
     port_name, port_number = port.get("name") or "", port.get("number") or 0
     if port_name and port_number:
         causes.append(errors.field_invalid(path, "", "cannot set both port name & port number"))
@@ -122,7 +123,7 @@ def _validate_rules(rules: list, allow_invalid_wildcard: bool) -> list[errors.Ca
 
 
 def _validate_tls(tls: list, allow_invalid_secret: bool) -> list[errors.Cause]:
-    causes = []
+    causes: list[errors.Cause] = []
     for i, item in enumerate(tls):
         item = item if isinstance(item, dict) else {}
         for j, host in enumerate(item.get("hosts") or ()):
@@ -164,7 +165,7 @@ class IngressStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateIngressCreate."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         causes = field_checks.kube_object_meta(obj) + validate_spec(spec)
         annotation = ((obj.get("metadata") or {}).get("annotations") or {}).get(INGRESS_CLASS_ANNOTATION)
         if annotation is not None and spec.get("ingressClassName") is not None \
@@ -180,7 +181,7 @@ class IngressStrategy(Strategy):
                              for t in old_spec.get("tls") or () if isinstance(t, dict) and t.get("secretName"))
         invalid_wildcard = any("*" in str((r or {}).get("host") or "") and _rule_value_problems(r, "x")
                                for r in old_spec.get("rules") or () if isinstance(r, dict))
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         return field_checks.kube_object_meta(new) + validate_spec(spec, invalid_secret, invalid_wildcard)
 
     def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -126,11 +127,11 @@ class NetworkPolicyStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateNetworkPolicy."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_spec(spec)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         allow = bool(validation.validate_label_selector((old.get("spec") or {}).get("podSelector"), "x"))
         return field_checks.kube_object_meta(new) + validate_spec(spec, allow)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources, scheduling
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_str
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -22,7 +23,7 @@ def _go_toleration(t: dict) -> gorepr.GoRepr:
 
 def validate_runtime_class(obj: dict) -> list[errors.Cause]:
     """upstream's ValidateRuntimeClass (the name, a DNS subdomain, is the Store's check)."""
-    handler = obj.get("handler") if isinstance(obj.get("handler"), str) else ""
+    handler = as_str(obj.get("handler"))
     causes = field_checks.kube_object_meta(obj)
     causes += [errors.field_invalid("handler", handler, m) for m in validation.name_is_dns_label(handler)]
     overhead = obj.get("overhead")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
@@ -49,15 +50,15 @@ class PodDisruptionBudgetStrategy(Strategy):
     name_validation = PATH_SEGMENT
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
-        return validate_spec(obj.get("spec") if isinstance(obj.get("spec"), dict) else {})
+        return validate_spec(as_dict(obj.get("spec")))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         allow = bool(validation.validate_label_selector((old.get("spec") or {}).get("selector"), "x"))
-        return validate_spec(new.get("spec") if isinstance(new.get("spec"), dict) else {}, allow)
+        return validate_spec(as_dict(new.get("spec")), allow)
 
     def validate_status_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidatePodDisruptionBudgetStatusUpdate (policy/v1)."""
-        status = new.get("status") if isinstance(new.get("status"), dict) else {}
+        status = as_dict(new.get("status"))
         causes = validation.validate_conditions(status.get("conditions"), "status.conditions")
         return causes + field_checks.non_negative(status, "status", "disruptionsAllowed", "currentHealthy",
                                                   "desiredHealthy", "expectedPods")

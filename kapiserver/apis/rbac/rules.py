@@ -12,6 +12,7 @@ from typing import Any
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, labels, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.validation import PATH_SEGMENT
 from kapiserver.registry.resource_type import TableColumn
 from kapiserver.registry.strategy import Strategy
@@ -130,7 +131,7 @@ class BindingStrategy(Strategy):
     def validate(self, rtype, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateRoleBinding / ValidateClusterRoleBinding."""
         causes = field_checks.kube_object_meta(obj)
-        ref = obj.get("roleRef") if isinstance(obj.get("roleRef"), dict) else {}
+        ref = as_dict(obj.get("roleRef"))
         if ref.get("apiGroup") != GROUP:
             causes.append(errors.field_not_supported("roleRef.apiGroup", ref.get("apiGroup") or "", [GROUP]))
         kinds = ["Role", "ClusterRole"] if rtype.namespaced else ["ClusterRole"]
@@ -148,7 +149,7 @@ class BindingStrategy(Strategy):
     def validate_update(self, rtype, new: dict, old: dict) -> list[errors.Cause]:
         causes = self.validate(rtype, new)
         if (new.get("roleRef") or {}) != (old.get("roleRef") or {}):
-            ref = new.get("roleRef") if isinstance(new.get("roleRef"), dict) else {}
+            ref = as_dict(new.get("roleRef"))
             causes.append(errors.field_invalid("roleRef", _go_role_ref(ref), "cannot change roleRef"))
         return causes
 

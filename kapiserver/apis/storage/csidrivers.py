@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -68,12 +69,12 @@ class CSIDriverStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateCSIDriver (the name is a DNS subdomain)."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_spec(spec)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidateCSIDriverUpdate: attachRequired and volumeLifecycleModes are fixed."""
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        spec = as_dict(new.get("spec"))
         causes = field_checks.kube_object_meta(new) + validate_spec(spec)
         causes += field_checks.immutable(columns.get_path(new, "spec", "attachRequired"),
                                          columns.get_path(old, "spec", "attachRequired"), "spec.attachedRequired")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core.volumes import validate_csi_driver_name
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_str
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -14,9 +15,9 @@ NODE_ID_MAX = 256  # upstream allows the longer node IDs on the apiserver side
 
 
 def _validate_driver(driver: dict, path: str, seen: set) -> list[errors.Cause]:
-    name = driver.get("name") if isinstance(driver.get("name"), str) else ""
+    name = as_str(driver.get("name"))
     causes = validate_csi_driver_name(name, f"{path}.name")
-    node_id = driver.get("nodeID") if isinstance(driver.get("nodeID"), str) else ""
+    node_id = as_str(driver.get("nodeID"))
     if not node_id:
         causes.append(errors.field_required(f"{path}.nodeID"))
     if len(node_id) > NODE_ID_MAX:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_str
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -16,7 +17,7 @@ def validate_capacity(obj: dict, allow_invalid_label_values: bool = False) -> li
     """upstream's ValidateCSIStorageCapacity."""
     causes = field_checks.kube_object_meta(obj)
     causes += validation.validate_label_selector(obj.get("nodeTopology"), "nodeTopology", allow_invalid_label_values)
-    name = obj.get("storageClassName") if isinstance(obj.get("storageClassName"), str) else ""
+    name = as_str(obj.get("storageClassName"))
     causes += [errors.field_invalid("storageClassName", name, m) for m in validation.name_is_dns_subdomain(name)]
     if obj.get("capacity") is not None:
         q, problems = resources.quantity_or_cause(obj["capacity"], "capacity")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core.volumes import validate_csi_driver_name, validate_persistent_volume_spec
 from kapiserver.machinery import errors, gorepr, validation
+from kapiserver.machinery.jsonvalues import as_dict, as_str
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import RESET_OBJECT_META_FOR_STATUS, Strategy
 
@@ -35,7 +36,7 @@ def _validate_source(source: dict, path: str) -> list[errors.Cause]:
 
 def _go_spec(spec: dict) -> gorepr.GoRepr:
     """A storage.VolumeAttachmentSpec as %#v prints it."""
-    source = spec.get("source") if isinstance(spec.get("source"), dict) else {}
+    source = as_dict(spec.get("source"))
     return gorepr.struct("storage.VolumeAttachmentSpec", (
         ("Attacher", gorepr.quote(spec.get("attacher") or "")),
         ("Source", gorepr.struct("storage.VolumeAttachmentSource", (
@@ -63,9 +64,9 @@ class VolumeAttachmentStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateVolumeAttachment and the tighter ValidateVolumeAttachmentV1 of new objects."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = as_dict(obj.get("spec"))
         causes = _validate(obj)
-        attacher = spec.get("attacher") if isinstance(spec.get("attacher"), str) else ""
+        attacher = as_str(spec.get("attacher"))
         causes += validate_csi_driver_name(attacher, "spec.attacher")
         pv = (spec.get("source") or {}).get("persistentVolumeName") if isinstance(spec.get("source"), dict) else None
         if isinstance(pv, str):
@@ -77,21 +78,21 @@ class VolumeAttachmentStrategy(Strategy):
         """upstream's ValidateVolumeAttachmentUpdate: the spec is fixed."""
         causes = _validate(new)
         if new.get("spec") != old.get("spec"):
-            spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+            spec = as_dict(new.get("spec"))
             causes.append(errors.field_invalid("spec", _go_spec(spec), validation.FIELD_IMMUTABLE))
         return causes
 
 
 def _validate(obj: dict) -> list[errors.Cause]:
     """upstream's ValidateVolumeAttachment."""
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    attacher = spec.get("attacher") if isinstance(spec.get("attacher"), str) else ""
+    spec = as_dict(obj.get("spec"))
+    attacher = as_str(spec.get("attacher"))
     causes = field_checks.kube_object_meta(obj)
     if not attacher:
         causes.append(errors.field_required("spec.attacher"))
-    source = spec.get("source") if isinstance(spec.get("source"), dict) else {}
+    source = as_dict(spec.get("source"))
     causes += _validate_source(source, "spec.source")
-    node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else ""
+    node = as_str(spec.get("nodeName"))
     causes += [errors.field_invalid("spec.nodeName", node, m) for m in validation.name_is_dns_subdomain(node)]
     status = obj.get("status")
     if isinstance(status, dict):
