@@ -268,7 +268,8 @@ class PytestPluginTests(PluginProjectCase):
 
             def test_always_allow(kube_apiserver, kube_namespace):
                 alice = kube_apiserver.python_client(kube_apiserver.kubeconfig_for("alice"))
-                assert client.CoreV1Api(alice).list_namespaced_config_map(kube_namespace).items == []
+                # under RBAC (the ini's modes) alice, bound to no role, gets 403 and this raises ApiException
+                client.CoreV1Api(alice).list_namespaced_config_map(kube_namespace)
 
             def test_admission_plugin(kube_client, kube_namespace):
                 pod = client.CoreV1Api(kube_client).create_namespaced_pod(kube_namespace, {"metadata": {"name": "p"},
