@@ -17,12 +17,18 @@ pytest-xdist, and fixtures on top of it:
   test (a snapshot restored in one transaction, not a restart).
 * ``kube_crds``, ``kube_webhooks``, ``kube_controller_manager``: CRDs,
   admission webhooks served by the test, the real kube-controller-manager
-  (module ``kapiserver.testing.operator_fixtures``).
+  (module ``kapiserver.testing.operator_fixtures``);
+* ``kube_async_client`` (a factory of ``kubernetes_asyncio`` clients),
+  ``lightkube_client``, ``kr8s_api``: the other client libraries, where
+  installed (module ``kapiserver.testing.client_fixtures``).
 
 Options (``pytest --help``, group "kapiserver"): ``--kapiserver-config-json``
 / ini ``kapiserver_config`` (more configuration keys, docs/configuration.md),
 ``--kapiserver-backend`` / ini ``kapiserver_backend`` and ``--kapiserver-reset``
-/ ini ``kapiserver_reset`` (``each``: every test using the server gets ``kube_reset``).
+/ ini ``kapiserver_reset`` (``each``: every test using the server gets ``kube_reset``);
+switches for single keys, named as kube-apiserver's flags: ``--kapiserver-workers``,
+``--kapiserver-authorization-mode``, ``--kapiserver-enable-admission-plugins``,
+``--kapiserver-disable-admission-plugins`` (each with its ini option ``kapiserver_...``).
 
 Only this module imports pytest, and nothing in the server imports it: pytest
 is a test dependency, not the server's.  The guide is docs/testing.md.
@@ -31,7 +37,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Iterator, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import pytest
 import yaml
@@ -58,6 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("kapiserver_backend", type="string", default="sqlite",
                   help="storage of the kube_apiserver fixture: sqlite (default) or etcd3")
     add_reset_options(group, parser)
+    add_switch_options(group, parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,8 +88,11 @@ def _config_mapping(text: str, origin: str) -> dict[str, Any]:
 
 def server_configuration(config: pytest.Config) -> tuple[str, dict[str, Any]]:
     """The backend and the extra configuration keys the options ask for (command line over ini)."""
+    # layers, each over the one before: the ini's mapping, the ini's switches, the command line's mapping, its switches
     extra = _config_mapping(str(config.getini("kapiserver_config")), "ini option kapiserver_config")
+    deep_merge(extra, switches_from_ini(config))
     deep_merge(extra, _config_mapping(config.getoption("kapiserver_config_json") or "", "--kapiserver-config-json"))
+    deep_merge(extra, switches_from_command_line(config))
     backend = config.getoption("kapiserver_backend") or str(config.getini("kapiserver_backend")) or "sqlite"
     if backend not in BACKENDS:
         raise pytest.UsageError(f"kapiserver_backend: {backend!r} is not one of {', '.join(BACKENDS)}")
@@ -212,8 +223,93 @@ def kube_reset(kube_apiserver: ServerProcess) -> ServerProcess:
     return kube_apiserver
 
 
+# ------------------------------------------------------------ switches: one configuration key each
+
+@dataclass(frozen=True)
+class Switch:
+    """``--kapiserver-<flag>`` and ini ``kapiserver_<flag>``: one configuration key, from kube-apiserver's flag."""
+
+    flag: str  # kube-apiserver's flag name (docs/configuration.md's table of flags)
+    key: tuple[str, ...]  # the configuration key it sets
+    parse: Callable[[str], Any]  # the option's text to the key's value; ValueError says what is wrong
+    metavar: str
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return "kapiserver_" + self.flag.replace("-", "_")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise ValueError(f"{value} is negative")
+    return value
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+SWITCHES = (
+    Switch("workers", ("workers",), _count, "N",
+           "server processes behind the kube_apiserver fixture's address (configuration key workers; the fixture's "
+           "default is 1, 0 is one per CPU)"),
+    Switch("authorization-mode", ("authorization", "modes"), _names, "MODES",
+           "the fixture server's authorizers, comma-separated, asked in order, e.g. Node,RBAC (configuration key "
+           "authorization.modes, kube-apiserver's --authorization-mode; default RBAC)"),
+    Switch("enable-admission-plugins", ("admission", "enable_plugins"), _names, "PLUGINS",
+           "admission plugins the fixture server runs besides the default ones, comma-separated, e.g. "
+           "AlwaysPullImages (configuration key admission.enable_plugins)"),
+    Switch("disable-admission-plugins", ("admission", "disable_plugins"), _names, "PLUGINS",
+           "default admission plugins the fixture server does not run, comma-separated (configuration key "
+           "admission.disable_plugins)"),
+)
+
+
+def add_switch_options(group: Any, parser: pytest.Parser) -> None:
+    for switch in SWITCHES:
+        group.addoption(f"--kapiserver-{switch.flag}", dest=switch.dest, default=None, metavar=switch.metavar,
+                        help=f"{switch.help}; over --kapiserver-config-json and ini {switch.dest}")
+        parser.addini(switch.dest, type="string", default="", help=switch.help)
+
+
+def _switch_keys(texts: Iterable[tuple[Switch, str]], where: Callable[[Switch], str]) -> dict[str, Any]:
+    keys: dict[str, Any] = {}
+    for switch, text in texts:
+        if not text.strip():
+            continue
+        try:
+            value = switch.parse(text.strip())
+        except ValueError as error:
+            raise pytest.UsageError(f"{where(switch)}: {error}") from None
+        node = keys
+        for part in switch.key[:-1]:
+            node = node.setdefault(part, {})
+        node[switch.key[-1]] = value
+    return keys
+
+
+def switches_from_ini(config: pytest.Config) -> dict[str, Any]:
+    return _switch_keys(((switch, str(config.getini(switch.dest))) for switch in SWITCHES),
+                        lambda switch: f"ini option {switch.dest}")
+
+
+def switches_from_command_line(config: pytest.Config) -> dict[str, Any]:
+    return _switch_keys(((switch, config.getoption(switch.dest) or "") for switch in SWITCHES),
+                        lambda switch: f"--kapiserver-{switch.flag}")
+
+
 # ------------------------------------------------------------ operator fixtures
 # kube_crds, kube_webhooks, kube_controller_manager: defined in their own module, registered by importing them
 # into this plugin module (pytest collects the fixtures of a plugin's namespace)
 from kapiserver.testing.operator_fixtures import (  # noqa: E402,F401
     _kube_webhook_certificates, kube_controller_manager, kube_crds, kube_webhooks)
+
+
+# ------------------------------------------------------------ client fixtures of other libraries
+# kube_async_client (kubernetes_asyncio), lightkube_client, kr8s_api: in their own module, registered as above
+from kapiserver.testing.client_fixtures import kr8s_api, kube_async_client, lightkube_client  # noqa: E402,F401

@@ -84,7 +84,9 @@ def write_entry_point_metadata(site: str) -> None:
         f.write("[pytest11]\n" + "".join(f"{name} = {target}\n" for name, target in entry_points.items()))
 
 
-class PytestPluginTests(unittest.TestCase):
+class PluginProjectCase(unittest.TestCase):
+    """An empty project directory with the checkout's plugin as pytest finds it; ``pytest()`` runs pytest there."""
+
     skip = _skip_reason()
 
     def setUp(self) -> None:
@@ -99,8 +101,9 @@ class PytestPluginTests(unittest.TestCase):
         with open(os.path.join(self.project, name), "w") as f:
             f.write(text)
 
-    def pytest(self, *args: str) -> subprocess.CompletedProcess:
-        env = child_env(PYTHONPATH=REPO_ROOT + os.pathsep + self.site)
+    def pytest(self, *args: str, pythonpath: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+        """pytest in the project; ``pythonpath``: directories before the checkout on sys.path."""
+        env = child_env(PYTHONPATH=os.pathsep.join((*pythonpath, REPO_ROOT, self.site)))
         env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
         env.pop("PYTEST_ADDOPTS", None)
         env.pop("PYTEST_PLUGINS", None)
@@ -114,11 +117,17 @@ class PytestPluginTests(unittest.TestCase):
         self.assertEqual(result.returncode, code, output)
         self.assertIn(summary, output)
 
+
+class PytestPluginTests(PluginProjectCase):
     def test_help_lists_the_options(self) -> None:
         result = self.pytest("--help")
         self.assertOutcome(result, EXIT_OK, "kapiserver: a real Kubernetes API server for tests")
         for option in ("--kapiserver-config-json=JSON", "--kapiserver-backend={sqlite,etcd3}", "kapiserver_config",
-                       "kapiserver_backend", "--kapiserver-reset={never,each}", "kapiserver_reset"):
+                       "kapiserver_backend", "--kapiserver-reset={never,each}", "kapiserver_reset",
+                       "--kapiserver-workers=N", "kapiserver_workers", "--kapiserver-authorization-mode=MODES",
+                       "kapiserver_authorization_mode", "--kapiserver-enable-admission-plugins=PLUGINS",
+                       "kapiserver_enable_admission_plugins", "--kapiserver-disable-admission-plugins=PLUGINS",
+                       "kapiserver_disable_admission_plugins"):
             self.assertIn(option, result.stdout)
 
     def test_namespace_and_client_without_conftest(self) -> None:
@@ -244,3 +253,33 @@ class PytestPluginTests(unittest.TestCase):
         result = self.pytest("-q", "--kapiserver-config-json", "[1, 2]")
         self.assertOutcome(result, EXIT_USAGE_ERROR,
                            "--kapiserver-config-json: must be a mapping of configuration keys, not list")
+
+    def test_switches_reach_the_server(self) -> None:
+        # the command line's switches over the ini's mapping (modes), the ini's switch (admission) over the defaults
+        self.write("pytest.ini", "[pytest]\nkapiserver_config = {authorization: {modes: [RBAC]}}\n"
+                                 "kapiserver_enable_admission_plugins = AlwaysPullImages\n")
+        self.write("test_switches.py", textwrap.dedent("""\
+            from kubernetes import client
+
+            def test_two_server_processes(kube_apiserver):
+                pid = kube_apiserver.proc.pid
+                with open(f"/proc/{pid}/task/{pid}/children") as f:
+                    assert len(f.read().split()) == 2
+
+            def test_always_allow(kube_apiserver, kube_namespace):
+                alice = kube_apiserver.python_client(kube_apiserver.kubeconfig_for("alice"))
+                # under RBAC (the ini's modes) alice, bound to no role, gets 403 and this raises ApiException
+                client.CoreV1Api(alice).list_namespaced_config_map(kube_namespace)
+
+            def test_admission_plugin(kube_client, kube_namespace):
+                pod = client.CoreV1Api(kube_client).create_namespaced_pod(kube_namespace, {"metadata": {"name": "p"},
+                    "spec": {"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "Never"}]}})
+                assert pod.spec.containers[0].image_pull_policy == "Always"
+            """))
+        result = self.pytest("-q", "--kapiserver-workers", "2", "--kapiserver-authorization-mode", "AlwaysAllow")
+        self.assertOutcome(result, EXIT_OK, "3 passed")
+
+    def test_bad_switch_is_a_usage_error(self) -> None:
+        self.write("test_nothing.py", "def test_nothing(kube_apiserver):\n    pass\n")
+        result = self.pytest("-q", "--kapiserver-workers", "two")
+        self.assertOutcome(result, EXIT_USAGE_ERROR, "--kapiserver-workers: 'two' is not a whole number")
