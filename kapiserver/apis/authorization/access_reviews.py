@@ -17,6 +17,7 @@ from kapiserver.auth.authorizer import Attributes, decide
 from kapiserver.machinery.user import UserInfo
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import is_valid_label_value, validate_label_name
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.review import CREATE_ONLY, Answer, ReviewStrategy, review_store_factory
 
@@ -130,7 +131,7 @@ class LocalReviewStrategy(AccessReviewStrategy):
 
     def validate_review(self, rtype: ResourceType, obj: dict, namespace: str) -> list[errors.Cause]:
         spec = obj.get("spec") or {}
-        md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        md = as_dict(obj.get("metadata"))
         object_namespace = md.get("namespace") or namespace  # the URL's, as upstream's create handler sets it
         causes = (_attribute_problems(spec) + _subject_problems(spec) + _selector_problems(spec)
                   + _metadata_problems(obj, ("namespace",), "must be empty except for namespace"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.strategy import Strategy
 
@@ -30,7 +31,7 @@ class LeaseStrategy(Strategy):
     def prepare_for_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
         """An update keeps the fields only where the old Lease had them."""
         super().prepare_for_update(rtype, new, old)
-        spec, old_spec = new.get("spec"), old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        spec, old_spec = new.get("spec"), as_dict(old.get("spec"))
         if isinstance(spec, dict):
             for name in ("strategy", "preferredHolder"):
                 if old_spec.get(name) is None:
