@@ -107,6 +107,22 @@ def write_raw(request: Request, code: int, content_type: str, body: bytes, warni
     request.finish()
 
 
+def write_too_many_requests(request: Request, retry_after: int) -> None:
+    """Upstream's ``tooManyRequests`` (max-in-flight and priority-and-fairness): ``http.Error``'s
+    plain text, not a Status, with ``Retry-After``."""
+    if not writable(request):
+        return
+    request.setResponseCode(429, b"Too Many Requests")
+    request.setHeader(b"retry-after", str(retry_after).encode())
+    request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+    request.setHeader(b"x-content-type-options", b"nosniff")
+    body = b"Too many requests, please try again later.\n"
+    request.setHeader(b"content-length", str(len(body)).encode())
+    if request.method != b"HEAD":
+        request.write(body)
+    request.finish()
+
+
 def _protobuf_body(target: MediaTarget, obj: Any) -> bytes | None:
     """The protobuf encoding when the client prefers it and the kind has a table, else None."""
     if not target.prefer_protobuf or not isinstance(obj, dict):

@@ -280,5 +280,3 @@ class MaxInFlightTests(InMemoryServerTestCase):
         # upstream's WithMaxInFlightLimit answers with tooManyRequests (http.Error), as APF does
         self.assertEqual((rejected.raw, rejected.header("content-type")),
                          (TOO_MANY, "text/plain; charset=utf-8"))
-    test_the_429_body_is_upstreams_plain_text.todo = (
-        "max-in-flight answers a TooManyRequests Status (JSON), upstream a plain-text body")

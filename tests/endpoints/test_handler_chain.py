@@ -181,8 +181,12 @@ class HandlerChainTests(unittest.TestCase):
         self.build(readonly_limit=1)
         first = self.send("/api/v1/namespaces/demo/configmaps/hold", token="alice")
         self.assertEqual(len(self.leaf.held), 1)
-        code, body = self.answer(self.send("/api/v1/configmaps", token="alice"))
-        self.assertEqual((code, body["reason"]), (429, "TooManyRequests"))
+        self.http.flush()
+        rejected = self.successResultOf(self.send("/api/v1/configmaps", token="alice"))
+        # upstream's tooManyRequests: plain text, Retry-After 1
+        self.assertEqual((rejected.code, rejected.headers.getRawHeaders("retry-after")), (429, ["1"]))
+        self.assertEqual(self.successResultOf(self.http.content(rejected)),
+                         b"Too many requests, please try again later.\n")
         # system:masters is exempt, as upstream
         self.assertEqual(self.answer(self.send("/api/v1/configmaps", token="root"))[0], 200)
         # watches are long-running and exempt

@@ -1,4 +1,4 @@
-"""Max-in-flight: at most so many requests at once, the rest get 429 + Retry-After.
+"""Max-in-flight: at most so many requests at once, the rest get 429 + Retry-After (plain text).
 
 Upstream's ``WithMaxInFlightLimit`` (``--max-requests-inflight``,
 ``--max-mutating-requests-inflight``): read-only and mutating requests have
@@ -13,9 +13,12 @@ from twisted.internet import defer
 from twisted.web import server
 
 from kapiserver.machinery.user import MASTERS_GROUP
+from kapiserver.endpoints import respond
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext
-from kapiserver.machinery import errors
+
+# upstream's maxinflight.go: a constant "1"
+RETRY_AFTER_SECONDS = 1
 
 MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
@@ -29,11 +32,13 @@ class InflightLimiter:
         self.counts = {False: 0, True: 0}
         self.on_change = on_change
 
-    def acquire(self, mutating: bool) -> None:
+    def acquire(self, mutating: bool) -> bool:
+        """Take a seat; False when every seat is taken."""
         if self.limits[mutating] and self.counts[mutating] >= self.limits[mutating]:
-            raise errors.too_many_requests()
+            return False
         self.counts[mutating] += 1
         self.on_change(self.counts[False], self.counts[True])
+        return True
 
     def release(self, mutating: bool) -> None:
         self.counts[mutating] -= 1
@@ -53,6 +58,8 @@ class WithMaxInFlightLimit(Filter):
         if info.is_long_running or (ctx.user is not None and MASTERS_GROUP in ctx.user.groups):
             return None
         mutating = info.verb in MUTATING_VERBS
-        self.limiter.acquire(mutating)
+        if not self.limiter.acquire(mutating):
+            respond.write_too_many_requests(request, RETRY_AFTER_SECONDS)
+            return defer.succeed(None)  # answered: the chain does not go on
         ctx.when_finished(request, lambda: self.limiter.release(mutating))
         return None

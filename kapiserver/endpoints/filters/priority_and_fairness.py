@@ -24,6 +24,7 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 from twisted.web import server
 
+from kapiserver.endpoints import respond
 from kapiserver.endpoints.filters.chain import Filter
 from kapiserver.endpoints.request_context import RequestContext, client_gone
 from kapiserver.flowcontrol import bootstrap, work_estimate
@@ -128,12 +129,4 @@ class WithPriorityAndFairness(Filter):
         self.controller.dropped.record(level.name)
         if client_gone(request):
             return
-        request.setResponseCode(429, b"Too Many Requests")
-        request.setHeader(b"retry-after", str(self.controller.dropped.retry_after(level.name)).encode())
-        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-        request.setHeader(b"x-content-type-options", b"nosniff")
-        body = b"Too many requests, please try again later.\n"
-        request.setHeader(b"content-length", str(len(body)).encode())
-        if request.method != b"HEAD":
-            request.write(body)
-        request.finish()
+        respond.write_too_many_requests(request, self.controller.dropped.retry_after(level.name))
