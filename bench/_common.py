@@ -12,6 +12,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
+import selectors
 import shutil
 import ssl
 import sys
@@ -99,6 +101,42 @@ def process_tree(pid: int) -> list[int]:
 def tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
     """:func:`rss_mb` of a process and its descendants."""
     return sum(rss_mb(p, field) for p in process_tree(pid))
+
+
+def read_stamped_events(selector: "selectors.BaseSelector", streams: int, expect: int, stamp: "re.Pattern[bytes]",
+                        deadline: float) -> tuple[int, list[float]]:
+    """Read the watch streams registered on ``selector`` (each key's data ``[partial line, events
+    counted]``) until each has ``expect`` events, ends, or ``deadline`` (``time.time()``) passes.
+
+    An event counts when ``stamp`` finds its write time (seconds since the epoch) in a complete
+    line; its delay is arrival minus that.  Raw bytes and one regular expression, no JSON: the
+    client's share of the CPUs is what the server loses.  Returns (events delivered, delays).
+    """
+    delays: list[float] = []
+    delivered = 0
+    open_streams = streams
+    while open_streams and time.time() < deadline:
+        for key, _ in selector.select(timeout=1.0):
+            state = key.data
+            try:
+                data = key.fileobj.recv(1 << 20)  # type: ignore[union-attr]
+            except (ssl.SSLWantReadError, BlockingIOError):
+                continue
+            now = time.time()
+            if data:
+                complete, _, state[0] = (state[0] + data).rpartition(b"\n")
+                for t in stamp.findall(complete):
+                    delays.append(now - float(t))
+                    state[1] += 1
+            if not data or state[1] >= expect:
+                selector.unregister(key.fileobj)
+                key.fileobj.close()  # type: ignore[union-attr]
+                delivered += state[1]
+                open_streams -= 1
+    for key in list(selector.get_map().values()):  # streams still short of events at the deadline
+        delivered += key.data[1]
+        key.fileobj.close()  # type: ignore[union-attr]
+    return delivered, delays
 
 
 def cpu_seconds(pid: int, waited_for_children: bool = False) -> float:

@@ -53,6 +53,8 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _common import process_tree, read_stamped_events  # noqa: E402
+
 NAMESPACES = 10
 NODES = 100
 GROUPS = 100
@@ -322,32 +324,7 @@ def _watch_reader(kubeconfig: str, path: str, watchers: int, expect: int, second
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ, [rest, 0])
     ready.set()
-    delays: list[float] = []
-    delivered = 0
-    open_streams = watchers
-    deadline = time.time() + 120 + seconds * 3
-    while open_streams and time.time() < deadline:
-        for key, _ in selector.select(timeout=1.0):
-            state = key.data
-            try:
-                data = key.fileobj.recv(1 << 20)
-            except (ssl.SSLWantReadError, BlockingIOError):
-                continue
-            now = time.time()
-            if data:
-                complete, _, state[0] = (state[0] + data).rpartition(b"\n")
-                for t in PATCHED_T.findall(complete):
-                    delays.append(now - float(t))
-                    state[1] += 1
-            if not data or state[1] >= expect:
-                selector.unregister(key.fileobj)
-                key.fileobj.close()
-                delivered += state[1]
-                open_streams -= 1
-    for key in list(selector.get_map().values()):
-        delivered += key.data[1]
-        key.fileobj.close()
-    results.put((delivered, delays))
+    results.put(read_stamped_events(selector, watchers, expect, PATCHED_T, time.time() + 120 + seconds * 3))
 
 
 def watches(kubeconfig: str, watchers: int, rate: float, seconds: float, pods: int) -> dict[str, float]:
@@ -408,15 +385,6 @@ def watches(kubeconfig: str, watchers: int, rate: float, seconds: float, pods: i
 
 
 # ------------------------------------------------------------------ targets
-
-def process_tree(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            children = [int(p) for p in f.read().split()]
-    except OSError:
-        children = []
-    return [pid] + [p for c in children for p in process_tree(c)]
-
 
 def rss_mb(pids: list[int]) -> float:
     total = 0

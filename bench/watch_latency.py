@@ -29,7 +29,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import (Client, ServerProcess, configmap, ensure_namespace, host_port, machine,  # noqa: E402
-                     print_table, scratch_dir, server_config, ssl_context, start_etcd, tree_rss_mb)
+                     print_table, read_stamped_events, scratch_dir, server_config, ssl_context, start_etcd,
+                     tree_rss_mb)
 
 NAMESPACE = "watch-bench"
 
@@ -71,32 +72,7 @@ def watcher_process(server: ServerProcess, path: str, watchers: int, expect: int
         sock, rest = _open_watch(server, path, ctx)
         selector.register(sock, selectors.EVENT_READ, [rest, 0])  # [partial line, events counted]
     ready.set()
-    delays: list[float] = []
-    delivered = 0
-    open_streams = watchers
-    deadline = time.time() + 60 + seconds * 3
-    while open_streams and time.time() < deadline:
-        for key, _ in selector.select(timeout=1.0):
-            state = key.data
-            try:
-                data = key.fileobj.recv(1 << 20)
-            except (ssl.SSLWantReadError, BlockingIOError):
-                continue
-            now = time.time()
-            if data:
-                complete, _, state[0] = (state[0] + data).rpartition(b"\n")
-                for t in ADDED_T.findall(complete):
-                    delays.append(now - float(t))
-                    state[1] += 1
-            if not data or state[1] >= expect:
-                selector.unregister(key.fileobj)
-                key.fileobj.close()
-                delivered += state[1]
-                open_streams -= 1
-    for key in list(selector.get_map().values()):  # streams still short of events at the deadline
-        delivered += key.data[1]
-        key.fileobj.close()
-    results.put((delivered, delays))
+    results.put(read_stamped_events(selector, watchers, expect, ADDED_T, time.time() + 60 + seconds * 3))
 
 
 def write_at_rate(server: ServerProcess, rate: float, seconds: float, threads: int = 4) -> tuple[int, float]:
