@@ -1,6 +1,7 @@
 """Everything a REST handler needs about one request (upstream's RequestScope)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
@@ -143,7 +144,7 @@ class RequestScope:
     def context(self, field_manager: str = "", managed_fields_set: bool = False) -> Context:
         return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings, field_manager=field_manager,
                        managed_fields_set=managed_fields_set, options=self.admission_options(),
-                       audit_annotations=self.audit_annotations())
+                       audit_annotations=self.audit_annotations(), body_size=self.body_size())
 
     def audit_annotations(self) -> dict:
         """Where admission's audit annotations go: the audit event's, when the request has one,
@@ -177,6 +178,12 @@ class RequestScope:
             return name
         agent = self.request.getHeader(b"user-agent")
         return manager_from_user_agent(agent.decode("utf-8", "replace") if agent else "")
+
+    def body_size(self) -> int:
+        content = self.request.content
+        if content is None:
+            return 0
+        return content.seek(0, os.SEEK_END)
 
     def body_bytes(self) -> bytes:
         content = self.request.content

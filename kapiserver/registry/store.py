@@ -16,10 +16,10 @@ import copy
 import functools
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, NoReturn, Optional
+from typing import Any, Awaitable, Callable, NoReturn, Optional, TypeVar
 
 import orjson
-from twisted.internet import defer
+from twisted.internet import defer, threads
 from twisted.logger import Logger
 
 from kapiserver.machinery import codec, cooperate, errors, meta, validation, zero_values
@@ -41,6 +41,21 @@ log = Logger()
 GENERATE_NAME_ATTEMPTS = 8
 # Items read from storage per round trip while filling a selector-filtered page.
 _LIST_BATCH = 500
+# A write whose body is at least this large records its managedFields and validates its object
+# (walks of every field: seconds for 100,000 labels, data keys or env vars) on a thread, one such
+# write at a time, so the reactor serves other requests meanwhile (issue 31: /readyz during a 3 MB body).
+LARGE_BODY_ON_THREAD_BYTES = 256 * 1024
+_large_body_threads = defer.DeferredSemaphore(1)
+_T = TypeVar("_T")
+
+async def _on_thread_if_large(ctx: Context, work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)``, on a thread (one at a time) when the request's body is large: ``work``
+    only reads what it is given, and the request waits for it."""
+    if ctx.body_size >= LARGE_BODY_ON_THREAD_BYTES:
+        return await _large_body_threads.run(threads.deferToThread, work, *args)
+    return work(*args)
+
+
 # Selector lists decode every stored object: give the reactor a turn this often.
 _YIELD_EVERY = 500
 # ListResult.memo: every value on the page decodes (a list of it need not check them again)
@@ -75,6 +90,8 @@ class Context:
     audit_annotations: dict = field(default_factory=dict)
     # admission sees this update through a subresource's own kind (a Scale for ``/scale``)
     admission_view: Optional[SubresourceView] = None
+    # the request body's length: a large body's managedFields are recorded off the reactor
+    body_size: int = 0
 
 
 class CorruptObjectError(errors.StatusError):
@@ -324,21 +341,22 @@ class Store:
             found = self._field_managers[subresource] = fieldmanagers.field_manager(self.rtype, subresource)
         return found
 
-    def _managed_fields(self, old: Optional[dict], new: dict, requested: Any, subresource: str,
-                        ctx: Context) -> Optional[list]:
+    async def _managed_fields(self, old: Optional[dict], new: dict, requested: Any, subresource: str,
+                              ctx: Context) -> Optional[list]:
         """The managedFields to store with ``new``: those the request computed, or the update
         recorded from ``new`` as the request gave it, defaulted.  Called before mutating
         admission and the strategy's preparation, as upstream records it (what those add -
         generated selectors, a namespace's finalizer, a pod's service account - is nobody's);
         the entries are set after them (:meth:`_set_managed_fields`), so admission sees the
-        object without them.  Only reads ``new``.  On failure the object is written without
+        object without them.  Only reads ``old`` and ``new`` (a large body's on a thread).  On failure the object is written without
         managedFields, as upstream."""
         if requested is _ABSENT:
             requested = None
         if ctx.managed_fields_set:
             return requested
+        manager = self.field_manager(subresource)
         try:
-            return self.field_manager(subresource).update(old, new, requested, ctx.field_manager)
+            return await _on_thread_if_large(ctx, manager.update, old, new, requested, ctx.field_manager)
         except Exception:
             log.failure("failed to update managedFields of {kind} {name}", kind=self.rtype.kind,
                         name=new["metadata"].get("name", ""))
@@ -647,6 +665,19 @@ class Store:
 
     # ------------------------------------------------------------ create
 
+    def _validate_create(self, obj: dict) -> "builtins.list[errors.Cause]":
+        return self._check_metadata(obj) + self.strategy.validate(self.rtype, obj)
+
+    def _validate_update(self, new: dict, old: dict, subresource: str) -> "builtins.list[errors.Cause]":
+        if subresource == "status":
+            kind_causes = self.strategy.validate_status_update(self.rtype, new, old)
+        elif subresource:
+            kind_causes = self.strategy.validate_subresource_update(self.rtype, subresource, new, old)
+        else:
+            kind_causes = self.strategy.validate_update(self.rtype, new, old)
+        return (self._check_metadata(new) + validation.validate_object_meta_update(new["metadata"], old["metadata"])
+                + kind_causes)
+
     def _check_metadata(self, obj: dict) -> "builtins.list[errors.Cause]":  # (``list`` is a method here)
         return validation.validate_object_meta(obj.get("metadata") or {}, self.rtype.namespaced,
                                                self.strategy.name_validation)
@@ -688,7 +719,7 @@ class Store:
         # upstream's order: the decoded (defaulted) object is recorded by the field manager and
         # goes through mutating admission, then the strategy prepares and validates it
         self.strategy.default(self.rtype, obj)
-        managed_fields = self._managed_fields(None, obj, requested_managed_fields, "", ctx)
+        managed_fields = await self._managed_fields(None, obj, requested_managed_fields, "", ctx)
         attrs = self._attributes(CREATE, namespace, md.get("name", ""), obj, None, "", ctx, "CreateOptions")
         await self.admission.admit(attrs)
         md = meta.metadata(obj)
@@ -704,7 +735,7 @@ class Store:
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
             if generated:
                 md["name"] = meta.generate_name(md["generateName"])
-            causes = self._check_metadata(obj) + self.strategy.validate(self.rtype, obj)
+            causes = await _on_thread_if_large(ctx, self._validate_create, obj)
             causes += await self.strategy.validate_async(self.rtype, obj, None)
             if causes:
                 await self._refuse(md.get("name") or md.get("generateName", ""), causes)
@@ -951,7 +982,7 @@ class Store:
         # upstream's order: the decoded (defaulted) object is recorded by the field manager and
         # goes through mutating admission, then the strategy prepares and validates it
         self.strategy.default(self.rtype, new)
-        managed_fields = self._managed_fields(old, new, requested_managed_fields, subresource, ctx)
+        managed_fields = await self._managed_fields(old, new, requested_managed_fields, subresource, ctx)
         attrs = self._update_attributes(namespace, name, new, old, subresource, ctx)
         await self.admission.admit(attrs)
         if ctx.admission_view is not None:
@@ -975,13 +1006,7 @@ class Store:
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 0) + 1
         self._set_managed_fields(md, managed_fields)
-        if subresource == "status":
-            kind_causes = self.strategy.validate_status_update(self.rtype, new, old)
-        elif subresource:
-            kind_causes = self.strategy.validate_subresource_update(self.rtype, subresource, new, old)
-        else:
-            kind_causes = self.strategy.validate_update(self.rtype, new, old)
-        causes = (self._check_metadata(new) + validation.validate_object_meta_update(md, old_md) + kind_causes)
+        causes = await _on_thread_if_large(ctx, self._validate_update, new, old, subresource)
         causes += await self.strategy.validate_async(self.rtype, new, old)
         if causes:
             await self._refuse(name, causes)

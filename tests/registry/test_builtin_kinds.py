@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import copy
 import inspect
+from typing import Any, Callable
 
 from twisted.trial import unittest
 
@@ -398,7 +399,7 @@ class LeaseTests(Base):
 try:  # the Store and its helpers are written in parallel; run once they import
     from twisted.internet import defer, reactor
 
-    from kapiserver.registry.store import Store
+    from kapiserver.registry.store import LARGE_BODY_ON_THREAD_BYTES, Context, Store
     from kapiserver.storage.sqlite import SQLiteStorage
     _STORE_SKIP = None
 except ImportError as e:  # pragma: no cover
@@ -429,6 +430,47 @@ class ThroughStoreTests(unittest.TestCase):
         got = yield defer.Deferred.fromCoroutine(secrets.get("t", "s"))
         self.assertEqual((got["type"], got["data"]), ("Opaque", {"user": b64("admin")}))
         self.assertNotIn("stringData", got)
+
+    @defer.inlineCallbacks
+    def test_a_large_bodys_managed_fields_and_validation_run_off_the_reactor(self):
+        """A write with a large body (100,000 labels, a few MB of data keys) records its managedFields
+        and validates on a thread, so the reactor answers other requests meanwhile; the object, and
+        the 422 of an invalid one, come out the same."""
+        from twisted.python import threadable
+        cms = self.store("", "configmaps")
+        on_reactor: list[tuple[str, bool]] = []
+
+        def recording(name: str, work: Callable[..., Any]) -> Callable[..., Any]:
+            def recorded(*args: Any) -> Any:
+                on_reactor.append((name, threadable.isInIOThread()))
+                return work(*args)
+            return recorded
+
+        manager = cms.field_manager("")
+        self.patch(manager, "update", recording("managedFields", manager.update))
+        self.patch(cms.strategy, "validate", recording("validate", cms.strategy.validate))
+        self.patch(cms.strategy, "validate_update", recording("validate_update", cms.strategy.validate_update))
+        created, refused = [], []
+        for name, body_size in (("small", 1000), ("large", LARGE_BODY_ON_THREAD_BYTES)):
+            ctx = Context(field_manager="kubectl", body_size=body_size)
+            obj = {"metadata": {"name": name, "labels": {f"k{i}": "v" for i in range(50)}},
+                   "data": {f"d{i}": "" for i in range(50)}}
+            created.append((yield defer.Deferred.fromCoroutine(cms.create("t", obj, ctx))))
+            obj = {**created[-1], "data": {"bad key": ""}}
+            try:
+                yield defer.Deferred.fromCoroutine(cms.update("t", name, obj, ctx=ctx))
+            except errors.StatusError as e:
+                refused.append((e.code, e.message.replace(name, "NAME")))
+        half = len(on_reactor) // 2  # the small body's writes, then the large one's
+        self.assertEqual([r for _, r in on_reactor], [True] * half + [False] * half)
+        self.assertEqual({n for n, _ in on_reactor[half:]}, {"managedFields", "validate", "validate_update"})
+        small, large = (c["metadata"]["managedFields"] for c in created)
+        for entry in small + large:
+            entry.pop("time")
+        self.assertEqual(large, small)
+        self.assertEqual(set(large[0]["fieldsV1"]["f:data"]), {"."} | {f"f:d{i}" for i in range(50)})
+        self.assertEqual(refused, [(422, f'ConfigMap "NAME" is invalid: data[bad key]: Invalid value: "bad key": '
+                                         f'{CONFIG_KEY_MESSAGE}')] * 2)
 
     @defer.inlineCallbacks
     def test_invalid_configmap_is_422_with_upstream_message(self):

@@ -18,6 +18,7 @@ see have already been through the kind's own validation.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, Iterator, Optional
 
 from kapiserver.machinery.managedfields import fieldpath
@@ -60,30 +61,35 @@ class ItemError(ValueError):
 
 # ------------------------------------------------------------------ memo
 
-class _Memo:
+class _Memo(threading.local):
     """Results of walks over objects that one field-manager operation sees several times
     (the live object, the merged one and the pruned one share most of their subtrees):
-    keyed by the identity of the value, kept only while the operation runs."""
+    keyed by the identity of the value, kept only while the operation runs.  Per thread: the
+    operation of a large write runs on a thread while the reactor runs those of small ones."""
 
-    depth = 0
-    items: dict[int, tuple[Any, str]] = {}
-    field_sets: dict[tuple[int, int], tuple[Any, tuple[bool, Optional[Set]]]] = {}
-    ensured: dict[tuple[int, int], tuple[Set, Set]] = {}
+    def __init__(self) -> None:
+        self.depth = 0
+        self.items: dict[int, tuple[Any, str]] = {}
+        self.field_sets: dict[tuple[int, int], tuple[Any, tuple[bool, Optional[Set]]]] = {}
+        self.ensured: dict[tuple[int, int], tuple[Set, Set]] = {}
+
+
+_MEMO = _Memo()
 
 
 @contextlib.contextmanager
 def memo() -> Iterator[None]:
     """Remember walks of unchanged values for the duration of the block (values must not be
     modified inside it)."""
-    _Memo.depth += 1
+    _MEMO.depth += 1
     try:
         yield
     finally:
-        _Memo.depth -= 1
-        if not _Memo.depth:
-            _Memo.items.clear()
-            _Memo.field_sets.clear()
-            _Memo.ensured.clear()
+        _MEMO.depth -= 1
+        if not _MEMO.depth:
+            _MEMO.items.clear()
+            _MEMO.field_sets.clear()
+            _MEMO.ensured.clear()
 
 
 # ------------------------------------------------------------------ Go formatting of values in messages
@@ -141,12 +147,12 @@ def _go_type(value: Any) -> str:
 
 def item_element(lt: ListType, item: Any) -> str:
     """The path element of an item of an associative list (ItemError if it has none)."""
-    if _Memo.depth and type(item) is dict:
-        found = _Memo.items.get(id(item))
+    if _MEMO.depth and type(item) is dict:
+        found = _MEMO.items.get(id(item))
         if found is not None and found[0] is item:
             return found[1]
         element = _item_element(lt, item)
-        _Memo.items[id(item)] = (item, element)
+        _MEMO.items[id(item)] = (item, element)
         return element
     return _item_element(lt, item)
 
@@ -264,13 +270,13 @@ def to_field_set(value: Any, tr: TypeRef) -> Set:
 
 def _fs(value: Any, tr: TypeRef) -> tuple[bool, Optional[Set]]:
     """(is this node itself a member, the set below it)."""
-    if _Memo.depth and (type(value) is dict or type(value) is list):
+    if _MEMO.depth and (type(value) is dict or type(value) is list):
         key = (id(value), id(tr))
-        found = _Memo.field_sets.get(key)
+        found = _MEMO.field_sets.get(key)
         if found is not None and found[0] is value:
             return found[1]
         result = _fs_walk(value, tr)
-        _Memo.field_sets[key] = (value, result)
+        _MEMO.field_sets[key] = (value, result)
         return result
     return _fs_walk(value, tr)
 
@@ -635,13 +641,13 @@ def ensure_named_fields_are_members(s: Set, tr: Optional[TypeRef]) -> Set:
     """``s`` where every declared field that has children is also a member itself."""
     if not s.children or tr is None:
         return s
-    if _Memo.depth:
+    if _MEMO.depth:
         key = (id(s), id(tr))
-        found = _Memo.ensured.get(key)
+        found = _MEMO.ensured.get(key)
         if found is not None and found[0] is s:
             return found[1]
         result = _ensure(s, tr)
-        _Memo.ensured[key] = (s, result)
+        _MEMO.ensured[key] = (s, result)
         return result
     return _ensure(s, tr)
 

@@ -65,7 +65,7 @@ class Updater:
             return cached[1]
         result = reconcile_with_schema(s, self.root)
         if len(self._reconcile_cache) >= _RECONCILE_CACHE_SIZE:
-            self._reconcile_cache.pop(next(iter(self._reconcile_cache)))
+            self._reconcile_cache.pop(next(iter(self._reconcile_cache)), None)
         self._reconcile_cache[id(s)] = (s, result)
         return result
 
