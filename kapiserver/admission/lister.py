@@ -62,6 +62,6 @@ class ListingPlugin(AdmissionPlugin):
         for lister in self.listers:
             lister.start()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         for lister in self.listers:
             lister.stop()

@@ -199,7 +199,7 @@ class ResourceQuota(AdmissionPlugin):
         self._informer = Informer(self._store(), self._on_event, self.reactor)
         self._informer.start()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         if self._informer is not None:
             self._informer.stop()
 

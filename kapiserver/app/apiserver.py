@@ -402,7 +402,7 @@ class APIServer:
             await self.controllers.stop()
         if self.flow_control is not None:
             self.flow_control.stop()
-        self.admission.stop()
+        await self.admission.stop()
         if self.rbac_informers is not None:
             self.rbac_informers.stop()
         if self.node_graph_populator is not None:

@@ -159,8 +159,8 @@ class AdmissionPlugin:
     async def start(self) -> None:
         """Begin whatever runs in the background (informers), once the server's stores exist."""
 
-    def stop(self) -> None:
-        """Stop what ``start`` began."""
+    async def stop(self) -> None:
+        """Stop what ``start`` began, and close what it holds (connections: the server waits)."""
 
 
 class AdmissionChain:
@@ -199,6 +199,6 @@ class AdmissionChain:
         for plugin in self.plugins:
             await plugin.start()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         for plugin in self.plugins:
-            plugin.stop()
+            await plugin.stop()

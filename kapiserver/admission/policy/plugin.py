@@ -86,7 +86,7 @@ class ValidatingAdmissionPolicyPlugin(AdmissionPlugin):
         self.policies.start()
         self.bindings.start()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         self.policies.stop()
         self.bindings.stop()
 

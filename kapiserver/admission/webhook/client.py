@@ -126,13 +126,14 @@ class WebhookClient:
         self._clients[key] = (client, pool)
         return client
 
-    def close(self) -> None:
-        """Cancel the calls in flight and close every connection (the server stops)."""
+    async def close(self) -> None:
+        """Cancel the calls in flight and close every connection (the server stops); returns once
+        the connections are closed, so a stopped server leaves none behind."""
         for d in list(self._in_flight):
             d.cancel()
-        for _, pool in self._clients.values():
-            pool.closeCachedConnections()
+        pools = [pool for _, pool in self._clients.values()]
         self._clients.clear()
+        await defer.DeferredList([pool.closeCachedConnections() for pool in pools])
 
     async def post(self, client_config: dict, body: bytes, timeout: float) -> tuple[int, bytes]:
         """POST ``body``; ``(status code, response body)``.  Raises CallFailed."""

@@ -95,9 +95,9 @@ class WebhookPluginBase(AdmissionPlugin):
     async def start(self) -> None:
         self.source.start()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         self.source.stop()
-        self.client.close()
+        await self.client.close()
 
     async def hooks_for(self, attrs: Attributes) -> Optional[list[Webhook]]:
         """The configured webhooks (None: the request is exempt)."""
