@@ -578,7 +578,7 @@ class Store:
             batch = opts.limit if (opts.limit and not matches) else (_LIST_BATCH if opts.limit else 0)
             try:
                 page: Optional[st.ListResult] = None
-                if indexed is not None and isinstance(self.storage, st.IndexedLister):
+                if indexed is not None:
                     # the candidates from an index, all at once; None: the index cannot answer
                     page = await self.storage.list_indexed(prefix, *indexed, revision=read_rev,
                                                            start_key=start_key, any_state=any_state)

@@ -321,7 +321,7 @@ class CachedStorage(Storage):
     def list_indexed(self, prefix: str, index: str, value_of: IndexValue, values: frozenset[str],
                      revision: int = 0, start_key: str = "", any_state: bool = False) -> defer.Deferred:
         """The keys under ``prefix`` whose ``value_of`` is one of ``values``, from the watch cache's
-        index ``index`` (:class:`~kapiserver.storage.interface.IndexedLister`); None when the
+        index ``index`` (:meth:`Storage.list_indexed <kapiserver.storage.interface.Storage.list_indexed>`); None when the
         cache cannot answer as :meth:`list` or :meth:`list_cached` would from memory."""
         cache = self.cache_for(prefix)
         if cache is None:

@@ -305,6 +305,20 @@ class Storage(Protocol):
         """How many keys under ``prefix`` a ready cache holds now (None: no cache for it)."""
         return None
 
+    def list_indexed(self, prefix: str, index: str, value_of: "IndexValue", values: frozenset[str],
+                     revision: int = 0, start_key: str = "", any_state: bool = False) -> Deferred:
+        """Fire with a :class:`ListResult` of every key under ``prefix`` from ``start_key`` whose
+        ``value_of`` is in ``values`` (the whole range: ``more`` is false), in key order, from an
+        index (the watch cache's: storage/cacher_index.py); or with None when no index can answer,
+        and the caller lists the prefix instead (a store without a cache always does).
+
+        ``index`` names ``value_of`` (the same name, the same function).  ``revision`` 0 is a
+        consistent read, another revision must be exact; ``any_state``: any recent state
+        (``resourceVersion=0``).  The index may hold more keys than match: callers still apply
+        their selectors to what they get.
+        """
+        return succeed(None)
+
 # ---------------------------------------------------------------- snapshots (tests)
 
 
@@ -348,21 +362,3 @@ class NoSnapshotError(StorageError):
 
 # The value of a stored object a secondary index is by (None: the object has none).
 IndexValue = Callable[[KeyValue], Optional[str]]
-
-
-@runtime_checkable
-class IndexedLister(Protocol):
-    """A store that can list the keys whose objects have one of some values, from an index
-    (the watch cache: storage/cacher_index.py), instead of every key under a prefix."""
-
-    def list_indexed(self, prefix: str, index: str, value_of: IndexValue, values: frozenset[str],
-                     revision: int = 0, start_key: str = "", any_state: bool = False) -> Deferred:
-        """Fire with a :class:`ListResult` of every key under ``prefix`` from ``start_key`` whose
-        ``value_of`` is in ``values`` (the whole range: ``more`` is false), in key order, or with
-        None when the index cannot answer (the caller lists the prefix instead).
-
-        ``index`` names ``value_of`` (the same name, the same function).  ``revision`` 0 is a
-        consistent read, another revision must be exact; ``any_state``: any recent state
-        (``resourceVersion=0``).  The index may hold more keys than match: callers still apply
-        their selectors to what they get.
-        """

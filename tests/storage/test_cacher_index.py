@@ -11,7 +11,7 @@ from twisted.trial import unittest
 
 from kapiserver.storage import cacher_index, cacher_watch_cache
 from kapiserver.storage.cacher import CachedStorage
-from kapiserver.storage.interface import CompactedError, IndexedLister, KeyValue, ListResult
+from kapiserver.storage.interface import CompactedError, KeyValue, ListResult
 from kapiserver.storage.sqlite import SQLiteStorage
 from tests.storage.contract import until
 from tests.storage.test_cacher import Recording
@@ -58,10 +58,14 @@ class IndexTests(unittest.TestCase):
         self.assertGreaterEqual(got.revision, max([kv.mod_revision for kv in got.items], default=0))
         return [kv.key for kv in got.items]
 
-    async def test_the_cache_is_an_indexed_lister(self):
+    async def test_the_cache_answers_from_an_index_and_a_store_without_one_does_not(self):
         store, _ = await self.open()
-        self.assertIsInstance(store, IndexedLister)
-        self.assertNotIsInstance(SQLiteStorage(":memory:"), IndexedLister)
+        await store.create("/pods/ns0/p", b"n1|x")
+        answered = await self.indexed(store, PREFIX, frozenset({"n1"}))
+        self.assertEqual([kv.key for kv in answered.items] if answered is not None else None, ["/pods/ns0/p"])
+        bare = SQLiteStorage(":memory:")
+        # the storage contract's default: no index, the caller lists the prefix
+        self.assertIsNone(await bare.list_indexed(PREFIX, "node", node_of, frozenset({"n1"})))
 
     async def test_indexed_lists_follow_creates_moves_and_deletes(self):
         store, backend = await self.open()
