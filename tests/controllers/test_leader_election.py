@@ -115,11 +115,11 @@ class LeaderElectionTests(unittest.TestCase):
             self.assertEqual((a.leading, b.leading), (True, False))
             await a.stop()  # a clean shutdown releases the Lease
             self.assertEqual((await self.lease())["spec"]["holderIdentity"], "")
-            waited = await self.step(2 * LEASE, until_true=lambda: b.leading)
+            fake_seconds_to_take_over = await self.step(2 * LEASE, until_true=lambda: b.leading)
             self.assertTrue(b.leading)
             # b's next try takes it: no need to wait for the lease to expire
-            self.assertLessEqual(waited, LONGEST_RETRY + STEP)
-            self.assertLess(waited, LEASE)
+            self.assertLessEqual(fake_seconds_to_take_over, LONGEST_RETRY + STEP)
+            self.assertLess(fake_seconds_to_take_over, LEASE)
             spec = (await self.lease())["spec"]
             self.assertEqual((spec["holderIdentity"], spec["leaseTransitions"]), ("b", 1))
             self.assertEqual([e[1:] for e in self.events], [("a", "started"), ("a", "stopped"), ("b", "started")])
@@ -136,12 +136,12 @@ class LeaderElectionTests(unittest.TestCase):
             for timer in (a._timer, a._deadline):
                 if timer is not None and timer.active():
                     timer.cancel()
-            waited = await self.step(3 * LEASE, until_true=lambda: b.leading)
+            fake_seconds_to_take_over = await self.step(3 * LEASE, until_true=lambda: b.leading)
             self.assertTrue(b.leading)
             # a renewed at most a retry period before it crashed; b, which saw that renewal at its
             # next try, takes over at its first try once what it saw is a lease duration old
-            self.assertGreaterEqual(waited, LEASE - RETRY)
-            self.assertLessEqual(waited, LEASE + 2 * LONGEST_RETRY + STEP)
+            self.assertGreaterEqual(fake_seconds_to_take_over, LEASE - RETRY)
+            self.assertLessEqual(fake_seconds_to_take_over, LEASE + 2 * LONGEST_RETRY + STEP)
             self.assertEqual((await self.lease())["spec"]["holderIdentity"], "b")
         return defer.Deferred.fromCoroutine(go())
 
@@ -152,12 +152,12 @@ class LeaderElectionTests(unittest.TestCase):
             await a.start()
             await b.start()
             flaky.broken = True
-            stopped_after = await self.step(3 * LEASE, until_true=lambda: not a.leading)
+            fake_seconds_to_stop = await self.step(3 * LEASE, until_true=lambda: not a.leading)
             self.assertFalse(a.leading)
             # at the renew deadline after its last renewal (at most a retry period before the break)
-            self.assertGreaterEqual(stopped_after, RENEW - RETRY)
-            self.assertLessEqual(stopped_after, RENEW + STEP)
-            self.assertLess(stopped_after, LEASE)
+            self.assertGreaterEqual(fake_seconds_to_stop, RENEW - RETRY)
+            self.assertLessEqual(fake_seconds_to_stop, RENEW + STEP)
+            self.assertLess(fake_seconds_to_stop, LEASE)
             await self.step(3 * LEASE, until_true=lambda: b.leading)
             self.assertTrue(b.leading)
             # never two leaders: a's controllers stopped before b's started
