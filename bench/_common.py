@@ -15,6 +15,7 @@ import os
 import re
 import selectors
 import shutil
+import socket
 import ssl
 import sys
 import tempfile
@@ -102,6 +103,23 @@ def tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
     """:func:`rss_mb` of a process and its descendants."""
     return sum(rss_mb(p, field) for p in process_tree(pid))
 
+
+def open_raw_watch(host: str, port: int, ctx: ssl.SSLContext, path: str) -> tuple[ssl.SSLSocket, bytes]:
+    """Open one watch stream over TLS (blocking), the socket left non-blocking for a selector;
+    returns it and the bytes that came after the answer's headers."""
+    sock = ctx.wrap_socket(socket.create_connection((host, port)), server_hostname=host)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: application/json\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = sock.recv(65536)
+        if not more:
+            raise RuntimeError("the server closed a watch before answering")
+        data += more
+    head, rest = data.split(b"\r\n\r\n", 1)
+    if b" 200 " not in head.split(b"\r\n", 1)[0]:
+        raise RuntimeError(f"watch answered {head[:120]!r}")
+    sock.setblocking(False)
+    return sock, rest
 
 def read_stamped_events(selector: "selectors.BaseSelector", streams: int, expect: int, stamp: "re.Pattern[bytes]",
                         deadline: float) -> tuple[int, list[float]]:

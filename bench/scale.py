@@ -38,7 +38,6 @@ import re
 import selectors
 import shutil
 import signal
-import socket
 import ssl
 import statistics
 import subprocess
@@ -53,7 +52,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import process_tree, read_stamped_events  # noqa: E402
+from _common import open_raw_watch, process_tree, read_stamped_events  # noqa: E402
 
 NAMESPACES = 10
 NODES = 100
@@ -309,19 +308,7 @@ def _watch_reader(kubeconfig: str, path: str, watchers: int, expect: int, second
     endpoint = Endpoint.from_kubeconfig(kubeconfig)
     selector = selectors.DefaultSelector()
     for _ in range(watchers):
-        sock = endpoint.ctx.wrap_socket(socket.create_connection((endpoint.host, endpoint.port)),
-                                        server_hostname=endpoint.host)
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {endpoint.host}\r\nAccept: application/json\r\n\r\n".encode())
-        data = b""
-        while b"\r\n\r\n" not in data:
-            more = sock.recv(65536)
-            if not more:
-                raise RuntimeError("the server closed a watch before answering")
-            data += more
-        head, rest = data.split(b"\r\n\r\n", 1)
-        if b" 200 " not in head.split(b"\r\n", 1)[0]:
-            raise RuntimeError(f"watch answered {head[:120]!r}")
-        sock.setblocking(False)
+        sock, rest = open_raw_watch(endpoint.host, endpoint.port, endpoint.ctx, path)
         selector.register(sock, selectors.EVENT_READ, [rest, 0])
     ready.set()
     results.put(read_stamped_events(selector, watchers, expect, PATCHED_T, time.time() + 120 + seconds * 3))

@@ -20,8 +20,6 @@ import multiprocessing
 import os
 import re
 import selectors
-import socket
-import ssl
 import sys
 import threading
 import time
@@ -29,32 +27,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import (Client, ServerProcess, configmap, ensure_namespace, host_port, machine,  # noqa: E402
-                     print_table, read_stamped_events, scratch_dir, server_config, ssl_context, start_etcd,
-                     tree_rss_mb)
+                     open_raw_watch, print_table, read_stamped_events, scratch_dir, server_config, ssl_context,
+                     start_etcd, tree_rss_mb)
 
 NAMESPACE = "watch-bench"
 
 
 # An ADDED event of a ConfigMap written by this benchmark, and its write time.
 ADDED_T = re.compile(rb'\{"type":"ADDED".*?"t":"([0-9.]+)"')
-
-
-def _open_watch(server: ServerProcess, path: str, ctx: ssl.SSLContext) -> tuple[ssl.SSLSocket, bytes]:
-    """Open one watch stream (blocking); returns the socket and the bytes after the headers."""
-    host, port = host_port(server)
-    sock = ctx.wrap_socket(socket.create_connection((host, port)), server_hostname=host)
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: application/json\r\n\r\n".encode())
-    data = b""
-    while b"\r\n\r\n" not in data:
-        more = sock.recv(65536)
-        if not more:
-            raise RuntimeError("the server closed a watch before answering")
-        data += more
-    head, rest = data.split(b"\r\n\r\n", 1)
-    if b" 200 " not in head.split(b"\r\n", 1)[0]:
-        raise RuntimeError(f"watch answered {head[:80]!r}")
-    sock.setblocking(False)
-    return sock, rest
 
 
 def watcher_process(server: ServerProcess, path: str, watchers: int, expect: int, seconds: float,
@@ -69,7 +49,7 @@ def watcher_process(server: ServerProcess, path: str, watchers: int, expect: int
     ctx = ssl_context(server)
     selector = selectors.DefaultSelector()
     for _ in range(watchers):
-        sock, rest = _open_watch(server, path, ctx)
+        sock, rest = open_raw_watch(*host_port(server), ctx, path)
         selector.register(sock, selectors.EVENT_READ, [rest, 0])  # [partial line, events counted]
     ready.set()
     results.put(read_stamped_events(selector, watchers, expect, ADDED_T, time.time() + 60 + seconds * 3))
