@@ -9,6 +9,7 @@ threads compete with it for CPU: read the numbers as a lower bound.
 """
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -22,7 +23,10 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
+
+import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -102,6 +106,42 @@ def process_tree(pid: int) -> list[int]:
 def tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
     """:func:`rss_mb` of a process and its descendants."""
     return sum(rss_mb(p, field) for p in process_tree(pid))
+
+
+@dataclass
+class Endpoint:
+    """Where a server answers and how to authenticate to it (from a kubeconfig)."""
+    host: str
+    port: int
+    ctx: ssl.SSLContext
+    headers: dict[str, str] = field(default_factory=dict)  # a bearer token's, when the user has one
+
+    @classmethod
+    def from_kubeconfig(cls, path: str) -> "Endpoint":
+        with open(path) as f:
+            config = yaml.safe_load(f)
+        current = config.get("current-context") or config["contexts"][0]["name"]
+        context = next(c["context"] for c in config["contexts"] if c["name"] == current)
+        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+        scratch = tempfile.mkdtemp(prefix="bench-creds-")
+
+        def material(entry: dict, name: str) -> Optional[str]:
+            if entry.get(name + "-data"):
+                target = os.path.join(scratch, name)
+                with open(target, "wb") as out:
+                    out.write(base64.b64decode(entry[name + "-data"]))
+                return target
+            found = entry.get(name)
+            return os.path.join(os.path.dirname(path), found) if found else None
+        ctx = ssl.create_default_context(cafile=material(cluster, "certificate-authority"))
+        cert, key = material(user, "client-certificate"), material(user, "client-key")
+        if cert and key:
+            ctx.load_cert_chain(cert, key)
+        ctx.set_alpn_protocols(["http/1.1"])
+        host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
+        headers = {"Authorization": f"Bearer {user['token']}"} if "token" in user else {}
+        return cls(host, int(port), ctx, headers)
 
 
 def open_raw_watch(host: str, port: int, ctx: ssl.SSLContext, path: str) -> tuple[ssl.SSLSocket, bytes]:

@@ -17,20 +17,18 @@ created (answers 201) before the next.
 from __future__ import annotations
 
 import argparse
-import base64
 import http.client
 import json
 import os
 import ssl
 import sys
-import tempfile
 import threading
 import time
 from typing import Any, Callable, NamedTuple, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import (ServerProcess, machine, print_table, scratch_dir, server_config, start_etcd,  # noqa: E402
+from _common import (Endpoint, ServerProcess, machine, print_table, scratch_dir, server_config, start_etcd,  # noqa: E402
                      tree_rss_mb)
 
 READYZ_EVERY = 0.010
@@ -117,34 +115,8 @@ CASES: dict[str, Callable[[], Body]] = {
 # ------------------------------------------------------------------ the target
 
 def target_from_kubeconfig(path: str, pid: int) -> Target:
-    import yaml
-    with open(path) as f:
-        config = yaml.safe_load(f)
-    context_name = config.get("current-context") or config["contexts"][0]["name"]
-    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-    scratch = tempfile.mkdtemp(prefix="large-bodies-")
-
-    def file_of(entry: dict, key: str) -> Optional[str]:
-        if key in entry:
-            return os.path.join(os.path.dirname(os.path.abspath(path)), entry[key])
-        if key + "-data" in entry:
-            out = os.path.join(scratch, key)
-            with open(out, "wb") as f:
-                f.write(base64.b64decode(entry[key + "-data"]))
-            return out
-        return None
-
-    ctx = ssl.create_default_context(cafile=file_of(cluster, "certificate-authority"))
-    cert, key = file_of(user, "client-certificate"), file_of(user, "client-key")
-    if cert and key:
-        ctx.load_cert_chain(cert, key)
-    ctx.set_alpn_protocols(["http/1.1"])
-    headers = {"Authorization": f"Bearer {user['token']}"} if "token" in user else {}
-    host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
-    return Target(host, int(port), ctx, headers, pid)
-
+    endpoint = Endpoint.from_kubeconfig(path)
+    return Target(endpoint.host, endpoint.port, endpoint.ctx, endpoint.headers, pid)
 
 def target_of(server: ServerProcess) -> Target:
     certs = os.path.join(server.workdir, "certs")

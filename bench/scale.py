@@ -29,7 +29,6 @@ checkout on SQLite with two workers. Everything started is stopped at the end.
 from __future__ import annotations
 
 import argparse
-import base64
 import http.client
 import json
 import multiprocessing
@@ -38,7 +37,6 @@ import re
 import selectors
 import shutil
 import signal
-import ssl
 import statistics
 import subprocess
 import sys
@@ -52,7 +50,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import open_raw_watch, process_tree, read_stamped_events  # noqa: E402
+from _common import Endpoint, open_raw_watch, process_tree, read_stamped_events  # noqa: E402
 
 NAMESPACES = 10
 NODES = 100
@@ -65,40 +63,6 @@ PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 
 # ------------------------------------------------------------------ connections
-
-@dataclass
-class Endpoint:
-    """Where a server answers and how to authenticate to it (from a kubeconfig)."""
-    host: str
-    port: int
-    ctx: ssl.SSLContext
-
-    @classmethod
-    def from_kubeconfig(cls, path: str) -> "Endpoint":
-        with open(path) as f:
-            config = yaml.safe_load(f)
-        current = config.get("current-context") or config["contexts"][0]["name"]
-        context = next(c["context"] for c in config["contexts"] if c["name"] == current)
-        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-        scratch = tempfile.mkdtemp(prefix="scale-bench-creds-")
-
-        def material(entry: dict, name: str) -> Optional[str]:
-            if entry.get(name + "-data"):
-                target = os.path.join(scratch, name)
-                with open(target, "wb") as out:
-                    out.write(base64.b64decode(entry[name + "-data"]))
-                return target
-            found = entry.get(name)
-            return os.path.join(os.path.dirname(path), found) if found else None
-        ctx = ssl.create_default_context(cafile=material(cluster, "certificate-authority"))
-        cert, key = material(user, "client-certificate"), material(user, "client-key")
-        if cert and key:
-            ctx.load_cert_chain(cert, key)
-        ctx.set_alpn_protocols(["http/1.1"])
-        host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
-        return cls(host, int(port), ctx)
-
 
 class Connection:
     """One keep-alive HTTPS/1.1 connection (one per thread)."""
