@@ -7,6 +7,7 @@ from typing import Any, Awaitable, Callable, Coroutine
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
+from kapiserver.testing.eventually import eventually
 from kapiserver.testing.apiserver import InMemoryServer, start_api_server, start_in_memory_server
 from kapiserver.testing.client import InMemoryClient, JSONClient
 
@@ -30,15 +31,8 @@ def sleep(seconds: float) -> defer.Deferred:
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.2) -> Any:
-    """Blocking poll for end-to-end tests (the server is another process)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(interval)
+    """Blocking poll for end-to-end tests (the server is another process): :func:`eventually`."""
+    return eventually(predicate, "condition", timeout, interval)
 
 
 class HeldLists:
