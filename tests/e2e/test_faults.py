@@ -77,6 +77,19 @@ class _Load:
     def more_writes(self, count: int = WRITES_PER_STEP) -> None:
         self.progress.wait_for_more(count, HANG_GUARD)
 
+    def every_server_writes(self) -> None:
+        """A write through each server is acknowledged: a fault's window ends once every server
+        writes again, not once one does (a server moves to a healthy etcd member only when its
+        current one answers unavailable, so its first write after a fault may still fail)."""
+        def acknowledged(target: faultload.Target) -> bool:
+            try:
+                status, _ = faultload.request(target, "POST", self.path, {"metadata": {"generateName": "marker-"}})
+            except OSError:
+                return False
+            return status == 201
+        for target in self.targets:
+            _wait(lambda: acknowledged(target), f"a write through {target.label}")
+
     def send_writers_home(self) -> None:
         """Every writer writes through its own server again (after a fault sent it to the other)."""
         for writer in self.writers:
@@ -180,7 +193,11 @@ class EtcdFaultTests(unittest.TestCase):
         isolated = members[2]
         # server-0 talks to the isolated member (its first endpoint), the leader, which keeps answering
         # it while cut off from its peers: its answers are errors, or stale
-        _wait(lambda: cluster.transfer_leadership(isolated), f"{isolated.name} leading")
+        # moving the leadership is an election too: its own window
+        with load.recorder.window(f"etcd leadership moved to {isolated.name}"):
+            _wait(lambda: cluster.transfer_leadership(isolated), f"{isolated.name} leading")
+            load.more_writes()
+            load.every_server_writes()
         self._partition(load, cluster, lambda: netns.cut_except(isolated.client_port), netns.heal,
                         f"etcd leader {isolated.name} cut off from its peers",
                         f"etcd member {isolated.name} back with its peers")
@@ -195,6 +212,7 @@ class EtcdFaultTests(unittest.TestCase):
             leader.start()
             _wait(lambda: cluster.leader(members) is not None, "the killed member rejoining")
             load.more_writes()
+            load.every_server_writes()
 
         victim = servers[1]
         with load.recorder.window("kapiserver server-1 killed"):
@@ -205,6 +223,7 @@ class EtcdFaultTests(unittest.TestCase):
             victim.start()
             targets[1].port = faultload.target_for("", victim.server_url, context).port
             load.more_writes()
+            load.every_server_writes()
 
         self._partition(load, cluster, netns.cut, netns.heal, f"etcd member {isolated.name} partitioned",
                         f"etcd member {isolated.name} reachable again")
@@ -223,6 +242,7 @@ class EtcdFaultTests(unittest.TestCase):
             cut()
             _wait(lambda: cluster.leader(majority) is not None, "a leader on the majority side")
             load.more_writes()
+            load.every_server_writes()
         load.send_writers_home()
         load.more_writes(2 * WRITES_PER_STEP)
         load.watches_keep_up()
@@ -230,6 +250,7 @@ class EtcdFaultTests(unittest.TestCase):
             heal()
             _wait(lambda: cluster.leader(cluster.members) is not None, "the third member back in the cluster")
             load.more_writes()
+            load.every_server_writes()
 
 
 class WorkerFaultTests(unittest.TestCase):
@@ -248,5 +269,6 @@ class WorkerFaultTests(unittest.TestCase):
                 os.kill(victim, signal.SIGKILL)
                 _wait(lambda: len(pids := worker_pids(server)) == 2 and victim not in pids, "a replacement worker")
                 load.more_writes(2 * WRITES_PER_STEP)
+                load.every_server_writes()
             load.more_writes()
         _report(self, "worker fault", load.finish())
