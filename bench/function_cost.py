@@ -59,7 +59,7 @@ WRITE_PATH_FUNCTIONS = (
     "orjson:dumps",
     "kapiserver.machinery.codec:copy_json",
     "copy:deepcopy",
-    "kapiserver.registry.strategy:Strategy.default",
+    "kapiserver.registry.resource_type:Strategy.default",
     "kapiserver.registry.store:decode",
     "kapiserver.registry.store:Store._check_namespace",
     "kapiserver.registry.store:Store._stamp_type",

@@ -49,7 +49,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("storage", ("kapiserver/storage/", "sqlite3", "treq/", "twisted/web/client.py", "twisted/web/_newclient.py")),
     ("encoding", ("kapiserver/endpoints/negotiation", "kapiserver/endpoints/response", "kapiserver/machinery/codec",
                   "kapiserver/machinery/protobuf", "kapiserver/endpoints/table", "kapiserver/endpoints/list_writer")),
-    ("validation", ("kapiserver/machinery/validation", "/validation.py", "kapiserver/apis/", "kapiserver/registry/strategy")),
+    ("validation", ("kapiserver/machinery/validation", "/validation.py", "kapiserver/apis/", "kapiserver/registry/resource_type.py:")),
     ("decoding", ("kapiserver/machinery/schema_decoder", "kapiserver/endpoints/request_decoder",
                   "kapiserver/machinery/yamljson", "kapiserver/machinery/mergepatch", "kapiserver/machinery/strategicpatch")),
     ("managedFields", ("kapiserver/machinery/managedfields",)),

@@ -46,14 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 UPWARD_EXCEPTIONS: Mapping[tuple[str, str], str] = {}
 
 # Circles of files that could not be broken yet: the files of the circle -> why.
-CIRCLE_EXCEPTIONS: Mapping[frozenset[str], str] = {
-    frozenset({"kapiserver.registry.admission", "kapiserver.registry.fieldmanagers",
-               "kapiserver.registry.resource_type", "kapiserver.registry.store", "kapiserver.registry.strategy",
-               "kapiserver.registry.subresources"}):
-        "the generic registry's one model: a ResourceType holds its Strategy and subresources, whose hooks take "
-        "the ResourceType and the Store serving it (annotations only); the Store reaches admission and "
-        "fieldmanagers, which name the ResourceType",
-}
+CIRCLE_EXCEPTIONS: Mapping[frozenset[str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from kapiserver.machinery import errors
+from kapiserver.machinery.groupversion import GroupVersionResource
 from kapiserver.machinery.labels import LabelSelector
-from kapiserver.registry.admission import Attributes, GroupVersionResource
+from kapiserver.registry.admission import Attributes
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 _CONFIGURATION_KINDS = frozenset(("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",

@@ -256,7 +256,7 @@ class ResourceQuota(AdmissionPlugin):
     async def _charge(self, attrs: Attributes, evaluator: Evaluator, quotas: list[dict]) -> None:
         """Check the request against ``quotas`` and write the new usage; quotas whose write
         conflicted are read again and checked again (upstream's checkQuotas)."""
-        from kapiserver.registry.store import Context
+        from kapiserver.registry.context import Context
         store = self._store()
         for attempt in range(UPDATE_RETRIES + 1):
             charged = check_request(quotas, attrs, evaluator, self.limited)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kapiserver.registry.admission import GroupVersionKind, GroupVersionResource
+from kapiserver.machinery.groupversion import GroupVersionKind, GroupVersionResource
 from kapiserver.registry.groups import ServedTypes
 from kapiserver.registry.resource_type import ResourceType
 

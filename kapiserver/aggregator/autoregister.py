@@ -29,10 +29,11 @@ from twisted.logger import Logger
 
 from kapiserver.apis.apiregistration import apiservices
 from kapiserver.machinery import errors
+from kapiserver.registry.context import Context
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
 from kapiserver.registry.queue import ReconcileQueue
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 AUTOMANAGED_LABEL = "kube-aggregator.kubernetes.io/automanaged"

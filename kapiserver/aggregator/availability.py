@@ -32,8 +32,9 @@ from kapiserver.aggregator.service_resolver import ResolveError, ServiceResolver
 from kapiserver.aggregator.transport import ExtensionRequestError, ExtensionTransport, TLSTarget, get_document
 from kapiserver.apis.apiregistration import apiservices
 from kapiserver.machinery import errors
+from kapiserver.registry.context import Context
 from kapiserver.registry.queue import ReconcileQueue
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 RESYNC_SECONDS = 30.0

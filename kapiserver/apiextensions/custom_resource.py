@@ -22,8 +22,8 @@ import orjson
 from twisted.internet import threads
 
 from kapiserver.apiextensions import crd_validation
-from kapiserver.apiextensions.conversion import WebhookConverter
 from kapiserver.apiextensions.cel.rules import CompiledRules, compile_rules, evaluate
+from kapiserver.apiextensions.conversion import WebhookConverter
 from kapiserver.apiextensions.schema.defaulting import apply_defaults
 from kapiserver.apiextensions.schema.pruning import prune
 from kapiserver.apiextensions.schema.validation import validate as validate_schema
@@ -31,8 +31,7 @@ from kapiserver.apis import columns
 from kapiserver.machinery import errors, jsonpath
 from kapiserver.machinery.errors import Cause
 from kapiserver.machinery.fields import FieldLabelConversion
-from kapiserver.registry.resource_type import ResourceType, ScaleSubresource, TableColumn
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, ScaleSubresource, Strategy, TableColumn
 
 # Objects whose JSON is at least this big have their CEL rules evaluated in a thread.
 CEL_THREAD_THRESHOLD_BYTES = 16 * 1024

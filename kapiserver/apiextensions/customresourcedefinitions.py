@@ -19,8 +19,7 @@ from kapiserver.apiextensions import crd_validation
 from kapiserver.apiextensions.conditions import TERMINATING, set_condition
 from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 GROUP = "apiextensions.k8s.io"
 VERSION = "v1"

@@ -32,8 +32,9 @@ from kapiserver.flowcontrol.api import default_flow_schema_spec, default_priorit
 from kapiserver.machinery import errors, strconv
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
+from kapiserver.registry.context import Context
 from kapiserver.registry.options import DeleteOptions, ListOptions
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 

@@ -33,10 +33,11 @@ from kapiserver.auth.bootstrap_token import (CLUSTER_INFO, CLUSTER_INFO_NAMESPAC
                                              id_from_secret_name, secret_data, seconds_until_expiry)
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
+from kapiserver.registry.context import CONTROLLER_MANAGER, Context
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
 from kapiserver.registry.queue import ReconcileQueue
-from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 

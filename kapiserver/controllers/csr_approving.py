@@ -39,12 +39,13 @@ from kapiserver.apis.certificates.certificatesigningrequests import (APPROVED, D
                                                                       conditions)
 from kapiserver.apis.certificates.pem import decoded, parse_csr
 from kapiserver.auth.authorizer import Attributes, Authorizer, decide
-from kapiserver.machinery.user import UserInfo
 from kapiserver.controllers.csr_signing import SignerRefusal, check_kubelet_client
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
+from kapiserver.machinery.user import UserInfo
+from kapiserver.registry.context import CONTROLLER_MANAGER, Context
 from kapiserver.registry.queue import RetryLater
-from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 

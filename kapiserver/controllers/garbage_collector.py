@@ -35,11 +35,12 @@ from twisted.logger import Logger
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
+from kapiserver.registry.context import CONTROLLER_MANAGER, Context
 from kapiserver.registry.groups import ServedResources
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
 from kapiserver.registry.queue import ReconcileQueue
-from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
+from kapiserver.registry.store import Store
 from kapiserver.registry.watch import BOOKMARK, ERROR
 
 log = Logger()

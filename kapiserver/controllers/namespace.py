@@ -16,8 +16,9 @@ from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
+from kapiserver.registry.context import CONTROLLER_MANAGER, Context
 from kapiserver.registry.options import DeleteOptions, ListOptions
-from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 FINALIZER = "kubernetes"

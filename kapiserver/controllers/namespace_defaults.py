@@ -10,9 +10,10 @@ from twisted.logger import Logger
 
 from kapiserver.apis.core.configmaps import ROOT_CA_CONFIGMAP
 from kapiserver.machinery import errors
+from kapiserver.registry.context import CONTROLLER_MANAGER, Context
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.queue import ReconcileQueue
-from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 DEFAULT_SERVICE_ACCOUNT = "default"

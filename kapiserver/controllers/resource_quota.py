@@ -28,10 +28,11 @@ from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
 from kapiserver.quota import resources as rl
 from kapiserver.quota.evaluators import Evaluator, Registry
+from kapiserver.registry.context import CONTROLLER_MANAGER, Context
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.queue import ReconcileQueue
-from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 RESYNC_SECONDS = 300.0

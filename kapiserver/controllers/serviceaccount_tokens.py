@@ -21,10 +21,11 @@ from twisted.logger import Logger
 
 from kapiserver.auth.serviceaccount import TokenSigner, legacy_claims
 from kapiserver.machinery import errors
+from kapiserver.registry.context import CONTROLLER_MANAGER, Context
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
 from kapiserver.registry.queue import ReconcileQueue
-from kapiserver.registry.store import CONTROLLER_MANAGER, Context, Store
+from kapiserver.registry.store import Store
 
 log = Logger()
 TOKEN_TYPE = "kubernetes.io/service-account-token"

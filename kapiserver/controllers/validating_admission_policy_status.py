@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Callable, Hashable, Optional
 from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.machinery import errors
+from kapiserver.registry.context import Context
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.queue import ReconcileQueue
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Store
 
 if TYPE_CHECKING:
     from kapiserver.admission.policy.typecheck import TypeChecker

@@ -16,10 +16,11 @@ from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
 from kapiserver.machinery.user import UserInfo
+from kapiserver.registry.context import Context
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.rest import Creater, Getter, Lister, RESTStorage
-from kapiserver.registry.store import Context, Store
+from kapiserver.registry.store import Store
 from kapiserver.request.info import RequestInfo
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -308,7 +308,7 @@ class APFController:
                 "message": message}
 
     async def _write_conditions(self, updates: list[tuple[str, dict]]) -> None:
-        from kapiserver.registry.store import Context
+        from kapiserver.registry.context import Context
         store = self.flow_schema_store
         if store is None:
             return

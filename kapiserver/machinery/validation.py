@@ -688,7 +688,7 @@ def validate_object_meta(meta: dict, namespaced: bool, name_validation: str = DN
     """Upstream's ValidateObjectMeta: name, namespace, generation, labels, annotations, owners, finalizers.
 
     ``name_validation`` is one of the name-validation constants of
-    :mod:`kapiserver.registry.strategy`.  Run it after a ``generateName``
+    :mod:`kapiserver.registry.resource_type`.  Run it after a ``generateName``
     has been turned into a name.
     """
     name_fn = NAME_VALIDATORS[name_validation]

@@ -21,7 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
+from kapiserver.machinery.groupversion import GroupVersionKind, GroupVersionResource
 from kapiserver.machinery.user import UserInfo
+from kapiserver.registry.context import SubresourceView
 
 if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.registry.resource_type import ResourceType
@@ -31,48 +33,6 @@ UPDATE = "UPDATE"
 DELETE = "DELETE"
 CONNECT = "CONNECT"
 OPERATIONS = (CREATE, UPDATE, DELETE, CONNECT)
-
-
-@dataclass(frozen=True)
-class GroupVersionKind:
-    group: str
-    version: str
-    kind: str
-
-    def __str__(self) -> str:
-        """Upstream's GroupVersionKind.String(): ``apps/v1, Kind=Deployment``."""
-        gv = f"{self.group}/{self.version}" if self.group else self.version
-        return f"{gv}, Kind={self.kind}"
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def to_dict(self) -> dict:
-        return {"group": self.group, "version": self.version, "kind": self.kind}
-
-
-@dataclass(frozen=True)
-class GroupVersionResource:
-    group: str
-    version: str
-    resource: str
-
-    def to_dict(self) -> dict:
-        return {"group": self.group, "version": self.version, "resource": self.resource}
-
-
-@dataclass(frozen=True)
-class SubresourceView:
-    """How admission sees a write made through a subresource with a kind of its own
-    (``deployments/scale`` takes a Scale): the parent object as that kind, and the parent
-    with the changes mutating admission made to the view."""
-
-    subresource: str
-    kind: GroupVersionKind
-    to_view: Callable[[dict], dict]
-    # (the view after mutating admission, the parent) -> the parent, changed in place
-    from_view: Callable[[dict, dict], None]
 
 
 class ReinvocationContext:

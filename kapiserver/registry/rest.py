@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from kapiserver.machinery.fields import FieldSelector
+from kapiserver.registry.context import Context
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, StoredList, StoredObject, WriteResult
+from kapiserver.registry.store import StoredList, StoredObject, WriteResult
 
 
 class RESTStorage(Protocol):

@@ -13,9 +13,9 @@ import inspect
 from typing import Any, Awaitable, Callable, Optional, TypeVar, Union
 
 from kapiserver.machinery import errors, meta
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, WriteResult
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.context import Context
+from kapiserver.registry.resource_type import ResourceType, Strategy
+from kapiserver.registry.store import WriteResult
 
 # (the review object, who asks, the namespace of the URL) -> the status to return (or an awaitable of it)
 Answer = Callable[[dict, Any, str], Union[dict, Awaitable[dict]]]

@@ -25,11 +25,11 @@ from twisted.logger import Logger
 from kapiserver.machinery import codec, cooperate, errors, meta, validation, zero_values
 from kapiserver.machinery import labels as label_selectors
 from kapiserver.machinery.fields import NOT_EQUALS, FieldSelector
+from kapiserver.machinery.groupversion import GroupVersionKind
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
-from kapiserver.machinery.user import UserInfo
 from kapiserver.registry import fieldmanagers
-from kapiserver.registry.admission import (CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes,
-                                           GroupVersionKind, SubresourceView)
+from kapiserver.registry.admission import CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes
+from kapiserver.registry.context import Context
 from kapiserver.registry.leases import LeaseReuser
 from kapiserver.registry.options import (EXACT, DeleteOptions, ListOptions, decode_continue, encode_continue,
                                          parse_resource_version)
@@ -62,36 +62,9 @@ _YIELD_EVERY = 500
 _EVERY_VALUE_READABLE = "every value readable"
 
 
-# The managers recorded in managedFields for writes the server makes itself: its own, and
-# those of the in-process controllers upstream runs in kube-controller-manager.
-SERVER_MANAGER = "kube-apiserver"
-CONTROLLER_MANAGER = "kube-controller-manager"
 _ABSENT: Any = object()
 # a graceful deletion already under way that a delete does not shorten (upstream's pendingGraceful)
 GRACE_PENDING: Any = object()
-
-
-@dataclass
-class Context:
-    """Who asks, and how (dry run, field validation warnings to return)."""
-
-    user: Optional[UserInfo] = None
-    dry_run: bool = False
-    warnings: list[str] = field(default_factory=list)
-    # the field manager of this write (``?fieldManager=`` or derived from the User-Agent)
-    field_manager: str = SERVER_MANAGER
-    # the request computed the object's managedFields itself (server-side apply, scale):
-    # the Store keeps them instead of recording an update
-    managed_fields_set: bool = False
-    # the request's options as admission shows them (``fieldManager``, ``fieldValidation``,
-    # ``dryRun`` as given in the query); the Store adds kind and apiVersion per operation
-    options: dict = field(default_factory=dict)
-    # audit annotations admission added (kept for the request's audit event)
-    audit_annotations: dict = field(default_factory=dict)
-    # admission sees this update through a subresource's own kind (a Scale for ``/scale``)
-    admission_view: Optional[SubresourceView] = None
-    # the request body's length: a large body's managedFields are recorded off the reactor
-    body_size: int = 0
 
 
 class CorruptObjectError(errors.StatusError):

@@ -19,22 +19,44 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Optional, Protocol, Union
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kapiserver.registry.store import Context, Store
+from kapiserver.registry.context import Context
+from kapiserver.registry.options import DeleteOptions, ListOptions
+
+
+class ObjectStore(Protocol):
+    """The verbs a subresource's handler calls on a Store in the process (no HTTP): the
+    generic :class:`~kapiserver.registry.store.Store` has them.  Declared here, below the
+    Store, because a kind declares its subresources and the Store serves the kind."""
+
+    async def get(self, namespace: str, name: str, resource_version: str = "") -> dict: ...
+
+    async def list(self, namespace: str, opts: ListOptions, warnings: Optional[list[str]] = None) -> dict: ...
+
+    async def guaranteed_update(self, namespace: str, name: str,
+                                mutate: Callable[[Optional[dict]], dict | Awaitable[dict]],
+                                subresource: str = "", ctx: Optional[Context] = None,
+                                precondition_rv: str = "", create_if_missing: bool = False,
+                                force_allow_create: bool = False) -> tuple[dict, bool]: ...
+
+    async def delete(self, namespace: str, name: str, opts: DeleteOptions,
+                     ctx: Optional[Context] = None, admission_name: Optional[str] = None) -> tuple[dict, bool]: ...
+
+
+# The Store of any served resource: ``stores(group, version, plural)``.
+StoreLookup = Callable[[str, str, str], ObjectStore]
 
 
 @dataclass
 class SubresourceRequest:
     """One request to a subresource, without HTTP: what the registry code needs."""
 
-    store: "Store"  # the parent resource's Store
+    store: ObjectStore  # the parent resource's Store
     namespace: str
     name: str
-    ctx: "Context"
-    # the Store of any served resource: stores(group, version, plural)
-    stores: Callable[[str, str, str], "Store"]
+    ctx: Context
+    stores: StoreLookup
     body: Any = None  # the decoded request body (create)
     # query parameters (connect options: container, follow, command...)
     options: dict[str, list[str]] = field(default_factory=dict)

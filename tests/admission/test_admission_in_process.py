@@ -12,7 +12,7 @@ import yaml
 from twisted.internet import defer, threads
 
 from kapiserver.auth.authorizer import AlwaysAllow, Decision
-from kapiserver.registry.store import Context
+from kapiserver.registry.context import Context
 from kapiserver.testing.apiserver import start_api_server
 from kapiserver.testing.cases import ServerTestCase, run, sleep
 from kapiserver.testing.client import JSONClient

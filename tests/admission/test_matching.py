@@ -6,10 +6,11 @@ from twisted.trial import unittest
 
 from kapiserver.admission.predicates import match_object_selector, rule_matches
 from kapiserver.admission.resources import ResourceMapper, subresource_kind
-from kapiserver.registry.groups import FixedTypes
 from kapiserver.apis.builtin import builtin_resource_types
+from kapiserver.machinery.groupversion import GroupVersionResource
 from kapiserver.machinery.labels import selector_from_label_selector_dict
-from kapiserver.registry.admission import Attributes, GroupVersionResource
+from kapiserver.registry.admission import Attributes
+from kapiserver.registry.groups import FixedTypes
 
 TYPES = {(t.group, t.version, t.plural): t for t in builtin_resource_types()}
 

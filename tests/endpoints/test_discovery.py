@@ -8,8 +8,7 @@ from twisted.trial import unittest
 
 from kapiserver.endpoints import discovery
 from kapiserver.machinery.errors import StatusError
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 from tests.endpoints.test_openapi import sample_types
 
 

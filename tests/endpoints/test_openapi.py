@@ -12,8 +12,7 @@ from twisted.web import resource, server
 from kapiserver.endpoints import discovery, openapi
 from kapiserver.machinery import errors
 from kapiserver.machinery.openapi_definitions import load_definitions
-from kapiserver.registry.resource_type import ResourceType, ScaleSubresource
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, ScaleSubresource, Strategy
 from kapiserver.testing.cases import ServerTestCase, run
 
 CONFIGMAP = "io.k8s.api.core.v1.ConfigMap"

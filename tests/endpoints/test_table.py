@@ -9,8 +9,7 @@ from kapiserver.apis import columns
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.apis.events.events import core_to_events_v1
 from kapiserver.endpoints import partial_metadata, table
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 NOW = datetime.datetime(2024, 1, 10, 12, 0, 0, tzinfo=datetime.timezone.utc)
 

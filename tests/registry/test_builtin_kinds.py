@@ -399,7 +399,8 @@ class LeaseTests(Base):
 try:  # the Store and its helpers are written in parallel; run once they import
     from twisted.internet import defer, reactor
 
-    from kapiserver.registry.store import LARGE_BODY_ON_THREAD_BYTES, Context, Store
+    from kapiserver.registry.context import Context
+    from kapiserver.registry.store import LARGE_BODY_ON_THREAD_BYTES, Store
     from kapiserver.storage.sqlite import SQLiteStorage
     _STORE_SKIP = None
 except ImportError as e:  # pragma: no cover

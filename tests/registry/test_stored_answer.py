@@ -17,7 +17,8 @@ from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.endpoints.list_encoding import stored_body
 from kapiserver.endpoints.negotiation import MediaTarget
 from kapiserver.machinery import codec
-from kapiserver.registry.store import Context, Store, StoredObject, WriteResult
+from kapiserver.registry.context import Context
+from kapiserver.registry.store import Store, StoredObject, WriteResult
 from kapiserver.storage.cacher import CachedStorage
 from kapiserver.storage.sqlite import SQLiteStorage
 from tests.registry.test_writes_from_cache import HeldEvents

@@ -16,9 +16,8 @@ import nacl.bindings
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from twisted.trial import unittest
 
-from kapiserver.registry.resource_type import ResourceType
+from kapiserver.registry.resource_type import ResourceType, Strategy
 from kapiserver.registry.store import Store
-from kapiserver.registry.strategy import Strategy
 from kapiserver.storage import encryption_config
 from kapiserver.storage.encrypted import DecryptionError, TransformingStorage, storage_resources
 from kapiserver.storage.interface import ConflictError, KeyValue

@@ -21,7 +21,8 @@ from kapiserver.admission.cel import authz
 from kapiserver.cel import cost
 from kapiserver.cel.compiler import (AUTHORIZER, NAMESPACE, OBJECT, OLD_OBJECT, PARAMS, REQUEST, VARIABLES,
                                      CompiledExpression, functions)
-from kapiserver.registry.admission import Attributes, GroupVersionKind, GroupVersionResource
+from kapiserver.machinery.groupversion import GroupVersionKind, GroupVersionResource
+from kapiserver.registry.admission import Attributes
 
 if TYPE_CHECKING:
     from kapiserver.machinery.cel_runtime import cel

@@ -8,7 +8,7 @@ from typing import Optional
 from kapiserver.admission.cel.match_conditions import MatchConditions
 from kapiserver.admission.resources import ResourceMapper
 from kapiserver.cel.compiler import CompiledExpression, Declarations, compile_expression
-from kapiserver.registry.admission import GroupVersionKind
+from kapiserver.machinery.groupversion import GroupVersionKind
 from kapiserver.registry.resource_type import ResourceType
 
 

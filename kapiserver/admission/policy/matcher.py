@@ -8,8 +8,9 @@ from typing import Any, Callable, Optional
 from kapiserver.admission import predicates
 from kapiserver.admission.resources import ResourceMapper
 from kapiserver.machinery import errors
+from kapiserver.machinery.groupversion import GroupVersionKind, GroupVersionResource
 from kapiserver.machinery.labels import selector_from_label_selector_dict
-from kapiserver.registry.admission import Attributes, GroupVersionKind, GroupVersionResource
+from kapiserver.registry.admission import Attributes
 from kapiserver.registry.resource_type import ResourceType
 
 

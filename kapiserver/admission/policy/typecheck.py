@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from kapiserver.admission.resources import ResourceMapper
-from kapiserver.registry.admission import GroupVersionKind, GroupVersionResource
+from kapiserver.machinery.groupversion import GroupVersionKind, GroupVersionResource
 from kapiserver.registry.resource_type import ResourceType
 
 MAX_TYPES_TO_CHECK = 10

@@ -18,7 +18,8 @@ from kapiserver.admission.webhook import review
 from kapiserver.admission.webhook.accessor import Webhook
 from kapiserver.admission.webhook.client import CallFailed, WebhookClient
 from kapiserver.machinery import errors
-from kapiserver.registry.admission import AdmissionPlugin, Attributes, GroupVersionKind, GroupVersionResource
+from kapiserver.machinery.groupversion import GroupVersionKind, GroupVersionResource
+from kapiserver.registry.admission import AdmissionPlugin, Attributes
 from kapiserver.registry.resource_type import ResourceType
 
 

@@ -7,9 +7,10 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from kapiserver.machinery.groupversion import GroupVersionKind, GroupVersionResource
 from kapiserver.machinery.meta import new_uid
 from kapiserver.machinery.user import UserInfo
-from kapiserver.registry.admission import Attributes, GroupVersionKind, GroupVersionResource
+from kapiserver.registry.admission import Attributes
 
 V1 = "admission.k8s.io/v1"
 V1BETA1 = "admission.k8s.io/v1beta1"

@@ -10,8 +10,7 @@ from kapiserver.apis import columns
 from kapiserver.apis.admissionregistration import validation as v
 from kapiserver.apis.admissionregistration.webhookconfigurations import GROUP, default_rule
 from kapiserver.machinery import errors
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import RESET_OBJECT_META_FOR_STATUS, Strategy
+from kapiserver.registry.resource_type import RESET_OBJECT_META_FOR_STATUS, ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy"
 

@@ -7,8 +7,7 @@ from kapiserver.apis.admissionregistration import validation as v
 from kapiserver.apis.admissionregistration.validatingadmissionpolicies import default_match_resources
 from kapiserver.apis.admissionregistration.webhookconfigurations import GROUP
 from kapiserver.machinery import errors, labels
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding"
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from kapiserver.apis import columns
 from kapiserver.apis.admissionregistration import validation as v
 from kapiserver.machinery import errors
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 GROUP = "admissionregistration.k8s.io"
 

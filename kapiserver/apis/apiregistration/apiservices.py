@@ -19,8 +19,7 @@ from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.validation import PATH_SEGMENT
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 GROUP = "apiregistration.k8s.io"
 VERSION = "v1"

@@ -6,8 +6,7 @@ from typing import Any
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.apps.v1.ControllerRevision"
 

@@ -7,8 +7,7 @@ from kapiserver.apis.apps import workload
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType, TableColumn
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy, TableColumn
 
 SCHEMA = "io.k8s.api.apps.v1.DaemonSet"
 STATUS = "io.k8s.api.apps.v1.DaemonSetStatus"

@@ -8,8 +8,7 @@ from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.validation import DNS1123_LABEL
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.apps.v1.StatefulSet"
 POD_MANAGEMENT_POLICIES = ("OrderedReady", "Parallel")

@@ -12,8 +12,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler"
 SPEC = "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec"

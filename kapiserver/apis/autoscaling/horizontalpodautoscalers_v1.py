@@ -15,8 +15,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.autoscaling import horizontalpodautoscalers as v2
 from kapiserver.machinery import errors
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler"
 SPEC = "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec"

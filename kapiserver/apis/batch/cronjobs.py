@@ -11,8 +11,7 @@ from kapiserver.apis.batch import cron, jobs
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.batch.v1.CronJob"
 CONCURRENCY_POLICIES = ["Allow", "Forbid", "Replace"]

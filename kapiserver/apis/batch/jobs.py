@@ -18,8 +18,7 @@ from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, meta, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.batch.v1.Job"
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"

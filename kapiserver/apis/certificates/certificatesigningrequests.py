@@ -26,9 +26,9 @@ from kapiserver.apis.certificates.pem import certificate_problem, check_base64, 
 from kapiserver.machinery import errors, meta, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.validation import PATH_SEGMENT
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store, WriteResult
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.context import Context
+from kapiserver.registry.resource_type import ResourceType, Strategy
+from kapiserver.registry.store import Store, WriteResult
 from kapiserver.registry.subresources import Subresource
 
 GROUP = "certificates.k8s.io"

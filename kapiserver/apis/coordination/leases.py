@@ -8,8 +8,7 @@ from __future__ import annotations
 from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.coordination.v1.Lease"
 SPEC = "io.k8s.api.coordination.v1.LeaseSpec"

@@ -15,10 +15,10 @@ from kapiserver.apis.core.pod_conditions import update_pod_condition
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors, meta
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store, WriteResult
-from kapiserver.registry.strategy import Strategy
-from kapiserver.registry.subresources import Subresource, SubresourceRequest
+from kapiserver.registry.context import Context
+from kapiserver.registry.resource_type import ResourceType, Strategy
+from kapiserver.registry.store import WriteResult
+from kapiserver.registry.subresources import ObjectStore, Subresource, SubresourceRequest
 
 SCHEMA = "io.k8s.api.core.v1.Binding"
 SUBRESOURCE = "binding"
@@ -36,7 +36,7 @@ def _problems(binding: dict) -> list[errors.Cause]:
     return problems
 
 
-async def bind(pods: Store, namespace: str, name: str, binding: dict, ctx: Context) -> dict:
+async def bind(pods: ObjectStore, namespace: str, name: str, binding: dict, ctx: Context) -> dict:
     """Assign pod ``name`` to the Binding's target node; the Success Status upstream answers."""
     md = as_dict(binding.get("metadata"))
     if name != (md.get("name") or ""):

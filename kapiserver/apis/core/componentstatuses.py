@@ -19,8 +19,7 @@ from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import FieldSelector
 from kapiserver.registry.options import ListOptions
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 STORAGE_CHECKS = ("etcd", "sqlite")
 

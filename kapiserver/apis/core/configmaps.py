@@ -5,8 +5,7 @@ from __future__ import annotations
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import data_keys
 from kapiserver.machinery import errors, validation
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.ConfigMap"
 # The ConfigMap of the cluster's CA in every namespace: the root CA publisher writes it

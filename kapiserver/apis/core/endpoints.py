@@ -6,8 +6,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import podspec
 from kapiserver.apis.core.services import validate_non_special_ip
 from kapiserver.machinery import errors, validation
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Endpoints"
 MAX_SHOWN = 3

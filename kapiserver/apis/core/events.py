@@ -15,8 +15,7 @@ from kapiserver.apis import columns
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.validation import PATH_SEGMENT
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Event"
 OBJECT_REFERENCE = "io.k8s.api.core.v1.ObjectReference"

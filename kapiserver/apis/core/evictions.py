@@ -26,9 +26,9 @@ from kapiserver.apis.core.pod_conditions import is_pod_ready, update_pod_conditi
 from kapiserver.machinery import errors, labels, meta
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.jsonvalues import as_dict
+from kapiserver.registry.context import Context
 from kapiserver.registry.options import DeleteOptions, ListOptions
-from kapiserver.registry.store import Context, Store
-from kapiserver.registry.subresources import Subresource, SubresourceRequest
+from kapiserver.registry.subresources import ObjectStore, Subresource, SubresourceRequest
 
 SCHEMA = "io.k8s.api.policy.v1.Eviction"
 ACCEPTED_API_VERSIONS = ("policy/v1", "policy/v1beta1")
@@ -74,7 +74,7 @@ def _delete_options(eviction: dict, request: SubresourceRequest) -> DeleteOption
     return opts
 
 
-async def _add_condition_and_delete(pods: Store, namespace: str, name: str, opts: DeleteOptions,
+async def _add_condition_and_delete(pods: ObjectStore, namespace: str, name: str, opts: DeleteOptions,
                                     ctx: Context) -> None:
     if not opts.dry_run:
         def mark(pod: Optional[dict]) -> dict:
@@ -102,7 +102,7 @@ async def _add_condition_and_delete(pods: Store, namespace: str, name: str, opts
     await pods.delete(namespace, name, opts, ctx)
 
 
-async def _matching_budgets(budgets: Store, pod: dict) -> list[dict]:
+async def _matching_budgets(budgets: ObjectStore, pod: dict) -> list[dict]:
     md = pod["metadata"]
     listed = await budgets.list(md.get("namespace", ""), ListOptions(labels.EVERYTHING, parse_field_selector("")))
     matching = []
@@ -136,7 +136,7 @@ def _set_disruption_allowed_condition(status: dict) -> None:
     conditions.append(wanted)
 
 
-async def _check_and_decrement(budgets: Store, pdb: dict, pod_name: str, dry_run: bool, ctx: Context) -> None:
+async def _check_and_decrement(budgets: ObjectStore, pdb: dict, pod_name: str, dry_run: bool, ctx: Context) -> None:
     """Use up one allowed disruption of ``pdb`` (re-read on conflicts), or raise why not."""
     md = pdb["metadata"]
     for attempt in range(PDB_UPDATE_ATTEMPTS):

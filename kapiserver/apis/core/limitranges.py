@@ -9,8 +9,7 @@ from kapiserver.apis.core import resources
 from kapiserver.machinery import errors, meta, validation
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.quantity import Quantity, parse_quantity
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.LimitRange"
 TYPES = ["Container", "PersistentVolumeClaim", "Pod"]

@@ -8,8 +8,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.validation import DNS1123_LABEL
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 from kapiserver.registry.subresources import Subresource
 
 SCHEMA = "io.k8s.api.core.v1.Namespace"

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import datetime
 import random
-from typing import TYPE_CHECKING, Awaitable, Callable, Optional
+from typing import Awaitable, Callable, Optional
 
 from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, strconv, validation
-from kapiserver.registry.subresources import (Backend, Connected, ConnectResult, Location, StreamMode, Subresource,
-                                              SubresourceRequest)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kapiserver.registry.store import Store
+from kapiserver.registry.subresources import (Backend, Connected, ConnectResult, Location, ObjectStore, StreamMode,
+                                              Subresource, SubresourceRequest)
 
 PROXY_VERBS = ("create", "delete", "get", "patch", "update")
 
@@ -302,7 +299,7 @@ async def _service_endpoint(request: SubresourceRequest, name: str, port_name: s
     raise errors.service_unavailable(f'no endpoints available for service "{request.name}"')
 
 
-async def _is_pod_address(pods: Store, namespace: str, address: dict) -> bool:
+async def _is_pod_address(pods: ObjectStore, namespace: str, address: dict) -> bool:
     """upstream's isValidAddress: only addresses that are a pod's are proxied to."""
     ref = address.get("targetRef") or {}
     if ref.get("kind") != "Pod":

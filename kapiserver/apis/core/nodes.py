@@ -10,8 +10,7 @@ from kapiserver.apis.core import node_connections, resources, scheduling
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.jsonvalues import as_dict, as_list
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Node"
 INFO = "io.k8s.api.core.v1.NodeSystemInfo"

@@ -9,8 +9,7 @@ from typing import Any
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources, volume_modes, volumes
 from kapiserver.machinery import errors, validation
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.PersistentVolumeClaim"
 SPEC = "io.k8s.api.core.v1.PersistentVolumeClaimSpec"

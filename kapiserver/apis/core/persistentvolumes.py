@@ -8,8 +8,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources, volume_modes, volumes
 from kapiserver.machinery import errors, gorepr, meta, validation
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.PersistentVolume"
 SPEC = "io.k8s.api.core.v1.PersistentVolumeSpec"

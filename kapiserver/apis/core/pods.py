@@ -18,8 +18,7 @@ from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node
 from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Pod"
 SPEC = "io.k8s.api.core.v1.PodSpec"

@@ -10,8 +10,7 @@ from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, labels
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType, ScaleSubresource
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, ScaleSubresource, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.ReplicationController"
 SPEC = "io.k8s.api.core.v1.ReplicationControllerSpec"

@@ -10,8 +10,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import data_keys
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.fields import FieldLabelConversion
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Secret"
 OPAQUE = "Opaque"

@@ -17,8 +17,8 @@ from typing import Any, Callable, Optional
 from kapiserver.auth.serviceaccount import (EXPIRATION_EXTENSION_SECONDS, WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS,
                                             ServiceAccountTokens, bound_claims)
 from kapiserver.machinery import errors
-from kapiserver.registry.store import Context, Store
-from kapiserver.registry.subresources import Subresource, SubresourceRequest
+from kapiserver.registry.context import Context
+from kapiserver.registry.subresources import StoreLookup, Subresource, SubresourceRequest
 
 GROUP = "authentication.k8s.io"
 VERSION = "v1"
@@ -83,7 +83,7 @@ class TokenRequests:
         self.tokens = tokens
 
     async def create(self, namespace: str, name: str, body: Any, ctx: Context,
-                     store: Callable[[str, str, str], Store]) -> dict:
+                     store: StoreLookup) -> dict:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a TokenRequest object")
         api_version, kind = body.get("apiVersion"), body.get("kind")
@@ -135,7 +135,7 @@ class TokenRequests:
         }
 
     @staticmethod
-    async def _bound_objects(namespace: str, name: str, ref: dict, store: Callable[[str, str, str], Store]
+    async def _bound_objects(namespace: str, name: str, ref: dict, store: StoreLookup
                              ) -> tuple[Optional[dict], Optional[dict], Optional[dict]]:
         api_version, kind = ref.get("apiVersion", ""), ref.get("kind", "")
         group, _, version = api_version.rpartition("/")

@@ -7,8 +7,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import serviceaccount_token
 from kapiserver.apis.deps import RegistryDeps
 from kapiserver.machinery import errors
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.ServiceAccount"
 

@@ -25,8 +25,7 @@ from kapiserver.machinery import errors, gorepr, labels, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.jsonvalues import as_dict, as_list
 from kapiserver.machinery.validation import DNS1035_LABEL
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import FinishFunc, ServerSettings, Strategy
+from kapiserver.registry.resource_type import FinishFunc, ResourceType, ServerSettings, Strategy
 
 SCHEMA = "io.k8s.api.core.v1.Service"
 SPEC = "io.k8s.api.core.v1.ServiceSpec"

@@ -6,8 +6,7 @@ from __future__ import annotations
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core.services import validate_non_special_ip
 from kapiserver.machinery import errors, validation
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.discovery.v1.EndpointSlice"
 ADDRESS_TYPES = ["FQDN", "IPv4", "IPv6"]

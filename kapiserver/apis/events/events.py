@@ -13,8 +13,7 @@ from kapiserver.apis.core import events as core_events
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.validation import DNS1123_SUBDOMAIN
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.events.v1.Event"
 GROUP, VERSION = "events.k8s.io", "v1"

@@ -15,8 +15,7 @@ from kapiserver.flowcontrol import bootstrap
 from kapiserver.flowcontrol.api import DANGLING, default_flow_schema_spec, matching_order
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.flowcontrol.v1.FlowSchema"
 SPEC = "io.k8s.api.flowcontrol.v1.FlowSchemaSpec"

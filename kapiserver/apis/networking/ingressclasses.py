@@ -6,8 +6,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.networking import ingresses
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.networking.v1.IngressClass"
 SPEC = "io.k8s.api.networking.v1.IngressClassSpec"

@@ -8,8 +8,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import resources, scheduling
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_str
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.node.v1.RuntimeClass"
 

@@ -18,8 +18,9 @@ from kapiserver.auth.rbac.escalation import (AGGREGATION_NEEDS_ADMIN, FULL_AUTHO
                                              only_gc_fields_changed)
 from kapiserver.machinery import errors
 from kapiserver.machinery.user import UserInfo
+from kapiserver.registry.context import Context
 from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.store import Context, Store, WriteResult
+from kapiserver.registry.store import Store, WriteResult
 
 
 class _EscalationCheckedStore(Store):

@@ -14,8 +14,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, labels, validation
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.validation import PATH_SEGMENT
-from kapiserver.registry.resource_type import TableColumn
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import Strategy, TableColumn
 
 GROUP = "rbac.authorization.k8s.io"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.scheduling.v1.PriorityClass"
 SYSTEM_PREFIX = "system-"

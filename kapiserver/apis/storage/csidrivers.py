@@ -5,8 +5,7 @@ from __future__ import annotations
 from kapiserver.apis import columns, field_checks
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_dict
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.storage.v1.CSIDriver"
 SPEC = "io.k8s.api.storage.v1.CSIDriverSpec"

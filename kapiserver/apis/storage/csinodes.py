@@ -7,8 +7,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core.volumes import validate_csi_driver_name
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_str
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.storage.v1.CSINode"
 NODE_ID_MAX = 256  # upstream allows the longer node IDs on the apiserver side

@@ -9,8 +9,7 @@ from typing import Any
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core import scheduling
 from kapiserver.machinery import errors, validation
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import Strategy
+from kapiserver.registry.resource_type import ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.storage.v1.StorageClass"
 RECLAIM_POLICIES = ["Delete", "Retain"]

@@ -8,8 +8,7 @@ from kapiserver.apis import columns, field_checks
 from kapiserver.apis.core.volumes import validate_csi_driver_name, validate_persistent_volume_spec
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_dict, as_str
-from kapiserver.registry.resource_type import ResourceType
-from kapiserver.registry.strategy import RESET_OBJECT_META_FOR_STATUS, Strategy
+from kapiserver.registry.resource_type import RESET_OBJECT_META_FOR_STATUS, ResourceType, Strategy
 
 SCHEMA = "io.k8s.api.storage.v1.VolumeAttachment"
 SPEC = "io.k8s.api.storage.v1.VolumeAttachmentSpec"

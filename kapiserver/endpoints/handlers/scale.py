@@ -23,7 +23,7 @@ from kapiserver.endpoints.handlers import patch as patch_handler
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors, jsonpath, labels
 from kapiserver.machinery.managedfields import scale as scale_fields
-from kapiserver.registry.admission import SubresourceView
+from kapiserver.registry.context import SubresourceView
 from kapiserver.registry.resource_type import ResourceType
 
 SCALE_API_VERSION = "autoscaling/v1"
