@@ -66,7 +66,7 @@ from kapiserver.server.kube_api import KubeAPIDeps, KubeAPIResource
 from kapiserver.server.advertise import advertise_address
 from kapiserver.server.kubeconfig import server_url
 from kapiserver.server.openid_metadata import issuer_discoverable, openid_resources
-from kapiserver.storage.interface import Snapshots, Storage
+from kapiserver.storage.interface import Storage
 
 log = Logger()
 
@@ -210,8 +210,9 @@ class APIServer:
         debug: dict[str, resource.Resource] = {}
         if self.flow_control is not None:
             debug["api_priority_and_fairness"] = APFDebugResource(self.flow_control)
-        if self.config.testing.enable_reset and isinstance(self.storage, Snapshots):
-            debug["kapiserver"] = SnapshotResource(self.storage)
+        snapshots = self.storage.snapshots()
+        if self.config.testing.enable_reset and snapshots is not None:
+            debug["kapiserver"] = SnapshotResource(snapshots)
         return {
             **discovery,
             "healthz": healthz.health_resource("healthz", self.health),

@@ -222,17 +222,9 @@ class CachedStorage(Storage):
     def grant_lease(self, ttl_seconds: int) -> defer.Deferred:
         return self.backend.grant_lease(ttl_seconds)
 
-    # The caches follow a restore through their watches, as they follow any write.
-    def snapshot(self) -> defer.Deferred:
-        return self._snapshots().snapshot()
-
-    def restore(self) -> defer.Deferred:
-        return self._snapshots().restore()
-
-    def _snapshots(self) -> Snapshots:
-        if not isinstance(self.backend, Snapshots):
-            raise StorageError(f"{type(self.backend).__name__} cannot take or restore snapshots")
-        return self.backend
+    def snapshots(self) -> Optional[Snapshots]:
+        # The caches follow a restore through their watches, as they follow any write.
+        return self.backend.snapshots()
 
     # ------------------------------------------------------------ reads
 

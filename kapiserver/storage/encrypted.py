@@ -28,7 +28,7 @@ from twisted.logger import Logger
 
 from kapiserver.storage.encryption_config import EncryptionConfig
 from kapiserver.storage.interface import (ConflictError, ErrorHandler, Event, EventHandler, KeyValue, ListResult,
-                                          ProgressHandler, Storage, StorageError, Watch)
+                                          ProgressHandler, Snapshots, Storage, StorageError, Watch)
 from kapiserver.storage.value.transformer import Identity, TransformError, Transformer
 
 log = Logger()
@@ -144,6 +144,10 @@ class TransformingStorage(Storage):
 
     def flush_progress(self) -> None:
         self.backend.flush_progress()
+
+    def snapshots(self) -> Optional[Snapshots]:
+        # Saved and restored as stored (ciphertext): what comes back decrypts with the same keys.
+        return self.backend.snapshots()
 
     def unchanged_since(self, prefix: str, since: int, at: int, count: int) -> defer.Deferred:
         return self.backend.unchanged_since(prefix, since, at, count)

@@ -319,6 +319,11 @@ class Storage(Protocol):
         """
         return succeed(None)
 
+    def snapshots(self) -> Optional["Snapshots"]:
+        """The backend's snapshots for per-test isolation (the embedded store keeps them),
+        or None when it cannot take them."""
+        return None
+
 # ---------------------------------------------------------------- snapshots (tests)
 
 
@@ -333,7 +338,6 @@ class RestoreResult:
     revision: int
 
 
-@runtime_checkable
 class Snapshots(Protocol):
     """A backend that can go back to a saved state without a restart (per-test isolation).
 

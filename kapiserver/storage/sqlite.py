@@ -50,8 +50,8 @@ from twisted.python.threadpool import ThreadPool
 from kapiserver.machinery import private_files
 from kapiserver.storage.interface import (
     DELETE, PUT, CompactedError, ConflictError, ErrorHandler, Event, EventHandler, FutureRevisionError,
-    KeyExistsError, KeyNotFoundError, KeyValue, ListResult, NoSnapshotError, ProgressHandler, RestoreResult, Storage,
-    StorageError, UnavailableError, Watch)
+    KeyExistsError, KeyNotFoundError, KeyValue, ListResult, NoSnapshotError, ProgressHandler, RestoreResult, Snapshots,
+    Storage, StorageError, UnavailableError, Watch)
 from kapiserver.storage.sqlite_peers import CommitBell, SharedRevision, encode_batch
 from kapiserver.storage.sqlite_watch import HISTORY_PAGE, WatchHub
 
@@ -655,6 +655,9 @@ class SQLiteStorage(Storage):
         return self._write(self._op_delete, key, expected_mod_revision)
 
     # ------------------------------------------------------------ snapshots
+
+    def snapshots(self) -> Snapshots:
+        return self
 
     def snapshot(self) -> defer.Deferred:
         return self._write(self._op_snapshot)

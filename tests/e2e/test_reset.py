@@ -243,3 +243,34 @@ class ResetWithWorkersTests(unittest.TestCase):
             status, listed = server.admin_request("GET", CONFIGMAPS)
             self.assertEqual([item["metadata"]["name"] for item in listed["items"]], ["kube-root-ca.crt"])
             self.assertGreaterEqual(int(listed["metadata"]["resourceVersion"]), done["revision"])
+
+
+class ResetWithEncryptionTests(unittest.TestCase):
+    def test_a_reset_brings_back_an_encrypted_secret(self):
+        """Encryption at rest: the snapshot keeps what is stored (ciphertext), and a Secret changed
+        or deleted after it reads back as it was, decrypted with the same key."""
+        from tests.e2e.test_encryption import KEY1, aescbc, encryption
+        workdir = os.path.abspath(self.mktemp())
+        os.makedirs(workdir)
+        config_path = os.path.join(workdir, "encryption.yaml")
+        with open(config_path, "w") as f:
+            f.write(encryption(aescbc(("key1", KEY1))))
+        server = ServerProcess(extra_config={**E2E_CONFIG, "encryption_provider_config": config_path},
+                               reset=True).start()
+        self.addCleanup(server.cleanup)
+        secrets = "/api/v1/namespaces/default/secrets"
+        status, _ = server.admin_request("POST", secrets, {"metadata": {"name": "kept"}, "stringData": {"k": "before"}})
+        self.assertEqual(status, 201)
+        server.snapshot()
+        status, _ = server.admin_request("PUT", f"{secrets}/kept", {"metadata": {"name": "kept"},
+                                                                    "stringData": {"k": "after"}})
+        self.assertEqual(status, 200)
+        status, _ = server.admin_request("POST", secrets, {"metadata": {"name": "new"}, "stringData": {"k": "x"}})
+        self.assertEqual(status, 201)
+        done = server.reset()
+        self.assertEqual((done["deleted"], done["rewritten"]), (1, 1))
+        status, kept = server.admin_request("GET", f"{secrets}/kept")
+        self.assertEqual(status, 200)
+        self.assertEqual(kept["data"], {"k": "YmVmb3Jl"})  # base64 of "before"
+        status, _ = server.admin_request("GET", f"{secrets}/new")
+        self.assertEqual(status, 404)

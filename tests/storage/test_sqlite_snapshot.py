@@ -10,6 +10,7 @@ import os
 from twisted.trial import unittest
 
 from kapiserver.storage.cacher import CachedStorage
+from kapiserver.storage.etcd.backend import EtcdStorage
 from kapiserver.storage.interface import DELETE, PUT, NoSnapshotError, RestoreResult
 from kapiserver.storage.sqlite import SQLiteStorage
 from tests.storage.contract import record_watch, until
@@ -34,7 +35,7 @@ class SQLiteSnapshotTests(unittest.TestCase):
     async def bootstrap(self, store) -> dict[str, bytes]:
         for name in ("kept", "changed", "deleted", "changed-back"):
             await store.create(f"/cm/{name}", name.encode())
-        await store.snapshot()
+        await store.snapshots().snapshot()
         return await self.contents(store)
 
     async def test_restore_brings_back_exactly_the_snapshot(self):
@@ -85,11 +86,18 @@ class SQLiteSnapshotTests(unittest.TestCase):
         await cached.create("/cm/created", b"new")
         await cached.update("/cm/changed", b"other")
         await cached.delete("/cm/deleted")
-        done = await cached.restore()
+        done = await cached.snapshots().restore()  # the backend's, declared through the cache
         await until(lambda: cached.cache_for("/cm/").revision >= done.revision, what="the cache to catch up")
         from_cache = {kv.key: (kv.value, kv.mod_revision) for kv in (await cached.list_cached("/cm/")).items}
         stored = {kv.key: (kv.value, kv.mod_revision) for kv in (await backend.list("/cm/")).items}
         self.assertEqual(from_cache, stored)
+
+    async def test_only_the_embedded_store_declares_snapshots(self):
+        """The reset endpoint exists where the storage declares snapshots: SQLite, through the
+        watch cache and encryption; a backend that cannot take them (etcd) declares none."""
+        store = await self.open(self.path())
+        self.assertIs(CachedStorage(store).snapshots(), store)
+        self.assertIsNone(CachedStorage(EtcdStorage(["http://127.0.0.1:1"])).snapshots())  # (never started)
 
     async def test_restore_before_any_snapshot_fails_and_writes_nothing(self):
         store = await self.open(self.path())
