@@ -235,7 +235,9 @@ class ResetWithWorkersTests(unittest.TestCase):
             status, _ = server.admin_request("POST", CONFIGMAPS, {"metadata": {"name": f"cm-{i}"}})
             self.assertEqual(status, 201)
         done = server.reset()
-        self.assertEqual(done["deleted"], 20)
+        # the 20 ConfigMaps, and any key a worker's own bookkeeping wrote since the snapshot (on a
+        # busy machine the second worker's first master lease can come after it)
+        self.assertGreaterEqual(done["deleted"], 20)
         # a new connection each time: the kernel hands them to either worker
         for i in range(20):
             status, _ = server.admin_request("GET", f"{CONFIGMAPS}/cm-{i}")
