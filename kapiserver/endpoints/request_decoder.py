@@ -203,15 +203,17 @@ class DecodedObject:
 
 
 def decode_typed(obj: dict, definition: str, body_kind: str, version: str, kind: str,
-                 known: Optional[dict] = None) -> tuple[dict, list[str], int]:
+                 known: Optional[dict] = None, changed: Optional[frozenset[str]] = None
+                 ) -> tuple[dict, list[str], int]:
     """A built-in object through its Go type: (clean copy, unknown field paths, members seen).
     With ``known`` (the stored object a patch was applied to), the top-level fields the patch
-    left as they were are not decoded again (``Struct.decode_against``)."""
+    left as they were are not decoded again (``Struct.decode_against``); ``changed``: the fields
+    the patch can have changed (None: any)."""
     ctx = schema_decoder.Context()
     decoder = schema_decoder.decoder_for(definition)
     try:
         if known is not None and isinstance(decoder, schema_decoder.Struct):
-            clean = decoder.decode_against(obj, known, ctx)
+            clean = decoder.decode_against(obj, known, ctx, changed)
         else:
             clean = schema_decoder.decode(decoder, obj, ctx)
     except schema_decoder.DecodeError as e:

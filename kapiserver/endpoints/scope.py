@@ -218,13 +218,15 @@ class RequestScope:
             audit.log_request_object(obj, rtype.group, rtype.version, rtype.plural, self.info.subresource)
         return obj
 
-    def decode_patched(self, obj: Any, known: Optional[dict] = None) -> dict:
+    def decode_patched(self, obj: Any, known: Optional[dict] = None, changed: Optional[frozenset[str]] = None
+                       ) -> dict:
         """A patch's result decoded like a body; what does not fit is upstream's 422 ``patch: Invalid value``.
         ``known``: the stored object the patch was applied to (what it left unchanged was decoded when
-        it was written, and is not decoded again)."""
+        it was written, and is not decoded again); ``changed``: the top-level fields the patch can have
+        changed (None: any), the others are ``known``'s, copied."""
         try:
             # the JSON of the result shows only in a refusal: encoded for one
-            return self._typed(request_decoder.ParsedBody(obj), b"", "", self.rtype.kind, "", known)
+            return self._typed(request_decoder.ParsedBody(obj), b"", "", self.rtype.kind, "", known, changed)
         except errors.StatusError:
             pass
         try:
@@ -232,7 +234,7 @@ class RequestScope:
         except Exception:
             raw = b""
         try:
-            return self._typed(request_decoder.ParsedBody(obj), raw, "", self.rtype.kind, "", known)
+            return self._typed(request_decoder.ParsedBody(obj), raw, "", self.rtype.kind, "", known, changed)
         except errors.StatusError as e:
             if e.code != 400 or "strict decoding error" in e.message:
                 raise
@@ -246,7 +248,7 @@ class RequestScope:
                                                   "field": "patch"}]}) from None
 
     def _typed(self, parsed: "request_decoder.ParsedBody", body: bytes, definition: str, kind: str,
-               api_version: str, known: Optional[dict] = None) -> dict:
+               api_version: str, known: Optional[dict] = None, changed: Optional[frozenset[str]] = None) -> dict:
         rtype = self.rtype
         custom = rtype.is_crd and not definition
         if parsed.obj is None and not custom:  # JSON null, or an empty YAML document: Go decodes the zero object
@@ -259,7 +261,8 @@ class RequestScope:
         unknown = list(parsed.unknown)
         members = -1
         if definition and not custom:
-            obj, found, members = request_decoder.decode_typed(obj, definition, body_kind, version, kind, known)
+            obj, found, members = request_decoder.decode_typed(obj, definition, body_kind, version, kind, known,
+                                                               changed)
             unknown.extend(p for p in found if p not in unknown)
         else:
             obj = request_decoder.decode_custom(obj, body_kind, version, kind)

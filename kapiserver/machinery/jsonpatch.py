@@ -9,11 +9,11 @@ is a 422 whose cause carries the library's message.
 """
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any, Optional
 
 from kapiserver.machinery import errors
+from kapiserver.machinery.codec import copy_json
 
 MAX_OPERATIONS = 10000
 _INDEX_RE = re.compile(r"[+-]?[0-9]+")
@@ -121,7 +121,7 @@ def _apply_one(doc: Any, op: dict) -> None:
     if kind not in ("add", "remove", "replace", "move", "copy", "test"):
         raise _ApplyError(f"Unexpected kind: {kind}: unknown object type")
     path = _string_member(op, "path", kind)
-    value = copy.deepcopy(op.get("value"))  # the ops are reused when a conflict makes the Store retry
+    value = copy_json(op.get("value"))  # the ops are reused when a conflict makes the Store retry
     if kind == "add":
         con, key = _find(doc, path)
         if con is None:
@@ -173,7 +173,7 @@ def _apply_one(doc: Any, op: dict) -> None:
             if kind == "move":
                 _remove(con, key)
             else:
-                moved = copy.deepcopy(moved)
+                moved = copy_json(moved)
         except _ApplyError as e:
             where = f"path: '{key}'" if kind == "move" else f"from: '{source}'"
             raise _ApplyError(f"error in {kind} for {where}: {e}") from None
@@ -219,7 +219,7 @@ def validate_json_patch(ops: Any) -> None:
 def apply_json_patch(doc: Any, ops: list) -> Any:
     """The document after applying every operation in order (a new value; ``doc`` is untouched)."""
     validate_json_patch(ops)
-    result = copy.deepcopy(doc)
+    result = copy_json(doc)
     for op in ops:
         try:
             _apply_one(result, op)

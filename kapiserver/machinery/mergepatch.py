@@ -5,7 +5,6 @@ included) replaces the target wholesale.  Inputs are never mutated.
 """
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from kapiserver.machinery.codec import copy_json
@@ -13,8 +12,8 @@ from kapiserver.machinery.codec import copy_json
 
 def apply_merge_patch(doc: Any, patch: Any) -> Any:
     """The result of merging ``patch`` into ``doc`` (a new value)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+    if not isinstance(patch, dict):  # a list is copied: the patch is applied again on a conflict's retry
+        return copy_json(patch) if isinstance(patch, list) else patch
     result = {k: v for k, v in doc.items()} if isinstance(doc, dict) else {}
     for key, value in patch.items():
         if value is None:

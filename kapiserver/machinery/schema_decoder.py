@@ -417,17 +417,20 @@ class Struct(Decoder):
     def zero(self):
         return {}
 
-    def decode_against(self, value: Any, known: Any, ctx: Context) -> Any:
+    def decode_against(self, value: Any, known: Any, ctx: Context,
+                       changed: Optional[frozenset[str]] = None) -> Any:
         """``value`` decoded, except its fields whose JSON is byte for byte ``known``'s: ``known``
         was decoded before (the stored object a patch was applied to), so they are kept as they
-        are.  Their keys are not counted in ``ctx.keys``."""
+        are.  Their keys are not counted in ``ctx.keys``.  ``changed``: the fields the patch can
+        have changed (None: any); the others are copies of ``known``'s, not compared again."""
         if type(value) is not dict or type(known) is not dict:
             return self.decode(value, None, 0, ctx)
-        same = {k for k, v in value.items() if v is not None and k in known and _same_json(v, known[k])}
+        same = {k for k, v in value.items() if v is not None and k in known
+                and ((changed is not None and k not in changed) or _same_json(v, known[k]))}
         if not same:
             return self.decode(value, None, 0, ctx)
-        changed = self.decode({k: v for k, v in value.items() if k not in same}, None, 0, ctx)
-        return {k: value[k] if k in same else changed[k] for k in value if k in same or k in changed}
+        decoded = self.decode({k: v for k, v in value.items() if k not in same}, None, 0, ctx)
+        return {k: value[k] if k in same else decoded[k] for k in value if k in same or k in decoded}
 
 
 def _same_json(a: Any, b: Any) -> bool:

@@ -17,6 +17,7 @@ import json
 from typing import Any, Callable, Optional
 
 from kapiserver.machinery import errors
+from kapiserver.machinery.codec import copy_json
 from kapiserver.machinery.jsonpatch import patch_not_applied
 
 DIRECTIVE = "$patch"
@@ -381,8 +382,9 @@ def apply_strategic_merge_patch(original: dict, patch: dict, schema: Optional[di
         raise errors.bad_request("invalid JSON document")
     merger = _Merger(_Schema(resolve_ref))
     try:
-        return copy.deepcopy(merger.merge_map(copy.deepcopy(original) if original else {}, copy.deepcopy(patch),
-                                              schema))
+        # the merge works on copies of its own (the patch is applied again when a conflict makes the
+        # Store retry), so what it returns shares nothing with the inputs
+        return merger.merge_map(copy_json(original) if original else {}, copy_json(patch), schema)
     except _BadRequest as e:
         raise errors.bad_request(str(e)) from None
     except _Unprocessable as e:

@@ -135,6 +135,8 @@ def encode(obj: dict) -> bytes:
 
 def _only_times_differ(new: dict, old: dict) -> bool:
     """The objects differ only in the times of their managedFields entries."""
+    if new.keys() != old.keys() or any(value != old[k] for k, value in new.items() if k != "metadata"):
+        return False  # most updates change something outside metadata: told without copying it
     new_entries = new["metadata"].get("managedFields")
     old_entries = old["metadata"].get("managedFields")
     if not new_entries or not old_entries or len(new_entries) != len(old_entries):
@@ -990,9 +992,11 @@ class Store:
         await self.admission.validate(attrs)
         self._fill_zero_status(new)
         md["resourceVersion"] = old_md["resourceVersion"]
-        if new != old and _only_times_differ(new, old):
+        unchanged = new == old
+        if not unchanged and _only_times_differ(new, old):
             md["managedFields"] = old_md["managedFields"]  # upstream does not write a timestamp-only change
-        if new == old and not force:
+            unchanged = True
+        if unchanged and not force:
             return None
         return new
 

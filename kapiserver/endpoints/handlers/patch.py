@@ -9,6 +9,7 @@ creates the object when it does not exist.
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import orjson
@@ -72,8 +73,51 @@ def patch_options(scope: RequestScope, apply: bool) -> tuple[str, bool]:
     return (name if apply else scope.field_manager("PatchOptions")), bool(force)
 
 
-def patcher(scope: RequestScope) -> Callable[[Optional[dict]], dict]:
-    """A function applying the request's (non-apply) patch to a current object."""
+@dataclass(frozen=True)
+class Patcher:
+    """The request's (non-apply) patch: :meth:`apply` gives a current object with it applied
+    (a new value sharing nothing with the current one: the Store changes it in place)."""
+
+    apply: Callable[[Optional[dict]], Any]
+    # the top-level fields the patch can change (None: any); the result's other fields are
+    # copies of the current object's, so its decoding does not look at them again
+    changed: Optional[frozenset[str]]
+
+
+def _top_field_of_pointer(path: Any) -> Optional[str]:
+    """The top-level field a JSON pointer names (None for the whole document or a malformed one)."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None
+    return path[1:].split("/", 1)[0].replace("~1", "/").replace("~0", "~")
+
+
+def _json_patch_changes(ops: list) -> Optional[frozenset[str]]:
+    """The top-level fields a JSON patch's operations can change (None: any)."""
+    changed: set[str] = set()
+    for op in ops:
+        if not isinstance(op, dict):
+            return None
+        kind = op.get("op")
+        if kind == "test":
+            continue
+        for pointer in ((op.get("path"), op.get("from")) if kind == "move" else (op.get("path"),)):
+            field_name = _top_field_of_pointer(pointer)
+            if field_name is None:
+                return None
+            changed.add(field_name)
+    return frozenset(changed)
+
+
+def _merge_patch_changes(patch: dict) -> Optional[frozenset[str]]:
+    """The top-level fields a merge patch (JSON or strategic) can change: its own, unless a
+    strategic directive (``$patch``, ``$retainKeys``, ``$setElementOrder/...``) reaches others."""
+    if any(k.startswith("$") for k in patch):
+        return None
+    return frozenset(patch)
+
+
+def patcher(scope: RequestScope) -> Patcher:
+    """The request's (non-apply) patch, ready to apply to a current object."""
     media = check_media_type(scope)
     body = scope.body_bytes()
     if not body.strip():
@@ -91,15 +135,16 @@ def patcher(scope: RequestScope) -> Callable[[Optional[dict]], dict]:
     if media == JSON_PATCH:
         if not isinstance(patch, list):
             raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-        return lambda current: apply_json_patch(current or {}, patch)
+        return Patcher(lambda current: apply_json_patch(current or {}, patch), _json_patch_changes(patch))
     if not isinstance(patch, dict):
         raise errors.bad_request("error decoding patch: the patch must be a JSON object")
     if media == MERGE_PATCH:
-        return lambda current: apply_merge_patch(current or {}, patch)
+        return Patcher(lambda current: apply_merge_patch(current or {}, patch), frozenset(patch))
     schema = {"$ref": f"#/definitions/{scope.rtype.schema_name}"} if scope.rtype.schema_name else scope.rtype.schema
     resolve = scope.schema_resolver
-    return lambda current: apply_strategic_merge_patch(current or {}, patch, schema if resolve else None,
-                                                       resolve or (lambda ref: {}))
+    return Patcher(lambda current: apply_strategic_merge_patch(current or {}, patch, schema if resolve else None,
+                                                               resolve or (lambda ref: {})),
+                   _merge_patch_changes(patch))
 
 
 def decode_apply_configuration(scope: RequestScope) -> Any:
@@ -226,15 +271,16 @@ async def patch(scope: RequestScope) -> Response:
     if check_media_type(scope) == APPLY_PATCH:
         return await apply(scope)
     manager, _ = patch_options(scope, apply=False)
-    patch_fn = patcher(scope)
+    request_patch = patcher(scope)
     checked: list[bool] = []
 
     def mutate(current: Optional[dict]) -> dict:
-        result = patch_fn(current)
+        result = request_patch.apply(current)
         if not isinstance(result, dict):
             raise errors.bad_request("the patch did not produce an object")
         warnings = len(scope.warnings)
-        result = scope.decode_patched(result, current)  # the patchers never change ``current``
+        # the patchers never change ``current``
+        result = scope.decode_patched(result, current, request_patch.changed)
         if checked:  # report unknown fields once, not per conflict retry
             del scope.warnings[warnings:]
         checked.append(True)

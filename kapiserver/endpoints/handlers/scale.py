@@ -152,9 +152,9 @@ async def patch_scale(scope: RequestScope) -> Response:
         config = patch_handler.decode_apply_configuration(scope)
         return await _update(scope, manager, lambda old: fm.apply(old, config, manager, force))
     manager, _ = patch_handler.patch_options(scope, apply=False)
-    apply = patch_handler.patcher(scope)
+    request_patch = patch_handler.patcher(scope)
 
     def change(old: dict) -> tuple[Any, Optional[list]]:
-        new = apply(old)
+        new = request_patch.apply(old)
         return new, fm.update(old, new, _requested(new), manager) if isinstance(new, dict) else None
     return await _update(scope, manager, change)
