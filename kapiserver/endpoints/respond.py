@@ -3,15 +3,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
-from kapiserver.endpoints.list_encoding import ListBody, stored_body
-from kapiserver.endpoints.list_stream import ListStream
+from kapiserver.endpoints.list_encoding import stored_body
+from kapiserver.endpoints.list_stream import ListStream, PiecedBody
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget, negotiate
 from kapiserver.endpoints.request_context import context_of, writable
+from kapiserver.endpoints.status_stream import StatusBody, streamable
 from kapiserver.machinery import codec, errors, protobuf
 from kapiserver.registry.store import StoredObject
 
@@ -77,12 +79,14 @@ def _write_encoded(request: Request, code: int, content_type: str, body: bytes, 
     request.finish()
 
 
-async def stream_list(request: Request, body: ListBody, reactor: IReactorTime, warnings: Iterable[str] = ()) -> None:
-    """A list answer written piece by piece with flow control (``endpoints/list_stream.py``)."""
+async def stream_list(request: Request, body: PiecedBody, reactor: IReactorTime, warnings: Iterable[str] = (),
+                      code: int = 200) -> None:
+    """A list answer (or a Status of many causes) written piece by piece with flow control
+    (``endpoints/list_stream.py``)."""
     await body.prepare()  # protobuf: every item's size, before the first byte
     if not writable(request):
         return
-    request.setResponseCode(200)
+    request.setResponseCode(code)
     request.setHeader(b"content-type", body.content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
     _warn(request, warnings)
@@ -162,7 +166,24 @@ def write_status(request: Request, err: errors.StatusError, target: MediaTarget 
     if negotiated is None:
         write_object(request, MediaTarget(codec.JSON), err.code, err.to_status(), pretty=True)
         return
+    audit = context_of(request).audit
+    if (isinstance(err, errors.InvalidError) and streamable(err, negotiated, wants_pretty(request))
+            and (audit is None or not audit.logs_response_object())):
+        _stream_status(request, StatusBody(err, negotiated), err.code)
+        return
     write_object(request, negotiated, err.code, err.to_status())
+
+
+def _stream_status(request: Request, body: StatusBody, code: int) -> None:
+    """A Status of many causes written in slices, in the background of whoever answered it."""
+    from twisted.internet import reactor  # (write_status is called where no reactor is at hand)
+
+    def failed(failure: Failure) -> None:
+        log.failure("writing a {kind} failed", failure=failure, kind=body.kind)
+        if writable(request):
+            write_failure(request, failure.value or Exception())
+
+    defer.ensureDeferred(stream_list(request, body, reactor, code=code)).addErrback(failed)
 
 
 def failure_writer(request: Request, target: MediaTarget | None = None) -> Callable[[Failure], None]:

@@ -323,12 +323,9 @@ class Store:
         return errors.invalid(self.rtype.kind, self.rtype.group, name, causes)
 
     async def _refuse(self, name: str, causes: list[errors.Cause]) -> NoReturn:
-        """Raise the 422 of a write's validation. A Status of many causes (an object with
-        400,000 bad finalizers has as many, and a message listing them all, as upstream's) takes
-        a while to build: other requests get turns meanwhile."""
-        if len(causes) > _YIELD_EVERY:
-            await cooperate.yield_to_reactor()
-            raise await errors.invalid_cooperatively(self.rtype.kind, self.rtype.group, name, causes)
+        """Raise the 422 of a write's validation.  Its Status (an object with 400,000 bad
+        finalizers has as many causes, and a message listing them all, as upstream's) is rendered
+        as it is written, in slices (``errors.InvalidError``)."""
         raise self._invalid(name, causes)
 
     def key(self, namespace: str, name: str) -> str:
