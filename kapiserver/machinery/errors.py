@@ -33,6 +33,31 @@ class Cause:
         return out
 
 
+class IndexedCause(Cause):
+    """A cause at ``path[index]``, its field written when read: the causes of 400,000 list items
+    without as many field strings (half their memory)."""
+
+    __slots__ = ("path", "index")
+    path: str
+    index: int
+
+    def __init__(self, type: str, message: str, path: str, index: int) -> None:
+        for name, value in (("type", type), ("message", message), ("path", path), ("index", index)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def field(self) -> str:
+        return f"{self.path}[{self.index}]"
+
+    def __eq__(self, other: object) -> bool:  # (equal to the Cause it stands for)
+        if not isinstance(other, Cause):
+            return NotImplemented
+        return (self.type, self.message, self.field) == (other.type, other.message, other.field)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.message, self.field))
+
+
 class CauseDicts(Sequence[dict]):
     """``details.causes`` of a Status: the causes' StatusCause dicts (:meth:`Cause.to_dict`, already
     in order and with upstream's omissions), made when read.  A Status of hundreds of thousands of
