@@ -148,16 +148,16 @@ class SlowReaderTests(unittest.TestCase):
 
 
 class InvalidEndToEndTests(ServerTestCase):
-    async def post_finalizers(self, count: int, accept: str):
+    async def post_finalizers(self, count: int, accept: str, query: str = ""):
         body = codec.encode_json({"apiVersion": "v1", "kind": "ConfigMap",
                                   "metadata": {"name": "fin", "finalizers": ["a"] * count}})
-        return await self.client.request("POST", CM, raw=body, headers={"Accept": accept})
+        return await self.client.request("POST", CM + query, raw=body, headers={"Accept": accept})
 
     @run
     async def test_a_large_invalid_body_gets_upstreams_422_with_every_cause(self):
         """70,000 finalizers (a body over LARGE_BODY_ON_THREAD_BYTES, decoded on a thread): upstream's
-        422 Invalid, every cause in details and in the message, in JSON and protobuf; YAML (written
-        whole) says the same."""
+        422 Invalid, every cause in details and in the message, in JSON and protobuf (streamed), YAML
+        and indented JSON (written whole)."""
         count = 70_000
         expected = errors.invalid("ConfigMap", "", "fin", finalizer_causes(count))
         r = await self.post_finalizers(count, "application/json")
@@ -176,9 +176,13 @@ class InvalidEndToEndTests(ServerTestCase):
         self.assertEqual((r.code, r.header("content-type")), (422, PB))
         self.assertEqual(r.raw, whole(expected, PB))
         self.assertEqual(len(protobuf.decode_object(r.raw).obj["details"]["causes"]), count)
+        # YAML and indented JSON: rendered and encoded on a thread, written whole
         r = await self.post_finalizers(count, "application/yaml")
         self.assertEqual((r.code, r.header("content-type")), (422, "application/yaml"))
         self.assertEqual(r.raw, codec.encode_yaml(expected.to_status()))
+        r = await self.post_finalizers(count, "application/json", "?pretty=true")
+        self.assertEqual(r.code, 422)
+        self.assertEqual(r.raw, codec.encode_json(expected.to_status(), pretty=True))
 
 
 class SlowReaderEndToEndTests(ServerTestCase):
