@@ -3,6 +3,7 @@ as the whole Status encoded at once, upstream's code, reason and every cause end
 client that does not read holds the server to a slice at a time."""
 from __future__ import annotations
 
+import hashlib
 import socket
 import time
 
@@ -183,6 +184,27 @@ class InvalidEndToEndTests(ServerTestCase):
         r = await self.post_finalizers(count, "application/json", "?pretty=true")
         self.assertEqual(r.code, 422)
         self.assertEqual(r.raw, codec.encode_json(expected.to_status(), pretty=True))
+
+
+# SHA-256 of kube-apiserver v1.32.13's answers to a ConfigMap with 1,500 finalizers "a" (captured from the
+# anchor, 2026-11-29; 428,477, 378,893 and 439,952 bytes): the streamed answers are these bytes.
+UPSTREAM_1500_FINALIZERS = {
+    "application/json": "05af0fc6a55a536434b1f8826f2466ea84464e6adff8e828b65c30f10148eaa1",
+    "application/vnd.kubernetes.protobuf, application/json":
+        "d928c83f91b6726ff12dd65dd4a8cd324736ad9e72cc7bef4ba3c02ea13f712f",
+    "application/yaml": "7a5b926668add079e49ac0674b5820ff22c39b98fca4a6c6bc0809219eecb6c0",
+}
+
+
+class UpstreamBytesTests(ServerTestCase):
+    @run
+    async def test_the_answer_to_1500_bad_finalizers_is_upstreams_byte_for_byte(self):
+        body = codec.encode_json({"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "fin", "finalizers": ["a"] * 1500}})
+        for accept, digest in UPSTREAM_1500_FINALIZERS.items():
+            r = await self.client.request("POST", CM, raw=body, headers={"Accept": accept})
+            self.assertEqual(r.code, 422)
+            self.assertEqual(hashlib.sha256(r.raw).hexdigest(), digest, accept)
 
 
 class SlowReaderEndToEndTests(ServerTestCase):
