@@ -140,6 +140,7 @@ class ListBody:
 
     def __init__(self, listed: StoredList, run_key: Optional[Hashable] = None) -> None:
         self.listed = listed
+        self.kind = f"list of {listed.kind}"
         self.items = listed.items
         self.run = _Run(listed.memo, run_key)
 

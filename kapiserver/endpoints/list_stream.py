@@ -1,7 +1,8 @@
 """Writing a list answer with flow control (chunked, piece by piece).
 
 A :class:`ListStream` is a push producer registered with the transport: it
-writes the list's pieces (``endpoints/list_encoding.py``) a slice at a time
+writes the list's pieces (``endpoints/list_encoding.py``; or a Status's,
+``endpoints/status_stream.py``) a slice at a time
 — about ``BATCH_BYTES``, or ``SLICE_SECONDS`` of encoding, whichever comes
 first — then gives the reactor a turn.  When the client does not read, the
 transport pauses it and nothing more is encoded until the client catches up,
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IPushProducer, IReactorTime, ITCPTransport
@@ -25,7 +26,6 @@ from twisted.web._http2 import H2Stream
 from twisted.web.server import Request
 from zope.interface import implementer
 
-from kapiserver.endpoints.list_encoding import ListBody
 from kapiserver.endpoints.request_context import writable
 
 log = Logger()
@@ -60,13 +60,30 @@ def abort_connection(request: Request) -> None:
         transport.loseConnection()
 
 
+class PiecedBody(Protocol):
+    """An answer in pieces: ``head()``, ``piece(i)`` for each i below ``piece_count()``, ``tail()``,
+    asked for in that order; ``prepare()`` first (what must be known before the head)."""
+
+    content_type: str
+    kind: str  # what is written (for the log)
+
+    async def prepare(self) -> None: ...
+
+    def head(self) -> bytes: ...
+
+    def piece_count(self) -> int: ...
+
+    def piece(self, index: int) -> bytes: ...
+
+    def tail(self) -> bytes: ...
 
 
 @implementer(IPushProducer)
 class ListStream:
-    """Writes one list answer, a slice per reactor turn, while the transport accepts it."""
+    """Writes one list answer (or any :class:`PiecedBody`), a slice per reactor turn, while the
+    transport accepts it."""
 
-    def __init__(self, request: Request, body: ListBody, reactor: IReactorTime) -> None:
+    def __init__(self, request: Request, body: PiecedBody, reactor: IReactorTime) -> None:
         self.request = request
         self.body = body
         self.reactor = reactor
@@ -139,7 +156,7 @@ class ListStream:
             if last:
                 pieces.append(self.body.tail())
         except Exception:
-            log.failure("encoding a list of {kind} failed; dropping the connection", kind=self.body.listed.kind)
+            log.failure("encoding a {kind} answer failed; dropping the connection", kind=self.body.kind)
             abort_connection(request)
             self.stopProducing()
             return

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from twisted.internet import defer, threads
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
-from kapiserver.endpoints.list_encoding import ListBody, stored_body
-from kapiserver.endpoints.list_stream import ListStream
+from kapiserver.endpoints.list_encoding import stored_body
+from kapiserver.endpoints.list_stream import ListStream, PiecedBody
 from kapiserver.endpoints.negotiation import PROTOBUF_SHAPE_KINDS, MediaTarget, negotiate
 from kapiserver.endpoints.request_context import context_of, writable
+from kapiserver.endpoints.status_stream import STREAMED_CAUSES, StatusBody, streamable
 from kapiserver.machinery import codec, errors, protobuf
 from kapiserver.registry.store import StoredObject
 
@@ -40,11 +42,16 @@ def write_object(request: Request, target: MediaTarget, code: int, obj: Any,
     audit = context_of(request).audit
     if audit is not None:
         audit.log_response_object(obj)
-    body = _protobuf_body(target, obj)
-    content_type = protobuf.MEDIA_TYPE if body is not None else target.content_type
-    if body is None:
-        body = codec.encode(obj, target.media_type, wants_pretty(request) if pretty is None else pretty)
+    content_type, body = _encoded(target, obj, wants_pretty(request) if pretty is None else pretty)
     _write_encoded(request, code, content_type, body, warnings)
+
+
+def _encoded(target: MediaTarget, obj: Any, pretty: bool) -> tuple[str, bytes]:
+    """(content type, body) of ``obj`` in the negotiated encoding."""
+    body = _protobuf_body(target, obj)
+    if body is not None:
+        return protobuf.MEDIA_TYPE, body
+    return target.content_type, codec.encode(obj, target.media_type, pretty)
 
 
 def write_stored(request: Request, target: MediaTarget, code: int, stored: StoredObject,
@@ -77,12 +84,14 @@ def _write_encoded(request: Request, code: int, content_type: str, body: bytes, 
     request.finish()
 
 
-async def stream_list(request: Request, body: ListBody, reactor: IReactorTime, warnings: Iterable[str] = ()) -> None:
-    """A list answer written piece by piece with flow control (``endpoints/list_stream.py``)."""
+async def stream_list(request: Request, body: PiecedBody, reactor: IReactorTime, warnings: Iterable[str] = (),
+                      code: int = 200) -> None:
+    """A list answer (or a Status of many causes) written piece by piece with flow control
+    (``endpoints/list_stream.py``)."""
     await body.prepare()  # protobuf: every item's size, before the first byte
     if not writable(request):
         return
-    request.setResponseCode(200)
+    request.setResponseCode(code)
     request.setHeader(b"content-type", body.content_type.encode())
     request.setHeader(b"cache-control", b"no-cache, private")
     _warn(request, warnings)
@@ -162,7 +171,43 @@ def write_status(request: Request, err: errors.StatusError, target: MediaTarget 
     if negotiated is None:
         write_object(request, MediaTarget(codec.JSON), err.code, err.to_status(), pretty=True)
         return
+    if isinstance(err, errors.InvalidError) and len(err.causes) >= STREAMED_CAUSES:
+        _write_large_invalid(request, err, negotiated)
+        return
     write_object(request, negotiated, err.code, err.to_status())
+
+
+def _write_large_invalid(request: Request, err: errors.InvalidError, target: MediaTarget) -> None:
+    """A 422 of many causes, in the background of whoever answered it: streamed in slices
+    (``status_stream.py``), or, for the encodings not streamed (YAML, indented JSON) and a Status
+    an audit policy logs, rendered and encoded on a thread (400,000 causes in YAML take tens of
+    seconds) and then written whole."""
+    from twisted.internet import reactor  # (write_status is called where no reactor is at hand)
+
+    audit = context_of(request).audit
+    pretty = wants_pretty(request)
+    if streamable(err, target, pretty) and (audit is None or not audit.logs_response_object()):
+        body = StatusBody(err, target)
+        written = defer.ensureDeferred(stream_list(request, body, reactor, code=err.code))
+    else:
+        def encode() -> tuple[dict, tuple[str, bytes]]:
+            status = err.to_status()
+            return status, _encoded(target, status, pretty)
+
+        def write(result: tuple[dict, tuple[str, bytes]]) -> None:
+            status, (content_type, encoded) = result
+            if not writable(request):
+                return
+            if audit is not None:
+                audit.log_response_object(status)
+            _write_encoded(request, err.code, content_type, encoded, ())
+        written = threads.deferToThread(encode).addCallback(write)
+
+    def failed(failure: Failure) -> None:
+        log.failure("writing a 422 of {count} causes failed", failure=failure, count=len(err.causes))
+        if writable(request):
+            write_failure(request, failure.value or Exception())
+    written.addErrback(failed)
 
 
 def failure_writer(request: Request, target: MediaTarget | None = None) -> Callable[[Failure], None]:

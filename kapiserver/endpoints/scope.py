@@ -20,7 +20,7 @@ from kapiserver.registry.context import Context
 from kapiserver.registry.options import ListOptions
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.rest import Creater, Getter, Lister, RESTStorage
-from kapiserver.registry.store import Store
+from kapiserver.registry.store import Store, on_thread_if_large
 from kapiserver.request.info import RequestInfo
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -203,7 +203,19 @@ class RequestScope:
         ``definition``/``kind``/``api_version`` name another type than the
         resource's own (the Scale of the scale subresource).
         """
-        body = self.body_bytes()
+        obj = self._decode_body(self.body_bytes(), definition, kind, api_version)
+        self._audit_request_object(obj)
+        return obj
+
+    async def decode_body(self, definition: str = "", kind: str = "", api_version: str = "") -> dict:
+        """:meth:`decode_object` on a thread when the body is large (store.on_thread_if_large): the
+        protobuf, YAML and schema walks of 400,000 finalizers or 100,000 env vars take a while."""
+        obj = await on_thread_if_large(self.body_size(), self._decode_body, self.body_bytes(), definition, kind,
+                                       api_version)
+        self._audit_request_object(obj)
+        return obj
+
+    def _decode_body(self, body: bytes, definition: str, kind: str, api_version: str) -> dict:
         kind = kind or self.rtype.kind
         media = self.content_type()
         if not body.strip() and media not in request_decoder.YAML_TYPES:  # empty YAML is the document null
@@ -211,12 +223,13 @@ class RequestScope:
                 kind, "couldn't get version/kind; json parse error: unexpected end of JSON input", b"")
         parsed = request_decoder.parse(body, media, kind, self.rtype)
         self.unknown_protobuf_fields = parsed.unknown
-        obj = self._typed(parsed, body, definition, kind, api_version)
+        return self._typed(parsed, body, definition, kind, api_version)
+
+    def _audit_request_object(self, obj: dict) -> None:
         audit = context_of(self.request).audit
         if audit is not None:  # the request object as decoded (patches log their patch document)
             rtype = self.rtype
             audit.log_request_object(obj, rtype.group, rtype.version, rtype.plural, self.info.subresource)
-        return obj
 
     def decode_patched(self, obj: Any, known: Optional[dict] = None, changed: Optional[frozenset[str]] = None
                        ) -> dict:

@@ -648,7 +648,8 @@ def _finalizer_causes(finalizers: list, problems: Callable[[str], list[str]], pa
         if found is None:
             found = bodies[finalizer] = [errors.field_invalid("", finalizer, m).message for m in problems(finalizer)]
         for body in found:
-            causes.append(Cause(errors.INVALID, body, f"{path}[{i}]" if indexed else path))
+            causes.append(errors.IndexedCause(errors.INVALID, body, path, i) if indexed
+                          else Cause(errors.INVALID, body, path))
     return causes
 
 

@@ -41,19 +41,23 @@ log = Logger()
 GENERATE_NAME_ATTEMPTS = 8
 # Items read from storage per round trip while filling a selector-filtered page.
 _LIST_BATCH = 500
-# A write whose body is at least this large records its managedFields and validates its object
-# (walks of every field: seconds for 100,000 labels, data keys or env vars) on a thread, one such
+# A write whose body is at least this large is decoded, records its managedFields and validates its
+# object (walks of every field: seconds for 100,000 labels, data keys or env vars) on a thread, one such
 # write at a time, so the reactor serves other requests meanwhile (issue 31: /readyz during a 3 MB body).
 LARGE_BODY_ON_THREAD_BYTES = 256 * 1024
 _large_body_threads = defer.DeferredSemaphore(1)
 _T = TypeVar("_T")
 
-async def _on_thread_if_large(ctx: Context, work: Callable[..., _T], *args: Any) -> _T:
-    """``work(*args)``, on a thread (one at a time) when the request's body is large: ``work``
-    only reads what it is given, and the request waits for it."""
-    if ctx.body_size >= LARGE_BODY_ON_THREAD_BYTES:
+async def on_thread_if_large(body_size: int, work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)``, on a thread (one at a time) when the request's body is ``body_size`` bytes
+    or more: ``work`` only reads what it is given, and the request waits for it."""
+    if body_size >= LARGE_BODY_ON_THREAD_BYTES:
         return await _large_body_threads.run(threads.deferToThread, work, *args)
     return work(*args)
+
+
+async def _on_thread_if_large(ctx: Context, work: Callable[..., _T], *args: Any) -> _T:
+    return await on_thread_if_large(ctx.body_size, work, *args)
 
 
 # Selector lists decode every stored object: give the reactor a turn this often.
@@ -298,12 +302,9 @@ class Store:
         return errors.invalid(self.rtype.kind, self.rtype.group, name, causes)
 
     async def _refuse(self, name: str, causes: list[errors.Cause]) -> NoReturn:
-        """Raise the 422 of a write's validation. A Status of many causes (an object with
-        400,000 bad finalizers has as many, and a message listing them all, as upstream's) takes
-        a while to build: other requests get turns meanwhile."""
-        if len(causes) > _YIELD_EVERY:
-            await cooperate.yield_to_reactor()
-            raise await errors.invalid_cooperatively(self.rtype.kind, self.rtype.group, name, causes)
+        """Raise the 422 of a write's validation.  Its Status (an object with 400,000 bad
+        finalizers has as many causes, and a message listing them all, as upstream's) is rendered
+        as it is written, in slices (``errors.InvalidError``)."""
         raise self._invalid(name, causes)
 
     def key(self, namespace: str, name: str) -> str:

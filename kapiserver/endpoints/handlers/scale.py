@@ -138,7 +138,7 @@ async def get_scale(scope: RequestScope) -> Response:
 async def update_scale(scope: RequestScope) -> Response:
     scope.check_write_options("UpdateOptions")
     manager = scope.field_manager("UpdateOptions")
-    body = scope.decode_object(SCALE_DEFINITION, "Scale", SCALE_API_VERSION)
+    body = await scope.decode_body(SCALE_DEFINITION, "Scale", SCALE_API_VERSION)
     fm = scope.generic_store().field_manager("scale")
     return await _update(scope, manager, lambda old: (body, fm.update(old, body, _requested(body), manager)
                                                       if isinstance(body, dict) else None))

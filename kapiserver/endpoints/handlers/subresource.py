@@ -52,8 +52,8 @@ def handler_for(sub: Subresource) -> Callable[[RequestScope], Coroutine[Any, Any
 
         async def create_handler(scope: RequestScope) -> Response:
             api_version = f"{sub.group}/{sub.version}" if sub.group else (sub.version or scope.rtype.api_version)
-            body = scope.decode_object(definition=sub.body_schema, kind=sub.kind or scope.rtype.kind,
-                                       api_version=api_version)
+            body = await scope.decode_body(definition=sub.body_schema, kind=sub.kind or scope.rtype.kind,
+                                             api_version=api_version)
             kind = subresource_kind(scope.rtype, sub.name)
             assert kind is not None
             info = scope.info
