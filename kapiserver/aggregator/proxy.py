@@ -37,9 +37,6 @@ from kapiserver.aggregator.transport import CONNECT_TIMEOUT_SECONDS, ExtensionTr
 from kapiserver.machinery.user import UserInfo
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.request_context import client_gone, context_of, writable
-from kapiserver.endpoints.streaming import splice
-from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits
-from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
 from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
 from kapiserver.machinery import errors
 
@@ -148,6 +145,10 @@ class ProxyResource(resource.Resource):
         headers = forwarded_headers(request.requestHeaders, user)
         for name in (b"Connection", b"Upgrade"):
             headers.setRawHeaders(name, request.requestHeaders.getRawHeaders(name) or [])
+        # the streaming package's relays load with the first request proxied, not with every start
+        # (most servers have no extension API server): endpoints/streaming/on_first_use.py says why
+        from kapiserver.endpoints.streaming import splice
+        from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
         creator = connection_creator(target.tls, self.transport.client)
         dialer = HTTPUpgradeDialer(IReactorTCP(self.transport.reactor), host, port, creator, CONNECT_TIMEOUT_SECONDS)
         sent = [(name, value) for name, values in headers.getAllRawHeaders() for value in values]
@@ -156,6 +157,7 @@ class ProxyResource(resource.Resource):
         relayed.addErrback(lambda f: log.failure("upgrade to {name}", f, name=target.name))
 
     async def _forward(self, request: server.Request, target: ProxyTarget, host: str, port: int) -> None:
+        from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits  # as in _upgrade
         user = context_of(request).user
         if user is None:
             raise errors.internal_error("missing user")
