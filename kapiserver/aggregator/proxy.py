@@ -28,7 +28,6 @@ from twisted.internet.interfaces import IReactorTCP
 from twisted.logger import Logger
 from twisted.python import failure
 from twisted.web import resource, server
-from twisted.web.client import FileBodyProducer
 from twisted.web.http_headers import Headers
 
 from kapiserver.aggregator.apiservice_registration import APIServiceRegistration, ProxyTarget
@@ -157,7 +156,9 @@ class ProxyResource(resource.Resource):
         relayed.addErrback(lambda f: log.failure("upgrade to {name}", f, name=target.name))
 
     async def _forward(self, request: server.Request, target: ProxyTarget, host: str, port: int) -> None:
-        from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits  # as in _upgrade
+        # as in _upgrade; twisted.web.client with the transport's first agent (aggregator/transport.py)
+        from twisted.web.client import FileBodyProducer
+        from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits
         user = context_of(request).user
         if user is None:
             raise errors.internal_error("missing user")
