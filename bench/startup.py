@@ -31,6 +31,7 @@ by package.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import pstats
 import shutil
@@ -45,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (Client, ServerProcess, create_many, ensure_namespace, machine, median, print_table,  # noqa: E402
                      server_config, start_etcd, tree_rss_mb)
 
-from kapiserver.testing.process import child_env, twistd_command  # noqa: E402
+from kapiserver.testing.process import REPO_ROOT, child_env, twistd_command  # noqa: E402
 
 TARGET_SECONDS = 0.3  # issue 14: start to /readyz on the embedded store
 TARGET_RSS_MB = 60.0  # issue 14: idle RSS of one process
@@ -277,6 +278,14 @@ def memory(top: int = 20) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def compile_checkout() -> None:
+    """Write the checkout's bytecode before any start is timed.  An installed server imports
+    ``.pyc`` files; without them (a fresh checkout, PYTHONDONTWRITEBYTECODE set, as in some
+    shells) every start compiles kapiserver from source: 0.3 s more and 9 MiB more idle RSS."""
+    for package in ("kapiserver", "twisted"):
+        compileall.compile_dir(os.path.join(REPO_ROOT, package), quiet=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -287,6 +296,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes (0 = one per CPU); RSS is then the sum over all of them")
     args = parser.parse_args()
+    compile_checkout()
     if args.profile:
         profile()
         return

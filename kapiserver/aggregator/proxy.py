@@ -28,7 +28,6 @@ from twisted.internet.interfaces import IReactorTCP
 from twisted.logger import Logger
 from twisted.python import failure
 from twisted.web import resource, server
-from twisted.web.client import FileBodyProducer
 from twisted.web.http_headers import Headers
 
 from kapiserver.aggregator.apiservice_registration import APIServiceRegistration, ProxyTarget
@@ -37,9 +36,6 @@ from kapiserver.aggregator.transport import CONNECT_TIMEOUT_SECONDS, ExtensionTr
 from kapiserver.machinery.user import UserInfo
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.request_context import client_gone, context_of, writable
-from kapiserver.endpoints.streaming import splice
-from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits
-from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
 from kapiserver.endpoints.streaming.interfaces import IHijackableChannel
 from kapiserver.machinery import errors
 
@@ -148,6 +144,10 @@ class ProxyResource(resource.Resource):
         headers = forwarded_headers(request.requestHeaders, user)
         for name in (b"Connection", b"Upgrade"):
             headers.setRawHeaders(name, request.requestHeaders.getRawHeaders(name) or [])
+        # the streaming package's relays load with the first request proxied, not with every start
+        # (most servers have no extension API server): endpoints/streaming/on_first_use.py says why
+        from kapiserver.endpoints.streaming import splice
+        from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer
         creator = connection_creator(target.tls, self.transport.client)
         dialer = HTTPUpgradeDialer(IReactorTCP(self.transport.reactor), host, port, creator, CONNECT_TIMEOUT_SECONDS)
         sent = [(name, value) for name, values in headers.getAllRawHeaders() for value in values]
@@ -156,6 +156,9 @@ class ProxyResource(resource.Resource):
         relayed.addErrback(lambda f: log.failure("upgrade to {name}", f, name=target.name))
 
     async def _forward(self, request: server.Request, target: ProxyTarget, host: str, port: int) -> None:
+        # as in _upgrade; twisted.web.client with the transport's first agent (aggregator/transport.py)
+        from twisted.web.client import FileBodyProducer
+        from kapiserver.endpoints.streaming.relay import BodyRelay, while_client_waits
         user = context_of(request).user
         if user is None:
             raise errors.internal_error("missing user")

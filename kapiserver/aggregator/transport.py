@@ -6,22 +6,24 @@ the APIService's ``caBundle`` (the system roots when it has none) for the name
 presents the front-proxy client certificate (``proxy_client_cert_file`` /
 ``proxy_client_key_file``), so the extension server believes the
 ``X-Remote-*`` headers naming the user.  One connection pool (and Agent) per
-distinct TLS configuration.
+distinct TLS configuration.  treq and ``twisted.web.client`` load with the first
+request to an extension server (``machinery/go_http_client.py`` says why).
 """
 from __future__ import annotations
 
 import base64
 import binascii
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from twisted.internet import ssl
 from twisted.logger import Logger
-from twisted.web.client import (Agent, HTTPConnectionPool, RequestGenerationFailed, RequestTransmissionFailed,
-                                 ResponseFailed, ResponseNeverReceived)
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from twisted.web.client import Agent, HTTPConnectionPool
 
 log = Logger()
 CONNECT_TIMEOUT_SECONDS = 5
@@ -96,6 +98,7 @@ class ExtensionTransport:
     def agent(self, target: TLSTarget) -> Agent:
         found = self._agents.get(target)
         if found is None:
+            from twisted.web.client import Agent, HTTPConnectionPool  # see the module's docstring
             pool = HTTPConnectionPool(self.reactor, persistent=True)
             pool.maxPersistentPerHost = 4
             pool.cachedConnectionTimeout = 60
@@ -145,11 +148,11 @@ async def get_document(transport: ExtensionTransport, target: TLSTarget, host: s
     return response.code, found, body
 
 
-# twisted's HTTP client failures that wrap the Failures that caused them (``reasons``)
-_REASONS_CARRIERS = (ResponseFailed, ResponseNeverReceived, RequestTransmissionFailed, RequestGenerationFailed)
-
-
 def _describe(e: Exception) -> str:
-    if isinstance(e, _REASONS_CARRIERS) and e.reasons:
+    from twisted.web.client import (RequestGenerationFailed, RequestTransmissionFailed, ResponseFailed,
+                                    ResponseNeverReceived)
+    # twisted's HTTP client failures that wrap the Failures that caused them (``reasons``)
+    if isinstance(e, (ResponseFailed, ResponseNeverReceived, RequestTransmissionFailed, RequestGenerationFailed)) \
+            and e.reasons:
         return "; ".join(r.getErrorMessage() for r in e.reasons)
     return str(e) or type(e).__name__

@@ -175,7 +175,11 @@ def resource_types(crd: dict, state: Optional[CRDState] = None) -> list[Resource
     storage = crd_validation.storage_version(crd)
     webhook = (spec.get("conversion") or {}).get("strategy") == "Webhook"
     # one webhook client per installed CRD, shared by its versions
-    converter = WebhookConverter(crd) if webhook else None
+    converter = None
+    if webhook:
+        # the webhook's HTTP client loads with the first CRD converted by one: see kapiserver/machinery/go_http_client.py
+        from kapiserver.apiextensions.conversion import WebhookConverter
+        converter = WebhookConverter(crd)
     name = crd["metadata"]["name"]
     state = state or CRDState(name)
     kind = accepted.get("kind") or spec["names"]["kind"]

@@ -38,7 +38,7 @@ from kapiserver.auth.rbac.reconciliation import ensure_bootstrap_policy
 from kapiserver.controllers.server_controllers import ServerControllers
 from kapiserver.endpoints.connection.policy import ConnectionPolicy
 from kapiserver.endpoints.connection.site import APISite
-from kapiserver.endpoints.streaming.connector import StreamConnector
+from kapiserver.endpoints.streaming.on_first_use import StreamsOnFirstUse
 from kapiserver.app.authentication import build_authentication
 from kapiserver.server.flowcontrol_debug import APFDebugResource
 from kapiserver.server.testing_reset import DebugResource, SnapshotResource
@@ -169,7 +169,7 @@ class APIServer:
             for name, check in ((APF_CONSUMER_CHECK, self._apf_synced_check), (APF_FILTER_CHECK, lambda: None)):
                 health.add(name, check, kinds=("healthz", "readyz"))
 
-        self.streams = StreamConnector(reactor, kubelet_client_config(config))
+        self.streams = StreamsOnFirstUse(reactor, kubelet_client_config(config))
         endpoints = EndpointDeps(reactor=reactor, bookmark_interval=float(config.watch.bookmark_interval_seconds),
                                  schema_resolver=self.resolve_schema_ref, watches=self.watches, stores=self.served.store,
                                  streams=self.streams)

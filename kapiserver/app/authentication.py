@@ -27,12 +27,9 @@ from kapiserver.auth import jose
 from kapiserver.auth.authentication import Authentication, RequestHeaderTrust
 from kapiserver.auth.authenticator import Authenticator, ClientCertificateAuthenticator, TokenAuthenticator, \
     UnionAuthenticator
-from kapiserver.auth.authentication_configuration import (AuthenticationConfigurationError,
-                                                         load_authentication_configuration)
 from kapiserver.auth.bearertoken import (AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion,
                                          WebSocketProtocolAuthenticator)
 from kapiserver.auth.bootstrap_token import BootstrapTokenAuthenticator
-from kapiserver.auth.oidc import JWTAuthenticator
 from kapiserver.auth.private_key import InvalidKeyError, load_private_key
 from kapiserver.auth.requestheader import RequestHeaderAuthenticator
 from kapiserver.auth.serviceaccount import (LEGACY_ISSUER, BoundTokenValidator, JWTTokenAuthenticator,
@@ -43,6 +40,7 @@ from kapiserver.auth.x509 import CABundle
 from kapiserver.server.certs import CredentialFiles, credential_files
 
 if TYPE_CHECKING:
+    from kapiserver.auth.oidc import JWTAuthenticator
     from kapiserver.registry.store import Store
     from kapiserver.server.config import Config
 
@@ -162,6 +160,12 @@ def build_authentication(config: "Config", store: Callable[[str, str, str], "Sto
         token_authenticators.append(AudienceAgnosticToken(api_audiences, BootstrapTokenAuthenticator(getter, clock)))
     jwt: tuple[JWTAuthenticator, ...] = ()
     if authn.config_file:
+        # structured authentication (its parser, the JWT authenticators, their HTTP client and
+        # CEL claim mappings) loads only when configured: most servers have no such file, and
+        # a start need not pay its imports (tests/server/test_start_footprint.py)
+        from kapiserver.auth.authentication_configuration import (AuthenticationConfigurationError,
+                                                                 load_authentication_configuration)
+        from kapiserver.auth.oidc import JWTAuthenticator  # noqa: F811 (the run-time import of the annotation's)
         try:
             structured = load_authentication_configuration(authn.config_file, tuple(sa_config.issuers))
         except AuthenticationConfigurationError as e:

@@ -11,8 +11,6 @@ from twisted.logger import Logger
 from kapiserver.audit.log_backend import LogBackend
 from kapiserver.audit.metrics import AuditMetrics
 from kapiserver.audit.policy import Policy, PolicyError, load_policy
-from kapiserver.audit.webhook_backend import WebhookBackend
-from kapiserver.auth.webhook_kubeconfig import WebhookConfigError, load_webhook_kubeconfig
 
 log = Logger()
 
@@ -101,6 +99,9 @@ def build_auditing(audit: Any, metrics: AuditMetrics, reactor: Optional[IReactor
             raise AuditConfigError(f"{audit.log_path}: cannot open the audit log: {e.strerror or e}") from None
         backends.append(backend)
     if audit.webhook_config_file:
+        # the webhook's HTTP client loads only when configured: see kapiserver/machinery/go_http_client.py
+        from kapiserver.audit.webhook_backend import WebhookBackend
+        from kapiserver.auth.webhook_kubeconfig import WebhookConfigError, load_webhook_kubeconfig
         try:
             target = load_webhook_kubeconfig(audit.webhook_config_file)
         except WebhookConfigError as e:

@@ -7,11 +7,13 @@ service-account token signer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from kapiserver.auth.authenticator import TokenAuthenticator, UnionAuthenticator
-from kapiserver.auth.oidc import JWTAuthenticator
 from kapiserver.auth.serviceaccount import ServiceAccountTokens
+
+if TYPE_CHECKING:  # pragma: no cover (loaded only with an authentication configuration file)
+    from kapiserver.auth.oidc import JWTAuthenticator
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,6 @@ from kapiserver.auth.rbac.bootstrap_policy import node_rules
 from kapiserver.auth.rbac.policy_index import PolicyIndex
 from kapiserver.auth.union import PrivilegedGroups, UnionAuthorizer
 from kapiserver.machinery.user import MASTERS_GROUP
-from kapiserver.auth.webhook_authorizer import WebhookAuthorizer
-from kapiserver.auth.webhook_kubeconfig import load_webhook_kubeconfig
 
 
 def build_authorizer(config: Any, index: PolicyIndex, reactor: IReactorTime,
@@ -45,6 +43,9 @@ def build_authorizer(config: Any, index: PolicyIndex, reactor: IReactorTime,
         elif mode == "RBAC":
             modes.append(RBACAuthorizer(index))
         elif mode == "Webhook":
+            # the webhook's HTTP client loads only when configured: see kapiserver/machinery/go_http_client.py
+            from kapiserver.auth.webhook_authorizer import WebhookAuthorizer
+            from kapiserver.auth.webhook_kubeconfig import load_webhook_kubeconfig
             webhook = config.webhook
             modes.append(WebhookAuthorizer(load_webhook_kubeconfig(webhook.config_file), webhook.version,
                                            webhook.cache_authorized_ttl_seconds,

@@ -6,7 +6,7 @@ from typing import Any, Callable, Optional
 
 from twisted.internet.interfaces import IReactorTime
 
-from kapiserver.endpoints.streaming.connector import StreamConnector
+from kapiserver.endpoints.streaming.interfaces import ConnectStreams
 from kapiserver.registry.resource_type import ResourceType
 
 WatchCounter = Callable[[ResourceType, int], None]
@@ -59,4 +59,4 @@ class EndpointDeps:
     # other kinds (an eviction reads PodDisruptionBudgets)
     stores: Optional[Callable[[str, str, str], Any]] = None
     # serves connect subresources that reach kubelets, pods and endpoints (logs, exec, proxy...)
-    streams: Optional[StreamConnector] = None
+    streams: Optional[ConnectStreams] = None

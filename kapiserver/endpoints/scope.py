@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
+from typing import Any, Callable, Coroutine, Optional
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.server import Request
@@ -11,6 +11,7 @@ from twisted.web.server import Request
 from kapiserver.endpoints import request_decoder
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
 from kapiserver.endpoints.request_context import context_of
+from kapiserver.endpoints.streaming.interfaces import ConnectStreams
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
@@ -22,9 +23,6 @@ from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.rest import Creater, Getter, Lister, RESTStorage
 from kapiserver.registry.store import Store, on_thread_if_large
 from kapiserver.request.info import RequestInfo
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kapiserver.endpoints.streaming.connector import StreamConnector
 
 
 @dataclass
@@ -62,7 +60,7 @@ class RequestScope:
     # that touch other kinds: an eviction reads PodDisruptionBudgets)
     stores: Optional[Callable[[str, str, str], Store]] = None
     # connects connect subresources' locations (kubelets, pods, endpoints); None: none are
-    streams: Optional[StreamConnector] = None
+    streams: Optional[ConnectStreams] = None
 
     # the REST storage as the verb's interface (registry/rest.py): a 405 for one without it
 

@@ -4,6 +4,12 @@
 Admission webhooks, conversion webhooks and the authorization webhook all
 report a failed call as ``Post "<url>": <why>``; clients and tests match on
 those words, so they are kept in one place.
+
+Those callers load ``treq`` and ``twisted.web.client`` (about 0.9 MiB of an idle
+process and several milliseconds of a start) in the functions that first make
+a call, not at module level: a server with no webhook, no structured
+authentication and no extension API server makes no outgoing HTTP call, and
+tests/server/test_start_footprint.py checks a start has not loaded them.
 """
 from __future__ import annotations
 
@@ -14,7 +20,6 @@ from urllib.parse import urlsplit
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from twisted.internet import defer, error as net_error, ssl
-from twisted.web.client import ResponseNeverReceived
 
 # a call cut by the request's own deadline (admission webhooks) ...
 CONTEXT_DEADLINE = "context deadline exceeded"
@@ -32,6 +37,7 @@ def trust_root_from_ca_bundle(ca_bundle: str) -> Any:
 
 def describe_post_failure(failure: BaseException, url: str, timeout_words: str = CONTEXT_DEADLINE) -> str:
     """A failed POST to ``url`` as Go's client reports it: ``Post "<url>": <why>``."""
+    from twisted.web.client import ResponseNeverReceived  # as the callers: see the docstring
     if isinstance(failure, ResponseNeverReceived) and failure.reasons:
         failure = failure.reasons[0].value
     parts = urlsplit(url)

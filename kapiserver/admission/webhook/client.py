@@ -7,19 +7,18 @@ verified against ``caBundle`` (the system roots without one).  Each client
 configuration keeps its own agent and pool of persistent connections.  A
 call is bounded by the webhook's timeout and never blocks the reactor; its
 failures are worded as Go's HTTP client words them (``Post "<url>": ...``).
+treq and ``twisted.web.client`` load with the first call (as for every caller of
+``machinery/go_http_client.py``, whose docstring says why).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
 import orjson
-import treq
-from treq.client import HTTPClient
 from twisted.internet import defer, ssl
-from twisted.web._newclient import HTTP11ClientProtocol  # noqa: F401 (the pool's protocol)
 from twisted.internet.interfaces import IReactorTime
-from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
@@ -32,9 +31,20 @@ from kapiserver.machinery.go_http_client import describe_post_failure, trust_roo
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _CACHE_SIZE = 200  # upstream's client cache size
 
+if TYPE_CHECKING:  # pragma: no cover
+    from treq.client import HTTPClient
+    from twisted.web.client import HTTPConnectionPool, _HTTP11ClientFactory
 
-class _QuietFactory(_HTTP11ClientFactory):
-    noisy = False  # one log line per connection is too many for a per-request client
+
+@functools.cache
+def _quiet_factory() -> type[_HTTP11ClientFactory]:
+    """The pools' connection factory, without a log line per connection (too many for a
+    per-request client); made with the first client, as twisted.web.client loads then."""
+    from twisted.web.client import _HTTP11ClientFactory
+
+    class QuietFactory(_HTTP11ClientFactory):
+        noisy = False
+    return QuietFactory
 
 
 class CallFailed(Exception):
@@ -114,9 +124,11 @@ class WebhookClient:
         found = self._clients.get(key)
         if found is not None:
             return found[0]
+        from treq.client import HTTPClient  # the first call loads them: see the module's docstring
+        from twisted.web.client import Agent, HTTPConnectionPool
         policy = _TLSPolicy(_trust_root(ca_bundle), server_name, _client_certificate(creds))
         pool = HTTPConnectionPool(self.reactor, persistent=True)
-        pool._factory = _QuietFactory
+        pool._factory = _quiet_factory()
         pool.maxPersistentPerHost = 8
         pool.retryAutomatically = False  # an admission request is not repeated behind the webhook's back
         client = HTTPClient(Agent(self.reactor, contextFactory=policy, pool=pool))
@@ -172,7 +184,7 @@ class WebhookClient:
 
         async def call() -> tuple[int, bytes]:
             response = await client.post(url, data=body, headers=headers)
-            content = await treq.content(response)
+            content = await response.content()
             return response.code, content
 
         d = defer.Deferred.fromCoroutine(call())

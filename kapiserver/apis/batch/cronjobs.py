@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import zoneinfo
 from typing import Any, Optional
 
 from kapiserver.apis import columns, field_checks
@@ -50,6 +49,9 @@ def _validate_time_zone(zone: Any) -> list[errors.Cause]:
         causes.append(errors.field_invalid(path, zone, "timeZone must be an explicit time zone as defined in "
                                                        "https://www.iana.org/time-zones"))
     if zone != "Local" and zone != "UTC":
+        # zoneinfo (with sysconfig, which finds the zone files) loads with the first CronJob
+        # that names a zone, not with every start
+        import zoneinfo
         try:
             zoneinfo.ZoneInfo(zone)
         except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):

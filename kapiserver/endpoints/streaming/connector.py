@@ -49,7 +49,7 @@ from zope.interface import implementer
 from kapiserver.endpoints.streaming import kubelet as kubelet_client
 from kapiserver.endpoints.streaming import proxy_rewrite, splice, translator, tunnel, websocket_reader
 from kapiserver.endpoints.streaming.dialer import HTTPUpgradeDialer, dial_error_text, tcp_dial
-from kapiserver.endpoints.streaming.interfaces import Dial, IHijackableChannel
+from kapiserver.endpoints.streaming.interfaces import Dial, IHijackableChannel, StoreGetter
 from kapiserver.endpoints.request_context import writable
 from kapiserver.endpoints.streaming.relay import BodyRelay, relay_body, while_client_waits
 from kapiserver.machinery import errors, go_url
@@ -72,8 +72,6 @@ MAX_REWRITTEN_HTML = 16 * 1024 * 1024
 # larger pages are rewritten in the reactor's thread pool: tokenizing takes a few seconds per
 # ten megabytes of dense markup, which the reactor thread cannot spare
 INLINE_REWRITE_BYTES = 64 * 1024
-
-StoreGetter = Callable[[str, str, str], Any]
 
 
 def is_upgrade(request: server.Request) -> bool:

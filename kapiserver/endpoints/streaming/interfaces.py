@@ -12,12 +12,14 @@ registered as the producer of the other's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IProtocol, IStreamClientEndpoint
 from twisted.web.server import Request
 from zope.interface import Interface
+
+from kapiserver.registry.subresources import Location
 
 
 class HijackedConnection(Protocol):
@@ -86,3 +88,15 @@ class Dial(Protocol):
     wrapped around it by the caller."""
 
     def __call__(self, host: str, port: int, timeout: float) -> IStreamClientEndpoint: ...
+
+
+# any served resource's Store by (group, version, plural): a connect subresource reads Nodes
+StoreGetter = Callable[[str, str, str], Any]
+
+
+class ConnectStreams(Protocol):
+    """Serves a connect subresource's :class:`Location` (logs, exec, attach, port-forward, the
+    proxies) on the client's request: the streaming package's ``StreamConnector``, or
+    ``on_first_use.StreamsOnFirstUse``, which loads it with the first such request."""
+
+    async def serve(self, request: Request, location: Location, stores: StoreGetter) -> None: ...
