@@ -23,7 +23,6 @@ from twisted.internet import threads
 
 from kapiserver.apiextensions import crd_validation
 from kapiserver.apiextensions.cel.rules import CompiledRules, compile_rules, evaluate
-from kapiserver.apiextensions.conversion import WebhookConverter
 from kapiserver.apiextensions.schema.defaulting import apply_defaults
 from kapiserver.apiextensions.schema.pruning import prune
 from kapiserver.apiextensions.schema.validation import validate as validate_schema
