@@ -16,7 +16,7 @@ Per target, one after the other (so they do not share the CPUs with each other):
    what the first encoded, on kapiserver);
 4. watches: ``--watches`` pod watch streams on one namespace, read by two client processes; pods of that
    namespace are patched at ``--rate`` per second for ``--watch-seconds`` (the write time carried in an
-   annotation); delivery delay p50/p99/max and events delivered of those expected;
+   annotation); delivery delay p50/p99/max and events delivered of those expected; RSS then;
 5. restart (``--start`` targets, or a target's ``restart`` command, which must stop the server and start
    it again in the background): seconds from the restart until ``/readyz`` answers 200, then the first
    selective LIST of pods (a watch cache built lazily is built by it), and RSS then.
@@ -516,6 +516,7 @@ def measure(target: Target, args: argparse.Namespace) -> dict[str, Any]:
     if args.watches:
         out["watch"] = watches(target.kubeconfig, args.watches, args.rate, args.watch_seconds, args.pods)
         print(f"  watch {out['watch']}", file=sys.stderr)
+        out["rss_after_watches"] = rss_mb(target.pids())  # the patched pods, the window's events and frames
     if target.restart is not None:
         out["restart"] = target.restart()
         conn = Connection(Endpoint.from_kubeconfig(target.kubeconfig))
@@ -552,6 +553,7 @@ def table(names: list[str], results: list[dict[str, Any]], args: argparse.Namesp
     row("watch delivery max, s", lambda r: r["watch"]["max"], "{:.3f}")
     row("watch events delivered / expected", lambda r: f"{r['watch']['delivered']}/{r['watch']['expected']}", "{}")
     row("watch: patches/s achieved", lambda r: r["watch"]["rate"], "{:.0f}")
+    row("RSS after the watches, MB", lambda r: r["rss_after_watches"], "{:.0f}")
     row("restart to /readyz, s", lambda r: r["restart"], "{:.1f}")
     row("then the first LIST of pods (label group=g7, consistent), s", lambda r: r["first_list_restarted"], "{:.3f}")
     row("RSS after restart, MB", lambda r: r["rss_restarted"], "{:.0f}")

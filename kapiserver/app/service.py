@@ -37,6 +37,7 @@ from kapiserver.server.certs import (CertBundle, CertificateError, credential_fi
                                      serving_context_factory, serving_sans)
 from kapiserver.server.config import Config
 from kapiserver.server.gc_tuning import tune_after_startup
+from kapiserver.server.heap_trim import HeapTrimmer, libc_malloc_trim
 from kapiserver.server.healthz import HealthChecks
 from kapiserver.server.kubeconfig import write_admin_kubeconfig
 from kapiserver.machinery.eager_tcp import send_writes_at_once
@@ -273,6 +274,7 @@ class KapiService(ProcessService):
         self.port: Any = None
         self.limiter: Optional[ConnectionLimiter] = None
         self.compactor: Optional[EtcdCompactor] = None
+        self.heap_trimmer = HeapTrimmer(config.memory.heap_trim_interval_seconds, self.reactor, libc_malloc_trim())
         self.started = False
         self._startup: Optional[defer.Deferred] = None
         self.health.add("etcd" if config.storage.backend == "etcd3" else "sqlite", self._storage_check)
@@ -368,6 +370,7 @@ class KapiService(ProcessService):
             waited += READY_POLL_INTERVAL
         log.info("kapiserver is ready")
         tune_after_startup()
+        self.heap_trimmer.start()
         self.notifier.ready()
         self.ready.callback(self.bound_port)
 
@@ -415,6 +418,7 @@ class KapiService(ProcessService):
             await self.apiserver.stop()
         if self.compactor is not None:
             self.compactor.stop()
+        self.heap_trimmer.stop()
         if self.storage is not None:
             try:
                 await self.storage.stop()

@@ -27,6 +27,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.auth.authorizer import Attributes, Decision, Rules
+from kapiserver.machinery import codec
 from kapiserver.machinery.user import UserInfo
 from kapiserver.auth.webhook_kubeconfig import WebhookTarget
 from kapiserver.machinery.go_http_client import CLIENT_TIMEOUT, describe_post_failure
@@ -132,7 +133,8 @@ class WebhookAuthorizer:
         decision = decision_from(status)
         ttl = self.authorized_ttl if decision.allowed else self.unauthorized_ttl
         if ttl > 0:
-            self._cache[key] = (self.reactor.seconds() + ttl, decision)
+            # (8,192 keys kept in orjson's 4 KB buffers would hold 32 MB: codec.exact_size)
+            self._cache[codec.exact_size(key)] = (self.reactor.seconds() + ttl, decision)
             if len(self._cache) > CACHE_ENTRIES:
                 self._cache.popitem(last=False)
         return decision

@@ -21,7 +21,7 @@ from twisted.internet import defer, task
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from kapiserver.machinery import errors
+from kapiserver.machinery import codec, errors
 from kapiserver.registry.options import NOT_OLDER_THAN, ListOptions, parse_resource_version
 from kapiserver.registry.store import CorruptObjectError, Store, decode, readable, too_old
 from kapiserver.storage import interface as st
@@ -178,12 +178,13 @@ class ResourceWatch:
             if sink is not None and memo_key is not None:
                 # Unfiltered watchers of one prefix see the same bytes: the first of
                 # them encodes the event, the rest reuse it (the cacher hands every
-                # watcher the same Event object).
+                # watcher the same Event object).  The memo lives as long as the event
+                # stays in the cache's window: kept at its own size (codec.exact_size).
                 line = event.cache.get(memo_key)
                 if line is None:
                     seen = self._convert(event)
                     assert seen is not None  # without a selector every event is seen
-                    line = event.cache[memo_key] = sink.encode(*seen)
+                    line = event.cache[memo_key] = codec.exact_size(sink.encode(*seen))
                 sink.send_encoded(line)
                 return
             converted = self._convert(event)

@@ -164,6 +164,13 @@ class WatchConfig:
 
 
 @dataclass
+class MemoryConfig:
+    # Give the heap memory freed since back to the system this often (glibc's malloc_trim,
+    # server/heap_trim.py); 0 = never.
+    heap_trim_interval_seconds: float = 60
+
+
+@dataclass
 class ShutdownConfig:
     # upstream's --shutdown-delay-duration: keep serving this long after SIGTERM (with /readyz
     # failing) so load balancers notice before the listener closes
@@ -293,6 +300,7 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     connections: ConnectionsConfig = field(default_factory=ConnectionsConfig)
     controllers: ControllersConfig = field(default_factory=ControllersConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
@@ -438,6 +446,8 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"{src}: key 'shutdown.drain_seconds': must not be negative")
     if config.shutdown.delay_seconds < 0:
         raise ConfigError(f"{src}: key 'shutdown.delay_seconds': must not be negative")
+    if config.memory.heap_trim_interval_seconds < 0:
+        raise ConfigError(f"{src}: key 'memory.heap_trim_interval_seconds': must not be negative")
     if config.connections.max_connections_per_address > config.connections.max_connections:
         raise ConfigError(f"{src}: key 'connections.max_connections_per_address': must not exceed "
                           f"connections.max_connections ({config.connections.max_connections})")

@@ -77,6 +77,7 @@ from typing import Any, Callable, Iterable, Optional
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from kapiserver.machinery import codec
 from kapiserver.storage.cacher_watch_cache import WatchCache
 from kapiserver.storage.cacher_watcher import CacheWatcher
 from kapiserver.storage.interface import (ErrorHandler, EventHandler, IndexValue, KeyValue, ListResult,
@@ -194,12 +195,16 @@ class CachedStorage(Storage):
     def count(self, prefix: str) -> defer.Deferred:
         return self.backend.count(prefix)
 
+    # The value written is the one the cache and its event window keep (the embedded store's
+    # events carry it, _adopt keeps etcd's): stored at its own size, not in the encoder's
+    # larger buffer (codec.exact_size).
     def create(self, key: str, value: bytes, lease: int = 0) -> defer.Deferred:
-        return self.backend.create(key, value, lease).addCallback(self._adopt)
+        return self.backend.create(key, codec.exact_size(value), lease).addCallback(self._adopt)
 
     def update(self, key: str, value: bytes, expected_mod_revision: int = 0,
                lease: Optional[int] = None) -> defer.Deferred:
-        return self.backend.update(key, value, expected_mod_revision, lease).addCallback(self._adopt)
+        return self.backend.update(key, codec.exact_size(value), expected_mod_revision,
+                                   lease).addCallback(self._adopt)
 
     def _adopt(self, written: KeyValue) -> KeyValue:
         """The written value as the object the ready cache holds, or will hold, for it."""

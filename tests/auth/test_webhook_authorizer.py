@@ -6,9 +6,12 @@ denies Secrets to everyone, and has no opinion otherwise.
 """
 from __future__ import annotations
 
+import gc
+import inspect
 import json
 import os
 import tempfile
+import tracemalloc
 
 import yaml
 from OpenSSL import SSL
@@ -125,6 +128,27 @@ class WebhookTests(ServerTestCase):
             self.assertEqual((await self.client.get("/api/v1/namespaces/default/pods")).code, 200)
         asked = [r for r in self.webhook.reviews if (r["spec"].get("resourceAttributes") or {}).get("resource") == "pods"]
         self.assertEqual(len(asked), 1)
+
+    @run
+    async def test_cached_answers_keep_their_keys_at_their_own_size(self):
+        # the cache's key is the review's JSON, which orjson hands back in a 4 KB buffer (codec.exact_size):
+        # 8,192 cached answers must not keep 8,192 of those
+        await self.make_anonymous_admin()
+        if not tracemalloc.is_tracing():
+            tracemalloc.start()
+            self.addCleanup(tracemalloc.stop)
+        source, first = inspect.getsourcelines(webhook_authorizer.WebhookAuthorizer.authorize)
+        encoder = [tracemalloc.Filter(True, webhook_authorizer.__file__, lineno=first + i)
+                   for i, line in enumerate(source) if "orjson.dumps" in line]
+        paths = [f"/api/v1/namespaces/ns-{i}/configmaps" for i in range(10)]
+        for _ in range(2):
+            for path in paths:
+                self.assertEqual((await self.client.get(path)).code, 200)
+        asked = [r for r in self.webhook.reviews if (r["spec"].get("resourceAttributes") or {}).get("resource") == "configmaps"]
+        self.assertEqual(len(asked), 10)  # the second round was answered from the cache
+        gc.collect()
+        held = tracemalloc.take_snapshot().filter_traces(encoder)
+        self.assertEqual(sum(stat.size for stat in held.statistics("lineno")), 0, "the cache holds the encoder's buffers")
 
     @run
     async def test_unreachable_webhook_has_no_opinion_and_reports_the_error(self):

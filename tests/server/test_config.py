@@ -128,6 +128,13 @@ class LoadConfigTests(unittest.TestCase):
                                "connections.max_connections (10)")
         self.assertConfigError("shutdown:\n  delay_seconds: -1\n", "key 'shutdown.delay_seconds': must not be negative")
 
+    def test_heap_trim_interval(self) -> None:
+        self.assertEqual(load_config(None).memory.heap_trim_interval_seconds, 60)
+        self.assertEqual(load_config(self.write("memory:\n  heap_trim_interval_seconds: 0\n"))
+                         .memory.heap_trim_interval_seconds, 0)
+        self.assertConfigError("memory:\n  heap_trim_interval_seconds: -5\n",
+                               "key 'memory.heap_trim_interval_seconds': must not be negative")
+
     def test_the_shipped_file_lists_every_key_with_its_default(self) -> None:
         path = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "apiserver.yaml")
         shipped, defaults = load_config(path), load_config(None)

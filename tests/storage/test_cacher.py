@@ -1,10 +1,13 @@
 """The watch cache: a faithful Storage (the shared contract), plus what only it promises."""
 from __future__ import annotations
 
+import gc
 import os
+import tracemalloc
 import uuid
 from typing import Any
 
+import orjson
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
@@ -330,6 +333,31 @@ class CacherTests(unittest.TestCase):
         self.assertEqual(store.watcher_count(), 500)
         # progress follows shortly after (the embedded store batches it, sqlite_watch.PROGRESS_DELAY)
         await until(lambda: bool(recs[0].progress) and recs[0].progress[-1] >= start + 51, what="progress")
+
+    async def test_values_written_are_kept_at_their_own_size(self):
+        # orjson.dumps (how the registry encodes what it stores) hands back bytes in a buffer
+        # several times their length; what the cache keeps of a write must not be that buffer
+        store, _ = await self.open()
+        await store.list("/configmaps/")  # the cache is built: it keeps what is written
+        tracing = tracemalloc.is_tracing()
+        if not tracing:
+            tracemalloc.start()
+            self.addCleanup(tracemalloc.stop)
+        payload = {"kind": "ConfigMap", "data": {"payload": "0123456789" * 100}}
+
+        def encoded(obj: dict) -> bytes:
+            return orjson.dumps(obj)
+        encoder = tracemalloc.Filter(True, __file__, lineno=encoded.__code__.co_firstlineno + 1)
+        for i in range(50):
+            kv = await store.create(f"/configmaps/ns/k{i:02d}", encoded(payload))
+            await store.update(kv.key, encoded(dict(payload, n=i)), kv.mod_revision)
+        del kv
+        gc.collect()
+        held = tracemalloc.take_snapshot().filter_traces([encoder])
+        self.assertEqual(sum(stat.size for stat in held.statistics("lineno")), 0,
+                         "the cache holds the encoder's buffers")
+        cached = await store.get_cached("/configmaps/ns/k07")
+        self.assertEqual(orjson.loads(cached.value), dict(payload, n=7))
 
     async def test_event_memo_is_per_event_and_ignored_by_equality(self):
         kv = KeyValue("/k/a", b"1", 1, 1)
