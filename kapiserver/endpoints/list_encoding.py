@@ -17,7 +17,9 @@ initial events of a watch-list reuse the same bytes (``item_json``,
 protobuf, each as the object or as PartialObjectMetadata), so the memory
 this takes stays a small multiple of the stored objects; indented JSON and
 YAML (people) are encoded anew, and Table rows (they hold the object's age)
-always are.
+always are.  The compact JSON of most objects is their stored value with the
+``resourceVersion`` added: that one is kept as the point where it goes (an
+int), and the bytes are spliced together when written.
 
 A list of the watch cache's same page in the same form (nothing under it
 changed since) reuses the whole run of encoded items, kept in the page's
