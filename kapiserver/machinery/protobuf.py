@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import struct
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -549,6 +550,16 @@ def _encode_fieldwise(name: str, obj: dict) -> bytes:
 
 def _write_field(out: bytearray, f: Field, value: Any) -> None:
     """One field without a fast path (maps, repeated scalars, times, quantities...); None is absent."""
+    if f.kind == MAP_STRING:  # labels, annotations, selectors: the common map, inline
+        tag = _varint_bytes((f.number << 3) | LENGTH_DELIMITED)
+        for key in sorted(value or {}):
+            name = str(key).encode()
+            text = _str(value[key]).encode()
+            entry = b"\n" + _varint_bytes(len(name)) + name + b"\x12" + _varint_bytes(len(text)) + text
+            out += tag
+            out += _varint_bytes(len(entry))
+            out += entry
+        return
     if f.kind == MAP_MESSAGE:
         for key in sorted(value or {}):
             entry = bytearray()
@@ -671,13 +682,7 @@ def _write_single(out: bytearray, f: Field, value: Any) -> None:
         except (TypeError, ValueError):
             raise ProtobufError(f"field {f.name} is not a number: {value!r}") from None
     elif kind in (TIME, MICRO_TIME):
-        inner = bytearray()
-        if value:
-            seconds, nanos = parse_time(str(value))
-            write_varint_field(inner, 1, seconds)
-            # Time keeps whole seconds; MicroTime microseconds
-            write_varint_field(inner, 2, nanos - nanos % 1000 if kind == MICRO_TIME else 0)
-        write_bytes_field(out, n, bytes(inner))
+        write_bytes_field(out, n, _time_message(str(value), kind == MICRO_TIME) if value else b"")
     elif kind == FIELDS_V1:
         inner = bytearray()
         write_bytes_field(inner, 1, orjson.dumps(value))
@@ -699,6 +704,18 @@ def _write_single(out: bytearray, f: Field, value: Any) -> None:
 
 def _str(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _time_message(text: str, micro: bool) -> bytes:
+    """The Time (``micro``: MicroTime) message of an RFC 3339 timestamp (objects written in the
+    same second share theirs: a list of them parses each once)."""
+    inner = bytearray()
+    seconds, nanos = parse_time(text)
+    write_varint_field(inner, 1, seconds)
+    # Time keeps whole seconds; MicroTime microseconds
+    write_varint_field(inner, 2, nanos - nanos % 1000 if micro else 0)
+    return bytes(inner)
 
 
 def _b64decode(value: Any) -> bytes:
