@@ -555,10 +555,10 @@ def _write_field(out: bytearray, f: Field, value: Any) -> None:
         for key in sorted(value or {}):
             name = str(key).encode()
             text = _str(value[key]).encode()
-            entry = b"\n" + _varint_bytes(len(name)) + name + b"\x12" + _varint_bytes(len(text)) + text
+            pair = b"\n" + _varint_bytes(len(name)) + name + b"\x12" + _varint_bytes(len(text)) + text
             out += tag
-            out += _varint_bytes(len(entry))
-            out += entry
+            out += _varint_bytes(len(pair))
+            out += pair
         return
     if f.kind == MAP_MESSAGE:
         for key in sorted(value or {}):
