@@ -523,12 +523,19 @@ class Store:
 
     def cache_indexes(self) -> builtins.list[tuple[str, st.IndexValue]]:
         """The indexes the watch cache builds before the server is ready (:meth:`Storage.prepare
-        <kapiserver.storage.interface.Storage.prepare>`): every label, and the kind's
-        ``indexed_fields``; none for kinds converted asynchronously (see :meth:`index_query`)."""
+        <kapiserver.storage.interface.Storage.prepare>`): the kind's ``indexed_fields``; none for
+        kinds converted asynchronously (see :meth:`index_query`)."""
         if self.rtype.convert_from_storage_async is not None:
             return []
-        return [(LABELS_INDEX, labels_of)] + [(self._field_index_name(name), self._field_value_of(name))
-                                              for name in self.rtype.indexed_fields]
+        return [(self._field_index_name(name), self._field_value_of(name)) for name in self.rtype.indexed_fields]
+
+    def label_indexes(self) -> builtins.list[tuple[str, st.IndexValue]]:
+        """The index of every label, which the server builds once it is ready (in the background:
+        decoding every object before readiness would cost a restart about as much as kube-apiserver's
+        whole start)."""
+        if self.rtype.convert_from_storage_async is not None:
+            return []
+        return [(LABELS_INDEX, labels_of)]
 
     def _field_index_name(self, name: str) -> str:
         # by version: versions sharing the cache may read a field differently
