@@ -392,8 +392,9 @@ class APIServer:
         watch caches before it is: the first list after a (re)start is then served from memory at
         once.  The caches build side by side, their indexes a chunk per reactor turn, so the
         server keeps answering meanwhile (``/readyz`` says it is not ready).  An empty resource's
-        cache is left to its first use (a store without objects is ready at once).  The label
-        indexes (``Store.label_indexes``) follow in the background, the smallest kinds first."""
+        cache is left to its first use (a store without objects is ready at once).  The other
+        kinds' label indexes (``Store.label_indexes``) follow in the background, the smallest
+        kinds first."""
         prepared = []
         labels = []
         seen = set()
@@ -406,7 +407,9 @@ class APIServer:
             if count:
                 prefix = rtype.storage_prefix()
                 prepared.append(self.storage.prepare(prefix, store.cache_indexes()))
-                labels.append((count, prefix, store.label_indexes()))
+                later = store.label_indexes()
+                if later:
+                    labels.append((count, prefix, later))
         for result in await defer.DeferredList(prepared, consumeErrors=True):
             if not result[0]:  # built by its first use instead
                 log.warn("building a watch cache at startup failed: {err}", err=result[1].value)

@@ -1,6 +1,6 @@
 """The server builds the watch caches of the kinds it stores, and their standard indexes (a pod's
-``spec.nodeName``), before it is ready, and the index of every label right after: the first lists after a
-restart are served from memory and answer what the store holds."""
+``spec.nodeName`` and labels), before it is ready, and the other kinds' label indexes right after: the
+first lists after a restart are served from memory and answer what the store holds."""
 from __future__ import annotations
 
 import os
@@ -28,13 +28,15 @@ def pod(i: int) -> dict:
 
 class StartCachesTests(unittest.TestCase):
     async def stored_pods(self, path: str, count: int) -> None:
-        """``count`` pods in the SQLite file at ``path``, written before any server runs on it."""
+        """``count`` pods and as many ConfigMaps in the SQLite file at ``path``, written before any
+        server runs on it."""
         backend = SQLiteStorage(path)
         await backend.start()
-        rtype = next(r for r in builtin_resource_types() if (r.group, r.plural) == ("", "pods"))
-        store = Store(rtype, backend)
+        types = {r.plural: r for r in builtin_resource_types() if r.group == "" and r.plural in ("pods", "configmaps")}
+        pods, configmaps = Store(types["pods"], backend), Store(types["configmaps"], backend)
         for i in range(count):
-            await store.create(f"ns{i % 2}", pod(i))
+            await pods.create(f"ns{i % 2}", pod(i))
+            await configmaps.create("ns0", {"metadata": {"name": f"cm{i}", "labels": {"group": f"g{i % 3}"}}})
         await backend.stop()
 
     def names(self, listed: dict) -> list[str]:
@@ -54,13 +56,16 @@ class StartCachesTests(unittest.TestCase):
         self.assertEqual(storage.cached_count("/pods/"), 24)
         cache = storage.cache_for("/pods/")
         assert cache is not None
-        self.assertIn("field v1 spec.nodeName", {name for name, index in cache._indexes.items() if index.built})
-        for _ in range(1500):  # the label index follows in the background (a guard against a hang, 30 s)
-            if "labels" in {name for name, index in cache._indexes.items() if index.built}:
+        self.assertEqual({name for name, index in cache._indexes.items() if index.built},
+                         {"field v1 spec.nodeName", "labels"})
+        configmaps = storage.cache_for("/configmaps/")
+        assert configmaps is not None
+        for _ in range(1500):  # their label index follows in the background (a guard against a hang, 30 s)
+            if "labels" in {name for name, index in configmaps._indexes.items() if index.built}:
                 break
             await task.deferLater(reactor, 0.02, lambda: None)
         else:
-            self.fail("the label index of pods was not built after the start")
+            self.fail("the label index of ConfigMaps was not built after the start")
 
         pods = server.api.served.store("", "v1", "pods")
         expected = {
