@@ -379,11 +379,50 @@ class APIServer:
             self.apiextensions.status_controller, lambda: self.secure_port,
             policy_status_controllers=[self._policy_status_controller])
         await self.controllers.start()
+        await self._count_objects()
+        await self._prepare_caches()
         self.metrics.set_storage_objects_source(lambda: self._object_counts)
         self._counter = task.LoopingCall(lambda: defer.Deferred.fromCoroutine(self._count_objects()))
         self._counter.clock = self.reactor
-        self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=True).addErrback(
+        self._counter.start(OBJECT_COUNT_INTERVAL_SECONDS, now=False).addErrback(
             lambda f: log.failure("counting stored objects failed", f))
+
+    async def _prepare_caches(self) -> None:
+        """Build the watch cache of every resource that has stored objects, with its standard
+        indexes (``Store.cache_indexes``), before the server is ready, as kube-apiserver builds its
+        watch caches before it is: the first list after a (re)start is then served from memory at
+        once.  The caches build side by side, their indexes a chunk per reactor turn, so the
+        server keeps answering meanwhile (``/readyz`` says it is not ready).  An empty resource's
+        cache is left to its first use (a store without objects is ready at once).  The other
+        kinds' label indexes (``Store.label_indexes``) follow in the background, the smallest
+        kinds first."""
+        prepared = []
+        labels = []
+        seen = set()
+        for store in self.served.stores():
+            rtype = store.rtype
+            if rtype.storage_resource in seen or not rtype.stored:
+                continue
+            seen.add(rtype.storage_resource)
+            count = self._object_counts.get(f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural)
+            if count:
+                prefix = rtype.storage_prefix()
+                prepared.append(self.storage.prepare(prefix, store.cache_indexes()))
+                later = store.label_indexes()
+                if later:
+                    labels.append((count, prefix, later))
+        for result in await defer.DeferredList(prepared, consumeErrors=True):
+            if not result[0]:  # built by its first use instead
+                log.warn("building a watch cache at startup failed: {err}", err=result[1].value)
+        labels.sort(key=lambda entry: entry[0])
+        defer.Deferred.fromCoroutine(self._prepare_label_indexes([(p, i) for _, p, i in labels]))
+
+    async def _prepare_label_indexes(self, indexes: list[tuple[str, list]]) -> None:
+        for prefix, named in indexes:
+            try:
+                await self.storage.prepare(prefix, named)
+            except Exception as e:  # stopping, storage down: the first label-selected list builds it
+                log.info("building the label index of {prefix} failed: {err}", prefix=prefix, err=e)
 
     def _policy_status_controller(self) -> Any:
         from kapiserver.controllers.validating_admission_policy_status import PolicyStatusController

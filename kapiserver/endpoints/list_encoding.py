@@ -17,7 +17,9 @@ initial events of a watch-list reuse the same bytes (``item_json``,
 protobuf, each as the object or as PartialObjectMetadata), so the memory
 this takes stays a small multiple of the stored objects; indented JSON and
 YAML (people) are encoded anew, and Table rows (they hold the object's age)
-always are.
+always are.  The compact JSON of most objects is their stored value with the
+``resourceVersion`` added: that one is kept as the point where it goes (an
+int), and the bytes are spliced together when written.
 
 A list of the watch cache's same page in the same form (nothing under it
 changed since) reuses the whole run of encoded items, kept in the page's
@@ -61,18 +63,51 @@ RUN_SLICE = 256 * 1024
 
 
 def memoized(item: Any, key: Hashable, make: Callable[[], bytes]) -> bytes:
-    """``make()``, kept on ``item`` when it is a stored value (the next call with ``key`` reuses it)."""
+    """``make()``, kept on ``item`` when it is a stored value (the next call with ``key`` reuses it).
+
+    What is kept is the splice point (an int) when the encoding is the stored value itself with
+    the object's ``resourceVersion`` added (:func:`_splice_point`), else the bytes."""
     if not isinstance(item, KeyValue):
         return make()
     memo = item.encodings
     found = memo.get(key) if memo is not None else None
     if found is None:
         found = make()  # first: a value that does not decode gets no memo (lists check for one)
+        kept = _splice_point(item, found)
         if memo is None:
-            object.__setattr__(item, "encodings", {key: found})
+            object.__setattr__(item, "encodings", {key: found if kept is None else kept})
         else:
-            memo[key] = found
+            memo[key] = found if kept is None else kept
+        return found
+    if type(found) is int:
+        value = item.value
+        return value[:found] + _resource_version_member(item) + value[found:]
     return found
+
+
+def _resource_version_member(item: KeyValue) -> bytes:
+    return b',"resourceVersion":"%d"' % item.mod_revision
+
+
+def _splice_point(item: KeyValue, encoded: bytes) -> Optional[int]:
+    """Where ``encoded`` is ``item``'s stored value with ``,"resourceVersion":"N"`` inserted, if it is.
+
+    The Store writes an object's compact JSON without its resourceVersion and reads it back with
+    the resourceVersion appended to its metadata (``registry/store.py`` ``encode``, ``decode``), so
+    the compact JSON of an object that nothing changed on the way out (no conversion, no escaping)
+    is its stored value plus those bytes: kept as the point where they go, the memo costs an int
+    instead of a second copy of the object.  The comparison is exact, so anything else keeps its bytes.
+    """
+    value = item.value
+    member = _resource_version_member(item)
+    if len(encoded) != len(value) + len(member):
+        return None
+    at = encoded.find(member)
+    while at != -1:
+        if encoded.startswith(value[:at]) and encoded.endswith(value[at:]):
+            return at
+        at = encoded.find(member, at + 1)
+    return None
 
 
 def _json_value(obj: Any) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import struct
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -94,8 +95,8 @@ def write_tag(out: bytearray, number: int, wire_type: int) -> None:
 
 
 def write_bytes_field(out: bytearray, number: int, payload: bytes) -> None:
-    write_tag(out, number, LENGTH_DELIMITED)
-    write_varint(out, len(payload))
+    out += _varint_bytes((number << 3) | LENGTH_DELIMITED)
+    out += _varint_bytes(len(payload))
     out += payload
 
 
@@ -456,12 +457,64 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
 
     Non-pointer fields are always written (zero when absent), pointer fields
     only when present, so the bytes match what a Go client would send.
+
+    Most of a message's fields are absent from a typical object (a Pod's spec
+    sets a few of its forty), so the message starts as the bytes of every
+    field absent (:func:`_layout`, computed once) and only the object's own
+    keys are encoded into their places (and an inline field, whose value is
+    the whole object, every time).
     """
     obj = obj if isinstance(obj, dict) else {}
+    layout = _LAYOUTS.get(name)
+    if layout is None:
+        layout = _layout(name)
+    if layout is _NO_LAYOUT:
+        return _encode_fieldwise(name, obj)
+    absent, absent_bytes, by_name, inline = layout
+    if not obj:
+        return absent_bytes
+    pieces: Optional[list[bytes]] = None
+    if inline:
+        pieces = list(absent)
+        for position, f, tag in inline:
+            data = encode_message(f.message, obj)
+            pieces[position] = tag + _varint_bytes(len(data)) + data
+    for key, value in obj.items():
+        step = by_name.get(key)
+        if step is None or value is None:
+            continue
+        position, f, tag, fast = step
+        if fast == _FAST_STRING:
+            data = value.encode() if type(value) is str else _str(value).encode()
+            piece = tag + _varint_bytes(len(data)) + data
+        elif fast == _FAST_MESSAGE:
+            data = encode_message(f.message, value)
+            piece = tag + _varint_bytes(len(data)) + data
+        elif fast == _FAST_MESSAGES:
+            out = bytearray()
+            for item in value:
+                data = encode_message(f.message, item)
+                out += tag
+                out += _varint_bytes(len(data))
+                out += data
+            piece = bytes(out)
+        elif fast == _FAST_VARINT:
+            piece = tag + _varint_bytes(int(value or 0) & 0xFFFFFFFFFFFFFFFF)
+        else:
+            out = bytearray()
+            _write_field(out, f, value)
+            piece = bytes(out)
+        if pieces is None:
+            pieces = list(absent)
+        pieces[position] = piece
+    return absent_bytes if pieces is None else b"".join(pieces)
+
+
+def _encode_fieldwise(name: str, obj: dict) -> bytes:
+    """:func:`encode_message` one field after the other (while a message's layout is made)."""
     out = bytearray()
     for f, tag, fast in _encoding_plan(name):
         value: Any = obj if f.inline else obj.get(f.name)
-        # the common shapes inline (a list of Pods spends its time here); the rest below
         if fast == _FAST_STRING:
             if value is None and f.pointer:
                 continue
@@ -491,37 +544,89 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
             out += tag
             out += _varint_bytes(int(value or 0) & 0xFFFFFFFFFFFFFFFF)
             continue
-        if f.kind == MAP_MESSAGE:
-            for key in sorted(value or {}):
-                entry = bytearray()
-                write_bytes_field(entry, 1, str(key).encode())
-                write_bytes_field(entry, 2, encode_embedded(f.message, value[key]))
-                write_bytes_field(out, f.number, bytes(entry))
-            continue
-        if f.kind in _MAP_KINDS:
-            for key in sorted(value or {}):
-                entry = bytearray()
-                write_bytes_field(entry, 1, str(key).encode())
-                raw = value[key]
-                if f.kind in _MAP_VALUES:
-                    _write_single(entry, _MAP_VALUES[f.kind], raw)
-                elif f.kind == MAP_STRING_LIST:
-                    items = bytearray()
-                    for item in raw or ():
-                        write_bytes_field(items, 1, _str(item).encode())
-                    write_bytes_field(entry, 2, bytes(items))
-                else:
-                    write_bytes_field(entry, 2, _b64decode(raw) if f.kind == MAP_BYTES else _str(raw).encode())
-                write_bytes_field(out, f.number, bytes(entry))
-            continue
-        if f.repeated:
-            for item in value or ():
-                _write_single(out, f, item)
-            continue
-        # absent pointers, and nil []byte (Go writes only a non-nil slice, even an empty one)
-        if value is None and (f.pointer or f.kind in (FIELDS_V1, BYTES)):
-            continue
-        _write_single(out, f, value)
+        _write_field(out, f, value)
+    return bytes(out)
+
+
+def _write_field(out: bytearray, f: Field, value: Any) -> None:
+    """One field without a fast path (maps, repeated scalars, times, quantities...); None is absent."""
+    if f.kind == MAP_STRING:  # labels, annotations, selectors: the common map, inline
+        tag = _varint_bytes((f.number << 3) | LENGTH_DELIMITED)
+        for key in sorted(value or {}):
+            name = str(key).encode()
+            text = _str(value[key]).encode()
+            pair = b"\n" + _varint_bytes(len(name)) + name + b"\x12" + _varint_bytes(len(text)) + text
+            out += tag
+            out += _varint_bytes(len(pair))
+            out += pair
+        return
+    if f.kind == MAP_MESSAGE:
+        for key in sorted(value or {}):
+            entry = bytearray()
+            write_bytes_field(entry, 1, str(key).encode())
+            write_bytes_field(entry, 2, encode_embedded(f.message, value[key]))
+            write_bytes_field(out, f.number, bytes(entry))
+        return
+    if f.kind in _MAP_KINDS:
+        for key in sorted(value or {}):
+            entry = bytearray()
+            write_bytes_field(entry, 1, str(key).encode())
+            raw = value[key]
+            if f.kind in _MAP_VALUES:
+                _write_single(entry, _MAP_VALUES[f.kind], raw)
+            elif f.kind == MAP_STRING_LIST:
+                items = bytearray()
+                for item in raw or ():
+                    write_bytes_field(items, 1, _str(item).encode())
+                write_bytes_field(entry, 2, bytes(items))
+            else:
+                write_bytes_field(entry, 2, _b64decode(raw) if f.kind == MAP_BYTES else _str(raw).encode())
+            write_bytes_field(out, f.number, bytes(entry))
+        return
+    if f.repeated:
+        for item in value or ():
+            _write_single(out, f, item)
+        return
+    # absent pointers, and nil []byte (Go writes only a non-nil slice, even an empty one)
+    if value is None and (f.pointer or f.kind in (FIELDS_V1, BYTES)):
+        return
+    _write_single(out, f, value)
+
+
+# A message's layout: the bytes of each field when absent (in number order), their join, by JSON
+# name each field's (position, Field, tag bytes, fast path), and its inline fields' (position,
+# Field, tag bytes).
+_Layout = tuple[tuple[bytes, ...], bytes, dict[str, tuple[int, Field, bytes, int]], tuple[tuple[int, Field, bytes], ...]]
+_NO_LAYOUT: _Layout = ((), b"", {}, ())
+_LAYOUTS: dict[str, _Layout] = {}
+
+
+def _layout(name: str) -> _Layout:
+    plan = _encoding_plan(name)
+    _LAYOUTS[name] = _NO_LAYOUT  # (while it is made, a message holding itself goes field by field)
+    absent = tuple(_encode_fieldwise_one(f, tag, fast) for f, tag, fast in plan)
+    by_name = {f.name: (i, f, tag, fast) for i, (f, tag, fast) in enumerate(plan) if not f.inline}
+    inline = tuple((i, f, tag) for i, (f, tag, _) in enumerate(plan) if f.inline)
+    layout = _LAYOUTS[name] = (absent, b"".join(absent), by_name, inline)
+    return layout
+
+
+def _encode_fieldwise_one(f: Field, tag: bytes, fast: int) -> bytes:
+    """The bytes of field ``f`` when the object does not have it (an inline field: when the object is empty)."""
+    if f.inline:
+        data = encode_message(f.message, {})
+        return tag + _varint_bytes(len(data)) + data
+    if fast in (_FAST_STRING, _FAST_VARINT):
+        return b"" if f.pointer else tag + b"\x00"
+    if fast == _FAST_MESSAGE:
+        if f.pointer:
+            return b""
+        data = encode_message(f.message, None)
+        return tag + _varint_bytes(len(data)) + data
+    if fast == _FAST_MESSAGES:
+        return b""
+    out = bytearray()
+    _write_field(out, f, None)
     return bytes(out)
 
 
@@ -577,13 +682,7 @@ def _write_single(out: bytearray, f: Field, value: Any) -> None:
         except (TypeError, ValueError):
             raise ProtobufError(f"field {f.name} is not a number: {value!r}") from None
     elif kind in (TIME, MICRO_TIME):
-        inner = bytearray()
-        if value:
-            seconds, nanos = parse_time(str(value))
-            write_varint_field(inner, 1, seconds)
-            # Time keeps whole seconds; MicroTime microseconds
-            write_varint_field(inner, 2, nanos - nanos % 1000 if kind == MICRO_TIME else 0)
-        write_bytes_field(out, n, bytes(inner))
+        write_bytes_field(out, n, _time_message(str(value), kind == MICRO_TIME) if value else b"")
     elif kind == FIELDS_V1:
         inner = bytearray()
         write_bytes_field(inner, 1, orjson.dumps(value))
@@ -605,6 +704,18 @@ def _write_single(out: bytearray, f: Field, value: Any) -> None:
 
 def _str(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _time_message(text: str, micro: bool) -> bytes:
+    """The Time (``micro``: MicroTime) message of an RFC 3339 timestamp (objects written in the
+    same second share theirs: a list of them parses each once)."""
+    inner = bytearray()
+    seconds, nanos = parse_time(text)
+    write_varint_field(inner, 1, seconds)
+    # Time keeps whole seconds; MicroTime microseconds
+    write_varint_field(inner, 2, nanos - nanos % 1000 if micro else 0)
+    return bytes(inner)
 
 
 def _b64decode(value: Any) -> bytes:

@@ -252,6 +252,10 @@ class ResourceType:
     # Which labels a field selector may use, and what each is in the field set (upstream's
     # field label conversion function of this kind and version).
     field_labels: FieldLabelConversion = METAV1_FIELD_LABELS
+    # Selectable fields the watch cache indexes before the server is ready (upstream's pods:
+    # ``spec.nodeName``, what every kubelet selects its pods by); others are indexed by the
+    # first list that selects on them.
+    indexed_fields: tuple[str, ...] = ()
     storage_resource: str = ""
     is_crd: bool = False
     # Events expire: a lease of this many seconds is attached on create (0 = none).

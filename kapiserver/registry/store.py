@@ -13,8 +13,8 @@ from __future__ import annotations
 import builtins
 
 import copy
-import functools
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, NoReturn, Optional, TypeVar
 
@@ -110,15 +110,17 @@ def readable(kv: st.KeyValue, warnings: Optional[list[str]] = None) -> Optional[
         return None
 
 
-@functools.lru_cache(maxsize=256)
-def label_value_of(label: str) -> st.IndexValue:
-    """The index function of a label: the same function for the same label (the watch cache keeps
-    an index while its function stays the same)."""
-    def value_of(kv: st.KeyValue) -> Optional[str]:
-        labels = (decode(kv)["metadata"].get("labels") or {})
-        value = labels.get(label) if isinstance(labels, dict) else None
-        return value if isinstance(value, str) else None
-    return value_of
+# The watch cache's index of every label: an object is found under ``key=value`` for each of its
+# labels (neither a label's key nor its value can hold a "=").
+LABELS_INDEX = "labels"
+
+
+def labels_of(kv: st.KeyValue) -> tuple[str, ...]:
+    """The index values of ``kv``'s labels, ``key=value`` each (interned: objects share them)."""
+    labels = decode(kv)["metadata"].get("labels")
+    if not labels or not isinstance(labels, dict):
+        return ()
+    return tuple(sys.intern(f"{key}={value}") for key, value in labels.items() if isinstance(value, str))
 
 # Label operators whose values are all a matching object can have.
 _LABEL_VALUES_OPERATORS = (label_selectors.EQUALS, label_selectors.DOUBLE_EQUALS, label_selectors.IN)
@@ -489,13 +491,33 @@ class Store:
             return None
         for r in self.field_selector(opts).requirements:
             if r.operator != NOT_EQUALS and r.field != "metadata.namespace":
-                # by version: versions sharing the cache may read a field differently
-                return (f"field {self.rtype.api_version} {r.field}", self._field_value_of(r.field),
-                        frozenset((r.value,)))
+                return self._field_index_name(r.field), self._field_value_of(r.field), frozenset((r.value,))
         for req in opts.label_selector.requirements:
             if req.operator in _LABEL_VALUES_OPERATORS:
-                return f"label {req.key}", label_value_of(req.key), frozenset(req.values)
+                return LABELS_INDEX, labels_of, frozenset(f"{req.key}={value}" for value in req.values)
         return None
+
+    def cache_indexes(self) -> builtins.list[tuple[str, st.IndexValue]]:
+        """The indexes the watch cache builds before the server is ready (:meth:`Storage.prepare
+        <kapiserver.storage.interface.Storage.prepare>`): the kind's ``indexed_fields`` and, for
+        such a kind (pods, which kubelets select by node and controllers by label), the index of
+        every label; none for kinds converted asynchronously (see :meth:`index_query`)."""
+        if self.rtype.convert_from_storage_async is not None or not self.rtype.indexed_fields:
+            return []
+        return [(self._field_index_name(name), self._field_value_of(name))
+                for name in self.rtype.indexed_fields] + [(LABELS_INDEX, labels_of)]
+
+    def label_indexes(self) -> builtins.list[tuple[str, st.IndexValue]]:
+        """The index of every label of a kind without ``indexed_fields``, which the server builds
+        once it is ready (in the background: decoding every object of every kind before readiness
+        cost a restart at 100,000 ConfigMaps about as much as kube-apiserver's whole start)."""
+        if self.rtype.convert_from_storage_async is not None or self.rtype.indexed_fields:
+            return []
+        return [(LABELS_INDEX, labels_of)]
+
+    def _field_index_name(self, name: str) -> str:
+        # by version: versions sharing the cache may read a field differently
+        return f"field {self.rtype.api_version} {name}"
 
     def _field_value_of(self, name: str) -> st.IndexValue:
         """The index function of a field of this kind ("" when absent: as the selector compares)."""

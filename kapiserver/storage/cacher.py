@@ -72,7 +72,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -346,6 +346,18 @@ class CachedStorage(Storage):
             return None
         listed = cache.select(index, prefix, values, start_key)
         return listed if at <= listed.revision else dataclasses.replace(listed, revision=at)
+
+    def prepare(self, prefix: str, indexes: Sequence[tuple[str, IndexValue]] = ()) -> defer.Deferred:
+        """Build the watch cache of ``prefix`` and its ``indexes`` now (see :meth:`Storage.prepare`)."""
+        cache = self.cache_for(prefix)
+        if cache is None:
+            return defer.succeed(None)
+        return defer.Deferred.fromCoroutine(self._prepare(cache, indexes))
+
+    async def _prepare(self, cache: WatchCache, indexes: Sequence[tuple[str, IndexValue]]) -> None:
+        await cache.ensure_ready()
+        for name, value_of in indexes:
+            await cache.index(name, value_of)
 
     def list_cached(self, prefix: str, limit: int = 0, start_key: str = "") -> defer.Deferred:
         """A list from memory without waiting for the backend (resourceVersion=0 semantics)."""

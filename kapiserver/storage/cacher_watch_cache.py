@@ -40,7 +40,9 @@ from kapiserver.storage.interface import (DELETE, CompactedError, Event, IndexVa
 
 log = Logger()
 
-# Page size of the list that (re)builds a cache.
+# Page size of the list that (re)builds a cache from a remote backend (etcd); the embedded store is
+# read in one query at its current revision: its pages at a fixed revision cost a count and a range
+# scan each (100,000 ConfigMaps took 2.7 s in pages of 5,000, 0.7 s at once).
 BUILD_PAGE = 5000
 
 
@@ -131,11 +133,12 @@ class WatchCache:
     async def _build(self) -> None:
         generation = self._generation
         items: list[KeyValue] = []
-        page = await self.backend.list(self.prefix, limit=BUILD_PAGE)
+        page_size = 0 if self.backend.local_revision() is not None else BUILD_PAGE
+        page = await self.backend.list(self.prefix, limit=page_size)
         at = page.revision
         items.extend(page.items)
         while page.more and page.items:
-            page = await self.backend.list(self.prefix, revision=at, limit=BUILD_PAGE,
+            page = await self.backend.list(self.prefix, revision=at, limit=page_size,
                                            start_key=page.items[-1].key + "\x00")
             items.extend(page.items)
         if self._stopped or generation != self._generation:

@@ -23,7 +23,7 @@ Every method that does I/O returns a ``Deferred``; callers ``await`` them from
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol, runtime_checkable
+from typing import Callable, Optional, Protocol, Sequence, Union, runtime_checkable
 
 from twisted.internet.defer import Deferred, succeed
 
@@ -324,6 +324,14 @@ class Storage(Protocol):
         or None when it cannot take them."""
         return None
 
+    def prepare(self, prefix: str, indexes: "Sequence[tuple[str, IndexValue]]" = ()) -> Deferred:
+        """Fire once what serves reads of ``prefix`` from memory is built, with the named
+        ``indexes`` (as :meth:`list_indexed` names them): the watch cache of ``prefix``, which
+        otherwise the first read of it builds (the server waits for it before it is ready, as
+        upstream's watch caches are built before kube-apiserver is).  A store without a cache has
+        nothing to build."""
+        return succeed(None)
+
 # ---------------------------------------------------------------- snapshots (tests)
 
 
@@ -364,5 +372,6 @@ class NoSnapshotError(StorageError):
 
 # ---------------------------------------------------------------- secondary indexes
 
-# The value of a stored object a secondary index is by (None: the object has none).
-IndexValue = Callable[[KeyValue], Optional[str]]
+# The value of a stored object a secondary index is by (None: the object has none; a tuple: the
+# object is found under each of these values, as an index of all labels finds it under each label).
+IndexValue = Callable[[KeyValue], Union[None, str, tuple[str, ...]]]

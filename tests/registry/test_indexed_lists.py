@@ -63,7 +63,7 @@ class IndexedListTests(unittest.TestCase):
             await cached.create(f"ns{i % 3}", pod(f"p{i:02d}", f"g{i % 4}", f"node-{i % 3}" if i % 5 else ""))
         await self.assert_same(cached, plain)
         cache = storage.cache_for("/pods/")
-        self.assertTrue({"label group", "field v1 spec.nodeName"} <= set(cache._indexes), "the indexes answered")
+        self.assertTrue({"labels", "field v1 spec.nodeName"} <= set(cache._indexes), "the indexes answered")
         # labels change; pods go, and come back on another node
         for i in range(0, 24, 3):
             await cached.guaranteed_update(f"ns{i % 3}", f"p{i:02d}", lambda cur: {

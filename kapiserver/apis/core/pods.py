@@ -508,5 +508,5 @@ def resource_type() -> ResourceType:
                            STATUS, "nominatedNodeName", priority=1),
             columns.column("Readiness Gates", _readiness_gates, SPEC, "readinessGates", priority=1),
         ),
-        selectable_fields=dict(SELECTABLE_FIELDS), field_labels=FIELD_LABELS,
+        selectable_fields=dict(SELECTABLE_FIELDS), field_labels=FIELD_LABELS, indexed_fields=("spec.nodeName",),
     )
