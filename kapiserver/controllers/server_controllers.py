@@ -22,7 +22,7 @@ Only the leader of the ``controllers.leader_elect_resource_*`` Lease (all of
 them on every server when ``controllers.leader_elect`` is false): the CRD status
 and finalizing controller (the apiextensions server's), and those of
 kube-controller-manager's controllers that ``controllers.enabled`` /
-``controllers.names`` select (``names.py``; none when a real
+``controllers.names`` select (``server/controller_names.py``; none when a real
 kube-controller-manager runs against this server):
 
 * the namespace controller and the namespace defaults (ServiceAccount ``default``,
@@ -47,37 +47,37 @@ from twisted.logger import Logger
 
 from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.apis.deps import RegistryDeps
-from kapiserver.controllers.certificate_authority import CertificateAuthority
-from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
-from kapiserver.controllers.apiserver_identity import APIServerIdentityController
 from kapiserver.controllers.apf_bootstrap import READY_CHECK as APF_BOOTSTRAP_CHECK, APFBootstrapEnsurer
+from kapiserver.controllers.apiserver_identity import APIServerIdentityController
 from kapiserver.controllers.bootstrap_tokens import BootstrapSigner, TokenCleaner
+from kapiserver.controllers.certificate_authority import CertificateAuthority
 from kapiserver.controllers.cluster_authentication_trust import ClusterAuthenticationTrustController
+from kapiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from kapiserver.controllers.csr_approving import CSRApprovingController
 from kapiserver.controllers.csr_signing import CSRSigningController
 from kapiserver.controllers.garbage_collector import GarbageCollector
 from kapiserver.controllers.kubernetes_service import KubernetesServiceController
-from kapiserver.controllers.legacy_token_tracking import LegacyTokenTrackingController
 from kapiserver.controllers.leader_election import LeaderElector, default_identity
+from kapiserver.controllers.legacy_token_tracking import LegacyTokenTrackingController
 from kapiserver.controllers.manager import Controller, ControllerManager
 from kapiserver.controllers.master_leases import EndpointsReconciler, MasterLeases
-from kapiserver.controllers.names import (BOOTSTRAP_SIGNER, CLUSTERROLE_AGGREGATION, CSR_APPROVING, CSR_SIGNING,
-                                          GARBAGE_COLLECTOR, NAMESPACE, PV_PROTECTION, PVC_PROTECTION,
-                                          RESOURCE_QUOTA, ROOT_CA_PUBLISHER, SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN,
-                                          TOKEN_CLEANER, VALIDATING_ADMISSION_POLICY_STATUS, ControllerSelection)
 from kapiserver.controllers.namespace import NamespaceController
 from kapiserver.controllers.namespace_defaults import NamespaceDefaultsController
 from kapiserver.controllers.resource_quota import ResourceQuotaController
 from kapiserver.controllers.service_repair import READY_CHECK, ServiceRepair
-from kapiserver.flowcontrol import bootstrap
 from kapiserver.controllers.serviceaccount_tokens import ServiceAccountTokensController
 from kapiserver.controllers.storage_protection import PVCProtectionController, PVProtectionController
 from kapiserver.controllers.system_priority_classes import READY_CHECK as PRIORITY_CLASSES_CHECK
 from kapiserver.controllers.system_priority_classes import SystemPriorityClasses
+from kapiserver.flowcontrol import bootstrap
 from kapiserver.registry.groups import ServedResources
 from kapiserver.server.advertise import advertise_address
 from kapiserver.server.certs import CertificateError, load_signing_ca
 from kapiserver.server.config import Config
+from kapiserver.server.controller_names import (BOOTSTRAP_SIGNER, CLUSTERROLE_AGGREGATION, CSR_APPROVING, CSR_SIGNING,
+                                          GARBAGE_COLLECTOR, NAMESPACE, PV_PROTECTION, PVC_PROTECTION,
+                                          RESOURCE_QUOTA, ROOT_CA_PUBLISHER, SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN,
+                                          TOKEN_CLEANER, VALIDATING_ADMISSION_POLICY_STATUS, ControllerSelection)
 from kapiserver.server.healthz import HealthChecks
 
 log = Logger()

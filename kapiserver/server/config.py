@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
-from kapiserver.controllers.names import check_selection
+from kapiserver.server.controller_names import check_selection
 
 
 class ConfigError(Exception):

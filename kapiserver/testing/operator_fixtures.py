@@ -25,7 +25,7 @@ from typing import Iterator, Protocol, Union
 
 import pytest
 
-from kapiserver.controllers.names import IN_PROCESS
+from kapiserver.server.controller_names import IN_PROCESS
 from kapiserver.testing import control_plane
 from kapiserver.testing.crds import install_crds
 from kapiserver.testing.process import ServerProcess

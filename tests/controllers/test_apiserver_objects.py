@@ -10,8 +10,8 @@ from twisted.trial import unittest
 
 from kapiserver.controllers.apiserver_identity import apiserver_id
 from kapiserver.controllers.legacy_token_tracking import is_date
-from kapiserver.controllers.names import ControllerSelection, check_selection
 from kapiserver.machinery import meta
+from kapiserver.server.controller_names import ControllerSelection, check_selection
 from kapiserver.testing.cases import ServerTestCase, run, sleep
 
 TRACKING = "/api/v1/namespaces/kube-system/configmaps/kube-apiserver-legacy-service-account-token-tracking"
