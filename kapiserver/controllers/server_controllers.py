@@ -75,9 +75,10 @@ from kapiserver.server.advertise import advertise_address
 from kapiserver.server.certs import CertificateError, load_signing_ca
 from kapiserver.server.config import Config
 from kapiserver.server.controller_names import (BOOTSTRAP_SIGNER, CLUSTERROLE_AGGREGATION, CSR_APPROVING, CSR_SIGNING,
-                                          GARBAGE_COLLECTOR, NAMESPACE, PV_PROTECTION, PVC_PROTECTION,
-                                          RESOURCE_QUOTA, ROOT_CA_PUBLISHER, SERVICE_ACCOUNT, SERVICE_ACCOUNT_TOKEN,
-                                          TOKEN_CLEANER, VALIDATING_ADMISSION_POLICY_STATUS, ControllerSelection)
+                                                GARBAGE_COLLECTOR, NAMESPACE, PVC_PROTECTION, PV_PROTECTION,
+                                                RESOURCE_QUOTA, ROOT_CA_PUBLISHER, SERVICE_ACCOUNT,
+                                                SERVICE_ACCOUNT_TOKEN, TOKEN_CLEANER,
+                                                VALIDATING_ADMISSION_POLICY_STATUS, ControllerSelection)
 from kapiserver.server.healthz import HealthChecks
 
 log = Logger()
