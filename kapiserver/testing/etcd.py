@@ -93,11 +93,16 @@ class EtcdServer:
 
     def command(self) -> list[str]:
         client = self.endpoint
+        # A cluster's members pre-vote, as etcd 3.5 (every release kube-apiserver 1.32 supports) does by
+        # default and 3.4 (Debian's) does not: without it a member cut off from its peers keeps raising
+        # its term, and when it is back it deposes the leader at a moment of its own, an election after
+        # the fault is over.
+        cluster = ["--pre-vote=true"] if self.initial_cluster else []
         return [*self.command_prefix, ETCD_BINARY, "--name", self.name, "--data-dir", self.data_dir,
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
                 "--initial-cluster", self.initial_cluster or f"{self.name}={self.peer_url}",
-                "--initial-cluster-state", "new", *self.extra_args]
+                "--initial-cluster-state", "new", *cluster, *self.extra_args]
 
     def start(self, timeout: float = 15.0) -> "EtcdServer":
         """Start etcd (again, on the same ports and data) and wait until it serves."""
