@@ -15,6 +15,7 @@ from kapiserver.endpoints import list_encoding, list_stream, table
 from kapiserver.machinery import codec, protobuf
 from kapiserver.registry.options import ListOptions
 from kapiserver.testing.cases import ServerTestCase, run
+from tests.endpoints.slow_reader import SlowReader
 
 NS = "/api/v1/namespaces/default"
 CM = NS + "/configmaps"
@@ -240,42 +241,19 @@ class SlowListReaderTests(ServerTestCase):
         blob = "x" * (400 * 1024)
         for i in range(100):
             self.assertEqual((await self.client.post(CM, configmap(f"big-{i:03}", blob=blob))).code, 201)
-        port = int(self.server.url.rsplit(":", 1)[1])
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-        sock.connect(("127.0.0.1", port))
-        self.addCleanup(sock.close)
-        sock.sendall(b"GET " + CM.encode() + b"?resourceVersion=0 HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n")
-        streams: list = []
-        for _ in range(100):
-            await task.deferLater(reactor, 0.05, lambda: None)
-            streams = list_stream.active_streams()
-            if streams and streams[0].bytes_written:
-                break
+        reader = SlowReader(self, self.server.url, b"GET " + CM.encode()
+                            + b"?resourceVersion=0 HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n")
+        streams = await reader.writing_streams(polls=100)
         self.assertEqual(len(streams), 1)
         stream = streams[0]
-        for _ in range(10):  # let it write all it can
-            await task.deferLater(reactor, 0.05, lambda: None)
+        await reader.let_it_write()
         total = 100 * len(blob)
         # kernel socket buffers (both ends of the loopback) plus one slice and the transport's buffer
         self.assertLess(stream.bytes_written, 12 * 1024 * 1024, "the server encoded ahead of the reader")
         self.assertLessEqual(stream.largest_write, list_stream.BATCH_BYTES + 450 * 1024)
         self.assertTrue(stream.paused)
         # the client reads: the rest follows
-        sock.setblocking(False)
-        received = 0
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                chunk = sock.recv(1 << 20)
-            except BlockingIOError:
-                await task.deferLater(reactor, 0.01, lambda: None)
-                continue
-            if not chunk:
-                break
-            received += len(chunk)
-            if stream.finished and received > total:
-                break
+        received = await reader.read_all(stream, total, hang_guard=30)
         self.assertTrue(stream.finished)
         self.assertGreater(received, total)
 

@@ -4,10 +4,8 @@ client that does not read holds the server to a slice at a time."""
 from __future__ import annotations
 
 import hashlib
-import socket
-import time
 
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, task
 from twisted.internet.testing import StringTransport
 from twisted.trial import unittest
 from twisted.web import http, server
@@ -20,6 +18,7 @@ from kapiserver.endpoints.status_stream import CAUSES_PER_PIECE, STREAMED_CAUSES
     streamable
 from kapiserver.machinery import codec, errors, protobuf
 from kapiserver.testing.cases import ServerTestCase, run
+from tests.endpoints.slow_reader import SlowReader
 
 CM = "/api/v1/namespaces/default/configmaps"
 PB = protobuf.MEDIA_TYPE
@@ -216,40 +215,17 @@ class SlowReaderEndToEndTests(ServerTestCase):
         data = codec.encode_json({"apiVersion": "v1", "kind": "ConfigMap",
                                   "metadata": {"name": "fin", "finalizers": ["a"] * count}})
         total = len(whole(errors.invalid("ConfigMap", "", "fin", finalizer_causes(count)), "application/json"))
-        port = int(self.server.url.rsplit(":", 1)[1])
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-        sock.connect(("127.0.0.1", port))
-        self.addCleanup(sock.close)
-        sock.sendall(b"POST " + CM.encode() + b" HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n"
-                     b"Content-Type: application/json\r\nContent-Length: " + str(len(data)).encode() + b"\r\n\r\n"
-                     + data)
-        streams: list = []
-        for _ in range(600):  # (a guard against hangs only)
-            await task.deferLater(reactor, 0.05, lambda: None)
-            streams = [s for s in list_stream.active_streams() if isinstance(s.body, StatusBody)]
-            if streams and streams[0].bytes_written:
-                break
+        reader = SlowReader(self, self.server.url,
+                            b"POST " + CM.encode() + b" HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n"
+                            b"Content-Type: application/json\r\nContent-Length: " + str(len(data)).encode()
+                            + b"\r\n\r\n" + data)
+        streams = await reader.writing_streams(StatusBody)
         self.assertEqual(len(streams), 1)
         stream = streams[0]
-        for _ in range(10):  # let it write all it can
-            await task.deferLater(reactor, 0.05, lambda: None)
+        await reader.let_it_write()
         # kernel socket buffers (both ends of the loopback) plus a slice and the transport's buffer
         self.assertLess(stream.bytes_written, 12 * 1024 * 1024, "the server encoded ahead of the reader")
         self.assertTrue(stream.paused)
-        sock.setblocking(False)
-        received = 0
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                chunk = sock.recv(1 << 20)
-            except BlockingIOError:
-                await task.deferLater(reactor, 0.01, lambda: None)
-                continue
-            if not chunk:
-                break
-            received += len(chunk)
-            if stream.finished and received > total:
-                break
+        received = await reader.read_all(stream, total)
         self.assertTrue(stream.finished)
         self.assertGreater(received, total)
