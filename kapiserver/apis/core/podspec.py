@@ -19,7 +19,7 @@ from kapiserver.apis import field_checks
 from kapiserver.apis.core import resources, scheduling, volumes
 from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.machinery.errors import Cause
-from kapiserver.machinery.jsonvalues import as_dict
+from kapiserver.machinery.jsonvalues import as_dict, as_list, as_str
 
 RESTART_POLICIES = ["Always", "OnFailure", "Never"]
 DNS_POLICIES = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]
@@ -243,37 +243,29 @@ def pod_options(spec: Any = None, old_spec: Any = None, old_meta: Any = None, is
         opts.allow_invalid_label_value_in_selector = scheduling.affinity_has_invalid_label_value(
             old_spec.get("affinity"))
         opts.allow_invalid_topology_selector = any(
-            validation.validate_label_selector(_dict(c).get("labelSelector"), "x")
-            for c in _list(old_spec.get("topologySpreadConstraints")))
+            validation.validate_label_selector(as_dict(c).get("labelSelector"), "x")
+            for c in as_list(old_spec.get("topologySpreadConstraints")))
         opts.allow_non_local_projected_token_path = any(
-            volumes.validate_local_non_reserved_path(_str(_dict(src.get("serviceAccountToken")).get("path")), "x")
-            for v in _list(old_spec.get("volumes")) for src in _list(_dict(_dict(v).get("projected")).get("sources"))
+            volumes.validate_local_non_reserved_path(as_str(as_dict(src.get("serviceAccountToken")).get("path")), "x")
+            for v in as_list(old_spec.get("volumes"))
+            for src in as_list(as_dict(as_dict(v).get("projected")).get("sources"))
             if isinstance(src, dict) and src.get("serviceAccountToken") is not None)
-        old_sc = _dict(old_spec.get("securityContext"))
+        old_sc = as_dict(old_spec.get("securityContext"))
         opts.allow_namespaced_sysctls = any(
-            _host_sysctl_problem(_str(_dict(s).get("name")), old_spec) for s in _list(old_sc.get("sysctls")))
+            _host_sysctl_problem(as_str(as_dict(s).get("name")), old_spec) for s in as_list(old_sc.get("sysctls")))
         opts.allow_indivisible_hugepages = any(
             resources.hugepage_problem(name, q)
             for _, _, c in all_containers(old_spec)
             for kind in ("limits", "requests")
-            for name, _, q, _ in resources.quantities(_dict(c.get("resources")).get(kind), "x") if q is not None)
+            for name, _, q, _ in resources.quantities(as_dict(c.get("resources")).get(kind), "x") if q is not None)
     if isinstance(old_meta, dict):
-        opts.allow_invalid_deletion_cost = bool(_deletion_cost_problem(_dict(old_meta.get("annotations"))))
+        opts.allow_invalid_deletion_cost = bool(_deletion_cost_problem(as_dict(old_meta.get("annotations"))))
     return opts
 
 
 # ------------------------------------------------------------------ small helpers
 
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
 
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def validate_port_number(value: Any, path: str) -> list[Cause]:
@@ -297,10 +289,10 @@ def _enum(value: Any, path: str, supported: list[str]) -> list[Cause]:
 def _validate_ports(ports: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
     names: set[str] = set()
-    for i, port in enumerate(_list(ports)):
-        port = _dict(port)
+    for i, port in enumerate(as_list(ports)):
+        port = as_dict(port)
         at = f"{path}[{i}]"
-        name = _str(port.get("name"))
+        name = as_str(port.get("name"))
         if name:
             problems = validation.is_valid_port_name(name)
             if problems:
@@ -326,9 +318,9 @@ ENV_DOWNWARD_FIELDS = ["metadata.name", "metadata.namespace", "metadata.uid", "s
 
 
 def _key_selector(selector: dict, path: str) -> list[Cause]:
-    name = _str(selector.get("name"))
+    name = as_str(selector.get("name"))
     causes = [errors.field_invalid(f"{path}.name", name, m) for m in validation.is_dns1123_subdomain(name)]
-    key = _str(selector.get("key"))
+    key = as_str(selector.get("key"))
     if not key:
         causes.append(errors.field_required(f"{path}.key"))
     else:
@@ -340,7 +332,7 @@ def _validate_env_value_from(var: dict, path: str) -> list[Cause]:
     value_from = var.get("valueFrom")
     if value_from is None:
         return []
-    value_from = _dict(value_from)
+    value_from = as_dict(value_from)
     causes: list[Cause] = []
     count = 0
     if value_from.get("fieldRef") is not None:
@@ -354,7 +346,7 @@ def _validate_env_value_from(var: dict, path: str) -> list[Cause]:
     for key in ("configMapKeyRef", "secretKeyRef"):
         if value_from.get(key) is not None:
             count += 1
-            causes.extend(_key_selector(_dict(value_from[key]), f"{path}.{key}"))
+            causes.extend(_key_selector(as_dict(value_from[key]), f"{path}.{key}"))
     if count == 0:
         causes.append(errors.field_invalid(path, "", "must specify one of: `fieldRef`, `resourceFieldRef`, "
                                                      "`configMapKeyRef` or `secretKeyRef`"))
@@ -368,10 +360,10 @@ def _validate_env_value_from(var: dict, path: str) -> list[Cause]:
 def validate_env(env: Any, path: str) -> list[Cause]:
     """upstream's ValidateEnv (relaxed names: RelaxedEnvironmentVariableValidation is on in 1.32)."""
     causes: list[Cause] = []
-    for i, var in enumerate(_list(env)):
-        var = _dict(var)
+    for i, var in enumerate(as_list(env)):
+        var = as_dict(var)
         at = f"{path}[{i}]"
-        name = _str(var.get("name"))
+        name = as_str(var.get("name"))
         if not name:
             causes.append(errors.field_required(f"{at}.name"))
         else:
@@ -382,10 +374,10 @@ def validate_env(env: Any, path: str) -> list[Cause]:
 
 def validate_env_from(sources: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    for i, source in enumerate(_list(sources)):
-        source = _dict(source)
+    for i, source in enumerate(as_list(sources)):
+        source = as_dict(source)
         at = f"{path}[{i}]"
-        prefix = _str(source.get("prefix"))
+        prefix = as_str(source.get("prefix"))
         if prefix:
             causes.extend(errors.field_invalid(f"{at}.prefix", prefix, m)
                           for m in validation.is_relaxed_env_var_name(prefix))
@@ -394,7 +386,7 @@ def validate_env_from(sources: Any, path: str) -> list[Cause]:
             if source.get(key) is None:
                 continue
             count += 1
-            name = _str(_dict(source[key]).get("name"))
+            name = as_str(as_dict(source[key]).get("name"))
             if not name:
                 causes.append(errors.field_required(f"{at}.{key}.name"))
             else:
@@ -409,15 +401,15 @@ def validate_env_from(sources: Any, path: str) -> list[Cause]:
 
 def _validate_volume_mounts(container: dict, by_name: dict[str, dict], path: str) -> list[Cause]:
     causes: list[Cause] = []
-    mounts = _list(container.get("volumeMounts"))
-    device_names = {_str(_dict(d).get("name")): _str(_dict(d).get("devicePath"))
-                    for d in _list(container.get("volumeDevices"))}
+    mounts = as_list(container.get("volumeMounts"))
+    device_names = {as_str(as_dict(d).get("name")): as_str(as_dict(d).get("devicePath"))
+                    for d in as_list(container.get("volumeDevices"))}
     seen_paths: set[str] = set()
-    privileged = _dict(container.get("securityContext")).get("privileged") is True
+    privileged = as_dict(container.get("securityContext")).get("privileged") is True
     for i, mount in enumerate(mounts):
-        mount = _dict(mount)
+        mount = as_dict(mount)
         at = f"{path}[{i}]"
-        name, mount_path = _str(mount.get("name")), _str(mount.get("mountPath"))
+        name, mount_path = as_str(mount.get("name")), as_str(mount.get("mountPath"))
         if not name:
             causes.append(errors.field_required(f"{at}.name"))
         if name not in by_name:
@@ -432,7 +424,7 @@ def _validate_volume_mounts(container: dict, by_name: dict[str, dict], path: str
         if mount_path in device_names.values():
             causes.append(errors.field_invalid(f"{at}.mountPath", mount_path,
                                                "must not already exist as a path in volumeDevices"))
-        sub_path, sub_expr = _str(mount.get("subPath")), _str(mount.get("subPathExpr"))
+        sub_path, sub_expr = as_str(mount.get("subPath")), as_str(mount.get("subPathExpr"))
         if name in by_name and by_name[name].get("image") is not None:
             if sub_path:
                 causes.append(errors.field_invalid(f"{at}.subPath", sub_path, "not allowed in image volume sources"))
@@ -473,14 +465,14 @@ MOUNT_PROPAGATIONS = ["Bidirectional", "HostToContainer", "None"]
 
 def _validate_volume_devices(container: dict, by_name: dict[str, dict], path: str) -> list[Cause]:
     causes: list[Cause] = []
-    mounts = {_str(_dict(m).get("name")): _str(_dict(m).get("mountPath"))
-              for m in _list(container.get("volumeMounts"))}
+    mounts = {as_str(as_dict(m).get("name")): as_str(as_dict(m).get("mountPath"))
+              for m in as_list(container.get("volumeMounts"))}
     names: set[str] = set()
     paths: set[str] = set()
-    for i, device in enumerate(_list(container.get("volumeDevices"))):
-        device = _dict(device)
+    for i, device in enumerate(as_list(container.get("volumeDevices"))):
+        device = as_dict(device)
         at = f"{path}[{i}]"
-        name, device_path = _str(device.get("name")), _str(device.get("devicePath"))
+        name, device_path = as_str(device.get("name")), as_str(device.get("devicePath"))
         if not name:
             causes.append(errors.field_required(f"{at}.name"))
         if name in names:
@@ -521,7 +513,7 @@ def _validate_handler(handler: dict, grace: Any, path: str, sleep_allowed: bool)
             causes.append(errors.field_forbidden(f"{path}.{kind}", "may not specify more than 1 handler type"))
             continue
         count += 1
-        action = _dict(action)
+        action = as_dict(action)
         at = f"{path}.{kind}"
         if kind == "exec":
             if not action.get("command"):
@@ -533,8 +525,8 @@ def _validate_handler(handler: dict, grace: Any, path: str, sleep_allowed: bool)
             scheme = action.get("scheme") or ""
             if scheme not in ("HTTP", "HTTPS"):
                 causes.append(errors.field_not_supported(f"{at}.scheme", scheme, ["HTTP", "HTTPS"]))
-            for header in _list(action.get("httpHeaders")):
-                header_name = _str(_dict(header).get("name"))
+            for header in as_list(action.get("httpHeaders")):
+                header_name = as_str(as_dict(header).get("name"))
                 causes.extend(errors.field_invalid(f"{at}.httpHeaders", header_name, m)
                               for m in validation.is_http_header_name(header_name))
         elif kind == "tcpSocket":
@@ -554,18 +546,18 @@ def _validate_handler(handler: dict, grace: Any, path: str, sleep_allowed: bool)
 
 
 def _validate_lifecycle(lifecycle: Any, grace: Any, path: str) -> list[Cause]:
-    lifecycle = _dict(lifecycle)
+    lifecycle = as_dict(lifecycle)
     causes: list[Cause] = []
     for hook in ("postStart", "preStop"):
         if lifecycle.get(hook) is not None:
-            causes.extend(_validate_handler(_dict(lifecycle[hook]), grace, f"{path}.{hook}", True))
+            causes.extend(_validate_handler(as_dict(lifecycle[hook]), grace, f"{path}.{hook}", True))
     return causes
 
 
 def _validate_probe(probe: Any, grace: Any, path: str, kind: str) -> list[Cause]:
     if probe is None:
         return []
-    probe = _dict(probe)
+    probe = as_dict(probe)
     causes = _validate_handler(probe, grace, path, False)
     for key in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
         causes.extend(field_checks.non_negative_value(probe.get(key) or 0, f"{path}.{key}"))
@@ -593,8 +585,8 @@ def _validate_probes(container: dict, grace: Any, path: str) -> list[Cause]:
 def _validate_resize_policy(policies: Any, path: str, restart_policy: Any) -> list[Cause]:
     causes: list[Cause] = []
     seen: set = set()
-    for i, policy in enumerate(_list(policies)):
-        policy = _dict(policy)
+    for i, policy in enumerate(as_list(policies)):
+        policy = as_dict(policy)
         name, restart = policy.get("resourceName") or "", policy.get("restartPolicy") or ""
         if name in seen:
             causes.append(errors.field_duplicate(f"{path}[{i}]", name))
@@ -615,7 +607,7 @@ def _validate_resize_policy(policies: Any, path: str, restart_policy: Any) -> li
 def _validate_seccomp_profile(profile: Any, path: str) -> list[Cause]:
     if profile is None:
         return []
-    profile = _dict(profile)
+    profile = as_dict(profile)
     causes: list[Cause] = []
     kind = profile.get("type") or ""
     if not kind:
@@ -628,7 +620,7 @@ def _validate_seccomp_profile(profile: Any, path: str) -> list[Cause]:
             causes.append(errors.field_required(f"{path}.localhostProfile",
                                                 "must be set when seccomp type is Localhost"))
         else:
-            causes.extend(volumes.validate_local_descending_path(_str(localhost), f"{path}.localhostProfile"))
+            causes.extend(volumes.validate_local_descending_path(as_str(localhost), f"{path}.localhostProfile"))
     elif localhost is not None:
         rendered = gorepr.struct("core.SeccompProfile", (("Type", gorepr.quote(kind)),
                                                         ("LocalhostProfile", gorepr.pointer(localhost, "string"))))
@@ -640,7 +632,7 @@ def _validate_seccomp_profile(profile: Any, path: str) -> list[Cause]:
 def _validate_apparmor_profile(profile: Any, path: str) -> list[Cause]:
     if profile is None:
         return []
-    profile = _dict(profile)
+    profile = as_dict(profile)
     kind, localhost = profile.get("type") or "", profile.get("localhostProfile")
     causes: list[Cause] = []
     if kind == "Localhost":
@@ -648,7 +640,7 @@ def _validate_apparmor_profile(profile: Any, path: str) -> list[Cause]:
             causes.append(errors.field_required(f"{path}.localhostProfile",
                                                 "must be set when AppArmor type is Localhost"))
         else:
-            text = _str(localhost)
+            text = as_str(localhost)
             if text.strip() != text:
                 causes.append(errors.field_invalid(f"{path}.localhostProfile", text,
                                                    "must not be padded with whitespace"))
@@ -682,18 +674,18 @@ def _validate_windows_options(options: Any, path: str) -> list[Cause]:
     spec_name = options.get("gmsaCredentialSpecName")
     if spec_name is not None:
         causes.extend(errors.field_invalid(f"{path}.gmsaCredentialSpecName", spec_name, m)
-                      for m in validation.is_dns1123_subdomain(_str(spec_name)))
+                      for m in validation.is_dns1123_subdomain(as_str(spec_name)))
     cred = options.get("gmsaCredentialSpec")
     if cred is not None:
         if not cred:
             causes.append(errors.field_invalid(f"{path}.gmsaCredentialSpec", cred,
                                                "gmsaCredentialSpec cannot be an empty string"))
-        elif len(_str(cred).encode()) > 64 * 1024:
+        elif len(as_str(cred).encode()) > 64 * 1024:
             causes.append(errors.field_invalid(f"{path}.gmsaCredentialSpec", cred,
                                                "gmsaCredentialSpec size must be under 64 KiB"))
     user = options.get("runAsUserName")
     if user is not None:
-        user = _str(user)
+        user = as_str(user)
         at = f"{path}.runAsUserName"
         parts = user.split("\\")
         if not user:
@@ -766,7 +758,7 @@ def validate_security_context(sc: Any, path: str, host_users: bool) -> list[Caus
         if sc.get("privileged") is True:
             causes.append(errors.field_invalid(path, _go_security_context(sc), "cannot set `allowPrivilegeEscalation` "
                                                "to false and `privileged` to true"))
-        for cap in _list(_dict(sc.get("capabilities")).get("add")):
+        for cap in as_list(as_dict(sc.get("capabilities")).get("add")):
             if cap == "CAP_SYS_ADMIN":
                 causes.append(errors.field_invalid(path, _go_security_context(sc), "cannot set "
                                                    "`allowPrivilegeEscalation` to false and `capabilities.Add` "
@@ -779,7 +771,7 @@ def validate_security_context(sc: Any, path: str, host_users: bool) -> list[Caus
 def _validate_container_common(c: dict, by_name: dict[str, dict], claims: set[str], path: str,
                                restart_policy: Any, host_users: bool, opts: PodOptions) -> list[Cause]:
     causes: list[Cause] = []
-    name = _str(c.get("name"))
+    name = as_str(c.get("name"))
     if not name:
         causes.append(errors.field_required(f"{path}.name"))
     else:
@@ -805,8 +797,8 @@ def _host_port_conflicts(containers: list, path: str) -> list[Cause]:
     causes: list[Cause] = []
     seen: set[str] = set()
     for ci, c in enumerate(containers):
-        for pi, port in enumerate(_list(_dict(c).get("ports"))):
-            port = _dict(port)
+        for pi, port in enumerate(as_list(as_dict(c).get("ports"))):
+            port = as_dict(port)
             host_port = port.get("hostPort") or 0
             if not host_port:
                 continue
@@ -831,16 +823,16 @@ _EPHEMERAL_FIELD_ORDER = ("name", "image", "command", "args", "workingDir", "por
 
 def _validate_containers(spec: dict, by_name: dict[str, dict], claims: set[str], grace: Any, path: str,
                          host_users: bool, opts: PodOptions) -> list[Cause]:
-    containers = _list(spec.get("containers"))
+    containers = as_list(spec.get("containers"))
     if not containers:
         return [errors.field_required(path)]
     causes: list[Cause] = []
     names: set[str] = set()
     for i, c in enumerate(containers):
-        c = _dict(c)
+        c = as_dict(c)
         at = f"{path}[{i}]"
         causes.extend(_validate_container_common(c, by_name, claims, at, spec.get("restartPolicy"), host_users, opts))
-        name = _str(c.get("name"))
+        name = as_str(c.get("name"))
         if name in names:
             causes.append(errors.field_duplicate(f"{at}.name", name))
         names.add(name)
@@ -855,15 +847,15 @@ def _validate_containers(spec: dict, by_name: dict[str, dict], claims: set[str],
 def _validate_init_containers(spec: dict, by_name: dict[str, dict], claims: set[str], grace: Any, path: str,
                               host_users: bool, opts: PodOptions) -> list[Cause]:
     causes: list[Cause] = []
-    names = {_str(_dict(c).get("name")) for c in _list(spec.get("containers"))}
-    for i, c in enumerate(_list(spec.get("initContainers"))):
-        c = _dict(c)
+    names = {as_str(as_dict(c).get("name")) for c in as_list(spec.get("containers"))}
+    for i, c in enumerate(as_list(spec.get("initContainers"))):
+        c = as_dict(c)
         at = f"{path}[{i}]"
         causes.extend(_validate_container_common(c, by_name, claims, at, spec.get("restartPolicy"), host_users, opts))
         restart = c.get("restartPolicy")
         if restart is not None and restart != "Always":
             causes.append(errors.field_not_supported(f"{at}.restartPolicy", restart, ["Always"]))
-        name = _str(c.get("name"))
+        name = as_str(c.get("name"))
         if name in names:
             causes.append(errors.field_duplicate(f"{at}.name", name))
         elif name:
@@ -885,45 +877,46 @@ def _validate_init_containers(spec: dict, by_name: dict[str, dict], claims: set[
 
 def _go_resize_policies(policies: Any) -> gorepr.GoRepr:
     return gorepr.GoRepr("[]core.ContainerResizePolicy{" + ", ".join(
-        gorepr.struct("core.ContainerResizePolicy", (("ResourceName", gorepr.quote(_dict(p).get("resourceName"))),
-                                                     ("RestartPolicy", gorepr.quote(_dict(p).get("restartPolicy")))))
-        for p in _list(policies)) + "}")
+        gorepr.struct("core.ContainerResizePolicy", (("ResourceName", gorepr.quote(as_dict(p).get("resourceName"))),
+                                                     ("RestartPolicy", gorepr.quote(as_dict(p).get("restartPolicy")))))
+        for p in as_list(policies)) + "}")
 
 
 def _validate_ephemeral_containers(spec: dict, by_name: dict[str, dict], claims: set[str], path: str,
                                    host_users: bool, opts: PodOptions) -> list[Cause]:
-    ephemeral = _list(spec.get("ephemeralContainers"))
+    ephemeral = as_list(spec.get("ephemeralContainers"))
     if not ephemeral:
         return []
     causes: list[Cause] = []
-    others = {_str(_dict(c).get("name")) for key in ("containers", "initContainers") for c in _list(spec.get(key))}
+    others = {as_str(as_dict(c).get("name"))
+              for key in ("containers", "initContainers") for c in as_list(spec.get(key))}
     names = set(others)
     for i, c in enumerate(ephemeral):
-        c = _dict(c)
+        c = as_dict(c)
         at = f"{path}[{i}]"
         causes.extend(_validate_container_common(c, by_name, claims, at, spec.get("restartPolicy"), host_users, opts))
         causes.extend(_validate_container_only_for_pod(c, at))
-        name = _str(c.get("name"))
+        name = as_str(c.get("name"))
         if name in names:
             causes.append(errors.field_duplicate(f"{at}.name", name))
         else:
             names.add(name)
-        target = _str(c.get("targetContainerName"))
+        target = as_str(c.get("targetContainerName"))
         if target and target not in others:
             causes.append(errors.field_not_found(f"{at}.targetContainerName", target))
         for key in _EPHEMERAL_FIELD_ORDER:
             if key not in EPHEMERAL_ALLOWED_FIELDS and c.get(key) not in (None, [], {}, "", False):
                 causes.append(errors.field_forbidden(f"{at}.{key}", "cannot be set for an Ephemeral Container"))
-        for j, mount in enumerate(_list(c.get("volumeMounts"))):
+        for j, mount in enumerate(as_list(c.get("volumeMounts"))):
             for key in ("subPath", "subPathExpr"):
-                if _dict(mount).get(key):
+                if as_dict(mount).get(key):
                     causes.append(errors.field_forbidden(f"{at}.volumeMounts[{j}].{key}",
                                                          "cannot be set for an Ephemeral Container"))
     return causes
 
 
 def _validate_container_only_for_pod(c: dict, path: str) -> list[Cause]:
-    image = _str(c.get("image"))
+    image = as_str(c.get("image"))
     if image != image.strip():
         return [errors.field_invalid(f"{path}.image", image, "must not have leading or trailing whitespace")]
     return []
@@ -959,7 +952,7 @@ def _validate_sysctls(spec: dict, sysctls: list, path: str, opts: PodOptions) ->
     causes: list[Cause] = []
     names: set[str] = set()
     for i, sysctl in enumerate(sysctls):
-        name = _str(_dict(sysctl).get("name"))
+        name = as_str(as_dict(sysctl).get("name"))
         at = f"{path}[{i}].name"
         if not name:
             causes.append(errors.field_required(at))
@@ -985,13 +978,13 @@ def _validate_pod_security_context(spec: dict, path: str, opts: PodOptions) -> l
                        ("runAsGroup", validation.is_valid_group_id)):
         if sc.get(key) is not None:
             causes.extend(errors.field_invalid(f"{path}.{key}", sc[key], m) for m in check(sc[key]))
-    for i, gid in enumerate(_list(sc.get("supplementalGroups"))):
+    for i, gid in enumerate(as_list(sc.get("supplementalGroups"))):
         causes.extend(errors.field_invalid(f"{path}.supplementalGroups[{i}]", gid, m)
                       for m in validation.is_valid_group_id(gid))
     if spec.get("shareProcessNamespace") is True and spec.get("hostPID") is True:
         causes.append(errors.field_invalid(f"{path}.shareProcessNamespace", True,
                                            "ShareProcessNamespace and HostPID cannot both be enabled"))
-    if _list(sc.get("sysctls")):
+    if as_list(sc.get("sysctls")):
         causes.extend(_validate_sysctls(spec, sc["sysctls"], f"{path}.sysctls", opts))
     policy = sc.get("fsGroupChangePolicy")
     if policy is not None and policy not in ("Always", "OnRootMismatch"):
@@ -1014,19 +1007,19 @@ def _validate_dns_config(spec: dict, path: str) -> list[Cause]:
     if spec.get("dnsPolicy") == "None":
         if config is None:
             return [errors.field_required(path, "must provide `dnsConfig` when `dnsPolicy` is None")]
-        if not _list(_dict(config).get("nameservers")):
+        if not as_list(as_dict(config).get("nameservers")):
             return [errors.field_required(f"{path}.nameservers",
                                           "must provide at least one DNS nameserver when `dnsPolicy` is None")]
     if not isinstance(config, dict):
         return []
     causes: list[Cause] = []
-    servers = _list(config.get("nameservers"))
+    servers = as_list(config.get("nameservers"))
     if len(servers) > 3:
         causes.append(errors.field_invalid(f"{path}.nameservers", gorepr.string_slice(servers),
                                            "must not have more than 3 nameservers"))
     for i, server in enumerate(servers):
         causes.extend(validation.is_valid_ip(f"{path}.nameservers[{i}]", server))
-    searches = [_str(s) for s in _list(config.get("searches"))]
+    searches = [as_str(s) for s in as_list(config.get("searches"))]
     if len(searches) > 32:
         causes.append(errors.field_invalid(f"{path}.searches", gorepr.string_slice(searches),
                                            "must not have more than 32 search paths"))
@@ -1038,8 +1031,8 @@ def _validate_dns_config(spec: dict, path: str) -> list[Cause]:
         search = search[:-1] if search.endswith(".") else search
         causes.extend(errors.field_invalid(f"{path}.searches[{i}]", search, m)
                       for m in validation.is_dns1123_subdomain(search))
-    for i, option in enumerate(_list(config.get("options"))):
-        if not _dict(option).get("name"):
+    for i, option in enumerate(as_list(config.get("options"))):
+        if not as_dict(option).get("name"):
             causes.append(errors.field_required(f"{path}.options[{i}]", "must not be empty"))
     return causes
 
@@ -1048,9 +1041,9 @@ def _validate_host_network_deps(spec: dict, path: str, opts: PodOptions) -> list
     if spec.get("hostNetwork") is not True:
         return []
     causes: list[Cause] = []
-    for i, c in enumerate(_list(spec.get("containers"))):
-        for j, port in enumerate(_list(_dict(c).get("ports"))):
-            port = _dict(port)
+    for i, c in enumerate(as_list(spec.get("containers"))):
+        for j, port in enumerate(as_list(as_dict(c).get("ports"))):
+            port = as_dict(port)
             host_port, container_port = port.get("hostPort") or 0, port.get("containerPort") or 0
             if (opts.is_pod or host_port != 0) and host_port != container_port:
                 causes.append(errors.field_invalid(f"{path}.containers[{i}].ports[{j}].hostPort", host_port,
@@ -1060,8 +1053,8 @@ def _validate_host_network_deps(spec: dict, path: str, opts: PodOptions) -> list
 
 def _validate_image_pull_secrets(secrets: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    for i, ref in enumerate(_list(secrets)):
-        ref = _dict(ref)
+    for i, ref in enumerate(as_list(secrets)):
+        ref = as_dict(ref)
         if set(ref) - {"name"}:
             rendered = gorepr.struct("core.LocalObjectReference", (("Name", gorepr.quote(ref.get("name"))),))
             causes.append(errors.field_invalid(f"{path}[{i}]", rendered, "only name may be set"))
@@ -1071,8 +1064,8 @@ def _validate_image_pull_secrets(secrets: Any, path: str) -> list[Cause]:
 def _validate_scheduling_gates(gates: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
     seen: set[str] = set()
-    for i, gate in enumerate(_list(gates)):
-        name = _str(_dict(gate).get("name"))
+    for i, gate in enumerate(as_list(gates)):
+        name = as_str(as_dict(gate).get("name"))
         causes.extend(errors.field_invalid(f"{path}[{i}]", name, m) for m in validation.is_qualified_name(name))
         if name in seen:
             causes.append(errors.field_duplicate(f"{path}[{i}]", name))
@@ -1083,12 +1076,12 @@ def _validate_scheduling_gates(gates: Any, path: str) -> list[Cause]:
 def _validate_pod_resource_claims(spec: dict, path: str, pod_meta: Optional[dict]) -> list[Cause]:
     causes: list[Cause] = []
     names: set[str] = set()
-    for i, claim in enumerate(_list(spec.get("resourceClaims"))):
-        if pod_meta is not None and MIRROR_POD_ANNOTATION in _dict(pod_meta.get("annotations")):
+    for i, claim in enumerate(as_list(spec.get("resourceClaims"))):
+        if pod_meta is not None and MIRROR_POD_ANNOTATION in as_dict(pod_meta.get("annotations")):
             return [errors.field_forbidden("[]", "static pods do not support resource claims")]
-        claim = _dict(claim)
+        claim = as_dict(claim)
         at = f"{path}[{i}]"
-        name = _str(claim.get("name"))
+        name = as_str(claim.get("name"))
         if not name:
             causes.append(errors.field_required(f"{at}.name"))
         elif name in names:
@@ -1111,17 +1104,17 @@ def _validate_pod_resource_claims(spec: dict, path: str, pod_meta: Optional[dict
         for key in ("resourceClaimName", "resourceClaimTemplateName"):
             if claim.get(key) is not None:
                 causes.extend(errors.field_invalid(f"{at}.{key}", claim[key], m)
-                              for m in validation.is_dns1123_subdomain(_str(claim[key])))
+                              for m in validation.is_dns1123_subdomain(as_str(claim[key])))
     return causes
 
 
 def _host_process_problems(spec: dict, path: str) -> list[Cause]:
-    pod_hp = _dict(_dict(spec.get("securityContext")).get("windowsOptions")).get("hostProcess")
+    pod_hp = as_dict(as_dict(spec.get("securityContext")).get("windowsOptions")).get("hostProcess")
     count = hp_count = 0
     causes: list[Cause] = []
     for key, i, c in all_containers(spec):
         count += 1
-        c_hp = _dict(_dict(c.get("securityContext")).get("windowsOptions")).get("hostProcess")
+        c_hp = as_dict(as_dict(c.get("securityContext")).get("windowsOptions")).get("hostProcess")
         if pod_hp is not None and c_hp is not None and pod_hp != c_hp:
             causes.append(errors.field_invalid(f"{path}.{key}[{i}].securityContext.windowsOptions.hostProcess", c_hp,
                                                "pod hostProcess value must be identical if both are specified, was "
@@ -1164,19 +1157,19 @@ def _validate_os(spec: dict, path: str) -> list[Cause]:
     os_spec = spec.get("os")
     if not isinstance(os_spec, dict):
         return []
-    name = _str(os_spec.get("name"))
+    name = as_str(os_spec.get("name"))
     if not name:
         return [errors.field_required(f"{path}.os.name", "cannot be empty")]
     if name not in ("linux", "windows"):
         return [errors.field_not_supported(f"{path}.os", name, ["linux", "windows"])]
     causes: list[Cause] = []
-    sc = _dict(spec.get("securityContext"))
+    sc = as_dict(spec.get("securityContext"))
     if name == "linux":
         if sc.get("windowsOptions") is not None:
             causes.append(errors.field_forbidden(f"{path}.securityContext.windowsOptions",
                                                  "windows options cannot be set for a linux pod"))
         for key, i, c in all_containers(spec):
-            if _dict(c.get("securityContext")).get("windowsOptions") is not None:
+            if as_dict(c.get("securityContext")).get("windowsOptions") is not None:
                 causes.append(errors.field_forbidden(f"{path}.{key}[{i}].securityContext.windowsOptions",
                                                      "windows options cannot be set for a linux pod"))
         return causes
@@ -1208,16 +1201,16 @@ def validate_pod_spec(spec: Any, path: str, opts: Optional[PodOptions] = None,
                       pod_meta: Optional[dict] = None) -> list[Cause]:
     """upstream's ValidatePodSpec; ``path`` is e.g. ``spec`` or ``spec.template.spec``."""
     opts = opts or PodOptions()
-    spec = _dict(spec)
+    spec = as_dict(spec)
     causes: list[Cause] = []
     grace = spec.get("terminationGracePeriodSeconds")
     if grace is None:
         causes.append(errors.field_required(f"{path}.terminationGracePeriodSeconds"))
     host_users = spec.get("hostUsers") is not False
-    pod_name = _str(_dict(pod_meta).get("name")) if pod_meta is not None else ""
+    pod_name = as_str(as_dict(pod_meta).get("name")) if pod_meta is not None else ""
     by_name, volume_causes = volumes.validate_volumes(spec.get("volumes"), pod_name, f"{path}.volumes", opts.is_pod)
     causes += volume_causes
-    claims = {_str(_dict(c).get("name")) for c in _list(spec.get("resourceClaims")) if _dict(c).get("name")}
+    claims = {as_str(as_dict(c).get("name")) for c in as_list(spec.get("resourceClaims")) if as_dict(c).get("name")}
     causes += _validate_pod_resource_claims(spec, f"{path}.resourceClaims", pod_meta)
     causes += _validate_containers(spec, by_name, claims, grace, f"{path}.containers", host_users, opts)
     causes += _validate_init_containers(spec, by_name, claims, grace, f"{path}.initContainers", host_users, opts)
@@ -1231,8 +1224,8 @@ def validate_pod_spec(spec: Any, path: str, opts: Optional[PodOptions] = None,
     causes += scheduling.validate_affinity(spec.get("affinity"), f"{path}.affinity",
                                            opts.allow_invalid_label_value_in_selector)
     causes += _validate_dns_config(spec, f"{path}.dnsConfig")
-    for i, gate in enumerate(_list(spec.get("readinessGates"))):
-        condition = _str(_dict(gate).get("conditionType"))
+    for i, gate in enumerate(as_list(spec.get("readinessGates"))):
+        condition = as_str(as_dict(gate).get("conditionType"))
         causes.extend(errors.field_invalid(f"{path}.readinessGates[{i}].conditionType", condition, m)
                       for m in validation.is_qualified_name(condition))
     causes += _validate_scheduling_gates(spec.get("schedulingGates"), f"{path}.schedulingGates")
@@ -1242,7 +1235,7 @@ def validate_pod_spec(spec: Any, path: str, opts: Optional[PodOptions] = None,
     causes += _host_process_problems(spec, path)
     causes += _validate_host_users(spec, path)
     for key in ("serviceAccountName", "nodeName"):
-        value = _str(spec.get(key))
+        value = as_str(spec.get(key))
         if value:
             causes.extend(errors.field_invalid(f"{path}.{key}", value, m)
                           for m in validation.is_dns1123_subdomain(value))
@@ -1251,23 +1244,23 @@ def validate_pod_spec(spec: Any, path: str, opts: Optional[PodOptions] = None,
         causes.append(errors.field_invalid(f"{path}.activeDeadlineSeconds", deadline,
                                            validation.inclusive_range_error(1, validation.MAX_INT32)))
     for key in ("hostname", "subdomain"):
-        value = _str(spec.get(key))
+        value = as_str(spec.get(key))
         if value:
             causes.extend(errors.field_invalid(f"{path}.{key}", value, m) for m in validation.is_dns1123_label(value))
-    if _list(spec.get("tolerations")):
+    if as_list(spec.get("tolerations")):
         causes += scheduling.validate_tolerations(spec["tolerations"], f"{path}.tolerations")
-    for i, alias in enumerate(_list(spec.get("hostAliases"))):
-        alias = _dict(alias)
+    for i, alias in enumerate(as_list(spec.get("hostAliases"))):
+        alias = as_dict(alias)
         causes.extend(validation.is_valid_ip(f"{path}.hostAliases[{i}].ip", alias.get("ip") or ""))
-        for j, host in enumerate(_list(alias.get("hostnames"))):
-            host = _str(host)
+        for j, host in enumerate(as_list(alias.get("hostnames"))):
+            host = as_str(host)
             causes.extend(errors.field_invalid(f"{path}.hostAliases[{i}].hostnames[{j}]", host, m)
                           for m in validation.is_dns1123_subdomain(host))
     for key in ("priorityClassName", "runtimeClassName"):
         value = spec.get(key)
         if (key == "runtimeClassName" and value is not None) or (key == "priorityClassName" and value):
             causes.extend(errors.field_invalid(f"{path}.{key}", value, m)
-                          for m in validation.is_dns1123_subdomain(_str(value)))
+                          for m in validation.is_dns1123_subdomain(as_str(value)))
     preemption = spec.get("preemptionPolicy")
     if preemption is not None:
         causes += _enum(preemption, f"{path}.preemptionPolicy", ["PreemptLowerPriority", "Never"])
@@ -1291,7 +1284,7 @@ APPARMOR_CONTAINER_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
 def _deletion_cost_problem(annotations: dict) -> bool:
     if DELETION_COST_ANNOTATION not in annotations:
         return False
-    value = _str(annotations[DELETION_COST_ANNOTATION])
+    value = as_str(annotations[DELETION_COST_ANNOTATION])
     if not value or not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
         return True
     try:
@@ -1311,8 +1304,8 @@ def _seccomp_annotation_problems(value: str, path: str) -> list[Cause]:
 
 def validate_pod_specific_annotations(annotations: Any, spec: Any, path: str, opts: PodOptions) -> list[Cause]:
     """upstream's ValidatePodSpecificAnnotations (``path`` is the annotations' path)."""
-    annotations = _dict(annotations)
-    spec = _dict(spec)
+    annotations = as_dict(annotations)
+    spec = as_dict(spec)
     causes: list[Cause] = []
     if MIRROR_POD_ANNOTATION in annotations and not spec.get("nodeName"):
         causes.append(errors.field_invalid(f"{path}[{MIRROR_POD_ANNOTATION}]", annotations[MIRROR_POD_ANNOTATION],
@@ -1331,19 +1324,19 @@ def validate_pod_specific_annotations(annotations: Any, spec: Any, path: str, op
         causes.append(errors.field_invalid(f"{path}[{DELETION_COST_ANNOTATION}]",
                                            annotations[DELETION_COST_ANNOTATION], "must be a 32bit integer"))
     if SECCOMP_POD_ANNOTATION in annotations:
-        causes.extend(_seccomp_annotation_problems(_str(annotations[SECCOMP_POD_ANNOTATION]),
+        causes.extend(_seccomp_annotation_problems(as_str(annotations[SECCOMP_POD_ANNOTATION]),
                                                    f"{path}.{SECCOMP_POD_ANNOTATION}"))
     for key, value in annotations.items():
         if key.startswith(SECCOMP_CONTAINER_PREFIX):
-            causes.extend(_seccomp_annotation_problems(_str(value), f"{path}.{key}"))
-    names = {_str(c.get("name")) for _, _, c in all_containers(spec)}
+            causes.extend(_seccomp_annotation_problems(as_str(value), f"{path}.{key}"))
+    names = {as_str(c.get("name")) for _, _, c in all_containers(spec)}
     for key, value in annotations.items():
         if not key.startswith(APPARMOR_CONTAINER_PREFIX):
             continue
         container = key[len(APPARMOR_CONTAINER_PREFIX):]
         if container not in names:
             causes.append(errors.field_invalid(f"{path}[{key}]", container, "container not found"))
-        value = _str(value)
+        value = as_str(value)
         if value not in ("", "runtime/default", "unconfined") and not value.startswith("localhost/"):
             causes.append(errors.field_invalid(f"{path}[{key}]", value,
                                                f"invalid AppArmor profile name: {gorepr.quote(value)}"))
@@ -1352,34 +1345,34 @@ def validate_pod_specific_annotations(annotations: Any, spec: Any, path: str, op
 
 def validate_profiles_match_annotations(meta: Any, spec: Any, path: str) -> list[Cause]:
     """Seccomp and AppArmor fields must agree with the deprecated annotations when both are set."""
-    annotations = _dict(_dict(meta).get("annotations"))
-    spec = _dict(spec)
+    annotations = as_dict(as_dict(meta).get("annotations"))
+    spec = as_dict(spec)
     causes: list[Cause] = []
-    sc = _dict(spec.get("securityContext"))
+    sc = as_dict(spec.get("securityContext"))
     if sc.get("seccompProfile") is not None and SECCOMP_POD_ANNOTATION in annotations:
-        causes.extend(_seccomp_match(_str(annotations[SECCOMP_POD_ANNOTATION]), _dict(sc["seccompProfile"]),
+        causes.extend(_seccomp_match(as_str(annotations[SECCOMP_POD_ANNOTATION]), as_dict(sc["seccompProfile"]),
                                      f"{path}.securityContext.seccompProfile"))
     for key, i, c in all_containers(spec):
-        profile = _dict(c.get("securityContext")).get("seccompProfile")
-        annotation = annotations.get(SECCOMP_CONTAINER_PREFIX + _str(c.get("name")))
+        profile = as_dict(c.get("securityContext")).get("seccompProfile")
+        annotation = annotations.get(SECCOMP_CONTAINER_PREFIX + as_str(c.get("name")))
         if profile is not None and annotation is not None:
-            causes.extend(_seccomp_match(_str(annotation), _dict(profile),
+            causes.extend(_seccomp_match(as_str(annotation), as_dict(profile),
                                          f"{path}.{key}[{i}].securityContext.seccompProfile"))
-    if _dict(spec.get("os")).get("name") == "windows":
+    if as_dict(spec.get("os")).get("name") == "windows":
         return causes
     pod_profile = sc.get("appArmorProfile")
     for key, i, c in all_containers(spec):
-        profile = _dict(c.get("securityContext")).get("appArmorProfile") or pod_profile
-        annotation = annotations.get(APPARMOR_CONTAINER_PREFIX + _str(c.get("name")))
+        profile = as_dict(c.get("securityContext")).get("appArmorProfile") or pod_profile
+        annotation = annotations.get(APPARMOR_CONTAINER_PREFIX + as_str(c.get("name")))
         if not isinstance(profile, dict) or annotation is None:
             continue
         at = f"{path}.{key}[{i}].securityContext.appArmorProfile"
         kind = profile.get("type")
         if kind == "Unconfined" and annotation != "unconfined" or \
                 kind == "RuntimeDefault" and annotation != "runtime/default" or \
-                kind == "Localhost" and not _str(annotation).startswith("localhost/"):
+                kind == "Localhost" and not as_str(annotation).startswith("localhost/"):
             causes.append(errors.field_forbidden(f"{at}.type", "apparmor type in annotation and field must match"))
-        elif kind == "Localhost" and _str(annotation)[len("localhost/"):] != profile.get("localhostProfile"):
+        elif kind == "Localhost" and as_str(annotation)[len("localhost/"):] != profile.get("localhostProfile"):
             causes.append(errors.field_forbidden(f"{at}.localhostProfile",
                                                  "apparmor profile in annotation and field must match"))
     return causes
@@ -1406,15 +1399,15 @@ def validate_pod_template_spec(template: Any, path: str, opts: Optional[PodOptio
     """upstream's ValidatePodTemplateSpec: labels and annotations (reported at ``<path>.labels``), the spec,
     and no ephemeral containers."""
     opts = opts or PodOptions()
-    template = _dict(template)
-    md = _dict(template.get("metadata"))
-    spec = _dict(template.get("spec"))
+    template = as_dict(template)
+    md = as_dict(template.get("metadata"))
+    spec = as_dict(template.get("spec"))
     causes = validation.validate_labels(md.get("labels"), f"{path}.labels")
     causes += validation.validate_annotations(md.get("annotations"), f"{path}.annotations")
     causes += validate_pod_specific_annotations(md.get("annotations"), spec, f"{path}.annotations", opts)
     causes += validate_pod_spec(spec, f"{path}.spec", opts)
     causes += validate_profiles_match_annotations(md, spec, f"{path}.spec")
-    if _list(spec.get("ephemeralContainers")):
+    if as_list(spec.get("ephemeralContainers")):
         causes.append(errors.field_forbidden(f"{path}.spec.ephemeralContainers",
                                              "ephemeral containers not allowed in pod template"))
     return causes
@@ -1422,6 +1415,6 @@ def validate_pod_template_spec(template: Any, path: str, opts: Optional[PodOptio
 
 def template_options(template: Any, old_template: Any = None) -> PodOptions:
     """upstream's GetValidationOptionsFromPodTemplate."""
-    old = _dict(old_template)
-    return pod_options(_dict(template).get("spec"), old.get("spec") if old_template is not None else None,
+    old = as_dict(old_template)
+    return pod_options(as_dict(template).get("spec"), old.get("spec") if old_template is not None else None,
                        old.get("metadata") if old_template is not None else None)

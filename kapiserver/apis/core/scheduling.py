@@ -11,6 +11,7 @@ from typing import Any
 
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.jsonvalues import as_dict, as_list
 
 TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TOLERATION_OPERATORS = ["Equal", "Exists"]
@@ -19,20 +20,14 @@ NODE_INCLUSION_POLICIES = ["Honor", "Ignore"]
 NOT_POSITIVE = "must be greater than zero"
 
 
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
 
 
 # ------------------------------------------------------------------ node selectors
 
 def validate_node_selector_requirement(req: Any, path: str, allow_invalid_values: bool) -> list[Cause]:
-    req = _dict(req)
+    req = as_dict(req)
     causes: list[Cause] = []
-    operator, values = req.get("operator") or "", _list(req.get("values"))
+    operator, values = req.get("operator") or "", as_list(req.get("values"))
     if operator in ("In", "NotIn"):
         if not values:
             causes.append(errors.field_required(f"{path}.values", "must be specified when `operator` is 'In' or "
@@ -57,9 +52,9 @@ def validate_node_selector_requirement(req: Any, path: str, allow_invalid_values
 
 
 def validate_node_field_selector_requirement(req: Any, path: str) -> list[Cause]:
-    req = _dict(req)
+    req = as_dict(req)
     causes: list[Cause] = []
-    operator, values = req.get("operator") or "", _list(req.get("values"))
+    operator, values = req.get("operator") or "", as_list(req.get("values"))
     if operator in ("In", "NotIn"):
         if len(values) != 1:
             causes.append(errors.field_required(f"{path}.values", "must be only one value when `operator` is 'In' "
@@ -78,17 +73,17 @@ def validate_node_field_selector_requirement(req: Any, path: str) -> list[Cause]
 
 
 def validate_node_selector_term(term: Any, path: str, allow_invalid_values: bool) -> list[Cause]:
-    term = _dict(term)
+    term = as_dict(term)
     causes: list[Cause] = []
-    for j, req in enumerate(_list(term.get("matchExpressions"))):
+    for j, req in enumerate(as_list(term.get("matchExpressions"))):
         causes.extend(validate_node_selector_requirement(req, f"{path}.matchExpressions[{j}]", allow_invalid_values))
-    for j, req in enumerate(_list(term.get("matchFields"))):
+    for j, req in enumerate(as_list(term.get("matchFields"))):
         causes.extend(validate_node_field_selector_requirement(req, f"{path}.matchFields[{j}]"))
     return causes
 
 
 def validate_node_selector(selector: Any, path: str, allow_invalid_values: bool = True) -> list[Cause]:
-    terms = _list(_dict(selector).get("nodeSelectorTerms"))
+    terms = as_list(as_dict(selector).get("nodeSelectorTerms"))
     if not terms:
         return [errors.field_required(f"{path}.nodeSelectorTerms", "must have at least one node selector term")]
     causes: list[Cause] = []
@@ -101,10 +96,10 @@ def validate_topology_selector_term(term: Any, path: str) -> tuple[dict, list[Ca
     """(key → set of values, causes) of one StorageClass allowedTopologies term."""
     causes: list[Cause] = []
     seen: dict[str, frozenset] = {}
-    for i, req in enumerate(_list(_dict(term).get("matchLabelExpressions"))):
-        req = _dict(req)
+    for i, req in enumerate(as_list(as_dict(term).get("matchLabelExpressions"))):
+        req = as_dict(req)
         at = f"{path}.matchLabelExpressions[{i}]"
-        values = _list(req.get("values"))
+        values = as_list(req.get("values"))
         if not values:
             causes.append(errors.field_required(f"{at}.values"))
         found: list = []
@@ -124,8 +119,8 @@ def validate_topology_selector_term(term: Any, path: str) -> tuple[dict, list[Ca
 
 def _validate_preferred_scheduling_terms(terms: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    for i, term in enumerate(_list(terms)):
-        term = _dict(term)
+    for i, term in enumerate(as_list(terms)):
+        term = as_dict(term)
         weight = term.get("weight") or 0
         if not validation.is_int(weight) or weight <= 0 or weight > 100:
             causes.append(errors.field_invalid(f"{path}[{i}].weight", weight, "must be in the range 1-100"))
@@ -150,9 +145,9 @@ def _validate_match_label_keys(path: str, match: list, mismatch: list, selector:
     causes += _label_keys(f"{path}.mismatchLabelKeys", mismatch, selector)
     if isinstance(selector, dict):
         index = {key: i for i, key in enumerate(match)}
-        selector_keys = set(_dict(selector.get("matchLabels")))
-        for expr in _list(selector.get("matchExpressions")):
-            key = _dict(expr).get("key")
+        selector_keys = set(as_dict(selector.get("matchLabels")))
+        for expr in as_list(selector.get("matchExpressions")):
+            key = as_dict(expr).get("key")
             if key in index and key in selector_keys:
                 causes.append(errors.field_invalid(f"{path}[{index[key]}]", key,
                                                    "exists in both matchLabelKeys and labelSelector"))
@@ -165,16 +160,16 @@ def _validate_match_label_keys(path: str, match: list, mismatch: list, selector:
 
 
 def validate_pod_affinity_term(term: Any, path: str, allow_invalid_values: bool) -> list[Cause]:
-    term = _dict(term)
+    term = as_dict(term)
     causes = validation.validate_label_selector(term.get("labelSelector"), f"{path}.labelSelector",
                                                 allow_invalid_values)
     causes += validation.validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector",
                                                  allow_invalid_values)
-    for name in _list(term.get("namespaces")):
+    for name in as_list(term.get("namespaces")):
         name = "" if name is None else str(name)
         causes.extend(errors.field_invalid(f"{path}.namespace", name, m) for m in validation.is_dns1123_label(name))
-    causes += _validate_match_label_keys(path, _list(term.get("matchLabelKeys")),
-                                         _list(term.get("mismatchLabelKeys")), term.get("labelSelector"))
+    causes += _validate_match_label_keys(path, as_list(term.get("matchLabelKeys")),
+                                         as_list(term.get("mismatchLabelKeys")), term.get("labelSelector"))
     topology_key = term.get("topologyKey") or ""
     if not topology_key:
         causes.append(errors.field_required(f"{path}.topologyKey", "can not be empty"))
@@ -182,14 +177,14 @@ def validate_pod_affinity_term(term: Any, path: str, allow_invalid_values: bool)
 
 
 def _validate_pod_affinity(affinity: Any, path: str, allow_invalid_values: bool) -> list[Cause]:
-    affinity = _dict(affinity)
+    affinity = as_dict(affinity)
     causes: list[Cause] = []
     required = "requiredDuringSchedulingIgnoredDuringExecution"
-    for i, term in enumerate(_list(affinity.get(required))):
+    for i, term in enumerate(as_list(affinity.get(required))):
         causes.extend(validate_pod_affinity_term(term, f"{path}.{required}[{i}]", allow_invalid_values))
     preferred = "preferredDuringSchedulingIgnoredDuringExecution"
-    for i, weighted in enumerate(_list(affinity.get(preferred))):
-        weighted = _dict(weighted)
+    for i, weighted in enumerate(as_list(affinity.get(preferred))):
+        weighted = as_dict(weighted)
         weight = weighted.get("weight") or 0
         if not validation.is_int(weight) or weight <= 0 or weight > 100:
             causes.append(errors.field_invalid(f"{path}.{preferred}[{i}].weight", weight,
@@ -224,12 +219,12 @@ def validate_affinity(affinity: Any, path: str, allow_invalid_values: bool = Fal
 def affinity_has_invalid_label_value(affinity: Any) -> bool:
     """upstream's hasInvalidLabelValueInAffinitySelector (an old pod keeps what it was allowed)."""
     for kind in ("podAffinity", "podAntiAffinity"):
-        block = _dict(_dict(affinity).get(kind))
-        terms = list(_list(block.get("requiredDuringSchedulingIgnoredDuringExecution")))
-        terms += [_dict(w).get("podAffinityTerm") for w in
-                  _list(block.get("preferredDuringSchedulingIgnoredDuringExecution"))]
+        block = as_dict(as_dict(affinity).get(kind))
+        terms = list(as_list(block.get("requiredDuringSchedulingIgnoredDuringExecution")))
+        terms += [as_dict(w).get("podAffinityTerm") for w in
+                  as_list(block.get("preferredDuringSchedulingIgnoredDuringExecution"))]
         for term in terms:
-            if validation.label_selector_has_invalid_value(_dict(term).get("labelSelector")):
+            if validation.label_selector_has_invalid_value(as_dict(term).get("labelSelector")):
                 return True
     return False
 
@@ -246,8 +241,8 @@ def validate_taint_effect(effect: Any, allow_empty: bool, path: str) -> list[Cau
 
 def validate_tolerations(tolerations: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    for i, toleration in enumerate(_list(tolerations)):
-        t = _dict(toleration)
+    for i, toleration in enumerate(as_list(tolerations)):
+        t = as_dict(toleration)
         at = f"{path}[{i}]"
         key, operator, effect = t.get("key") or "", t.get("operator") or "", t.get("effect") or ""
         if key:
@@ -285,8 +280,8 @@ def validate_taints(taints: Any, path: str) -> list[Cause]:
     """upstream's validateNodeTaints: unique by key and effect."""
     causes: list[Cause] = []
     seen: set[tuple[str, str]] = set()
-    for i, taint in enumerate(_list(taints)):
-        taint = _dict(taint)
+    for i, taint in enumerate(as_list(taints)):
+        taint = as_dict(taint)
         at = f"{path}[{i}]"
         key, effect = taint.get("key") or "", taint.get("effect") or ""
         causes.extend(validation.validate_label_name(key, f"{at}.key"))
@@ -307,9 +302,9 @@ def validate_taints(taints: Any, path: str) -> list[Cause]:
 def validate_topology_spread_constraints(constraints: Any, path: str,
                                          allow_invalid_selector: bool = False) -> list[Cause]:
     causes: list[Cause] = []
-    items = _list(constraints)
+    items = as_list(constraints)
     for i, constraint in enumerate(items):
-        c = _dict(constraint)
+        c = as_dict(constraint)
         at = f"{path}[{i}]"
         max_skew = c.get("maxSkew") or 0
         if not validation.is_int(max_skew) or max_skew <= 0:
@@ -321,7 +316,7 @@ def validate_topology_spread_constraints(constraints: Any, path: str,
         if action not in WHEN_UNSATISFIABLE:
             causes.append(errors.field_not_supported(f"{at}.whenUnsatisfiable", action, WHEN_UNSATISFIABLE))
         for other in items[i + 1:]:
-            other = _dict(other)
+            other = as_dict(other)
             if (other.get("topologyKey") or "") == key and (other.get("whenUnsatisfiable") or "") == action:
                 causes.append(errors.field_duplicate(f"{at}.{{topologyKey, whenUnsatisfiable}}",
                                                      f"{{{key}, {action}}}"))
@@ -338,13 +333,13 @@ def validate_topology_spread_constraints(constraints: Any, path: str,
             policy = c.get(name)
             if policy is not None and policy not in NODE_INCLUSION_POLICIES:
                 causes.append(errors.field_not_supported(f"{at}.{name}", policy, NODE_INCLUSION_POLICIES))
-        match_keys = _list(c.get("matchLabelKeys"))
+        match_keys = as_list(c.get("matchLabelKeys"))
         if match_keys:
             selector = c.get("labelSelector")
             selector_keys: set = set()
             if isinstance(selector, dict):
-                selector_keys = set(_dict(selector.get("matchLabels")))
-                selector_keys |= {_dict(e).get("key") for e in _list(selector.get("matchExpressions"))}
+                selector_keys = set(as_dict(selector.get("matchLabels")))
+                selector_keys |= {as_dict(e).get("key") for e in as_list(selector.get("matchExpressions"))}
             else:
                 causes.append(errors.field_forbidden(f"{at}.matchLabelKeys",
                                                      "must not be specified when labelSelector is not set"))

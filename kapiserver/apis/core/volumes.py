@@ -16,6 +16,7 @@ from typing import Any, Optional
 from kapiserver.apis.core import resources, scheduling
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.errors import Cause
+from kapiserver.machinery.jsonvalues import as_dict, as_list, as_str
 
 FILE_MODE_MESSAGE = "must be a number between 0 and 0777 (octal), both inclusive"
 PARTITION_MESSAGE = validation.inclusive_range_error(1, 255)
@@ -63,16 +64,7 @@ PV_SOURCES = (
 )
 
 
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
 
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _required(obj: dict, key: str, path: str) -> list[Cause]:
@@ -110,28 +102,28 @@ def _file_mode(mode: Any, path: str) -> list[Cause]:
 # ------------------------------------------------------------------ pod volume sources
 
 def _key_to_path(item: Any, path: str) -> list[Cause]:
-    item = _dict(item)
+    item = as_dict(item)
     causes = _required(item, "key", path) + _required(item, "path", path)
-    causes += validate_local_non_reserved_path(_str(item.get("path")), f"{path}.path")
+    causes += validate_local_non_reserved_path(as_str(item.get("path")), f"{path}.path")
     return causes + _file_mode(item.get("mode"), f"{path}.mode")
 
 
 def _secret_source(src: dict, path: str) -> list[Cause]:
     causes = _required(src, "secretName", path) + _file_mode(src.get("defaultMode"), f"{path}.defaultMode")
-    for i, item in enumerate(_list(src.get("items"))):
+    for i, item in enumerate(as_list(src.get("items"))):
         causes += _key_to_path(item, f"{path}.items[{i}]")
     return causes
 
 
 def _config_map_source(src: dict, path: str) -> list[Cause]:
     causes = _required(src, "name", path) + _file_mode(src.get("defaultMode"), f"{path}.defaultMode")
-    for i, item in enumerate(_list(src.get("items"))):
+    for i, item in enumerate(as_list(src.get("items"))):
         causes += _key_to_path(item, f"{path}.items[{i}]")
     return causes
 
 
 def _host_path(src: dict, path: str) -> list[Cause]:
-    target = _str(src.get("path"))
+    target = as_str(src.get("path"))
     if not target:
         return [errors.field_required(f"{path}.path")]
     causes = validate_path_no_backsteps(target, f"{path}.path")
@@ -142,7 +134,7 @@ def _host_path(src: dict, path: str) -> list[Cause]:
 
 
 def _git_repo(src: dict, path: str) -> list[Cause]:
-    return _required(src, "repository", path) + validate_local_descending_path(_str(src.get("directory")),
+    return _required(src, "repository", path) + validate_local_descending_path(as_str(src.get("directory")),
                                                                               f"{path}.directory")
 
 
@@ -159,10 +151,10 @@ def _iqn_format_problems(value: str) -> list[str]:
 
 def _iscsi(src: dict, path: str, persistent: bool = False, pv_name: str = "") -> list[Cause]:
     causes = _required(src, "targetPortal", path)
-    if persistent and src.get("initiatorName") is not None and len(f"{pv_name}:{_str(src.get('targetPortal'))}") > 64:
-        causes.append(errors.field_invalid(f"{path}.targetportal", _str(src.get("targetPortal")), _ISCSI_TOO_LONG))
+    if persistent and src.get("initiatorName") is not None and len(f"{pv_name}:{as_str(src.get('targetPortal'))}") > 64:
+        causes.append(errors.field_invalid(f"{path}.targetportal", as_str(src.get("targetPortal")), _ISCSI_TOO_LONG))
     no_prefix = "must be valid format" if persistent else "must be valid format starting with iqn, eui, or naa"
-    iqn = _str(src.get("iqn"))
+    iqn = as_str(src.get("iqn"))
     if not iqn:
         causes.append(errors.field_required(f"{path}.iqn"))
     elif not iqn.startswith(("iqn", "eui", "naa")):
@@ -191,7 +183,7 @@ _ISCSI_TOO_LONG = ("Total length of <volume name>:<iscsi.targetPortal> must be u
 
 def _fc(src: dict, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    wwns, wwids = _list(src.get("targetWWNs")), _list(src.get("wwids"))
+    wwns, wwids = as_list(src.get("targetWWNs")), as_list(src.get("wwids"))
     if not wwns and not wwids:
         causes.append(errors.field_required(f"{path}.targetWWNs", "must specify either targetWWNs or wwids, but not "
                                                                   "both"))
@@ -217,7 +209,7 @@ def _partition_disk(src: dict, path: str, id_key: str) -> list[Cause]:
 
 def _nfs(src: dict, path: str) -> list[Cause]:
     causes = _required(src, "server", path) + _required(src, "path", path)
-    target = _str(src.get("path"))
+    target = as_str(src.get("path"))
     if not target.startswith("/"):
         causes.append(errors.field_invalid(f"{path}.path", target, "must be an absolute path"))
     return causes
@@ -225,11 +217,11 @@ def _nfs(src: dict, path: str) -> list[Cause]:
 
 def _quobyte(src: dict, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    registry = _str(src.get("registry"))
+    registry = as_str(src.get("registry"))
     message = "must be a host:port pair or multiple pairs separated by commas"
     if not registry:
         causes.append(errors.field_required(f"{path}.registry", message))
-    elif len(_str(src.get("tenant"))) >= 65:
+    elif len(as_str(src.get("tenant"))) >= 65:
         causes.append(errors.field_required(f"{path}.tenant",
                                             "must be a UUID and may not exceed a length of 64 characters"))
     else:
@@ -251,7 +243,7 @@ def _split_host_port(text: str) -> bool:
 def _glusterfs(src: dict, path: str, persistent: bool = False) -> list[Cause]:
     causes = _required(src, "endpoints", path) + _required(src, "path", path)
     if persistent and src.get("endpointsNamespace") is not None:
-        ns = _str(src.get("endpointsNamespace"))
+        ns = as_str(src.get("endpointsNamespace"))
         if not ns:
             causes.append(errors.field_invalid(f"{path}.endpointsNamespace", ns,
                                                "if the endpointnamespace is set, it must be a valid namespace name"))
@@ -263,7 +255,7 @@ def _glusterfs(src: dict, path: str, persistent: bool = False) -> list[Cause]:
 
 def _flocker(src: dict, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    name, uuid = _str(src.get("datasetName")), _str(src.get("datasetUUID"))
+    name, uuid = as_str(src.get("datasetName")), as_str(src.get("datasetUUID"))
     if not name and not uuid:
         causes.append(errors.field_required(path, "one of datasetName and datasetUUID is required"))
     if name and uuid:
@@ -293,8 +285,8 @@ def split_subscripted_path(field_path: str) -> tuple[str, str, bool]:
 
 def validate_object_field_selector(fs: Any, supported: list[str], path: str) -> list[Cause]:
     """A downward API fieldRef (upstream's validateObjectFieldSelector)."""
-    fs = _dict(fs)
-    api_version, field_path = _str(fs.get("apiVersion")), _str(fs.get("fieldPath"))
+    fs = as_dict(fs)
+    api_version, field_path = as_str(fs.get("apiVersion")), as_str(fs.get("fieldPath"))
     if not api_version:
         return [errors.field_required(f"{path}.apiVersion")]
     if not field_path:
@@ -326,9 +318,9 @@ def validate_object_field_selector(fs: Any, supported: list[str], path: str) -> 
 
 def validate_resource_field_selector(fs: Any, path: str, volume: bool) -> list[Cause]:
     """A downward API resourceFieldRef (upstream's validateContainerResourceFieldSelector)."""
-    fs = _dict(fs)
+    fs = as_dict(fs)
     causes: list[Cause] = []
-    resource = _str(fs.get("resource"))
+    resource = as_str(fs.get("resource"))
     if volume and not fs.get("containerName"):
         causes.append(errors.field_required(f"{path}.containerName"))
     elif not resource:
@@ -364,8 +356,8 @@ _BYTE_DIVISOR_MESSAGE = ("only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 
 
 
 def _downward_api_file(item: Any, path: str) -> list[Cause]:
-    item = _dict(item)
-    target = _str(item.get("path"))
+    item = as_dict(item)
+    target = as_str(item.get("path"))
     causes = [] if target else [errors.field_required(f"{path}.path")]
     causes += validate_local_non_reserved_path(target, f"{path}.path")
     if item.get("fieldRef") is not None:
@@ -382,7 +374,7 @@ def _downward_api_file(item: Any, path: str) -> list[Cause]:
 
 def _downward_api(src: dict, path: str) -> list[Cause]:
     causes = _file_mode(src.get("defaultMode"), f"{path}.defaultMode")
-    for item in _list(src.get("items")):
+    for item in as_list(src.get("items")):
         causes += _downward_api_file(item, path)  # upstream reports items at the source's path
     return causes
 
@@ -396,8 +388,8 @@ def _projected(src: dict, path: str) -> list[Cause]:
             causes.append(errors.field_invalid(path, conflict_value, "conflicting duplicate paths"))
         seen.add(p)
 
-    for i, source in enumerate(_list(src.get("sources"))):
-        source = _dict(source)
+    for i, source in enumerate(as_list(src.get("sources"))):
+        source = as_dict(source)
         at = f"{path}.sources[{i}]"
         count = 0
         for kind in ("secret", "configMap"):
@@ -405,24 +397,24 @@ def _projected(src: dict, path: str) -> list[Cause]:
             if block is None:
                 continue
             count += 1
-            block = _dict(block)
+            block = as_dict(block)
             causes.extend(_required(block, "name", f"{at}.{kind}"))
-            for j, item in enumerate(_list(block.get("items"))):
+            for j, item in enumerate(as_list(block.get("items"))):
                 causes.extend(_key_to_path(item, f"{at}.{kind}.items[{j}]"))
-                item_path = _str(_dict(item).get("path"))
+                item_path = as_str(as_dict(item).get("path"))
                 if item_path:
-                    claim_path(item_path, _str(block.get("name")))
+                    claim_path(item_path, as_str(block.get("name")))
         if source.get("downwardAPI") is not None:
             count += 1
-            for item in _list(_dict(source["downwardAPI"]).get("items")):
+            for item in as_list(as_dict(source["downwardAPI"]).get("items")):
                 causes.extend(_downward_api_file(item, f"{at}.downwardAPI"))
-                item_path = _str(_dict(item).get("path"))
+                item_path = as_str(as_dict(item).get("path"))
                 if item_path:
                     claim_path(item_path, item_path)
         token = source.get("serviceAccountToken")
         if token is not None:
             count += 1
-            token = _dict(token)
+            token = as_dict(token)
             seconds = token.get("expirationSeconds") or 0
             if validation.is_int(seconds):
                 if seconds < 600:
@@ -431,7 +423,7 @@ def _projected(src: dict, path: str) -> list[Cause]:
                 if seconds > 1 << 32:
                     causes.append(errors.field_invalid(f"{at}.serviceAccountToken.expirationSeconds", seconds,
                                                        "may not specify a duration larger than 2^32 seconds"))
-            token_path = _str(token.get("path"))
+            token_path = as_str(token.get("path"))
             if not token_path:
                 causes.append(errors.field_required(f"{path}.path"))
             else:
@@ -439,8 +431,8 @@ def _projected(src: dict, path: str) -> list[Cause]:
         bundle = source.get("clusterTrustBundle")
         if bundle is not None:
             count += 1
-            causes.extend(_cluster_trust_bundle(_dict(bundle), f"{at}.clusterTrustBundle"))
-            claim_path(_str(_dict(bundle).get("path")), _str(_dict(bundle).get("path")))
+            causes.extend(_cluster_trust_bundle(as_dict(bundle), f"{at}.clusterTrustBundle"))
+            claim_path(as_str(as_dict(bundle).get("path")), as_str(as_dict(bundle).get("path")))
         if count > 1:
             causes.append(errors.field_forbidden(at, "may not specify more than 1 volume type per source"))
     return causes
@@ -463,7 +455,7 @@ def _cluster_trust_bundle(bundle: dict, path: str) -> list[Cause]:
         causes.extend(validation.validate_label_selector(bundle.get("labelSelector"), f"{path}.labelSelector"))
     else:
         causes.append(errors.field_required(path, "either name or signerName must be specified"))
-    target = _str(bundle.get("path"))
+    target = as_str(bundle.get("path"))
     if not target:
         causes.append(errors.field_required(f"{path}.path"))
     return causes + validate_local_non_reserved_path(target, f"{path}.path")
@@ -486,7 +478,7 @@ def _cinder(src: dict, path: str, persistent: bool = False) -> list[Cause]:
 
 def _flex(src: dict, path: str) -> list[Cause]:
     causes = _required(src, "driver", path)
-    for key in _dict(src.get("options")):
+    for key in as_dict(src.get("options")):
         namespace = key.split("/", 1)[0] if "/" in key else key
         normalized = "." + namespace.lower()
         if normalized.endswith((".kubernetes.io", ".k8s.io")):
@@ -504,7 +496,7 @@ def _azure_file(src: dict, path: str, persistent: bool = False) -> list[Cause]:
 
 def _azure_disk(src: dict, path: str) -> list[Cause]:
     causes = _required(src, "diskName", path)
-    uri = _str(src.get("diskURI"))
+    uri = as_str(src.get("diskURI"))
     if not uri:
         causes.append(errors.field_required(f"{path}.diskURI"))
     caching, kind = src.get("cachingMode"), src.get("kind")
@@ -522,10 +514,10 @@ def _azure_disk(src: dict, path: str) -> list[Cause]:
 
 
 def _storageos(src: dict, path: str, persistent: bool = False) -> list[Cause]:
-    name = _str(src.get("volumeName"))
+    name = as_str(src.get("volumeName"))
     causes = ([errors.field_required(f"{path}.volumeName")] if not name else
               [errors.field_invalid(f"{path}.volumeName", name, m) for m in validation.is_dns1123_label(name)])
-    ns = _str(src.get("volumeNamespace"))
+    ns = as_str(src.get("volumeNamespace"))
     if ns:
         causes.extend(errors.field_invalid(f"{path}.volumeNamespace", ns, m) for m in validation.is_dns1123_label(ns))
     ref = src.get("secretRef")
@@ -548,10 +540,10 @@ def validate_csi_driver_name(driver: str, path: str) -> list[Cause]:
 
 
 def _csi(src: dict, path: str) -> list[Cause]:
-    causes = validate_csi_driver_name(_str(src.get("driver")), f"{path}.driver")
+    causes = validate_csi_driver_name(as_str(src.get("driver")), f"{path}.driver")
     ref = src.get("nodePublishSecretRef")
     if isinstance(ref, dict):
-        name = _str(ref.get("name"))
+        name = as_str(ref.get("name"))
         if not name:
             causes.append(errors.field_required(f"{path}.nodePublishSecretRef.name"))
         else:
@@ -563,7 +555,7 @@ def _ephemeral(src: dict, path: str) -> list[Cause]:
     template = src.get("volumeClaimTemplate")
     if template is None:
         return [errors.field_required(f"{path}.volumeClaimTemplate")]
-    return validate_claim_template(_dict(template), f"{path}.volumeClaimTemplate")
+    return validate_claim_template(as_dict(template), f"{path}.volumeClaimTemplate")
 
 
 def _image(src: dict, path: str, is_pod: bool) -> list[Cause]:
@@ -624,7 +616,7 @@ def validate_volume_source(volume: dict, path: str, pod_name: str, is_pod: bool)
     """Exactly one source, and that source valid (upstream's validateVolumeSource)."""
     causes: list[Cause] = []
     count = 0
-    name = _str(volume.get("name"))
+    name = as_str(volume.get("name"))
     for key, report_as in POD_VOLUME_SOURCES:
         if volume.get(key) is None:
             continue
@@ -632,9 +624,9 @@ def validate_volume_source(volume: dict, path: str, pod_name: str, is_pod: bool)
             causes.append(errors.field_forbidden(f"{path}.{_EXTRA_SOURCE_PATH.get(key, key)}", MORE_THAN_ONE))
             continue
         count += 1
-        causes.extend(_validate_pod_source(key, _dict(volume[key]), f"{path}.{report_as}", is_pod))
-        if key == "iscsi" and _dict(volume[key]).get("initiatorName") is not None and \
-                len(f"{name}:{_str(_dict(volume[key]).get('targetPortal'))}") > 64:
+        causes.extend(_validate_pod_source(key, as_dict(volume[key]), f"{path}.{report_as}", is_pod))
+        if key == "iscsi" and as_dict(volume[key]).get("initiatorName") is not None and \
+                len(f"{name}:{as_str(as_dict(volume[key]).get('targetPortal'))}") > 64:
             causes.append(errors.field_invalid(f"{path}.name", name, _ISCSI_TOO_LONG))
         if key == "ephemeral" and pod_name and name:
             claim = f"{pod_name}-{name}"
@@ -649,12 +641,12 @@ def validate_volumes(volumes: Any, pod_name: str, path: str, is_pod: bool) -> tu
     """(valid volumes by name, causes): upstream's ValidateVolumes."""
     causes: list[Cause] = []
     by_name: dict[str, dict] = {}
-    created_claims = {f"{pod_name}-{_str(_dict(v).get('name'))}" for v in _list(volumes)
-                      if pod_name and _dict(v).get("ephemeral") is not None}
-    for i, volume in enumerate(_list(volumes)):
-        volume = _dict(volume)
+    created_claims = {f"{pod_name}-{as_str(as_dict(v).get('name'))}" for v in as_list(volumes)
+                      if pod_name and as_dict(v).get("ephemeral") is not None}
+    for i, volume in enumerate(as_list(volumes)):
+        volume = as_dict(volume)
         at = f"{path}[{i}]"
-        name = _str(volume.get("name"))
+        name = as_str(volume.get("name"))
         found = validate_volume_source(volume, at, pod_name, is_pod)
         if not name:
             found.append(errors.field_required(f"{at}.name"))
@@ -665,7 +657,7 @@ def validate_volumes(volumes: Any, pod_name: str, path: str, is_pod: bool) -> tu
         if not found:
             by_name[name] = volume
         causes.extend(found)
-        claim = _dict(volume.get("persistentVolumeClaim")).get("claimName")
+        claim = as_dict(volume.get("persistentVolumeClaim")).get("claimName")
         if volume.get("persistentVolumeClaim") is not None and claim in created_claims:
             causes.append(errors.field_invalid(f"{at}.persistentVolumeClaim.claimName", claim,
                                                "must not reference a PVC that gets created for an ephemeral volume"))
@@ -675,7 +667,7 @@ def validate_volumes(volumes: Any, pod_name: str, path: str, is_pod: bool) -> tu
 # ------------------------------------------------------------------ claims
 
 def validate_access_modes(modes: Any, path: str, required_detail: str = "") -> list[Cause]:
-    modes = _list(modes)
+    modes = as_list(modes)
     causes: list[Cause] = []
     if not modes:
         causes.append(errors.field_required(path, required_detail))
@@ -694,14 +686,14 @@ def validate_access_modes(modes: Any, path: str, required_detail: str = "") -> l
 
 def _data_source(ref: dict, path: str, allow_invalid_group: bool, with_namespace: bool) -> list[Cause]:
     causes = _required(ref, "name", path) + _required(ref, "kind", path)
-    group = _str(ref.get("apiGroup"))
+    group = as_str(ref.get("apiGroup"))
     if not group and ref.get("kind") != "PersistentVolumeClaim":
-        causes.append(errors.field_invalid(path, _str(ref.get("kind")),
+        causes.append(errors.field_invalid(path, as_str(ref.get("kind")),
                                            "must be 'PersistentVolumeClaim' when referencing the default apiGroup"))
     if group and not allow_invalid_group:
         causes.extend(errors.field_invalid(f"{path}.apiGroup", group, m)
                       for m in validation.is_dns1123_subdomain(group))
-    namespace = _str(ref.get("namespace"))
+    namespace = as_str(ref.get("namespace"))
     if with_namespace and namespace:
         causes.extend(errors.field_invalid(f"{path}.namespace", namespace, m)
                       for m in validation.is_dns1123_label(namespace))
@@ -711,15 +703,15 @@ def _data_source(ref: dict, path: str, allow_invalid_group: bool, with_namespace
 def validate_claim_spec(spec: Any, path: str, allow_invalid_selector: bool = False,
                         allow_invalid_group: bool = False) -> list[Cause]:
     """upstream's ValidatePersistentVolumeClaimSpec (VolumeAttributesClass is off in 1.32)."""
-    spec = _dict(spec)
+    spec = as_dict(spec)
     causes: list[Cause] = []
-    modes = _list(spec.get("accessModes"))
+    modes = as_list(spec.get("accessModes"))
     if not modes:
         causes.append(errors.field_required(f"{path}.accessModes", "at least 1 access mode is required"))
     if spec.get("selector") is not None:
         causes.extend(validation.validate_label_selector(spec["selector"], f"{path}.selector", allow_invalid_selector))
     causes.extend(c for c in validate_access_modes(modes, f"{path}.accessModes") if modes)
-    storage = _dict(_dict(spec.get("resources")).get("requests")).get("storage")
+    storage = as_dict(as_dict(spec.get("resources")).get("requests")).get("storage")
     storage_path = f"{path}.resources[storage]"
     if storage is None:
         causes.append(errors.field_required(storage_path))
@@ -729,7 +721,7 @@ def validate_claim_spec(spec: Any, path: str, allow_invalid_selector: bool = Fal
         if q is not None:
             positive = resources.validate_positive_quantity(q, storage_path)
             causes.extend(positive or resources.validate_resource_quantity_value("storage", q, storage_path))
-    class_name = _str(spec.get("storageClassName"))
+    class_name = as_str(spec.get("storageClassName"))
     if class_name:
         causes.extend(errors.field_invalid(f"{path}.storageClassName", class_name, m)
                       for m in validation.is_dns1123_subdomain(class_name))
@@ -743,7 +735,7 @@ def validate_claim_spec(spec: Any, path: str, allow_invalid_selector: bool = Fal
         causes.extend(_data_source(source_ref, f"{path}.dataSourceRef", allow_invalid_group, True))
     # upstream passes the *field.Path of dataSource as the value: %#v of the struct it points to
     source_path = gorepr.GoRepr('field.Path{name:"dataSource", index:"", parent:(*field.Path)(0xc000000000)}')
-    if isinstance(source_ref, dict) and _str(source_ref.get("namespace")):
+    if isinstance(source_ref, dict) and as_str(source_ref.get("namespace")):
         if isinstance(source, dict):
             causes.append(errors.field_invalid(path, source_path,
                                                "may not be specified when dataSourceRef.namespace is specified"))
@@ -756,7 +748,7 @@ def validate_claim_spec(spec: Any, path: str, allow_invalid_selector: bool = Fal
 
 def validate_claim_template(template: dict, path: str) -> list[Cause]:
     """upstream's ValidatePersistentVolumeClaimTemplate: labels, annotations, nothing else in metadata."""
-    md = _dict(template.get("metadata"))
+    md = as_dict(template.get("metadata"))
     causes = validation.validate_annotations(md.get("annotations"), f"{path}.metadata.annotations")
     causes += validation.validate_labels(md.get("labels"), f"{path}.metadata.labels")
     for key, value in md.items():
@@ -768,14 +760,14 @@ def validate_claim_template(template: dict, path: str) -> list[Cause]:
 # ------------------------------------------------------------------ persistent volumes
 
 def _local(src: dict, path: str) -> list[Cause]:
-    target = _str(src.get("path"))
+    target = as_str(src.get("path"))
     if not target:
         return [errors.field_required(f"{path}.path")]
     return validate_path_no_backsteps(target, f"{path}.path")
 
 
 def _pv_secret_reference(ref: dict, path: str) -> list[Cause]:
-    name, namespace = _str(ref.get("name")), _str(ref.get("namespace"))
+    name, namespace = as_str(ref.get("name")), as_str(ref.get("namespace"))
     causes = ([errors.field_required(f"{path}.name")] if not name else
               [errors.field_invalid(f"{path}.name", name, m) for m in validation.is_dns1123_subdomain(name)])
     causes += ([errors.field_required(f"{path}.namespace")] if not namespace else
@@ -785,7 +777,7 @@ def _pv_secret_reference(ref: dict, path: str) -> list[Cause]:
 
 
 def _pv_csi(src: dict, path: str) -> list[Cause]:
-    causes = validate_csi_driver_name(_str(src.get("driver")), f"{path}.driver")
+    causes = validate_csi_driver_name(as_str(src.get("driver")), f"{path}.driver")
     causes += _required(src, "volumeHandle", path)
     for key in ("controllerPublishSecretRef", "controllerExpandSecretRef", "nodePublishSecretRef",
                 "nodeExpandSecretRef"):
@@ -817,7 +809,7 @@ def _validate_pv_source(key: str, src: dict, path: str, pv_name: str) -> list[Ca
 def validate_persistent_volume_spec(spec: Any, pv_name: str, path: str, inline: bool = False) -> list[Cause]:
     """upstream's ValidatePersistentVolumeSpec: a PersistentVolume's, or (``inline``) the inline
     spec of a VolumeAttachment, which must be CSI and may not carry what only a PV object has."""
-    spec = _dict(spec)
+    spec = as_dict(spec)
     causes: list[Cause] = []
     if inline:
         if spec.get("claimRef") is not None:
@@ -826,7 +818,7 @@ def validate_persistent_volume_spec(spec: Any, pv_name: str, path: str, inline: 
             causes.append(errors.field_forbidden(f"{path}.capacity", NOT_INLINE))
         if spec.get("csi") is None:
             causes.append(errors.field_required(f"{path}.csi", "has to be specified in the context of inline volumes"))
-    modes = _list(spec.get("accessModes"))
+    modes = as_list(spec.get("accessModes"))
     if not modes:
         causes.append(errors.field_required(f"{path}.accessModes"))
     causes.extend(c for c in validate_access_modes(modes, f"{path}.accessModes") if modes)
@@ -867,16 +859,16 @@ def validate_persistent_volume_spec(spec: Any, pv_name: str, path: str, inline: 
             causes.append(errors.field_forbidden(f"{path}.{_EXTRA_SOURCE_PATH.get(key, key)}", MORE_THAN_ONE))
             continue
         count += 1
-        causes.extend(_validate_pv_source(key, _dict(spec[key]), f"{path}.{report_as}", pv_name))
+        causes.extend(_validate_pv_source(key, as_dict(spec[key]), f"{path}.{report_as}", pv_name))
         if key == "local" and not has_affinity:
             causes.append(errors.field_required(f"{path}.nodeAffinity", "Local volume requires node affinity"))
     if not count:
         causes.append(errors.field_required(path, "must specify a volume type"))
-    host_path = _str(_dict(spec.get("hostPath")).get("path"))
+    host_path = as_str(as_dict(spec.get("hostPath")).get("path"))
     if spec.get("hostPath") is not None and posixpath.normpath(host_path or ".") == "/" and policy == "Recycle":
         causes.append(errors.field_forbidden(f"{path}.persistentVolumeReclaimPolicy",
                                              "may not be 'recycle' for a hostPath mount of '/'"))
-    class_name = _str(spec.get("storageClassName"))
+    class_name = as_str(spec.get("storageClassName"))
     if class_name and inline:
         causes.append(errors.field_forbidden(f"{path}.storageClassName", NOT_INLINE))
     elif class_name:
