@@ -167,6 +167,25 @@ class ServerProcess:
         except OSError:
             return ""
 
+    def failures(self, limit: int = 10) -> list[str]:
+        """The last ``limit`` failures the server logged with a traceback (a generic 500's cause), each
+        the logged line and its traceback: what a test that saw a 5xx reports beside it."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return []
+        found: list[str] = []
+        for index, line in enumerate(lines):
+            if index + 1 < len(lines) and lines[index + 1].lstrip().startswith("Traceback"):
+                block = [line]
+                for following in lines[index + 1:]:
+                    if not following.startswith(("\t", " ")):
+                        break
+                    block.append(following)
+                found.append("\n".join(block))
+        return found[-limit:]
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> Optional[int]:
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
