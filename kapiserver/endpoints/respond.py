@@ -16,6 +16,7 @@ from kapiserver.endpoints.request_context import context_of, writable
 from kapiserver.endpoints.status_stream import STREAMED_CAUSES, StatusBody, streamable
 from kapiserver.machinery import codec, errors, protobuf
 from kapiserver.registry.store import StoredObject
+from kapiserver.storage.interface import StorageError
 
 log = Logger()
 
@@ -225,4 +226,8 @@ def write_failure(request: Request, exc: BaseException, target: MediaTarget | No
         return
     log.failure("handler error for {method} {path}", failure=Failure(exc, type(exc), exc.__traceback__),
                 method=request.method, path=request.path)
+    if isinstance(exc, StorageError) and exc.client_message:
+        # upstream's ErrorToAPIStatus: an error that is no API status answers 500 with its text
+        write_status(request, errors.unexpected_error(exc.client_message), target)
+        return
     write_status(request, errors.internal_error(), target)

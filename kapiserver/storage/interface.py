@@ -105,7 +105,17 @@ class ListResult:
 
 
 class StorageError(Exception):
-    """Base of all storage failures."""
+    """Base of all storage failures.
+
+    ``client_message``, when set, is what a client may be told when the failure reaches it unconverted
+    (upstream answers 500 with its storage client's error text, e.g. ``etcdserver: request timed out``):
+    the backend's own words, without what only the operator should see (endpoint addresses, paths).
+    Without it the client gets the generic 500 and the log the whole message.
+    """
+
+    def __init__(self, message: str, client_message: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.client_message = client_message
 
 
 class KeyExistsError(StorageError):

@@ -29,6 +29,7 @@ from kapiserver.testing.process import ServerProcess
 
 # a guard against a hang, longer than the server's own request timeout (60 s): its answer comes first
 REQUEST_TIMEOUT = 90.0
+ETCD_MAX_REQUEST_BYTES = 512 * 1024
 
 
 class _HTTPS:
@@ -87,7 +88,9 @@ class _Cluster:
     """One etcd and two servers sharing it and one certificate directory."""
 
     def __init__(self) -> None:
-        self.etcd = EtcdServer(["--experimental-watch-progress-notify-interval", "500ms"])
+        # a request limit under the ConfigMap's own (1 MiB) lets a test see etcd refuse a write
+        self.etcd = EtcdServer(["--experimental-watch-progress-notify-interval", "500ms",
+                                "--max-request-bytes", str(ETCD_MAX_REQUEST_BYTES)])
         self.cert_dir = tempfile.mkdtemp(prefix="kapiserver-ha-certs-")
         self.config = {"cert_dir": self.cert_dir, "storage": {"backend": "etcd3", "etcd": {
             "servers": [self.etcd.endpoint], "prefix": "/registry"}}}
@@ -204,6 +207,15 @@ class EtcdHATests(unittest.TestCase):
         names = {i["metadata"]["name"] for i in self.a.json("GET", self.path)["items"]}
         self.assertTrue({"before-kill", "after-kill"} <= names, names)
 
+    def test_a_write_etcd_refuses_answers_etcds_reason(self):
+        """Upstream answers a storage error that is no API status with 500 and the etcd client's text."""
+        status, body = self.a.request("POST", self.path, _configmap("huge", v="x" * (ETCD_MAX_REQUEST_BYTES + 1)))
+        self.assertEqual(status, 500, body[:300])
+        payload = json.loads(body)
+        self.assertEqual((payload["message"], payload.get("reason", "")), ("etcdserver: request is too large", ""))
+        status, _ = self.a.request("GET", f"{self.path}/huge")
+        self.assertEqual(status, 404)
+
     def test_etcd_down_gives_5xx_and_recovers(self):
         """While etcd is stopped: /readyz/etcd fails and writes get a 5xx Status of their own; then all recovers."""
         self.a.json("POST", self.path, _configmap("kept"), expect=201)
@@ -220,6 +232,9 @@ class EtcdHATests(unittest.TestCase):
                 # the write failed on etcd's absence; it did not hang until the server's request
                 # timeout answered for it (how soon it failed is not timed)
                 self.assertNotEqual((status, payload.get("reason")), (504, "Timeout"), payload)
+                # the Status says etcd is the cause, without the address only the operator should see
+                self.assertIn("etcd", payload["message"])
+                self.assertNotIn(self.etcd.endpoint.split("//")[1], payload["message"])
         finally:
             self.etcd.start()
         for server in (self.a, self.b):

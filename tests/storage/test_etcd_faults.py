@@ -239,6 +239,8 @@ class GatewayErrorTests(unittest.TestCase):
                      {"error": "context deadline exceeded", "code": 2, "message": "context deadline exceeded"}):
             error = _error_from_body(503, json.dumps(body).encode(), "/v3/kv/txn")
             self.assertIsInstance(error, UnavailableError, body)
+            # what a client is told: etcd's words, as upstream passes its etcd client's on
+            self.assertEqual(error.client_message, body["message"])
 
     def test_other_errors_are_not(self):
         body = {"error": "etcdserver: mvcc: required revision is a future revision", "code": 11,

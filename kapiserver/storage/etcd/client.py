@@ -248,7 +248,7 @@ class EtcdError(StorageError):
     """etcd answered with a gRPC error that has no more specific storage error."""
 
     def __init__(self, code: int, message: str):
-        super().__init__(f"etcd error (code {code}): {message}")
+        super().__init__(f"etcd error (code {code}): {message}", message)
         self.code = code
         self.message = message
 
@@ -277,7 +277,7 @@ def _error_from_body(status: int, body: bytes, path: str, revision: int = 0) -> 
     # a proposal on a member that knows no leader waits out etcd's own deadline, and the gateway
     # passes that on as code 2 (Unknown), "context deadline exceeded"
     if code in _UNAVAILABLE_CODES or "timed out" in message or "leader" in message or "deadline exceeded" in message:
-        return UnavailableError(f"etcd cannot serve {path}: {message}")
+        return UnavailableError(f"etcd cannot serve {path}: {message}", message)
     return EtcdError(code, message)
 
 
@@ -378,7 +378,8 @@ class EtcdClient:
             return await d
         except defer.TimeoutError:
             raise UnavailableError(f"etcd request {path} timed out after {limit:g}s "
-                                   f"(endpoints: {self.describe_endpoints()})") from None
+                                   f"(endpoints: {self.describe_endpoints()})",
+                                   f"etcd did not answer within {limit:g}s") from None
 
     async def _call(self, path: str, data: bytes, idempotent: bool, revision: int) -> dict:
         last: Optional[BaseException] = None
@@ -394,7 +395,9 @@ class EtcdClient:
                 if idempotent:
                     continue
                 raise UnavailableError(f"connection to etcd at {endpoint} broke during {path}; "
-                                       f"the outcome is unknown: {_describe(e)}") from None
+                                       f"the outcome is unknown: {_describe(e)}",
+                                       "the connection to etcd broke during the request; its outcome is unknown"
+                                       ) from None
             finally:
                 self._slots.release()
             if code != 200:
@@ -411,7 +414,8 @@ class EtcdClient:
             return orjson.loads(content) if content else {}
         if isinstance(last, UnavailableError):
             raise last  # every endpoint answered, none could serve: the last one's answer
-        raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
+        raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}",
+                               "etcd is unreachable")
 
     async def open_websocket(self, path: str, make_stream: Callable[[bytes], WebSocketStream],
                              timeout: Optional[float] = None, avoid: Optional[str] = None
@@ -443,7 +447,8 @@ class EtcdClient:
                 continue
             self._prefer(endpoint)
             return endpoint, stream
-        raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}")
+        raise UnavailableError(f"etcd is unreachable at {self.describe_endpoints()}: {_describe(last)}",
+                               "etcd is unreachable")
 
     def close(self) -> defer.Deferred:
         """Close the unary calls' connections (streams are closed by their owners)."""
