@@ -77,6 +77,7 @@ class Window:
 @dataclass
 class ServerError:
     at: float  # when the request began
+    ended: float  # when its answer came
     status: int
     what: str
 
@@ -89,13 +90,17 @@ class Recorder:
         self.errors: list[ServerError] = []
         self.windows: list[Window] = []
 
-    def server_error(self, at: float, status: int, what: str) -> None:
+    def server_error(self, at: float, status: int, what: str, ended: Optional[float] = None) -> None:
+        """A 5xx answer to a request begun at ``at`` and answered at ``ended`` (now, unless given)."""
+        error = ServerError(at, time.monotonic() if ended is None else ended, status, what)
         with self.lock:
-            self.errors.append(ServerError(at, status, what))
+            self.errors.append(error)
 
     @contextlib.contextmanager
     def window(self, label: str) -> Iterator[Window]:
-        """Everything begun inside the ``with`` block is inside the fault's window."""
+        """A request in flight at any moment of the ``with`` block is inside the fault's window: one
+        begun just before a fault may be the one the fault breaks (a write sent to the etcd leader a
+        moment before it is killed)."""
         window = Window(label, time.monotonic())
         with self.lock:
             self.windows.append(window)
@@ -104,9 +109,10 @@ class Recorder:
         finally:
             window.end = time.monotonic()
 
-    def in_window(self, at: float) -> Optional[str]:
+    def in_window(self, began: float, ended: float) -> Optional[str]:
+        """The window a request begun at ``began`` and answered at ``ended`` overlaps, if any."""
         for window in self.windows:
-            if window.start <= at <= window.end:
+            if began <= window.end and window.start <= ended:
                 return window.label
         return None
 
@@ -124,7 +130,7 @@ class Recorder:
         outside = []
         with self.lock:
             for error in self.errors:
-                label = self.in_window(error.at)
+                label = self.in_window(error.at, error.ended)
                 if label is None:
                     outside.append(error)
                 else:
@@ -454,5 +460,6 @@ def check(writers: list[Writer], watchers: list[Watcher], final: dict[str, tuple
     inside, outside = recorder.split()
     found.errors_in_windows = {label: len(errors) for label, errors in inside.items()}
     found.errors_inside = [f"{label}: {e.status} {e.what}" for label, errors in inside.items() for e in errors]
-    found.errors_outside = [f"{e.status} {e.what} ({recorder.where(e.at)})" for e in outside]
+    found.errors_outside = [f"{e.status} {e.what} ({recorder.where(e.at)}, answered {e.ended - e.at:.1f}s later)"
+                            for e in outside]
     return found

@@ -14,7 +14,8 @@ turn:
   other (the supervisor starts another each time).
 
 Each fault has a window: from the fault until writes were acknowledged again
-after the election or the repair.  A cut that lasts is outside: then writes
+after the election or the repair; a request in flight at any moment of it is
+inside.  A cut that lasts is outside: then writes
 through both servers must succeed and every watch must keep up.  Afterwards:
 every acknowledged write is stored with its last acknowledged content; every
 watch saw every acknowledged write made after it began, once, in

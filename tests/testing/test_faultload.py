@@ -76,9 +76,18 @@ class CheckTests(unittest.TestCase):
     def test_5xx_inside_and_outside_the_windows(self):
         with self.recorder.window("fault") as window:
             self.recorder.server_error(window.start, 503, "inside")
-        self.recorder.server_error(window.end + 1, 500, "after")
-        self.recorder.server_error(window.start - 1, 500, "before")
+        self.recorder.server_error(window.end + 1, 500, "after", ended=window.end + 3)
+        self.recorder.server_error(window.start - 2, 500, "before", ended=window.start - 1)
         found = self.check()
         self.assertEqual(found.errors_in_windows, {"fault": 1})
         self.assertEqual([e.split(" (")[0] for e in found.errors_outside], ["500 after", "500 before"])
-        self.assertIn("1.0s after the window 'fault'", found.errors_outside[0])
+        self.assertIn("1.0s after the window 'fault', answered 2.0s later", found.errors_outside[0])
+
+    def test_a_request_in_flight_when_a_fault_began_is_inside_its_window(self):
+        """A write sent a moment before the etcd leader is killed may be the one the kill breaks."""
+        with self.recorder.window("leader killed") as window:
+            pass
+        self.recorder.server_error(window.start - 0.05, 500, "sent just before", ended=window.start + 5)
+        self.recorder.server_error(window.end - 1, 500, "answered after", ended=window.end + 9)
+        found = self.check()
+        self.assertEqual((found.errors_in_windows, found.errors_outside), ({"leader killed": 2}, []))
