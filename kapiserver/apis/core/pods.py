@@ -69,10 +69,6 @@ def _alias_service_account(spec: dict) -> None:
         spec["serviceAccount"] = spec["serviceAccountName"]
 
 
-def _pending_status(spec: dict) -> dict:
-    return {"phase": "Pending", "qosClass": qos_class(spec)}
-
-
 class PodStrategy(Strategy):
     status_fixed_metadata = ("ownerReferences",)  # upstream's podStatusStrategy
 
@@ -116,7 +112,7 @@ class PodStrategy(Strategy):
         super().prepare_for_create(rtype, obj)
         spec = as_dict(obj.get("spec"))
         _alias_service_account(spec)
-        obj["status"] = _pending_status(spec)
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
@@ -128,8 +124,6 @@ class PodStrategy(Strategy):
         if not spec.get("serviceAccountName") and spec.get("serviceAccount"):
             spec["serviceAccountName"] = spec["serviceAccount"]  # v1 conversion: the alias when it is alone
         _alias_service_account(spec)
-        if "status" not in obj:
-            obj["status"] = _pending_status(spec)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidatePodCreate."""
