@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU per request spent in named functions of a running server, without a profiler.
 
-``python bench/function_cost.py [--op create] [--seconds 8] [--backend sqlite|etcd] [--write-path | --functions m:Q.f,...]``
+``python bench/function_cost.py [--op create] [--kind configmap|pod] [--seconds 8] [--backend sqlite|etcd] [--write-path | --functions m:Q.f,...]``
 
 Starts one server process (``workers: 1``) with ``bench/function_timer`` on
 its ``sys.path``: that ``sitecustomize`` wraps each named function and adds up
@@ -9,9 +9,9 @@ the thread CPU of its calls (see its docstring).  The server's threads are
 pinned to the first CPU and the clients (``--clients`` keep-alive HTTPS
 connections, threads of this process) to the others, so the server's CPU per
 request is not inflated by clients running on its core.  The load is
-kbench's, on ConfigMaps of 200 B: ``create``, ``get``, ``update`` (merge
-patch), ``replace`` (PUT), ``apply`` (server-side apply) or ``delete``, for
-``--seconds`` after a warm-up.  ``--write-path`` times the passes a write makes
+kbench's, on ConfigMaps of 200 B (``--kind pod``: one-container pods of about
+250 B): ``create``, ``get``, ``update`` (merge patch), ``replace`` (PUT),
+``apply`` (server-side apply) or ``delete``, for ``--seconds`` after a warm-up.  ``--write-path`` times the passes a write makes
 over its object (JSON parses and encodes, copies, defaulting) instead of the stages.
 
 Prints the server's CPU per request (all its threads, from ``/proc``), and
@@ -65,6 +65,8 @@ WRITE_PATH_FUNCTIONS = (
     "kapiserver.registry.store:Store._stamp_type",
     "kapiserver.registry.store:Store.to_external",
 )
+# a kind's own defaulting (Strategy.default above times only the kinds that keep the base's)
+KIND_DEFAULTING = {"pod": ("kapiserver.apis.core.pods:PodStrategy.default",)}
 BACKEND_FUNCTIONS = {
     "sqlite": (
         "kapiserver.storage.sqlite:SQLiteStorage._batch_done",  # a commit's results (the answers)
@@ -78,22 +80,39 @@ BACKEND_FUNCTIONS = {
 }
 
 
-def operation(op: str, base: str, tag: str, objects: int):
-    """kbench's requests on ConfigMaps ``pre-<i>`` (``objects`` of them stored) or, to create,
-    ``<tag>-<i>``: ``op(client, i)`` returns the HTTP status."""
+def pod(name: str, note: str) -> dict:
+    """A one-container pod no node runs; ``note`` (an annotation) is what an update changes."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": {"note": note}},
+            "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+                                     "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}}
+
+
+def obj(kind: str, name: str, text: str) -> dict:
+    """The object a request writes: a ConfigMap of 200 B or a pod of about 250 B."""
+    return pod(name, text) if kind == "pod" else configmap(name, k=text)
+
+
+def change(kind: str, text: str) -> dict:
+    """An update's merge patch."""
+    return {"metadata": {"annotations": {"note": text}}} if kind == "pod" else {"data": {"k": text}}
+
+
+def operation(op: str, base: str, tag: str, objects: int, kind: str = "configmap"):
+    """kbench's requests on ConfigMaps (or pods) ``pre-<i>`` (``objects`` of them stored) or, to
+    create, ``<tag>-<i>``: ``op(client, i)`` returns the HTTP status."""
     if op == "create":
-        return lambda c, i: c.request("POST", base, configmap(f"{tag}-{i}", k="x" * 200))[0]
+        return lambda c, i: c.request("POST", base, obj(kind, f"{tag}-{i}", "x" * 200))[0]
     if op == "get":
         return lambda c, i: c.request("GET", f"{base}/pre-{i % objects}")[0]
     if op == "update":
-        return lambda c, i: c.request("PATCH", f"{base}/pre-{i % objects}", {"data": {"k": f"{i}" + "y" * 200}},
+        return lambda c, i: c.request("PATCH", f"{base}/pre-{i % objects}", change(kind, f"{i}" + "y" * 200),
                                       content_type="application/merge-patch+json")[0]
     if op == "replace":
-        return lambda c, i: c.request("PUT", f"{base}/pre-{i % objects}", configmap(f"pre-{i % objects}",
-                                                                                   k=f"{i}" + "y" * 200))[0]
+        return lambda c, i: c.request("PUT", f"{base}/pre-{i % objects}", obj(kind, f"pre-{i % objects}",
+                                                                             f"{i}" + "y" * 200))[0]
     if op == "apply":
         return lambda c, i: c.request("PATCH", f"{base}/pre-{i % objects}?fieldManager=bench&force=true",
-                                      configmap(f"pre-{i % objects}", k=f"{i}" + "y" * 200),
+                                      obj(kind, f"pre-{i % objects}", f"{i}" + "y" * 200),
                                       content_type="application/apply-patch+yaml")[0]
     if op == "delete":
         return lambda c, i: c.request("DELETE", f"{base}/pre-{i}")[0]
@@ -117,15 +136,18 @@ def main() -> None:
     parser.add_argument("--op", choices=("create", "get", "update", "replace", "apply", "delete"), default="create")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--objects", type=int, default=2000, help="ConfigMaps stored first (get, update, delete)")
+    parser.add_argument("--objects", type=int, default=2000, help="objects stored first (get, update, delete)")
+    parser.add_argument("--kind", choices=("configmap", "pod"), default="configmap",
+                        help="what the requests write: ConfigMaps, or pods (their kind's defaulting timed too)")
     parser.add_argument("--backend", choices=("sqlite", "etcd"), default="sqlite")
     parser.add_argument("--functions", default="",
                         help="comma-separated module:Qualified.name (synchronous functions); "
                              "default: a request's stages and the backend's")
     parser.add_argument("--write-path", action="store_true", help="time the passes a write makes over its object")
     args = parser.parse_args()
+    write_path = [*WRITE_PATH_FUNCTIONS, *KIND_DEFAULTING.get(args.kind, ())]
     functions = ([f.strip() for f in args.functions.split(",") if f.strip()]
-                 or ([*WRITE_PATH_FUNCTIONS] if args.write_path else [*REQUEST_FUNCTIONS, *BACKEND_FUNCTIONS[args.backend]]))
+                 or (write_path if args.write_path else [*REQUEST_FUNCTIONS, *BACKEND_FUNCTIONS[args.backend]]))
 
     cpus = sorted(os.sched_getaffinity(0))
     # the server on the first CPU from its start (as watch_latency.py's --server-cpus), the clients on the others
@@ -150,20 +172,20 @@ def main() -> None:
         admin = Client(server)
         ensure_namespace(admin, NAMESPACE)
         admin.close()
-        base = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
+        base = f"/api/v1/namespaces/{NAMESPACE}/{args.kind}s"
         if args.op != "create":
-            print(f"storing {args.objects} ConfigMaps...", file=sys.stderr)
-            run_parallel(server, 8, args.objects, lambda c, i: c.request("POST", base, configmap(
-                f"pre-{i}", k="x" * 200))[0])
+            print(f"storing {args.objects} {args.kind}s...", file=sys.stderr)
+            run_parallel(server, 8, args.objects, operation("create", base, "pre", args.objects, args.kind))
         # warm up (a delete's warm-up reads: each object is deleted once, in the timed run)
         warm_up = "get" if args.op == "delete" else args.op
-        run_parallel(server, args.clients, 500, operation(warm_up, base, "warm", args.objects))
+        run_parallel(server, args.clients, 500, operation(warm_up, base, "warm", args.objects, args.kind))
         if args.op == "delete":
             count = args.objects
         else:  # as many requests as --seconds allow at the warm-up's rate
-            probe = run_parallel(server, args.clients, 500, operation(args.op, base, "probe", args.objects))
+            probe = run_parallel(server, args.clients, 500, operation(args.op, base, "probe", args.objects,
+                                                                      args.kind))
             count = max(500, int(probe.rate * args.seconds))
-        run = operation(args.op, base, "timed", args.objects)
+        run = operation(args.op, base, "timed", args.objects, args.kind)
         read_report(server, report_path)  # reset
         cpu_before = cpu_seconds(server.proc.pid)
         result = run_parallel(server, args.clients, count, run)
@@ -175,7 +197,8 @@ def main() -> None:
             etcd.cleanup()
 
     per_request = (cpu_after - cpu_before) / result.count * 1e6
-    print(f"\n{args.op} on {args.backend}, {args.clients} clients, {machine()}: {result.count} requests, "
+    print(f"\n{args.op} of {args.kind}s on {args.backend}, {args.clients} clients, {machine()}: "
+          f"{result.count} requests, "
           f"{result.rate:,.0f}/s, {result.errors} errors; the server's CPU {per_request:.0f} µs per request "
           "(its threads pinned to one CPU, the clients on the others)\n")
     rows = []

@@ -715,7 +715,9 @@ class Store:
         if self.strategy.tracks_generation:
             md["generation"] = 1
         # upstream's order: the decoded (defaulted) object is recorded by the field manager and
-        # goes through mutating admission, then the strategy prepares and validates it
+        # goes through mutating admission, then the strategy prepares and validates it.  The one
+        # defaulting of the write: a mutating webhook defaults what it patched (its redecode), and
+        # admission plugins and the kind's preparation set complete values themselves, as upstream's
         self.strategy.default(self.rtype, obj)
         managed_fields = await self._managed_fields(None, obj, requested_managed_fields, "", ctx)
         attrs = self._attributes(CREATE, namespace, md.get("name", ""), obj, None, "", ctx, "CreateOptions")
@@ -725,9 +727,6 @@ class Store:
         self._check_namespace(obj, namespace)
         self._stamp_type(obj)
         self.strategy.prepare_for_create(self.rtype, obj)
-        # what mutating admission and the preparation added, defaulted (as upstream's webhook
-        # admission defaults the object it patched)
-        self.strategy.default(self.rtype, obj)
         self._set_managed_fields(md, managed_fields)
         generated = not md.get("name") and bool(md.get("generateName"))
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
@@ -978,7 +977,8 @@ class Store:
         self._keep_identity(md, namespace, name, old_md)
         md.pop("managedFields", None)
         # upstream's order: the decoded (defaulted) object is recorded by the field manager and
-        # goes through mutating admission, then the strategy prepares and validates it
+        # goes through mutating admission, then the strategy prepares and validates it (defaulted
+        # only here: see create_result)
         self.strategy.default(self.rtype, new)
         managed_fields = await self._managed_fields(old, new, requested_managed_fields, subresource, ctx)
         attrs = self._update_attributes(namespace, name, new, old, subresource, ctx)
@@ -998,9 +998,6 @@ class Store:
         else:
             self.strategy.prepare_for_update(self.rtype, new, old)
         md.pop("managedFields", None)  # a status update starts from the old object
-        # what mutating admission and the preparation added, defaulted (as upstream's webhook
-        # admission defaults the object it patched)
-        self.strategy.default(self.rtype, new)
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 0) + 1
         self._set_managed_fields(md, managed_fields)

@@ -33,8 +33,9 @@ class PodTests(ServerTestCase):
         spec, c = r.body["spec"], r.body["spec"]["containers"][0]
         self.assertEqual((spec["restartPolicy"], spec["dnsPolicy"], spec["schedulerName"],
                           spec["terminationGracePeriodSeconds"], spec["securityContext"],
-                          spec["serviceAccountName"], spec["enableServiceLinks"], spec["priority"]),
-                         ("Always", "ClusterFirst", "default-scheduler", 30, {}, "default", True, 0))
+                          spec["serviceAccountName"], spec["serviceAccount"], spec["enableServiceLinks"],
+                          spec["priority"]),
+                         ("Always", "ClusterFirst", "default-scheduler", 30, {}, "default", "default", True, 0))
         self.assertEqual((c["imagePullPolicy"], c["terminationMessagePath"], c["terminationMessagePolicy"],
                           c["ports"][0]["protocol"], c["resources"]),
                          ("IfNotPresent", "/dev/termination-log", "File", "TCP", {}))

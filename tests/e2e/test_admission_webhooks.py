@@ -157,6 +157,33 @@ class WebhookTestCase(unittest.TestCase):
         self.assertNotIn("bogus", stored)
         self.assertEqual(stored["data"], {"k": "v", "added": "x"})
 
+    def test_a_container_a_webhook_adds_is_defaulted_and_counts_in_the_qos_class(self):
+        sidecar = {"name": "sidecar", "image": "busybox:1.36",
+                   "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}
+
+        def add_sidecar(review):
+            return patch(review, [{"op": "add", "path": "/spec/containers/-", "value": sidecar}])
+        self.configure("MutatingWebhookConfiguration", "sidecar", self.webhook(
+            "sidecar.example.com", "/sidecar", add_sidecar,
+            rules=[{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]))
+
+        def create_pod(name: str) -> subprocess.CompletedProcess:
+            obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.ns},
+                   "spec": {"containers": [{"name": "app", "image": "nginx:1.27", "resources": {
+                       "limits": {"cpu": "200m", "memory": "128Mi"}}}]}}
+            return self.kubectl("create", "-f", "-", input=yaml.safe_dump(obj), check=False)
+        wait_for(lambda: create_pod(f"probe-{uuid.uuid4().hex[:6]}") and self.hooks.reviews_for("/sidecar"),
+                 timeout=15, interval=0.2)
+        self.assertEqual(create_pod("p").returncode, 0)
+        stored = json.loads(self.kubectl("get", "pod", "p", "-n", self.ns, "-o", "json").stdout)
+        added = stored["spec"]["containers"][1]
+        # defaulted after the patch, as any container: the requests from the limits, the pull policy...
+        self.assertEqual((added["name"], added["resources"]["requests"], added["imagePullPolicy"],
+                          added["terminationMessagePath"]),
+                         ("sidecar", {"cpu": "100m", "memory": "64Mi"}, "IfNotPresent", "/dev/termination-log"))
+        # ...and both containers' requests equal their limits: the pod's class counts the added one
+        self.assertEqual(stored["status"]["qosClass"], "Guaranteed")
+
     def test_reinvocation_if_needed_sees_later_changes(self):
         def first(review):
             labels = review["request"]["object"]["metadata"].get("labels") or {}

@@ -45,6 +45,8 @@ class LimitRangerTests(unittest.TestCase):
         self.assertEqual(pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"],
                          "LimitRanger plugin set: cpu, memory request for container web; "
                          "cpu, memory limit for container web")
+        # the class counts what LimitRanger set (requests below the limits)
+        self.assertEqual(pod["status"]["qosClass"], "Burstable")
         # what the container sets is kept; only the rest is defaulted
         from kubernetes import client
         core = client.CoreV1Api(self.server.python_client())

@@ -360,6 +360,14 @@ def _go_template(_: Any) -> str:
     return "core.PodTemplateSpec{...}"
 
 
+def _labels_from_template(obj: dict, spec: dict) -> None:
+    """SetDefaults_Job: a Job without labels gets its pod template's."""
+    template_labels = workload.template_labels(workload.template_of(spec))
+    md = obj.setdefault("metadata", {})
+    if isinstance(template_labels, dict) and template_labels and not md.get("labels"):
+        md["labels"] = copy.deepcopy(template_labels)
+
+
 class JobStrategy(Strategy):
     tracks_generation = True
 
@@ -371,16 +379,16 @@ class JobStrategy(Strategy):
         spec = obj.get("spec")
         if isinstance(spec, dict) and spec.get("manualSelector") is not True:
             generate_selector(obj)
+            # the generated labels become the Job's own when it has none, as upstream's
+            # SetDefaults_Job gives them to every reader of the stored Job
+            _labels_from_template(obj, spec)
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.setdefault("spec", {})
         if not isinstance(spec, dict):
             return
         default_job_spec(spec)
-        template_labels = workload.template_labels(workload.template_of(spec))
-        md = obj.setdefault("metadata", {})
-        if isinstance(template_labels, dict) and template_labels and not md.get("labels"):
-            md["labels"] = copy.deepcopy(template_labels)
+        _labels_from_template(obj, spec)
         workload.default_template(spec)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:

@@ -59,6 +59,7 @@ def normalize_data_sources(spec: Any) -> None:
 class PersistentVolumeClaimStrategy(Strategy):
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         super().prepare_for_create(rtype, obj)
+        obj["status"] = {"phase": "Pending"}  # what upstream's defaulting gives the cleared status
         enforce_data_source_backwards_compatibility(obj.get("spec"), None)
         normalize_data_sources(obj.get("spec"))
 

@@ -63,6 +63,12 @@ def _default_requests_from_limits(spec: dict) -> None:
                     requests.setdefault(name, value)
 
 
+def _alias_service_account(spec: dict) -> None:
+    """The deprecated ``serviceAccount`` alias of ``serviceAccountName``, as v1 conversion sets it."""
+    if spec.get("serviceAccountName"):
+        spec["serviceAccount"] = spec["serviceAccountName"]
+
+
 class PodStrategy(Strategy):
     status_fixed_metadata = ("ownerReferences",)  # upstream's podStatusStrategy
 
@@ -99,6 +105,15 @@ class PodStrategy(Strategy):
             return []  # upstream's BindingREST writes the pod without pod validation
         return super().validate_subresource_update(rtype, subresource, new, old)
 
+    def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
+        """upstream's PrepareForCreate: the status of a pod no node runs yet, its QoS class from
+        the requests and limits admission (LimitRanger) left; and the service account the
+        ServiceAccount plugin chose, under its deprecated alias too (upstream's v1 encoding)."""
+        super().prepare_for_create(rtype, obj)
+        spec = as_dict(obj.get("spec"))
+        _alias_service_account(spec)
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if not isinstance(spec, dict):
@@ -108,10 +123,7 @@ class PodStrategy(Strategy):
         spec.setdefault("enableServiceLinks", True)
         if not spec.get("serviceAccountName") and spec.get("serviceAccount"):
             spec["serviceAccountName"] = spec["serviceAccount"]  # v1 conversion: the alias when it is alone
-        if spec.get("serviceAccountName"):
-            spec["serviceAccount"] = spec["serviceAccountName"]  # the deprecated alias, as v1 conversion sets it
-        if "status" not in obj:
-            obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+        _alias_service_account(spec)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidatePodCreate."""
