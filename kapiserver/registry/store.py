@@ -27,7 +27,7 @@ from kapiserver.machinery import labels as label_selectors
 from kapiserver.machinery.fields import NOT_EQUALS, FieldSelector
 from kapiserver.machinery.groupversion import GroupVersionKind
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
-from kapiserver.registry import fieldmanagers
+from kapiserver.registry import fieldmanagers, stored_metadata
 from kapiserver.registry.admission import CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes
 from kapiserver.registry.context import Context
 from kapiserver.registry.leases import LeaseReuser
@@ -98,6 +98,19 @@ def decode(kv: st.KeyValue) -> dict:
     return obj
 
 
+def decode_metadata(kv: st.KeyValue) -> dict:
+    """The ``metadata`` of the object ``kv`` holds, without ``managedFields``, with its
+    resourceVersion (as :func:`decode` sets it), decoding no more of the value than that
+    when it can (:mod:`~kapiserver.registry.stored_metadata`); a fresh dict the caller
+    owns.  CorruptObjectError when the value is not an object."""
+    md = stored_metadata.scan_metadata(kv.value)
+    if md is None:
+        md = decode(kv)["metadata"]
+        md.pop("managedFields", None)
+    md["resourceVersion"] = str(kv.mod_revision)
+    return md
+
+
 def readable(kv: st.KeyValue, warnings: Optional[list[str]] = None) -> Optional[dict]:
     """The object ``kv`` holds, or None when it is corrupt (logged, and named in ``warnings``)."""
     try:
@@ -117,7 +130,7 @@ LABELS_INDEX = "labels"
 
 def labels_of(kv: st.KeyValue) -> tuple[str, ...]:
     """The index values of ``kv``'s labels, ``key=value`` each (interned: objects share them)."""
-    labels = decode(kv)["metadata"].get("labels")
+    labels = decode_metadata(kv).get("labels")
     if not labels or not isinstance(labels, dict):
         return ()
     return tuple(sys.intern(f"{key}={value}") for key, value in labels.items() if isinstance(value, str))
