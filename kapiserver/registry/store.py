@@ -50,7 +50,8 @@ _T = TypeVar("_T")
 
 async def on_thread_if_large(body_size: int, work: Callable[..., _T], *args: Any) -> _T:
     """``work(*args)``, on a thread (one at a time) when the request's body is ``body_size`` bytes
-    or more: ``work`` only reads what it is given, and the request waits for it."""
+    or more: ``work`` touches only what it is given (what it changes, the request's own object,
+    nothing else uses while the request waits for it)."""
     if body_size >= LARGE_BODY_ON_THREAD_BYTES:
         return await _large_body_threads.run(threads.deferToThread, work, *args)
     return work(*args)
@@ -729,7 +730,7 @@ class Store:
             md["generation"] = 1
         # upstream's order: the decoded (defaulted) object is recorded by the field manager and
         # goes through mutating admission, then the strategy prepares and validates it
-        self.strategy.default(self.rtype, obj)
+        await _on_thread_if_large(ctx, self.strategy.default, self.rtype, obj)  # (a Pod's every env var)
         managed_fields = await self._managed_fields(None, obj, requested_managed_fields, "", ctx)
         attrs = self._attributes(CREATE, namespace, md.get("name", ""), obj, None, "", ctx, "CreateOptions")
         await self.admission.admit(attrs)
@@ -740,7 +741,7 @@ class Store:
         self.strategy.prepare_for_create(self.rtype, obj)
         # what mutating admission and the preparation added, defaulted (as upstream's webhook
         # admission defaults the object it patched)
-        self.strategy.default(self.rtype, obj)
+        await _on_thread_if_large(ctx, self.strategy.default, self.rtype, obj)
         self._set_managed_fields(md, managed_fields)
         generated = not md.get("name") and bool(md.get("generateName"))
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
@@ -992,7 +993,7 @@ class Store:
         md.pop("managedFields", None)
         # upstream's order: the decoded (defaulted) object is recorded by the field manager and
         # goes through mutating admission, then the strategy prepares and validates it
-        self.strategy.default(self.rtype, new)
+        await _on_thread_if_large(ctx, self.strategy.default, self.rtype, new)
         managed_fields = await self._managed_fields(old, new, requested_managed_fields, subresource, ctx)
         attrs = self._update_attributes(namespace, name, new, old, subresource, ctx)
         await self.admission.admit(attrs)
@@ -1013,7 +1014,7 @@ class Store:
         md.pop("managedFields", None)  # a status update starts from the old object
         # what mutating admission and the preparation added, defaulted (as upstream's webhook
         # admission defaults the object it patched)
-        self.strategy.default(self.rtype, new)
+        await _on_thread_if_large(ctx, self.strategy.default, self.rtype, new)
         if not subresource and self.strategy.generation_changes(self.rtype, new, old):
             md["generation"] = (old_md.get("generation") or 0) + 1
         self._set_managed_fields(md, managed_fields)
