@@ -99,12 +99,17 @@ def decode(kv: st.KeyValue) -> dict:
     return obj
 
 
+# Below this size orjson decodes a whole value faster than the metadata scan reads its metadata
+# (1.7 against 4 µs for a 1 KB ConfigMap; 45 against 5 µs at 16 KB).
+SCAN_METADATA_FROM_BYTES = 4096
+
+
 def decode_metadata(kv: st.KeyValue) -> dict:
     """The ``metadata`` of the object ``kv`` holds, without ``managedFields``, with its
-    resourceVersion (as :func:`decode` sets it), decoding no more of the value than that
+    resourceVersion (as :func:`decode` sets it), decoding no more of a large value than that
     when it can (:mod:`~kapiserver.registry.stored_metadata`); a fresh dict the caller
     owns.  CorruptObjectError when the value is not an object."""
-    md = stored_metadata.scan_metadata(kv.value)
+    md = stored_metadata.scan_metadata(kv.value) if len(kv.value) >= SCAN_METADATA_FROM_BYTES else None
     if md is None:
         md = decode(kv)["metadata"]
         md.pop("managedFields", None)
