@@ -41,7 +41,6 @@ from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
 from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import Store
-from kapiserver.registry.watch import BOOKMARK, ERROR
 
 log = Logger()
 
@@ -99,7 +98,8 @@ class _Node:
 
 
 class _GraphInformer(Informer):
-    """An informer that keeps only metadata and reports the end of every (re)list.
+    """A metadata-only informer (the stored values' metadata, the rest never decoded) that
+    reports the end of every (re)list.
 
     After a relist, objects the graph still holds but the list did not return
     were deleted while the watch was down: ``on_listed`` lets the collector
@@ -108,14 +108,9 @@ class _GraphInformer(Informer):
 
     def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  on_listed: Callable[["_GraphInformer"], None]) -> None:
-        super().__init__(store, on_event, reactor)
+        super().__init__(store, on_event, reactor, metadata_only=True)
         self.on_listed = on_listed
         self.listed_once = False
-
-    def send(self, event_type: str, obj: dict) -> None:
-        if event_type in (BOOKMARK, ERROR):
-            return super().send(event_type, obj)
-        super().send(event_type, {"metadata": obj.get("metadata") or {}})
 
     def start(self) -> None:
         if self._stopped:

@@ -26,7 +26,8 @@ RESTART_DELAY_SECONDS = 1.0
 
 class Informer:
     def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
-                 field_selector: str = "", after_list: Optional[Callable[[], None]] = None) -> None:
+                 field_selector: str = "", after_list: Optional[Callable[[], None]] = None,
+                 metadata_only: bool = False) -> None:
         self.store = store
         self.on_event = on_event
         # called after every (re)list: objects deleted while the watch was down get no
@@ -34,6 +35,9 @@ class Informer:
         self.after_list = after_list
         self.reactor = reactor
         self.field_selector = field_selector
+        # objects are ``{"apiVersion", "kind", "metadata"}`` only, read without decoding the
+        # rest of the stored value (see ResourceWatch); no field selector with it
+        self.metadata_only = metadata_only
         self.objects: dict[tuple[str, str], dict] = {}
         self._watch: Optional[ResourceWatch] = None
         self._stopped = False
@@ -69,7 +73,8 @@ class Informer:
             return
         self.objects.clear()  # the fresh list re-adds what still exists
         opts = ListOptions(parse_label_selector(""), parse_field_selector(self.field_selector), watch=True)
-        self._watch = ResourceWatch(self.store, "", opts, self, self.reactor, bookmark_interval=0)
+        self._watch = ResourceWatch(self.store, "", opts, self, self.reactor, bookmark_interval=0,
+                                    metadata_only=self.metadata_only)
         d = defer.Deferred.fromCoroutine(self._watch.start())
 
         def started(_):

@@ -27,7 +27,7 @@ from kapiserver.machinery import labels as label_selectors
 from kapiserver.machinery.fields import NOT_EQUALS, FieldSelector
 from kapiserver.machinery.groupversion import GroupVersionKind
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, without_managed_fields
-from kapiserver.registry import fieldmanagers
+from kapiserver.registry import fieldmanagers, stored_metadata
 from kapiserver.registry.admission import CONNECT, CREATE, DELETE, UPDATE, AdmissionChain, Attributes
 from kapiserver.registry.context import Context
 from kapiserver.registry.leases import LeaseReuser
@@ -50,7 +50,8 @@ _T = TypeVar("_T")
 
 async def on_thread_if_large(body_size: int, work: Callable[..., _T], *args: Any) -> _T:
     """``work(*args)``, on a thread (one at a time) when the request's body is ``body_size`` bytes
-    or more: ``work`` only reads what it is given, and the request waits for it."""
+    or more: ``work`` touches only what it is given (what it changes, the request's own object,
+    nothing else uses while the request waits for it)."""
     if body_size >= LARGE_BODY_ON_THREAD_BYTES:
         return await _large_body_threads.run(threads.deferToThread, work, *args)
     return work(*args)
@@ -98,6 +99,24 @@ def decode(kv: st.KeyValue) -> dict:
     return obj
 
 
+# Below this size orjson decodes a whole value faster than the metadata scan reads its metadata
+# (1.7 against 4 µs for a 1 KB ConfigMap; 45 against 5 µs at 16 KB).
+SCAN_METADATA_FROM_BYTES = 4096
+
+
+def decode_metadata(kv: st.KeyValue) -> dict:
+    """The ``metadata`` of the object ``kv`` holds, without ``managedFields``, with its
+    resourceVersion (as :func:`decode` sets it), decoding no more of a large value than that
+    when it can (:mod:`~kapiserver.registry.stored_metadata`); a fresh dict the caller
+    owns.  CorruptObjectError when the value is not an object."""
+    md = stored_metadata.scan_metadata(kv.value) if len(kv.value) >= SCAN_METADATA_FROM_BYTES else None
+    if md is None:
+        md = decode(kv)["metadata"]
+        md.pop("managedFields", None)
+    md["resourceVersion"] = str(kv.mod_revision)
+    return md
+
+
 def readable(kv: st.KeyValue, warnings: Optional[list[str]] = None) -> Optional[dict]:
     """The object ``kv`` holds, or None when it is corrupt (logged, and named in ``warnings``)."""
     try:
@@ -117,7 +136,7 @@ LABELS_INDEX = "labels"
 
 def labels_of(kv: st.KeyValue) -> tuple[str, ...]:
     """The index values of ``kv``'s labels, ``key=value`` each (interned: objects share them)."""
-    labels = decode(kv)["metadata"].get("labels")
+    labels = decode_metadata(kv).get("labels")
     if not labels or not isinstance(labels, dict):
         return ()
     return tuple(sys.intern(f"{key}={value}") for key, value in labels.items() if isinstance(value, str))
@@ -718,7 +737,7 @@ class Store:
         # goes through mutating admission, then the strategy prepares and validates it.  The one
         # defaulting of the write: a mutating webhook defaults what it patched (its redecode), and
         # admission plugins and the kind's preparation set complete values themselves, as upstream's
-        self.strategy.default(self.rtype, obj)
+        await _on_thread_if_large(ctx, self.strategy.default, self.rtype, obj)  # (a Pod's every env var)
         managed_fields = await self._managed_fields(None, obj, requested_managed_fields, "", ctx)
         attrs = self._attributes(CREATE, namespace, md.get("name", ""), obj, None, "", ctx, "CreateOptions")
         await self.admission.admit(attrs)
@@ -979,7 +998,7 @@ class Store:
         # upstream's order: the decoded (defaulted) object is recorded by the field manager and
         # goes through mutating admission, then the strategy prepares and validates it (defaulted
         # only here: see create_result)
-        self.strategy.default(self.rtype, new)
+        await _on_thread_if_large(ctx, self.strategy.default, self.rtype, new)
         managed_fields = await self._managed_fields(old, new, requested_managed_fields, subresource, ctx)
         attrs = self._update_attributes(namespace, name, new, old, subresource, ctx)
         await self.admission.admit(attrs)

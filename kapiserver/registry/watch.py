@@ -23,7 +23,7 @@ from twisted.logger import Logger
 
 from kapiserver.machinery import codec, errors
 from kapiserver.registry.options import NOT_OLDER_THAN, ListOptions, parse_resource_version
-from kapiserver.registry.store import CorruptObjectError, Store, decode, readable, too_old
+from kapiserver.registry.store import CorruptObjectError, Store, decode, decode_metadata, readable, too_old
 from kapiserver.storage import interface as st
 
 log = Logger()
@@ -67,8 +67,20 @@ class EncodingWatchSink(WatchSink, Protocol):
 
 
 class ResourceWatch:
+    """One watch of ``store``'s objects in ``namespace`` ("": all) as ``opts`` select them.
+
+    ``metadata_only`` (in-process watchers that need no more, as upstream's metadata
+    informers): every object sent is ``{"apiVersion", "kind", "metadata"}``, its metadata
+    without ``managedFields``, read without decoding the rest of the stored value
+    (:mod:`kapiserver.registry.stored_metadata`); no field selector then (a field may be
+    outside metadata).  Kinds converted asynchronously (a webhook may change labels) are
+    converted whole and cut down after.
+    """
+
     def __init__(self, store: Store, namespace: str, opts: ListOptions, sink: WatchSink, reactor: IReactorTime,
-                 bookmark_interval: float = 60.0) -> None:
+                 bookmark_interval: float = 60.0, metadata_only: bool = False) -> None:
+        if metadata_only and opts.field_selector.requirements:
+            raise ValueError("a metadata-only watch takes no field selector")
         self.store = store
         self.rtype = store.rtype
         self.namespace = namespace
@@ -85,6 +97,7 @@ class ResourceWatch:
         self._bookmarks: Optional[task.LoopingCall] = None
         self._done = False
         self._async = self.rtype.convert_from_storage_async is not None
+        self._metadata_only = metadata_only
         # asynchronous conversion: events (or progress revisions) waiting, in order
         self._pending: deque[Union[st.Event, int]] = deque()
         self._draining = False
@@ -106,20 +119,12 @@ class ResourceWatch:
                 raise errors.StatusError(504, "Timeout", f"Too large resource version: {wanted}, "
                                          f"current: {page.revision}")
             self.revision = page.revision
-            # a corrupt object is skipped (and logged), as in lists; a value already encoded decoded once
-            values = [kv for kv in page.items if kv.encodings is not None or readable(kv) is not None]
-            if self._encoding_sink is not None and not self._async:
-                # the sink sends them itself, a slice at a time while its client reads
-                self._encoding_sink.feed_initial(values, lambda kv: self.store.to_external(decode(kv)), self.matches)
+            if self._metadata_only and not self._async:
+                for partial in self._partials(page.items):
+                    if self.matches is None or self.matches(partial):
+                        self.sink.send(ADDED, partial)
             else:
-                initial_objs: Iterable[dict]
-                if self._async:
-                    initial_objs = await self.store.externals([decode(kv) for kv in values])
-                else:
-                    initial_objs = (self.store.to_external(decode(kv)) for kv in values)
-                for obj in initial_objs:
-                    if self.matches is None or self.matches(obj):
-                        self.sink.send(ADDED, obj)
+                await self._send_initial(page.items)
             if opts.is_watch_list:  # (upstream sends none unasked)
                 self._bookmark({INITIAL_EVENTS_END: "true"})
         else:
@@ -133,6 +138,42 @@ class ResourceWatch:
             self._bookmarks = task.LoopingCall(self._bookmark)
             self._bookmarks.clock = self.reactor
             self._bookmarks.start(self.bookmark_interval, now=False)
+
+    async def _send_initial(self, items: list[st.KeyValue]) -> None:
+        # a corrupt object is skipped (and logged), as in lists; a value already encoded decoded once
+        values = [kv for kv in items if kv.encodings is not None or readable(kv) is not None]
+        if self._encoding_sink is not None and not self._async:
+            # the sink sends them itself, a slice at a time while its client reads
+            self._encoding_sink.feed_initial(values, lambda kv: self.store.to_external(decode(kv)), self.matches)
+            return
+        initial_objs: Iterable[dict]
+        if self._async:
+            initial_objs = self._cut(await self.store.externals([decode(kv) for kv in values]))
+        else:
+            initial_objs = (self.store.to_external(decode(kv)) for kv in values)
+        for obj in initial_objs:
+            if self.matches is None or self.matches(obj):
+                self.sink.send(ADDED, obj)
+
+    def _partials(self, items: list[st.KeyValue]) -> Iterable[dict]:
+        """The metadata-only objects of ``items``; a corrupt one is skipped (and logged)."""
+        for kv in items:
+            try:
+                yield self._partial(kv)
+            except CorruptObjectError as e:
+                log.error("skipping corrupt object at {key}: {why}", key=e.key, why=e.why)
+
+    def _partial(self, kv: st.KeyValue) -> dict:
+        """The metadata-only object ``kv`` holds (CorruptObjectError when it holds none)."""
+        return {"apiVersion": self.rtype.api_version, "kind": self.rtype.kind, "metadata": decode_metadata(kv)}
+
+    def _cut(self, objs: list[dict]) -> list[dict]:
+        """Converted objects as this watch sends them: cut down to their metadata when metadata-only."""
+        if not self._metadata_only:
+            return objs
+        return [{"apiVersion": o.get("apiVersion"), "kind": o.get("kind"),
+                 "metadata": {k: v for k, v in (o.get("metadata") or {}).items() if k != "managedFields"}}
+                for o in objs]
 
     def stop(self) -> None:
         """End the watch (idempotent); the sink is told once."""
@@ -198,10 +239,11 @@ class ResourceWatch:
             self.sink.send(*converted)
 
     def _convert(self, event: st.Event) -> Optional[tuple[str, dict]]:
-        obj = self.store.to_external(decode(event.kv))
+        read = self._partial if self._metadata_only else lambda kv: self.store.to_external(decode(kv))
+        obj = read(event.kv)
         old = None
         if self.matches is not None and event.type != st.DELETE and event.prev_kv is not None:
-            old = self.store.to_external(decode(event.prev_kv))
+            old = read(event.prev_kv)
         return self._classify(event, obj, old)
 
     def _classify(self, event: st.Event, obj: dict, old: Optional[dict]) -> Optional[tuple[str, dict]]:
@@ -255,7 +297,7 @@ class ResourceWatch:
                     if prev is not None:
                         objs.append(decode(prev))
                 try:
-                    converted = iter(await self.store.externals(objs))
+                    converted = iter(self._cut(await self.store.externals(objs)))
                 except errors.StatusError as e:
                     self._fail(e)
                     return

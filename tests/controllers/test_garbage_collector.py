@@ -3,6 +3,7 @@ after deleting an owner with each propagation policy."""
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 from twisted.trial import unittest
 
@@ -32,14 +33,17 @@ def crd(plural: str, kind: str, scope: str) -> dict:
 
 
 class GarbageCollectorTests(ServerTestCase):
-    async def cm(self, name: str, *owners: dict, namespace: str = "default", finalizers=None) -> dict:
+    async def cm(self, name: str, *owners: dict, namespace: str = "default", finalizers=None,
+                 data: Optional[dict] = None) -> dict:
         md: dict = {"name": name}
         if owners:
             md["ownerReferences"] = list(owners)
         if finalizers:
             md["finalizers"] = finalizers
-        r = await self.client.post(f"/api/v1/namespaces/{namespace}/configmaps",
-                                   {"apiVersion": "v1", "kind": "ConfigMap", "metadata": md})
+        body: dict = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": md}
+        if data is not None:
+            body["data"] = data
+        r = await self.client.post(f"/api/v1/namespaces/{namespace}/configmaps", body)
         self.assertEqual(r.code, 201, r.body)
         return r.body
 
@@ -147,6 +151,31 @@ class GarbageCollectorTests(ServerTestCase):
         blocker["metadata"]["finalizers"] = []
         self.assertEqual((await self.client.put(CM + "/blocker", blocker)).code, 200)
         await self.gone(CM + "/fg")
+
+    @run
+    async def test_large_objects_owned_and_deleting_in_the_foreground(self):
+        # Objects of many tiny parts (a managedFields entry per data key): the collector reads
+        # their metadata without decoding the rest, and still sees every reference, finalizer
+        # and deletion.
+        data = {f"k{i}": "" for i in range(20_000)}
+        owner = await self.cm("big-owner", data=data)
+        await self.cm("big-blocker", ref(owner, block=True), finalizers=["example.com/hold"], data=data)
+        await self.cm("big-plain", ref(owner), data=data)
+        r = await self.client.delete(CM + "/big-owner", {"propagationPolicy": "Foreground"})
+        self.assertEqual(r.code, 200)
+        await self.gone(CM + "/big-plain")
+
+        async def blocker_deleting():
+            body = (await self.client.get(CM + "/big-blocker")).body
+            return body if body["metadata"].get("deletionTimestamp") else None
+        blocker = await self.wait_for(blocker_deleting, TIMEOUT)
+        await sleep(0.2)
+        held = await self.exists(CM + "/big-owner")  # its blocking dependent, deleting, is still there
+        self.assertEqual(held["metadata"]["finalizers"], ["foregroundDeletion"])
+        blocker["metadata"]["finalizers"] = []
+        self.assertEqual((await self.client.put(CM + "/big-blocker", blocker)).code, 200)
+        await self.gone(CM + "/big-blocker")
+        await self.gone(CM + "/big-owner")
 
     @run
     async def test_orphan_keeps_dependents_without_the_reference(self):

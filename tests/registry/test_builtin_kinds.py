@@ -434,8 +434,8 @@ class ThroughStoreTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_a_large_bodys_managed_fields_and_validation_run_off_the_reactor(self):
-        """A write with a large body (100,000 labels, a few MB of data keys) records its managedFields
-        and validates on a thread, so the reactor answers other requests meanwhile; the object, and
+        """A write with a large body (100,000 labels, a few MB of data keys) is defaulted, records its
+        managedFields and validates on a thread, so the reactor answers other requests meanwhile; the object, and
         the 422 of an invalid one, come out the same."""
         from twisted.python import threadable
         cms = self.store("", "configmaps")
@@ -450,6 +450,7 @@ class ThroughStoreTests(unittest.TestCase):
         manager = cms.field_manager("")
         self.patch(manager, "update", recording("managedFields", manager.update))
         self.patch(cms.strategy, "validate", recording("validate", cms.strategy.validate))
+        self.patch(cms.strategy, "default", recording("default", cms.strategy.default))
         self.patch(cms.strategy, "validate_update", recording("validate_update", cms.strategy.validate_update))
         created, refused = [], []
         for name, body_size in (("small", 1000), ("large", LARGE_BODY_ON_THREAD_BYTES)):
@@ -464,7 +465,7 @@ class ThroughStoreTests(unittest.TestCase):
                 refused.append((e.code, e.message.replace(name, "NAME")))
         half = len(on_reactor) // 2  # the small body's writes, then the large one's
         self.assertEqual([r for _, r in on_reactor], [True] * half + [False] * half)
-        self.assertEqual({n for n, _ in on_reactor[half:]}, {"managedFields", "validate", "validate_update"})
+        self.assertEqual({n for n, _ in on_reactor[half:]}, {"default", "managedFields", "validate", "validate_update"})
         small, large = (c["metadata"]["managedFields"] for c in created)
         for entry in small + large:
             entry.pop("time")
@@ -472,6 +473,26 @@ class ThroughStoreTests(unittest.TestCase):
         self.assertEqual(set(large[0]["fieldsV1"]["f:data"]), {"."} | {f"f:d{i}" for i in range(50)})
         self.assertEqual(refused, [(422, f'ConfigMap "NAME" is invalid: data[bad key]: Invalid value: "bad key": '
                                          f'{CONFIG_KEY_MESSAGE}')] * 2)
+
+    @defer.inlineCallbacks
+    def test_a_large_pod_is_defaulted_as_a_small_one(self):
+        """Defaulting a large body runs on a thread: a Pod of 20,000 env vars gets every default."""
+        pods = self.store("", "pods")
+        created = []
+        for name, env_vars, body_size in (("small", 2, 1000), ("large", 20_000, LARGE_BODY_ON_THREAD_BYTES)):
+            env = [{"name": "FROM_FIELD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+            env += [{"name": f"E{i}", "value": ""} for i in range(env_vars - 1)]
+            obj = {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36",
+                                                                       "env": env}]}}
+            pod = yield defer.Deferred.fromCoroutine(pods.create("t", obj, Context(body_size=body_size)))
+            created.append(pod)
+        small, large = (p["spec"]["containers"][0] for p in created)
+        self.assertEqual(len(large["env"]), 20_000)
+        self.assertEqual(large["env"][0], {"name": "FROM_FIELD", "valueFrom": {"fieldRef": {
+            "apiVersion": "v1", "fieldPath": "metadata.name"}}})
+        self.assertEqual({k: v for k, v in large.items() if k != "env"}, {k: v for k, v in small.items() if k != "env"})
+        self.assertEqual(large["imagePullPolicy"], "IfNotPresent")
+        self.assertEqual(created[1]["spec"]["restartPolicy"], created[0]["spec"]["restartPolicy"])
 
     @defer.inlineCallbacks
     def test_invalid_configmap_is_422_with_upstream_message(self):
