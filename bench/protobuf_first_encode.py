@@ -37,13 +37,15 @@ MESSAGE = "core.Pod"
 
 def stored_pods(templates: int) -> list[dict]:
     """``templates`` of scale.py's pods as a server lists them."""
-    server = start_server("sqlite", config=server_config("sqlite"))
+    # no controllers, as scale.py runs it (the pod garbage collector would delete pods of absent nodes)
+    server = start_server("sqlite", config=server_config("sqlite", controllers={"enabled": False}))
     try:
         client = Client(server)
         ensure_namespace(client, "enc")
+        client.json("POST", "/api/v1/namespaces/enc/serviceaccounts",
+                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
         for i in range(templates):
-            body = scale.pod(i)
-            client.json("POST", "/api/v1/namespaces/enc/pods", body)
+            client.json("POST", "/api/v1/namespaces/enc/pods", scale.pod(i))
         return client.json("GET", "/api/v1/namespaces/enc/pods")["items"]
     finally:
         server.stop()
