@@ -591,10 +591,11 @@ def _encoder_source(name: str, ident: str) -> str:
               f"    if not obj or not isinstance(obj, dict):\n"
               f"        out += {constant(b''.join(absent))}\n"
               f"        return\n"
-              f"    get = obj.get\n"
-              f"    keys = obj.keys()\n")
-    body = "\n".join(code).replace("\n", "\n    ")
-    return header + "    " + body + "\n"
+              f"    get = obj.get\n")
+    body = "\n".join(code)
+    if "keys.isdisjoint" in body:
+        header += "    keys = obj.keys()\n"
+    return header + "    " + body.replace("\n", "\n    ") + "\n"
 
 
 _SKIPPED_TOGETHER = 8
