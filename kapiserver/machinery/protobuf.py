@@ -631,10 +631,7 @@ def _write_string_map(out: bytearray, tag: bytes, value: Any) -> None:
 def _write_quantity_map(out: bytearray, tag: bytes, value: Any) -> None:
     """A ResourceList: each entry a message of the key and a Quantity message of the value's string."""
     for key in sorted(value or {}):
-        name = str(key).encode()
-        text = _str(value[key]).encode()
-        quantity = b"\n" + _varint_bytes(len(text)) + text
-        entry = b"\n" + _varint_bytes(len(name)) + name + b"\x12" + _varint_bytes(len(quantity)) + quantity
+        entry = _resource_entry(str(key), _str(value[key]))  # (requests and limits repeat across pods)
         out += tag
         out += _varint_bytes(len(entry))
         out += entry
@@ -739,18 +736,36 @@ def _write_single(out: bytearray, f: Field, value: Any) -> None:
         write_bytes_field(inner, 1, orjson.dumps(value))
         write_bytes_field(out, n, bytes(inner))
     elif kind == INT_OR_STRING:
-        inner = bytearray()
-        is_str = isinstance(value, str)
-        write_varint_field(inner, 1, 1 if is_str else 0)
-        write_varint_field(inner, 2, 0 if is_str else int(value or 0))
-        write_bytes_field(inner, 3, value.encode() if is_str else b"")
-        write_bytes_field(out, n, bytes(inner))
+        if type(value) is str or type(value) is int:
+            write_bytes_field(out, n, _int_or_string_message(value))
+        else:
+            write_bytes_field(out, n, _int_or_string_message.__wrapped__(value))
     elif kind == QUANTITY:
         inner = bytearray()
         write_bytes_field(inner, 1, _str(value).encode())
         write_bytes_field(out, n, bytes(inner))
     else:  # pragma: no cover - tables are fixed
         raise ProtobufError(f"no encoder for field kind {kind}")
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _int_or_string_message(value: Any) -> bytes:
+    """The IntOrString message of a port or a percentage (pods share theirs: a list encodes each once)."""
+    inner = bytearray()
+    is_str = isinstance(value, str)
+    write_varint_field(inner, 1, 1 if is_str else 0)
+    write_varint_field(inner, 2, 0 if is_str else int(value or 0))
+    write_bytes_field(inner, 3, value.encode() if is_str else b"")
+    return bytes(inner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resource_entry(name: str, quantity: str) -> bytes:
+    """A ResourceList's entry: the resource's name and the Quantity message of its string."""
+    key = name.encode()
+    text = quantity.encode()
+    message = b"\n" + _varint_bytes(len(text)) + text
+    return b"\n" + _varint_bytes(len(key)) + key + b"\x12" + _varint_bytes(len(message)) + message
 
 
 def _str(value: Any) -> str:
