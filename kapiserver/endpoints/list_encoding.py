@@ -50,7 +50,7 @@ from kapiserver.machinery import codec, cooperate, protobuf
 from kapiserver.machinery.protobuf_tables import all_messages
 from kapiserver.machinery.protobuf_types import split_api_version
 from kapiserver.registry.store import StoredList, StoredObject
-from kapiserver.storage.interface import KeyValue
+from kapiserver.storage.interface import DECODES, KeyValue
 
 # Stands for the items while the rest of the list is encoded (plain letters:
 # never quoted or escaped, in JSON or YAML).
@@ -74,7 +74,7 @@ def memoized(item: Any, key: Hashable, make: Callable[[], bytes]) -> bytes:
     if found is None:
         found = make()  # first: a value that does not decode gets no memo (lists check for one)
         kept = _splice_point(item, found)
-        if memo is None:
+        if memo is None or memo is DECODES:
             object.__setattr__(item, "encodings", {key: found if kept is None else kept})
         else:
             memo[key] = found if kept is None else kept

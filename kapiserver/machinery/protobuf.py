@@ -16,7 +16,7 @@ import functools
 import struct
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import orjson
 
@@ -457,108 +457,193 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
 
     Non-pointer fields are always written (zero when absent), pointer fields
     only when present, so the bytes match what a Go client would send.
-
-    Most of a message's fields are absent from a typical object (a Pod's spec
-    sets a few of its forty), so the message starts as the bytes of every
-    field absent (:func:`_layout`, computed once) and only the object's own
-    keys are encoded into their places (and an inline field, whose value is
-    the whole object, every time).
     """
-    obj = obj if isinstance(obj, dict) else {}
-    layout = _LAYOUTS.get(name)
-    if layout is None:
-        layout = _layout(name)
-    if layout is _NO_LAYOUT:
-        return _encode_fieldwise(name, obj)
-    absent, absent_bytes, by_name, inline = layout
-    if not obj:
-        return absent_bytes
-    pieces: Optional[list[bytes]] = None
-    if inline:
-        pieces = list(absent)
-        for position, f, tag in inline:
-            data = encode_message(f.message, obj)
-            pieces[position] = tag + _varint_bytes(len(data)) + data
-    for key, value in obj.items():
-        step = by_name.get(key)
-        if step is None or value is None:
-            continue
-        position, f, tag, fast = step
-        if fast == _FAST_STRING:
-            data = value.encode() if type(value) is str else _str(value).encode()
-            piece = tag + _varint_bytes(len(data)) + data
-        elif fast == _FAST_MESSAGE:
-            data = encode_message(f.message, value)
-            piece = tag + _varint_bytes(len(data)) + data
-        elif fast == _FAST_MESSAGES:
-            out = bytearray()
-            for item in value:
-                data = encode_message(f.message, item)
-                out += tag
-                out += _varint_bytes(len(data))
-                out += data
-            piece = bytes(out)
-        elif fast == _FAST_VARINT:
-            piece = tag + _varint_bytes(int(value or 0) & 0xFFFFFFFFFFFFFFFF)
-        else:
-            out = bytearray()
-            _write_field(out, f, value)
-            piece = bytes(out)
-        if pieces is None:
-            pieces = list(absent)
-        pieces[position] = piece
-    return absent_bytes if pieces is None else b"".join(pieces)
-
-
-def _encode_fieldwise(name: str, obj: dict) -> bytes:
-    """:func:`encode_message` one field after the other (while a message's layout is made)."""
+    into = _ENCODERS.get(name)
+    if into is None:
+        into = _compile_encoder(name)
     out = bytearray()
-    for f, tag, fast in _encoding_plan(name):
-        value: Any = obj if f.inline else obj.get(f.name)
-        if fast == _FAST_STRING:
-            if value is None and f.pointer:
-                continue
-            data = value.encode() if type(value) is str else _str(value).encode()
-            out += tag
-            out += _varint_bytes(len(data))
-            out += data
-            continue
-        if fast == _FAST_MESSAGE:
-            if value is None and f.pointer:
-                continue
-            data = encode_message(f.message, value)
-            out += tag
-            out += _varint_bytes(len(data))
-            out += data
-            continue
-        if fast == _FAST_MESSAGES:
-            for item in value or ():
-                data = encode_message(f.message, item)
-                out += tag
-                out += _varint_bytes(len(data))
-                out += data
-            continue
-        if fast == _FAST_VARINT:
-            if value is None and f.pointer:
-                continue
-            out += tag
-            out += _varint_bytes(int(value or 0) & 0xFFFFFFFFFFFFFFFF)
-            continue
-        _write_field(out, f, value)
+    into(obj, out)
     return bytes(out)
+
+
+# Each message's encoder appends the message to a bytearray: Python source made once per message
+# from its fields (:func:`_encoder_source`), with each field's tag, and its bytes when absent,
+# as constants. A message field is written in place: its length first as one byte, replaced once
+# the field is written when it is 128 bytes or more. Encoders call each other through the
+# globals of _ENCODER_NAMESPACE (a message's first call compiles it), so a message holding
+# itself (JSONSchemaProps) works.
+_ENCODERS: dict[str, Callable[[Any, bytearray], None]] = {}
+_ENCODER_IDS: dict[str, str] = {}
+_ENCODER_NAMESPACE: dict[str, Any] = {}
+
+
+def _encoder_id(name: str) -> str:
+    """The global name of a message's encoder; until compiled, one that compiles it on its first call."""
+    ident = _ENCODER_IDS.get(name)
+    if ident is None:
+        ident = _ENCODER_IDS[name] = f"m{len(_ENCODER_IDS)}"
+
+        def compile_on_first_call(obj: Any, out: bytearray) -> None:
+            _compile_encoder(name)(obj, out)
+        _ENCODER_NAMESPACE[ident] = compile_on_first_call
+    return ident
+
+
+def _compile_encoder(name: str) -> Callable[[Any, bytearray], None]:
+    into = _ENCODERS.get(name)
+    if into is None:
+        ident = _encoder_id(name)
+        source = _encoder_source(name, ident)
+        exec(compile(source, f"<protobuf encoder of {name}>", "exec"), _ENCODER_NAMESPACE)
+        into = _ENCODERS[name] = _ENCODER_NAMESPACE[ident]
+    return into
+
+
+_WRITE_LENGTH_AFTER = """{i}s = len(out)
+{i}out.append(0)
+{i}{call}
+{i}n = len(out) - s - 1
+{i}if n < 128:
+{i}    out[s] = n
+{i}else:
+{i}    out[s:s + 1] = _varint_bytes(n)
+"""
+
+
+def _encoder_source(name: str, ident: str) -> str:
+    """The source of ``def <ident>(obj, out)``, which appends message ``name`` of ``obj`` to ``out``
+    (a value that is not a non-empty dict: every field absent)."""
+    absent: list[bytes] = []
+    # each field's JSON name ("" for an inline field), bytes when absent, and code
+    blocks: list[tuple[str, bytes, str]] = []
+
+    def constant(value: Any) -> str:
+        key = f"{ident}_{len(_ENCODER_NAMESPACE)}"
+        _ENCODER_NAMESPACE[key] = value
+        return key
+
+    def nested(indent: str, message: str, value: str) -> str:
+        return _WRITE_LENGTH_AFTER.format(i=indent, call=f"{_encoder_id(message)}({value}, out)")
+
+    for f, tag, fast in _encoding_plan(name):
+        t = constant(tag)
+        if f.inline:
+            inner = encode_message(f.message, {})
+            absent.append(tag + _varint_bytes(len(inner)) + inner)
+            blocks.append(("", absent[-1], f"out += {t}\n" + nested("", f.message, "obj")))
+            continue
+        when_absent = _absent_field_bytes(f, tag, fast)
+        absent.append(when_absent)
+        lines = [f"v = get({f.name!r})"]
+        if when_absent:
+            lines.append(f"if v is None:\n    out += {constant(when_absent)}\nelse:")
+        else:
+            lines.append("if v is not None:")
+        if fast == _FAST_STRING:
+            lines.append(f"    b = v.encode() if type(v) is str else _str(v).encode()\n"
+                         f"    out += {t}\n    n = len(b)\n"
+                         f"    out += _SMALL_VARINTS[n] if n < 128 else _varint_bytes(n)\n    out += b")
+        elif fast == _FAST_MESSAGE:
+            lines.append(f"    out += {t}\n" + nested("    ", f.message, "v"))
+        elif fast == _FAST_MESSAGES:
+            lines.append(f"    for item in v:\n        out += {t}\n" + nested("        ", f.message, "item"))
+        elif fast == _FAST_VARINT:
+            lines.append(f"    x = int(v or 0) & 0xFFFFFFFFFFFFFFFF\n    out += {t}\n"
+                         f"    out += _SMALL_VARINTS[x] if x < 128 else _varint_bytes(x)")
+        elif f.kind == STRING and f.repeated:
+            lines.append(f"    for item in v or ():\n"
+                         f"        b = item.encode() if type(item) is str else _str(item).encode()\n"
+                         f"        out += {t}\n        n = len(b)\n"
+                         f"        out += _SMALL_VARINTS[n] if n < 128 else _varint_bytes(n)\n        out += b")
+        elif f.kind == MAP_STRING:
+            lines.append(f"    _write_string_map(out, {t}, v)")
+        elif f.kind == MAP_QUANTITY:
+            lines.append(f"    _write_quantity_map(out, {t}, v)")
+        elif f.kind in (TIME, MICRO_TIME) and not f.repeated:
+            lines.append(f"    b = _time_message(str(v), {f.kind == MICRO_TIME}) if v else b''\n"
+                         f"    out += {t}\n    out += _SMALL_VARINTS[len(b)] if len(b) < 128 else _varint_bytes(len(b))\n"
+                         f"    out += b")
+        else:
+            lines.append(f"    _write_field(out, {constant(f)}, v)")
+        blocks.append((f.name, when_absent, "\n".join(lines)))
+    # A run of fields is written as absent at once when the object has none of their keys (most of
+    # a PodSpec's or a VolumeSource's fields): one set operation instead of a get each.
+    code: list[str] = []
+    run: list[tuple[str, bytes, str]] = []
+    for block in blocks + [("", b"", "")]:
+        if block[0] and len(run) < _SKIPPED_TOGETHER:
+            run.append(block)
+            continue
+        if len(run) > 1:
+            names = constant(frozenset(n for n, _, _ in run))
+            present = "\n".join(c for _, _, c in run).replace("\n", "\n    ")
+            when_absent = b"".join(a for _, a, _ in run)
+            if when_absent:
+                code.append(f"if keys.isdisjoint({names}):\n    out += {constant(when_absent)}\nelse:\n    {present}")
+            else:
+                code.append(f"if not keys.isdisjoint({names}):\n    {present}")
+        else:
+            code.extend(c for _, _, c in run)
+        run = [block] if block[0] else []
+        if block[2] and not block[0]:
+            code.append(block[2])
+    header = (f"def {ident}(obj, out):\n"
+              f"    if not obj or not isinstance(obj, dict):\n"
+              f"        out += {constant(b''.join(absent))}\n"
+              f"        return\n"
+              f"    get = obj.get\n")
+    body = "\n".join(code)
+    if "keys.isdisjoint" in body:
+        header += "    keys = obj.keys()\n"
+    return header + "    " + body.replace("\n", "\n    ") + "\n"
+
+
+_SKIPPED_TOGETHER = 8
+
+
+def _absent_field_bytes(f: Field, tag: bytes, fast: int) -> bytes:
+    """The bytes of field ``f`` (not inline) when the object does not have it."""
+    if fast in (_FAST_STRING, _FAST_VARINT):
+        return b"" if f.pointer else tag + b"\x00"
+    if fast == _FAST_MESSAGE:
+        if f.pointer:
+            return b""
+        data = encode_message(f.message, None)
+        return tag + _varint_bytes(len(data)) + data
+    if fast == _FAST_MESSAGES:
+        return b""
+    out = bytearray()
+    _write_field(out, f, None)
+    return bytes(out)
+
+
+def _write_string_map(out: bytearray, tag: bytes, value: Any) -> None:
+    """A map of strings (labels, annotations, selectors): each entry a message of key and value."""
+    for key in sorted(value or {}):
+        name = str(key).encode()
+        text = _str(value[key]).encode()
+        pair = b"\n" + _varint_bytes(len(name)) + name + b"\x12" + _varint_bytes(len(text)) + text
+        out += tag
+        out += _varint_bytes(len(pair))
+        out += pair
+
+
+def _write_quantity_map(out: bytearray, tag: bytes, value: Any) -> None:
+    """A ResourceList: each entry a message of the key and a Quantity message of the value's string."""
+    for key in sorted(value or {}):
+        entry = _resource_entry(str(key), _str(value[key]))  # (requests and limits repeat across pods)
+        out += tag
+        out += _varint_bytes(len(entry))
+        out += entry
 
 
 def _write_field(out: bytearray, f: Field, value: Any) -> None:
     """One field without a fast path (maps, repeated scalars, times, quantities...); None is absent."""
-    if f.kind == MAP_STRING:  # labels, annotations, selectors: the common map, inline
-        tag = _varint_bytes((f.number << 3) | LENGTH_DELIMITED)
-        for key in sorted(value or {}):
-            name = str(key).encode()
-            text = _str(value[key]).encode()
-            pair = b"\n" + _varint_bytes(len(name)) + name + b"\x12" + _varint_bytes(len(text)) + text
-            out += tag
-            out += _varint_bytes(len(pair))
-            out += pair
+    if f.kind == MAP_STRING:
+        _write_string_map(out, _varint_bytes((f.number << 3) | LENGTH_DELIMITED), value)
+        return
+    if f.kind == MAP_QUANTITY:
+        _write_quantity_map(out, _varint_bytes((f.number << 3) | LENGTH_DELIMITED), value)
         return
     if f.kind == MAP_MESSAGE:
         for key in sorted(value or {}):
@@ -591,43 +676,6 @@ def _write_field(out: bytearray, f: Field, value: Any) -> None:
     if value is None and (f.pointer or f.kind in (FIELDS_V1, BYTES)):
         return
     _write_single(out, f, value)
-
-
-# A message's layout: the bytes of each field when absent (in number order), their join, by JSON
-# name each field's (position, Field, tag bytes, fast path), and its inline fields' (position,
-# Field, tag bytes).
-_Layout = tuple[tuple[bytes, ...], bytes, dict[str, tuple[int, Field, bytes, int]], tuple[tuple[int, Field, bytes], ...]]
-_NO_LAYOUT: _Layout = ((), b"", {}, ())
-_LAYOUTS: dict[str, _Layout] = {}
-
-
-def _layout(name: str) -> _Layout:
-    plan = _encoding_plan(name)
-    _LAYOUTS[name] = _NO_LAYOUT  # (while it is made, a message holding itself goes field by field)
-    absent = tuple(_encode_fieldwise_one(f, tag, fast) for f, tag, fast in plan)
-    by_name = {f.name: (i, f, tag, fast) for i, (f, tag, fast) in enumerate(plan) if not f.inline}
-    inline = tuple((i, f, tag) for i, (f, tag, _) in enumerate(plan) if f.inline)
-    layout = _LAYOUTS[name] = (absent, b"".join(absent), by_name, inline)
-    return layout
-
-
-def _encode_fieldwise_one(f: Field, tag: bytes, fast: int) -> bytes:
-    """The bytes of field ``f`` when the object does not have it (an inline field: when the object is empty)."""
-    if f.inline:
-        data = encode_message(f.message, {})
-        return tag + _varint_bytes(len(data)) + data
-    if fast in (_FAST_STRING, _FAST_VARINT):
-        return b"" if f.pointer else tag + b"\x00"
-    if fast == _FAST_MESSAGE:
-        if f.pointer:
-            return b""
-        data = encode_message(f.message, None)
-        return tag + _varint_bytes(len(data)) + data
-    if fast == _FAST_MESSAGES:
-        return b""
-    out = bytearray()
-    _write_field(out, f, None)
-    return bytes(out)
 
 
 _FAST_STRING, _FAST_MESSAGE, _FAST_MESSAGES, _FAST_VARINT = 1, 2, 3, 4
@@ -688,18 +736,36 @@ def _write_single(out: bytearray, f: Field, value: Any) -> None:
         write_bytes_field(inner, 1, orjson.dumps(value))
         write_bytes_field(out, n, bytes(inner))
     elif kind == INT_OR_STRING:
-        inner = bytearray()
-        is_str = isinstance(value, str)
-        write_varint_field(inner, 1, 1 if is_str else 0)
-        write_varint_field(inner, 2, 0 if is_str else int(value or 0))
-        write_bytes_field(inner, 3, value.encode() if is_str else b"")
-        write_bytes_field(out, n, bytes(inner))
+        if type(value) is str or type(value) is int:
+            write_bytes_field(out, n, _int_or_string_message(value))
+        else:
+            write_bytes_field(out, n, _int_or_string_message.__wrapped__(value))
     elif kind == QUANTITY:
         inner = bytearray()
         write_bytes_field(inner, 1, _str(value).encode())
         write_bytes_field(out, n, bytes(inner))
     else:  # pragma: no cover - tables are fixed
         raise ProtobufError(f"no encoder for field kind {kind}")
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _int_or_string_message(value: Any) -> bytes:
+    """The IntOrString message of a port or a percentage (pods share theirs: a list encodes each once)."""
+    inner = bytearray()
+    is_str = isinstance(value, str)
+    write_varint_field(inner, 1, 1 if is_str else 0)
+    write_varint_field(inner, 2, 0 if is_str else int(value or 0))
+    write_bytes_field(inner, 3, value.encode() if is_str else b"")
+    return bytes(inner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resource_entry(name: str, quantity: str) -> bytes:
+    """A ResourceList's entry: the resource's name and the Quantity message of its string."""
+    key = name.encode()
+    text = quantity.encode()
+    message = b"\n" + _varint_bytes(len(text)) + text
+    return b"\n" + _varint_bytes(len(key)) + key + b"\x12" + _varint_bytes(len(message)) + message
 
 
 def _str(value: Any) -> str:
@@ -729,6 +795,12 @@ def _b64decode(value: Any) -> bytes:
         return base64.b64decode(value.replace("\r", "").replace("\n", ""), validate=True)
     except (AttributeError, TypeError, binascii.Error, ValueError):
         raise ProtobufError("illegal base64 data in a bytes field") from None
+
+
+# what the encoders' source calls
+_ENCODER_NAMESPACE.update(_SMALL_VARINTS=_SMALL_VARINTS, _varint_bytes=_varint_bytes, _str=_str,
+                          _time_message=_time_message, _write_string_map=_write_string_map,
+                          _write_quantity_map=_write_quantity_map, _write_field=_write_field)
 
 
 # ------------------------------------------------------------------ messages with a JSON form of their own

@@ -96,6 +96,8 @@ def decode(kv: st.KeyValue) -> dict:
     if not isinstance(md, dict):
         raise CorruptObjectError(kv.key, "metadata is not an object")
     md["resourceVersion"] = str(kv.mod_revision)
+    if kv.encodings is None:
+        object.__setattr__(kv, "encodings", st.DECODES)
     return obj
 
 

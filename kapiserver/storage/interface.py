@@ -49,6 +49,12 @@ class KeyValue:
     encodings: Optional[dict] = field(default=None, init=False, compare=False, repr=False, hash=False)
 
 
+# ``KeyValue.encodings`` of a value known to decode (it was decoded once: for an index of the watch
+# cache, a GET) while nothing is encoded of it yet, so a list need not decode it once more to check.
+# Shared by every such value: never written into (the first encoding replaces it with a dict).
+DECODES: dict = {}
+
+
 PUT = "PUT"
 DELETE = "DELETE"
 

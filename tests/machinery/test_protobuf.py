@@ -115,6 +115,18 @@ class RoundTripTests(unittest.TestCase):
         self.assertNotIn("activeDeadlineSeconds", got["spec"])
         self.assertEqual(got["status"]["phase"], "Pending")
 
+    def test_long_nested_messages_and_null_fields(self):
+        # a nested message's length is written after the message: lengths of one, two and three bytes
+        pod = {"kind": "Pod", "apiVersion": "v1",
+               "metadata": {"name": "p", "annotations": {"a": "x" * 300, "b": "y" * 20000}},
+               "spec": {"containers": [{"name": "c", "image": "i", "args": ["z" * 200]}]}}
+        self.assertEqual(self.round_trip(pod), {**pod, "spec": {**pod["spec"], "containers": [
+            {**pod["spec"]["containers"][0], "resources": {}}]}, "status": {}})
+        # a null field is written as absent, as Go's decoding of the JSON leaves it
+        with_nulls = {**pod, "spec": {"hostname": None, "containers": [
+            {**pod["spec"]["containers"][0], "workingDir": None, "livenessProbe": None, "ports": None}]}}
+        self.assertEqual(protobuf.encode_object(with_nulls), protobuf.encode_object(pod))
+
     def test_deployment_and_user_extra(self):
         deployment = {"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "web"},
                       "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
