@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from cryptography.x509.oid import NameOID
 
+from kapiserver.admission.initializer import AdmissionDeps
 from kapiserver.apis.certificates.pem import decoded, parse_csr
 from kapiserver.auth import authorizer as authz
 from kapiserver.machinery.user import MASTERS_GROUP, UserInfo
@@ -123,3 +124,15 @@ class CertificateSubjectRestriction(AdmissionPlugin):
         if MASTERS_GROUP in groups:
             raise _forbidden(attrs, f"use of {KUBE_APISERVER_CLIENT} signer with {MASTERS_GROUP} group is not "
                                     f"allowed")
+
+
+def certificate_approval(config: Optional[bytes], deps: AdmissionDeps) -> CertificateApproval:
+    return CertificateApproval(deps.authorizer)
+
+
+def certificate_signing(config: Optional[bytes], deps: AdmissionDeps) -> CertificateSigning:
+    return CertificateSigning(deps.authorizer)
+
+
+def certificate_subject_restriction(config: Optional[bytes], deps: AdmissionDeps) -> CertificateSubjectRestriction:
+    return CertificateSubjectRestriction()

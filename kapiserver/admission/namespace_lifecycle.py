@@ -6,8 +6,9 @@ runs in the mutating phase, so a request it refuses never reaches a webhook.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
+from kapiserver.admission.initializer import AdmissionDeps
 from kapiserver.machinery import errors
 from kapiserver.registry.admission import CREATE, DELETE, UPDATE, AdmissionPlugin, Attributes
 from kapiserver.registry.store import Store, StoredObject
@@ -79,3 +80,7 @@ class NamespaceLifecycle(AdmissionPlugin):
 
 def _terminating(ns: dict) -> bool:
     return bool(ns["metadata"].get("deletionTimestamp")) or (ns.get("status") or {}).get("phase") == "Terminating"
+
+
+def namespace_lifecycle(config: Optional[bytes], deps: AdmissionDeps) -> NamespaceLifecycle:
+    return NamespaceLifecycle(lambda: deps.store("", "v1", "namespaces"))

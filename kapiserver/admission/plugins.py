@@ -15,6 +15,7 @@ know, is a configuration error worded as upstream's.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Callable, Iterable, Optional
 
 from twisted.logger import Logger
@@ -94,6 +95,38 @@ DEFAULT_ON = frozenset((
 PluginFactory = Callable[[Optional[bytes], AdmissionDeps], AdmissionPlugin]
 _FACTORIES: dict[str, PluginFactory] = {}
 
+# The plugins kapiserver implements: name -> (module, factory in it).  A plugin's module is
+# imported when a chain first enables it, so a start loads only the plugins it runs (the
+# policy plugin pulls in the CEL engine; the default-off ones are loaded by no default start).
+_BUILTIN: dict[str, tuple[str, str]] = {
+    "AlwaysAdmit": ("kapiserver.admission.always", "always_admit"),
+    "AlwaysDeny": ("kapiserver.admission.always", "always_deny"),
+    "NamespaceLifecycle": ("kapiserver.admission.namespace_lifecycle", "namespace_lifecycle"),
+    "LimitRanger": ("kapiserver.admission.limit_ranger", "limit_ranger"),
+    "ServiceAccount": ("kapiserver.admission.service_account", "service_account"),
+    "NodeRestriction": ("kapiserver.admission.node_restriction", "node_restriction"),
+    "TaintNodesByCondition": ("kapiserver.admission.taint_nodes_by_condition", "taint_nodes_by_condition"),
+    "AlwaysPullImages": ("kapiserver.admission.always_pull_images", "always_pull_images"),
+    "PodSecurity": ("kapiserver.admission.pod_security.plugin", "pod_security"),
+    "Priority": ("kapiserver.admission.priority", "priority"),
+    "DefaultTolerationSeconds": ("kapiserver.admission.default_toleration_seconds", "default_toleration_seconds"),
+    "EventRateLimit": ("kapiserver.admission.event_rate_limit", "event_rate_limit"),
+    "DefaultStorageClass": ("kapiserver.admission.class_defaulting", "default_storage_class"),
+    "StorageObjectInUseProtection": ("kapiserver.admission.storage_protection", "storage_object_in_use_protection"),
+    "OwnerReferencesPermissionEnforcement": ("kapiserver.admission.owner_references",
+                                             "owner_references_permission_enforcement"),
+    "PersistentVolumeClaimResize": ("kapiserver.admission.pvc_resize", "pvc_resize"),
+    "RuntimeClass": ("kapiserver.admission.runtime_class", "runtime_class"),
+    "CertificateApproval": ("kapiserver.admission.certificates", "certificate_approval"),
+    "CertificateSigning": ("kapiserver.admission.certificates", "certificate_signing"),
+    "CertificateSubjectRestriction": ("kapiserver.admission.certificates", "certificate_subject_restriction"),
+    "DefaultIngressClass": ("kapiserver.admission.class_defaulting", "default_ingress_class"),
+    "MutatingAdmissionWebhook": ("kapiserver.admission.webhook.plugin", "mutating_webhook"),
+    "ValidatingAdmissionPolicy": ("kapiserver.admission.policy.plugin", "validating_admission_policy"),
+    "ValidatingAdmissionWebhook": ("kapiserver.admission.webhook.plugin", "validating_webhook"),
+    "ResourceQuota": ("kapiserver.admission.resource_quota", "resource_quota"),
+}
+
 
 def register(name: str, factory: PluginFactory) -> None:
     """Make ``name`` runnable; it must be one of upstream's names (ALL_ORDERED_PLUGINS)."""
@@ -104,8 +137,16 @@ def register(name: str, factory: PluginFactory) -> None:
 
 def registered() -> list[str]:
     """The plugins that can run here, in order."""
-    _register_builtin()
-    return [name for name in ALL_ORDERED_PLUGINS if name in _FACTORIES]
+    return [name for name in ALL_ORDERED_PLUGINS if name in _FACTORIES or name in _BUILTIN]
+
+
+def plugin_factory(name: str) -> Optional[PluginFactory]:
+    """The factory of plugin ``name`` (a registered one, else a built-in's, imported now)."""
+    found = _FACTORIES.get(name)
+    if found is None and name in _BUILTIN:
+        module, attribute = _BUILTIN[name]
+        found = _FACTORIES[name] = getattr(importlib.import_module(module), attribute)
+    return found
 
 
 def default_enabled() -> list[str]:
@@ -133,11 +174,10 @@ def enabled_plugin_names(enable: Iterable[str] = (), disable: Iterable[str] = ()
 
 def new_chain(names: Iterable[str], configs: PluginConfigs, deps: AdmissionDeps) -> AdmissionChain:
     """Build the chain of ``names`` (already ordered); names without an implementation are skipped."""
-    _register_builtin()
     plugins: list[AdmissionPlugin] = []
     missing = []
     for name in names:
-        factory = _FACTORIES.get(name)
+        factory = plugin_factory(name)
         if factory is None:
             missing.append(name)
             continue
@@ -148,62 +188,3 @@ def new_chain(names: Iterable[str], configs: PluginConfigs, deps: AdmissionDeps)
         log.info("admission plugins enabled but not implemented by kapiserver (skipped): {names}",
                  names=", ".join(missing))
     return AdmissionChain(plugins)
-
-
-_builtin_registered = False
-
-
-def _register_builtin() -> None:
-    """Register the plugins kapiserver implements (imported lazily: they pull in the CEL engine)."""
-    global _builtin_registered
-    if _builtin_registered:
-        return
-    _builtin_registered = True
-    from kapiserver.admission.namespace_lifecycle import PLUGIN_NAME as LIFECYCLE, NamespaceLifecycle
-    from kapiserver.admission.policy.plugin import PLUGIN_NAME as VAP, validating_admission_policy
-    from kapiserver.admission.always import ALWAYS_ADMIT, ALWAYS_DENY, AlwaysAdmit, AlwaysDeny
-    from kapiserver.admission.certificates import (CertificateApproval, CertificateSigning,
-                                                   CertificateSubjectRestriction)
-    from kapiserver.admission.webhook.plugin import MUTATING, VALIDATING, mutating_webhook, validating_webhook
-
-    _FACTORIES.setdefault(ALWAYS_ADMIT, lambda config, deps: AlwaysAdmit())
-    _FACTORIES.setdefault(ALWAYS_DENY, lambda config, deps: AlwaysDeny())
-    _FACTORIES.setdefault(LIFECYCLE, lambda config, deps: NamespaceLifecycle(
-        lambda: deps.store("", "v1", "namespaces")))
-    _FACTORIES.setdefault(CertificateApproval.name, lambda config, deps: CertificateApproval(deps.authorizer))
-    _FACTORIES.setdefault(CertificateSigning.name, lambda config, deps: CertificateSigning(deps.authorizer))
-    _FACTORIES.setdefault(CertificateSubjectRestriction.name, lambda config, deps: CertificateSubjectRestriction())
-    _FACTORIES.setdefault(MUTATING, mutating_webhook)
-    _FACTORIES.setdefault(VALIDATING, validating_webhook)
-    _FACTORIES.setdefault(VAP, validating_admission_policy)
-    from kapiserver.admission.resource_quota import PLUGIN_NAME as QUOTA, resource_quota
-    _FACTORIES.setdefault(QUOTA, resource_quota)
-    from kapiserver.admission.limit_ranger import limit_ranger
-    from kapiserver.admission.default_toleration_seconds import default_toleration_seconds
-    _FACTORIES.setdefault("DefaultTolerationSeconds", default_toleration_seconds)
-    from kapiserver.admission.service_account import PLUGIN_NAME as SERVICE_ACCOUNT, service_account
-    _FACTORIES.setdefault(SERVICE_ACCOUNT, service_account)
-    _FACTORIES.setdefault("LimitRanger", limit_ranger)
-    from kapiserver.admission.class_defaulting import default_ingress_class, default_storage_class
-    _FACTORIES.setdefault("DefaultStorageClass", default_storage_class)
-    _FACTORIES.setdefault("DefaultIngressClass", default_ingress_class)
-    from kapiserver.admission.storage_protection import StorageObjectInUseProtection
-    _FACTORIES.setdefault(StorageObjectInUseProtection.name, lambda config, deps: StorageObjectInUseProtection())
-    from kapiserver.admission.pvc_resize import pvc_resize
-    _FACTORIES.setdefault("PersistentVolumeClaimResize", pvc_resize)
-    from kapiserver.admission.owner_references import PLUGIN_NAME as OWNERS, owner_references_permission_enforcement
-    _FACTORIES.setdefault(OWNERS, owner_references_permission_enforcement)
-    from kapiserver.admission.event_rate_limit import PLUGIN_NAME as EVENTS, event_rate_limit
-    _FACTORIES.setdefault(EVENTS, event_rate_limit)
-    from kapiserver.admission.pod_security.plugin import PLUGIN_NAME as POD_SECURITY, pod_security
-    _FACTORIES.setdefault(POD_SECURITY, pod_security)
-    from kapiserver.admission.priority import PLUGIN_NAME as PRIORITY, priority
-    _FACTORIES.setdefault(PRIORITY, priority)
-    from kapiserver.admission.taint_nodes_by_condition import PLUGIN_NAME as TAINTS, taint_nodes_by_condition
-    _FACTORIES.setdefault(TAINTS, taint_nodes_by_condition)
-    from kapiserver.admission.runtime_class import PLUGIN_NAME as RUNTIME_CLASS, runtime_class
-    _FACTORIES.setdefault(RUNTIME_CLASS, runtime_class)
-    from kapiserver.admission.always_pull_images import PLUGIN_NAME as ALWAYS_PULL, always_pull_images
-    _FACTORIES.setdefault(ALWAYS_PULL, always_pull_images)
-    from kapiserver.admission.node_restriction import PLUGIN_NAME as NODE_RESTRICTION, node_restriction
-    _FACTORIES.setdefault(NODE_RESTRICTION, node_restriction)

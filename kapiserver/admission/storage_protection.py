@@ -8,6 +8,10 @@ is only marked for deletion; the protection controllers
 the finalizer once it is unused.
 """
 from __future__ import annotations
+
+from typing import Optional
+
+from kapiserver.admission.initializer import AdmissionDeps
 from kapiserver.registry.admission import CREATE, AdmissionPlugin, Attributes
 
 
@@ -33,3 +37,7 @@ class StorageObjectInUseProtection(AdmissionPlugin):
             finalizers = md["finalizers"] = []
         if finalizer not in finalizers:
             finalizers.append(finalizer)
+
+
+def storage_object_in_use_protection(config: Optional[bytes], deps: AdmissionDeps) -> StorageObjectInUseProtection:
+    return StorageObjectInUseProtection()

@@ -347,6 +347,14 @@ class APIServer:
         await self.admission.start()
         namespaces = self.served.store("", "v1", "namespaces")
         for name in BOOTSTRAP_NAMESPACES:
+            # read first, as upstream's system namespaces controller does: a restart does not
+            # send four creates through admission, defaulting and managedFields to be refused
+            try:
+                await namespaces.get_stored("", name)
+                continue
+            except errors.StatusError as e:
+                if e.code != 404:
+                    raise
             try:
                 await namespaces.create("", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
             except errors.StatusError as e:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.resources
 import importlib.util
 import os
 from typing import Any, Iterable
@@ -213,8 +212,9 @@ def read_raw() -> dict[str, dict]:
     if path and os.path.exists(path):
         with open(path, "rb") as f:
             data = f.read()
-    else:
-        data = importlib.resources.files("kubernetes_validate").joinpath(DEFINITIONS_FILE).read_bytes()
+    else:  # installed as a zip: importlib.resources reads it (imported only then)
+        from importlib import resources
+        data = resources.files("kubernetes_validate").joinpath(DEFINITIONS_FILE).read_bytes()
     return orjson.loads(data)["$defs"]
 
 

@@ -7,8 +7,9 @@ treq and Twisted's HTTP client 0.9 MiB) and is needed only once a client sends
 a schema pattern, a CEL rule or a ValidatingAdmissionPolicy, connects to a
 pod, node, service or extension API server (logs, exec, attach, port-forward,
 proxy), or the server first calls out (webhooks, OIDC issuers, extension
-servers), or a CronJob names a time zone.  The server is started in
-a fresh interpreter, as twistd would, so nothing another test imported counts.
+servers), or a CronJob names a time zone.  The admission plugins that are off
+by default load only when enabled.  The server is started in a fresh
+interpreter, as twistd would, so nothing another test imported counts.
 """
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ LOADED_ON_FIRST_USE = (
     "kapiserver.auth.oidc",
     "kapiserver.auth.authentication_configuration",
     "zoneinfo",
+    "importlib.resources",  # the built-in definitions' reader when installed as a zip
+    # admission plugins that are off by default: imported when enabled
+    "kapiserver.admission.always",
+    "kapiserver.admission.always_pull_images",
+    "kapiserver.admission.event_rate_limit",
+    "kapiserver.admission.node_restriction",
+    "kapiserver.admission.owner_references",
 )
 
 # The server as twistd's plugin builds it (build_service), started until READY=1: the test

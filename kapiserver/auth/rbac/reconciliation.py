@@ -75,11 +75,19 @@ def _protected(existing: dict) -> bool:
     return ((existing.get("metadata") or {}).get("annotations") or {}).get(AUTOUPDATE_ANNOTATION) == "false"
 
 
+def _to_change(existing: dict) -> dict:
+    """A copy of ``existing`` to reconcile: its top level and metadata, the only levels the
+    reconciliation sets (it replaces labels, annotations, rules, subjects and the aggregation
+    rule whole).  Every start reconciles the ~125 bootstrap objects, nearly always unchanged:
+    a deep copy of each was most of that work."""
+    return {**existing, "metadata": dict(existing.get("metadata") or {})}
+
+
 def compute_reconciled_role(existing: dict, expected: dict) -> tuple[dict, Outcome]:
     """The role to write so ``existing`` has at least ``expected``'s permissions."""
     outcome = Outcome()
     outcome.protected = _protected(existing)
-    result = copy.deepcopy(existing)
+    result = _to_change(existing)
     if _merge_metadata(result, expected, existing):
         outcome.operation = UPDATE
     existing_rules = existing.get("rules") or []
@@ -113,7 +121,7 @@ def compute_reconciled_binding(existing: dict, expected: dict) -> tuple[dict, Ou
     if (existing.get("roleRef") or {}) != expected["roleRef"]:
         outcome.operation = RECREATE
         return copy.deepcopy(expected), outcome
-    result = copy.deepcopy(existing)
+    result = _to_change(existing)
     if _merge_metadata(result, expected, existing):
         outcome.operation = UPDATE
     have = existing.get("subjects") or []
