@@ -342,6 +342,7 @@ class CachedStorage(Storage):
             if consistent is None:
                 return None
             at = consistent
+        await cache.catch_up(index)
         if not (cache.ready and index.built) or (revision > 0 and cache.revision != revision):
             return None
         listed = cache.select(index, prefix, values, start_key)

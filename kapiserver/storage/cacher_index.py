@@ -13,6 +13,7 @@ is needed (selectors are the clients' choice, memory is not).
 """
 from __future__ import annotations
 
+import itertools
 from typing import Iterable, Union
 
 from twisted.internet import defer
@@ -37,6 +38,11 @@ class Index:
         self.value_of = value_of
         self.by_value: dict[str, set[str]] = {}
         self.of_key: dict[str, Union[str, tuple[str, ...]]] = {}
+        # keys written since the index was last read, with their new value (the cache's own
+        # object): indexed when it is next read (the cache's ``catch_up``, a chunk per reactor
+        # turn, then :meth:`keys_with`), so writes nobody selects from are not decoded for it on
+        # every event in every worker, and a key written twice in between is decoded once
+        self.pending: dict[str, KeyValue] = {}
         self.last_used = 0
         self.built = False
         self.waiters: list[defer.Deferred] = []
@@ -57,6 +63,8 @@ class Index:
                 keys.add(kv.key)
 
     def remove(self, key: str) -> None:
+        if self.pending:
+            self.pending.pop(key, None)
         value = self.of_key.pop(key, None)
         if value is None:
             return
@@ -67,11 +75,24 @@ class Index:
                 del self.by_value[one]
 
     def put(self, kv: KeyValue) -> None:
-        """``kv`` is the key's new value (a create or an update)."""
+        """``kv`` is the key's new value (a create or an update), indexed when the index is next read."""
         self.remove(kv.key)
-        self.add(kv)
+        self.pending[kv.key] = kv
+
+    def index_pending(self, limit: int = 0) -> None:
+        """Index the keys written since the last read, the ``limit`` oldest of them (0: all)."""
+        pending = self.pending
+        if not limit or limit >= len(pending):
+            self.pending = {}
+            for kv in pending.values():
+                self.add(kv)
+            return
+        for key in list(itertools.islice(pending, limit)):
+            self.add(pending.pop(key))
 
     def keys_with(self, values: Iterable[str]) -> set[str]:
+        if self.pending:
+            self.index_pending()
         found: set[str] = set()
         for value in values:
             keys = self.by_value.get(value)

@@ -406,6 +406,17 @@ class WatchCache:
                     index.add(kv)
         index.built = True
 
+    async def catch_up(self, index: Index) -> None:
+        """Index the keys written since ``index`` was last read (:attr:`Index.pending`), a chunk per
+        reactor turn as a build does; the last chunk without yielding, so a :meth:`select` right
+        after it has at most the events of no turn left to index."""
+        while len(index.pending) > BUILD_CHUNK:
+            index.index_pending(BUILD_CHUNK)
+            turn: defer.Deferred = defer.Deferred()
+            self._reactor.callLater(0, turn.callback, None)
+            await turn
+        index.index_pending()
+
     def _end_build(self, index: Index) -> None:
         """Tell who waits for ``index`` that it is built, or (None) that it is gone."""
         waiters, index.waiters = index.waiters, []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from twisted.internet import task
+from twisted.internet import defer, task
 from twisted.trial import unittest
 
 from kapiserver.storage import cacher_index, cacher_watch_cache
@@ -117,6 +117,42 @@ class IndexTests(unittest.TestCase):
         await self.assert_same(store, PREFIX, frozenset({"n0"}))
         await self.assert_same(store, PREFIX, frozenset({"n1"}))
 
+    async def test_writes_since_the_last_indexed_list_are_all_in_the_next(self):
+        # writes are indexed when the index is next read, a chunk per reactor turn: more of them
+        # than a chunk, moves and deletes among them, and a write made while it catches up
+        self.patch(cacher_watch_cache, "BUILD_CHUNK", 4)
+        clock = task.Clock()  # the cache's turns: catching up goes on when the test says
+        store, _ = await self.open(reactor=clock)
+        for i in range(8):
+            await store.create(f"/pods/ns/p{i:02d}", f"n{i % 2}|{i}".encode())
+        await store.list(PREFIX)  # the cache is built
+        cache = store.cache_for(PREFIX)
+        building = cache.index("node", node_of)
+        while not building.called:
+            clock.advance(0)
+        index = building.result
+        for i in range(8, 30):
+            await store.create(f"/pods/ns/p{i:02d}", f"n{i % 2}|{i}".encode())
+        await store.update("/pods/ns/p00", b"n1|moved")
+        await store.update("/pods/ns/p03", b"n0|moved")
+        await store.delete("/pods/ns/p02")
+        last = await store.update("/pods/ns/p29", b"n0|moved twice")
+        await until(lambda: cache.revision >= last.mod_revision, what="the cache to see the writes")
+        catching_up = defer.Deferred.fromCoroutine(cache.catch_up(index))
+        self.assertFalse(catching_up.called)  # a chunk now, the rest on later turns
+        last = await store.update("/pods/ns/p05", b"n0|moved while catching up")
+        await until(lambda: cache.revision >= last.mod_revision, what="the cache to see the write")
+        listed = {}
+        for node in ("n0", "n1"):
+            listing = defer.Deferred.fromCoroutine(self.indexed(store, PREFIX, frozenset({node}), any_state=True))
+            while not (listing.called and catching_up.called):
+                clock.advance(0)
+            listed[node] = [kv.key for kv in listing.result.items]
+            want = await self.scan(store, PREFIX, frozenset({node}))
+            self.assertEqual(listed[node], [kv.key for kv in want.items])
+        self.assertEqual(listed["n0"], [f"/pods/ns/p{i:02d}" for i in (3, 4, 5, 6, *range(8, 30, 2), 29)])
+        self.assertEqual(index.pending, {})
+
     async def test_resource_versions(self):
         store, _ = await self.open()
         for i in range(10):
@@ -209,3 +245,18 @@ class IndexUnitTests(unittest.TestCase):
         self.assertEqual(index.keys_with(["a", "b"]), {"/k"})
         index.remove("/k")
         self.assertEqual((index.by_value, index.of_key), ({}, {}))
+
+    def test_a_written_value_is_read_once_when_the_index_is(self):
+        read: list[bytes] = []
+
+        def recording_node_of(kv: KeyValue) -> Optional[str]:
+            read.append(kv.value)
+            return node_of(kv)
+        index = cacher_index.Index(recording_node_of)
+        index.put(KeyValue("/k", b"a|", 1, 1))
+        index.put(KeyValue("/k", b"b|", 1, 2))
+        index.put(KeyValue("/gone", b"a|", 3, 3))
+        index.remove("/gone")
+        self.assertEqual(read, [])
+        self.assertEqual(index.keys_with(["a", "b"]), {"/k"})
+        self.assertEqual(read, [b"b|"])

@@ -18,6 +18,7 @@ on to the next one.  Connections use TCP keepalive (:mod:`.keepalive`).  Failure
 from __future__ import annotations
 
 import base64
+import binascii
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -51,7 +52,9 @@ def b64(data: bytes) -> str:
 
 
 def unb64(text: Optional[str]) -> bytes:
-    return base64.b64decode(text) if text else b""
+    # binascii directly: base64.b64decode encodes the text to bytes first and then calls it
+    # (the same answer and errors; a key and a value of every watch event and read)
+    return binascii.a2b_base64(text) if text else b""
 
 
 def prefix_end(prefix: bytes) -> bytes:
