@@ -49,10 +49,20 @@ class KeyValue:
     encodings: Optional[dict] = field(default=None, init=False, compare=False, repr=False, hash=False)
 
 
+class _SharedEmptyMemo(dict):
+    """An empty memo shared by many values, which refuses to be written into: a write meant
+    for one value's memo would give every other value that encoding."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("a shared memo: replace it with a dict of the value's own, never write into it")
+
+    __setitem__ = __delitem__ = __ior__ = update = setdefault = pop = popitem = clear = _refuse  # type: ignore[assignment]
+
+
 # ``KeyValue.encodings`` of a value known to decode (it was decoded once: for an index of the watch
 # cache, a GET) while nothing is encoded of it yet, so a list need not decode it once more to check.
-# Shared by every such value: never written into (the first encoding replaces it with a dict).
-DECODES: dict = {}
+# Shared by every such value (the first encoding replaces it with a dict of the value's own).
+DECODES: dict = _SharedEmptyMemo()
 
 
 PUT = "PUT"

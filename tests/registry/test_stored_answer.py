@@ -141,3 +141,25 @@ class AdoptedValueTests(unittest.TestCase):
         self.assertIs(storage.peek(KEY), answer.item)
         got = yield defer.Deferred.fromCoroutine(store.get("default", "cm", resource_version="0"))
         self.assertEqual(got["data"], {"a": "2"})
+
+
+class DecodedValueMemoTests(unittest.TestCase):
+    """A value decoded once is marked so (``DECODES``, shared by all such values); the first encoding
+    of one gives it a memo of its own, and no other value sees that encoding."""
+
+    def test_an_encoding_memoized_on_one_decoded_value_is_not_anothers(self):
+        from kapiserver.endpoints.list_encoding import memoized
+        from kapiserver.registry.store import decode
+        from kapiserver.storage.interface import DECODES, KeyValue
+        one = KeyValue("/configmaps/ns/one", b'{"kind":"ConfigMap","metadata":{"name":"one"}}', 1, 1)
+        two = KeyValue("/configmaps/ns/two", b'{"kind":"ConfigMap","metadata":{"name":"two"}}', 2, 2)
+        decode(one)
+        decode(two)
+        self.assertIs(one.encodings, DECODES)
+        self.assertIs(two.encodings, DECODES)
+        self.assertEqual(memoized(one, "k", lambda: b"encoding of one"), b"encoding of one")
+        self.assertEqual(memoized(two, "k", lambda: b"encoding of two"), b"encoding of two")
+        self.assertEqual(memoized(one, "k", lambda: b"made again"), b"encoding of one")
+        self.assertEqual(len(DECODES), 0)
+        with self.assertRaises(TypeError):
+            DECODES["k"] = b"written into the shared memo"
