@@ -14,6 +14,7 @@ import base64
 import binascii
 import functools
 import struct
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator, Optional
@@ -471,32 +472,40 @@ def encode_message(name: str, obj: Optional[dict]) -> bytes:
 # as constants. A message field is written in place: its length first as one byte, replaced once
 # the field is written when it is 128 bytes or more. Encoders call each other through the
 # globals of _ENCODER_NAMESPACE (a message's first call compiles it), so a message holding
-# itself (JSONSchemaProps) works.
+# itself (JSONSchemaProps) works. Names in that namespace are numbered by its size, so encoders are
+# made under one lock: a Status encoded on a thread (an audited 422) while the reactor encodes a
+# Pod must not number two encoders or constants alike. (Re-entrant: making one makes those it holds.)
 _ENCODERS: dict[str, Callable[[Any, bytearray], None]] = {}
 _ENCODER_IDS: dict[str, str] = {}
 _ENCODER_NAMESPACE: dict[str, Any] = {}
+_MAKING_ENCODERS = threading.RLock()
 
 
 def _encoder_id(name: str) -> str:
     """The global name of a message's encoder; until compiled, one that compiles it on its first call."""
-    ident = _ENCODER_IDS.get(name)
-    if ident is None:
-        ident = _ENCODER_IDS[name] = f"m{len(_ENCODER_IDS)}"
+    with _MAKING_ENCODERS:
+        ident = _ENCODER_IDS.get(name)
+        if ident is None:
+            ident = _ENCODER_IDS[name] = f"m{len(_ENCODER_IDS)}"
 
-        def compile_on_first_call(obj: Any, out: bytearray) -> None:
-            _compile_encoder(name)(obj, out)
-        _ENCODER_NAMESPACE[ident] = compile_on_first_call
-    return ident
+            def compile_on_first_call(obj: Any, out: bytearray) -> None:
+                _compile_encoder(name)(obj, out)
+            _ENCODER_NAMESPACE[ident] = compile_on_first_call
+        return ident
 
 
 def _compile_encoder(name: str) -> Callable[[Any, bytearray], None]:
     into = _ENCODERS.get(name)
-    if into is None:
-        ident = _encoder_id(name)
-        source = _encoder_source(name, ident)
-        exec(compile(source, f"<protobuf encoder of {name}>", "exec"), _ENCODER_NAMESPACE)
-        into = _ENCODERS[name] = _ENCODER_NAMESPACE[ident]
-    return into
+    if into is not None:
+        return into
+    with _MAKING_ENCODERS:
+        into = _ENCODERS.get(name)
+        if into is None:
+            ident = _encoder_id(name)
+            source = _encoder_source(name, ident)
+            exec(compile(source, f"<protobuf encoder of {name}>", "exec"), _ENCODER_NAMESPACE)
+            into = _ENCODERS[name] = _ENCODER_NAMESPACE[ident]
+        return into
 
 
 _WRITE_LENGTH_AFTER = """{i}s = len(out)
