@@ -98,6 +98,8 @@ class ResourceWatch:
         self._done = False
         self._async = self.rtype.convert_from_storage_async is not None
         self._metadata_only = metadata_only
+        # what an event's value is sent as
+        self._read: Callable[[st.KeyValue], dict] = self._partial if metadata_only else self._external
         # asynchronous conversion: events (or progress revisions) waiting, in order
         self._pending: deque[Union[st.Event, int]] = deque()
         self._draining = False
@@ -144,13 +146,13 @@ class ResourceWatch:
         values = [kv for kv in items if kv.encodings is not None or readable(kv) is not None]
         if self._encoding_sink is not None and not self._async:
             # the sink sends them itself, a slice at a time while its client reads
-            self._encoding_sink.feed_initial(values, lambda kv: self.store.to_external(decode(kv)), self.matches)
+            self._encoding_sink.feed_initial(values, self._external, self.matches)
             return
         initial_objs: Iterable[dict]
         if self._async:
             initial_objs = self._cut(await self.store.externals([decode(kv) for kv in values]))
         else:
-            initial_objs = (self.store.to_external(decode(kv)) for kv in values)
+            initial_objs = (self._external(kv) for kv in values)
         for obj in initial_objs:
             if self.matches is None or self.matches(obj):
                 self.sink.send(ADDED, obj)
@@ -162,6 +164,10 @@ class ResourceWatch:
                 yield self._partial(kv)
             except CorruptObjectError as e:
                 log.error("skipping corrupt object at {key}: {why}", key=e.key, why=e.why)
+
+    def _external(self, kv: st.KeyValue) -> dict:
+        """The object ``kv`` holds, as clients see it (CorruptObjectError when it holds none)."""
+        return self.store.to_external(decode(kv))
 
     def _partial(self, kv: st.KeyValue) -> dict:
         """The metadata-only object ``kv`` holds (CorruptObjectError when it holds none)."""
@@ -239,11 +245,10 @@ class ResourceWatch:
             self.sink.send(*converted)
 
     def _convert(self, event: st.Event) -> Optional[tuple[str, dict]]:
-        read = self._partial if self._metadata_only else lambda kv: self.store.to_external(decode(kv))
-        obj = read(event.kv)
+        obj = self._read(event.kv)
         old = None
         if self.matches is not None and event.type != st.DELETE and event.prev_kv is not None:
-            old = read(event.prev_kv)
+            old = self._read(event.prev_kv)
         return self._classify(event, obj, old)
 
     def _classify(self, event: st.Event, obj: dict, old: Optional[dict]) -> Optional[tuple[str, dict]]:
