@@ -167,14 +167,18 @@ class ServerProcess:
         except OSError:
             return ""
 
+    def log_lines(self) -> list[str]:
+        """Every line the server logged so far."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read().splitlines()
+        except OSError:
+            return []
+
     def failures(self, limit: int = 10) -> list[str]:
         """The last ``limit`` failures the server logged with a traceback (a generic 500's cause), each
         the logged line and its traceback: what a test that saw a 5xx reports beside it."""
-        try:
-            with open(self.log_path, errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return []
+        lines = self.log_lines()
         found: list[str] = []
         for index, line in enumerate(lines):
             if index + 1 < len(lines) and lines[index + 1].lstrip().startswith("Traceback"):
