@@ -283,13 +283,22 @@ def deep_merge(base: dict, extra: dict) -> None:
             base[key] = value
 
 
-_shared: dict[str, ServerProcess] = {}
+_shared: dict[str, tuple[ServerProcess, dict[str, Any]]] = {}
 
 
 def shared_server(name: str = "default", **kwargs: Any) -> ServerProcess:
-    """One server process per name for the whole test run (stopped at exit)."""
-    server = _shared.get(name)
+    """One server process per name for the whole test run (stopped at exit).
+
+    Every test asking for a name must ask with the same arguments: the first one to run
+    starts the server, and which test that is depends on how the run is split across
+    workers (a test that asked for the default server without its fast compaction once
+    left another waiting a minute for a 410)."""
+    shared = _shared.get(name)
+    if shared is not None and shared[1] != kwargs:
+        raise ValueError(f"the shared server {name!r} was started with {shared[1]!r}; "
+                         f"a test asked for it with {kwargs!r}")
+    server = shared[0] if shared is not None else None
     if server is None or server.proc is None or server.proc.poll() is not None:
         server = ServerProcess(**kwargs).start()
-        _shared[name] = server
+        _shared[name] = (server, kwargs)
     return server

@@ -28,7 +28,7 @@ import time
 from twisted.trial import unittest
 
 from kapiserver.testing.cases import HANG_GUARD
-from kapiserver.testing.process import ServerProcess, shared_server
+from kapiserver.testing.process import E2E_CONFIG, ServerProcess, shared_server
 from tests.e2e.rawclients import (H2Client, address, connect, descriptor_targets, head_of, read_until_closed,
                                   upload_until_answered)
 
@@ -332,7 +332,7 @@ class AnonymousBodyTests(unittest.TestCase):
     will be a 403 is answered without it; an allowed one is read, bounded."""
 
     def setUp(self) -> None:
-        self.server = shared_server()
+        self.server = shared_server(extra_config=E2E_CONFIG)
 
     def test_anonymous_create_reaches_authorization(self) -> None:
         body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "anon"}}).encode()
