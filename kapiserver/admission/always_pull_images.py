@@ -61,6 +61,7 @@ class AlwaysPullImages(AdmissionPlugin):
     mutating = True
     validating = True
     operations = (CREATE, UPDATE)
+    resources = frozenset({("", "pods")})
 
     async def admit(self, attrs: Attributes) -> None:
         spec = _pod_spec(attrs)

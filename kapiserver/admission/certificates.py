@@ -73,6 +73,7 @@ class CertificateApproval(AdmissionPlugin):
     name = "CertificateApproval"
     validating = True
     operations = (UPDATE,)
+    resources = frozenset({(GROUP, RESOURCE)})
 
     def __init__(self, authorizer: authz.Authorizer) -> None:
         self.authorizer = authorizer
@@ -89,6 +90,7 @@ class CertificateSigning(AdmissionPlugin):
     name = "CertificateSigning"
     validating = True
     operations = (UPDATE,)
+    resources = frozenset({(GROUP, RESOURCE)})
 
     def __init__(self, authorizer: authz.Authorizer) -> None:
         self.authorizer = authorizer
@@ -110,6 +112,7 @@ class CertificateSubjectRestriction(AdmissionPlugin):
     name = "CertificateSubjectRestriction"
     validating = True
     operations = (CREATE,)
+    resources = frozenset({(GROUP, RESOURCE)})
 
     async def validate(self, attrs: Attributes) -> None:
         if attrs.operation != CREATE or attrs.subresource or not _is_csr(attrs):

@@ -43,6 +43,7 @@ class _ClassDefaulter(ListingPlugin):
     def __init__(self, classes: Lister) -> None:
         self.classes = classes
         self.listers = (classes,)
+        self.resources = frozenset({(self.group, self.resource)})
 
     def has_class(self, obj: dict) -> bool:
         raise NotImplementedError

@@ -25,6 +25,7 @@ class DefaultTolerationSeconds(AdmissionPlugin):
     name = "DefaultTolerationSeconds"
     mutating = True
     operations = (CREATE, UPDATE)
+    resources = frozenset({("", "pods")})
 
     def __init__(self, seconds: int = DEFAULT_SECONDS) -> None:
         self.seconds = seconds

@@ -184,6 +184,7 @@ class LimitRanger(ListingPlugin):
     mutating = True
     validating = True
     operations = (CREATE, UPDATE)
+    resources = frozenset(_KINDS)
 
     def __init__(self, limit_ranges: Lister) -> None:
         self.limit_ranges = limit_ranges

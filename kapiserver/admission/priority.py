@@ -44,6 +44,7 @@ class Priority(ListingPlugin):
     mutating = True
     validating = True
     operations = (CREATE, UPDATE)
+    resources = frozenset({("", "pods"), ("scheduling.k8s.io", "priorityclasses")})
 
     def __init__(self, classes: Lister) -> None:
         self.classes = classes

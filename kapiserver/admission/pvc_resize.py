@@ -27,6 +27,7 @@ class PersistentVolumeClaimResize(ListingPlugin):
     name = "PersistentVolumeClaimResize"
     validating = True
     operations = (UPDATE,)
+    resources = frozenset({("", "persistentvolumeclaims")})
 
     def __init__(self, storage_classes: Lister) -> None:
         self.storage_classes = storage_classes

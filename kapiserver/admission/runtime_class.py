@@ -91,6 +91,7 @@ class RuntimeClass(ListingPlugin):
     mutating = True
     validating = True
     operations = (CREATE,)
+    resources = frozenset({("", "pods")})
 
     def __init__(self, classes: Lister) -> None:
         self.classes = classes

@@ -166,6 +166,7 @@ class ServiceAccount(ListingPlugin):
     mutating = True
     validating = True
     operations = (CREATE, UPDATE)
+    resources = frozenset({("", "pods")})
 
     def __init__(self, service_accounts: Lister, reactor: IReactorTime, *, mount_service_account_token: bool = True,
                  limit_secret_references: bool = False,

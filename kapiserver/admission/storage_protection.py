@@ -24,6 +24,7 @@ class StorageObjectInUseProtection(AdmissionPlugin):
     name = "StorageObjectInUseProtection"
     mutating = True
     operations = (CREATE,)
+    resources = frozenset(("", plural) for plural in _FINALIZERS)
 
     async def admit(self, attrs: Attributes) -> None:
         if attrs.rtype.group or attrs.subresource or not isinstance(attrs.obj, dict):

@@ -19,6 +19,7 @@ class TaintNodesByCondition(AdmissionPlugin):
     name = PLUGIN_NAME
     mutating = True
     operations = (CREATE,)
+    resources = frozenset({("", "nodes")})
 
     async def admit(self, attrs: Attributes) -> None:
         if (attrs.rtype.group, attrs.rtype.plural) != ("", "nodes") or attrs.subresource:

@@ -139,4 +139,6 @@ class UnionAuthenticator:
     def _decide(self, result: Optional[AuthResult]) -> Optional[AuthResult]:
         if result is None:
             return AuthResult(ANONYMOUS) if self.anonymous else None
-        return AuthResult(with_authenticated_group(result.user), result.audiences)
+        user = with_authenticated_group(result.user)
+        # (a certificate's user is in the group already: its result is kept, not made again)
+        return result if user is result.user else AuthResult(user, result.audiences)

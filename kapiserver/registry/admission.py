@@ -106,9 +106,16 @@ class AdmissionPlugin:
     validating: bool = False
     # the operations it cares about (upstream's admission.Handler)
     operations: tuple[str, ...] = OPERATIONS
+    # the resources, (group, plural), whose writes (and their subresources') it looks at; None:
+    # any resource.  The chain asks once per resource and operation, not on every write.
+    resources: Optional[frozenset[tuple[str, str]]] = None
 
     def handles(self, operation: str) -> bool:
         return operation in self.operations
+
+    def looks_at(self, group: str, plural: str) -> bool:
+        """Whether writes of this resource may concern the plugin (``resources``)."""
+        return self.resources is None or (group, plural) in self.resources
 
     async def admit(self, attrs: Attributes) -> None:
         """Mutating admission."""
@@ -128,8 +135,9 @@ class AdmissionChain:
 
     def __init__(self, plugins: Sequence[AdmissionPlugin] = ()) -> None:
         self.plugins = list(plugins)
-        self._mutating = [p for p in self.plugins if p.mutating]
-        self._validating = [p for p in self.plugins if p.validating]
+        # by (group, plural, operation): the mutating and the validating plugins such a write goes
+        # through (a ConfigMap's skips the dozen that look only at pods, nodes, claims...)
+        self._phases: dict[tuple[str, str, str], tuple[tuple[AdmissionPlugin, ...], tuple[AdmissionPlugin, ...]]] = {}
 
     @property
     def names(self) -> list[str]:
@@ -145,15 +153,23 @@ class AdmissionChain:
             attrs.reinvocation.is_reinvoke = True
             await self._admit_once(attrs)
 
+    def _plugins_for(self, attrs: Attributes) -> tuple[tuple[AdmissionPlugin, ...], tuple[AdmissionPlugin, ...]]:
+        rtype, operation = attrs.rtype, attrs.operation
+        key = (rtype.group, rtype.plural, operation)
+        found = self._phases.get(key)
+        if found is None:
+            wanted = [p for p in self.plugins if p.handles(operation) and p.looks_at(rtype.group, rtype.plural)]
+            found = self._phases[key] = (tuple(p for p in wanted if p.mutating),
+                                         tuple(p for p in wanted if p.validating))
+        return found
+
     async def _admit_once(self, attrs: Attributes) -> None:
-        for plugin in self._mutating:
-            if plugin.handles(attrs.operation):
-                await plugin.admit(attrs)
+        for plugin in self._plugins_for(attrs)[0]:
+            await plugin.admit(attrs)
 
     async def validate(self, attrs: Attributes) -> None:
-        for plugin in self._validating:
-            if plugin.handles(attrs.operation):
-                await plugin.validate(attrs)
+        for plugin in self._plugins_for(attrs)[1]:
+            await plugin.validate(attrs)
 
     async def start(self) -> None:
         for plugin in self.plugins:

@@ -31,6 +31,7 @@ HISTORY_PAGE = 1000
 # at most this long after a publish, or at once when a reader needs it (flush_progress):
 # telling every watch cache after every commit cost more than the commit's own events.
 PROGRESS_DELAY = 0.05
+_SEGMENTS_REMEMBERED = 1024
 
 
 class HubWatch(OrderedWatcher):
@@ -93,6 +94,11 @@ class WatchHub:
         self._read = read_history
         self._reactor = reactor
         self._watches: list[HubWatch] = []
+        # by the first two segments of a key (``/registry/configmaps/``): the watches whose prefix
+        # may hold such keys, in the order they were registered; forgotten when a watch comes or
+        # goes.  A store has a watch per resource (the watch caches'), and every event was
+        # matched against each of them.
+        self._by_segments: dict[str, tuple[HubWatch, ...]] = {}
         self.published = 0  # newest revision handed to publish()
         self._progress_call: Optional[IDelayedCall] = None  # the pending progress round, if any
         # publish() is offering a commit's events; a flush asked for meanwhile waits for it
@@ -103,6 +109,7 @@ class WatchHub:
               on_progress: Optional[ProgressHandler] = None, compacted: int = 0) -> HubWatch:
         w = HubWatch(self, prefix, after, on_event, on_error, on_progress)
         self._watches.append(w)
+        self._by_segments.clear()
         if after + 1 < compacted:
             # Fail asynchronously, as the contract asks.
             self._reactor.callLater(0, w.end, CompactedError(after, compacted))
@@ -119,7 +126,7 @@ class WatchHub:
         try:
             for event in events:
                 key = event.kv.key
-                for w in list(self._watches):
+                for w in self._watching(key):
                     if key.startswith(w.prefix):
                         w._offer(event)
         finally:
@@ -129,6 +136,19 @@ class WatchHub:
         if self._flush_asked:
             self._flush_asked = False
             self.flush_progress()
+
+    def _watching(self, key: str) -> tuple[HubWatch, ...]:
+        """The watches whose prefix ``key`` may start with (a few more, never fewer)."""
+        second = key.find("/", key.find("/", 1) + 1)
+        segments = key[:second + 1] if second > 0 else key
+        found = self._by_segments.get(segments)
+        if found is None:
+            if len(self._by_segments) >= _SEGMENTS_REMEMBERED:  # (keys of another layout)
+                self._by_segments.clear()
+            # a prefix of the key is a prefix of its segments, or starts with them
+            found = self._by_segments[segments] = tuple(
+                w for w in self._watches if segments.startswith(w.prefix) or w.prefix.startswith(segments))
+        return found
 
     def flush_progress(self) -> None:
         """Tell every watch now that everything up to the published revision was delivered.
@@ -166,6 +186,7 @@ class WatchHub:
             self._watches.remove(w)
         except ValueError:
             pass
+        self._by_segments.clear()
 
     def __len__(self) -> int:
         return len(self._watches)

@@ -10,7 +10,7 @@ from twisted.trial import unittest
 
 from kapiserver.admission import plugins
 from kapiserver.admission.config import AdmissionConfigError, read_admission_configuration
-from kapiserver.apis.core import configmaps
+from kapiserver.apis.core import configmaps, pods
 from kapiserver.registry.admission import (CREATE, DELETE, AdmissionChain, AdmissionPlugin, Attributes,
                                            ReinvocationContext)
 from kapiserver.server.config import ConfigError, config_from_dict
@@ -134,3 +134,19 @@ class ChainTests(unittest.TestCase):
         chain = AdmissionChain([_Recorder("a", log)])
         await chain.admit(self.attrs(DELETE))
         self.assertEqual(log, [])
+
+    @run
+    async def test_plugins_see_only_resources_they_look_at(self):
+        log: list = []
+        pods_only = _Recorder("pods", log)
+        pods_only.resources = frozenset({("", "pods")})
+        chain = AdmissionChain([pods_only, _Recorder("any", log)])
+        for _ in range(2):  # (the second write of the kind finds the phases the first worked out)
+            attrs = self.attrs()
+            await chain.admit(attrs)
+            await chain.validate(attrs)
+        self.assertEqual(log, [("admit", "any", False), ("validate", "any")] * 2)
+        pod = Attributes(CREATE, pods.resource_type(), "default", "p", {"metadata": {}},
+                         reinvocation=ReinvocationContext())
+        await chain.admit(pod)
+        self.assertEqual(log[4:], [("admit", "pods", False), ("admit", "any", False)])

@@ -13,7 +13,7 @@ from twisted.trial import unittest
 
 from kapiserver.apis.builtin import builtin_resource_types
 from kapiserver.machinery import errors
-from kapiserver.machinery.managedfields import scale
+from kapiserver.machinery.managedfields import entries as managed_entries, scale
 from kapiserver.machinery.managedfields.fieldmanager import (FieldManager, manager_from_user_agent,
                                                              validate_field_manager)
 from kapiserver.registry import fieldmanagers
@@ -137,6 +137,34 @@ class UpdateTests(unittest.TestCase):
         self.assertEqual(entries[0]["manager"], "ancient-changes")
         self.assertEqual(set(entries[0]["fieldsV1"]["f:data"]), {".", "f:x"} | {f"f:k{i}" for i in range(11)})
         self.assertEqual([e["manager"] for e in entries[1:]], [f"updater{i}" for i in range(11, 20)])
+
+
+class DecodeTests(unittest.TestCase):
+    """Stored entries come back on every update of an object: their decoding is remembered."""
+
+    ENTRIES = [{"manager": "m", "operation": "Update", "apiVersion": "v1", "time": "2024-01-01T01:00:00+01:00",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}}]
+
+    def test_a_decode_is_the_callers_to_change(self):
+        first = managed_entries.decode(copy.deepcopy(self.ENTRIES))
+        first.fields.clear()
+        first.times.clear()
+        again = managed_entries.decode(copy.deepcopy(self.ENTRIES))
+        key = managed_entries.manager_key("m", "Update", "v1")
+        self.assertEqual(list(again.fields), [key])
+        self.assertEqual(again.times, {key: "2024-01-01T00:00:00Z"})  # as upstream writes it back
+        self.assertEqual(managed_entries.encode(again)[0]["fieldsV1"], {"f:data": {"f:a": {}}})
+
+    def test_invalid_entries_are_refused_every_time(self):
+        broken = [{**self.ENTRIES[0], "operation": "Patch"}]
+        for _ in range(2):
+            with self.assertRaises(managed_entries.ManagedFieldsError):
+                managed_entries.decode(broken)
+
+    def test_entries_that_are_not_json_are_decoded_as_they_are(self):
+        # (orjson cannot encode an integer past 64 bits: the entries are decoded without being kept)
+        odd = [{**self.ENTRIES[0], "extra": 2 ** 70}]
+        self.assertEqual(list(managed_entries.decode(odd).fields), [managed_entries.manager_key("m", "Update", "v1")])
 
 
 class ApplyTests(unittest.TestCase):
@@ -287,3 +315,9 @@ class ManagerNameTests(unittest.TestCase):
         self.assertEqual([c.to_dict() for c in validate_field_manager("a\x07b")],
                          [{"reason": "FieldValueInvalid", "field": "fieldManager",
                            "message": 'Invalid value: "a\\ab": invalid character U+0007 (at position 1)'}])
+
+    def test_a_validation_is_the_callers_to_change(self):
+        # (the scope puts a "required" cause first in the list it is given; names are checked once)
+        first = validate_field_manager("x" * 129)
+        first.insert(0, "added by the caller")
+        self.assertEqual(len(validate_field_manager("x" * 129)), 1)

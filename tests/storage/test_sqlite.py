@@ -9,6 +9,7 @@ from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from kapiserver.storage import sqlite_watch
+from kapiserver.storage.interface import PUT, Event, KeyValue
 from kapiserver.storage.sqlite import SQLiteStorage
 from kapiserver.testing.cases import HANG_GUARD
 from tests.storage.contract import StorageContractTests, record_watch, until
@@ -176,3 +177,45 @@ class SQLiteBackendTests(unittest.TestCase):
             await store.create("/x", b"1")
         with self.assertRaises(UnavailableError):
             await store.get("/x")
+
+
+class WatchHubTests(unittest.TestCase):
+    """The hub offers each event to the watches whose prefix its key starts with, whatever the prefix's length."""
+
+    PREFIXES = ("/registry/", "/registry/configmaps", "/registry/configmaps/", "/registry/configmaps/ns/a",
+                "/registry/configmaps-old/", "/registry/secrets/", "")
+
+    def setUp(self) -> None:
+        self.hub = sqlite_watch.WatchHub(self.no_history, task.Clock())
+        self.seen: dict[str, list[str]] = {}
+
+    async def no_history(self, prefix: str, after: int, bound: int, limit: int) -> list:
+        return []
+
+    def watch(self, prefix: str) -> sqlite_watch.HubWatch:
+        seen = self.seen.setdefault(prefix, [])
+        return self.hub.watch(prefix, self.hub.published, lambda e: seen.append(e.kv.key), lambda err: None)
+
+    def publish(self, *keys: str) -> None:
+        events = []
+        for key in keys:
+            rev = self.hub.published + len(events) + 1
+            events.append(Event(PUT, KeyValue(key, b"{}", rev, rev), None, rev))
+        self.hub.publish(events, self.hub.published + len(events))
+
+    def test_every_prefix_gets_its_keys(self) -> None:
+        for prefix in self.PREFIXES:
+            self.watch(prefix)
+        keys = ("/registry/configmaps/ns/a", "/registry/configmaps/ns/ab", "/registry/configmaps-old/ns/a",
+                "/registry/secrets/ns/s", "/other", "x")
+        self.publish(*keys)
+        self.assertEqual(self.seen, {p: [k for k in keys if k.startswith(p)] for p in self.PREFIXES})
+
+    def test_watches_that_come_and_go_between_events(self) -> None:
+        first = self.watch("/registry/configmaps/")
+        self.publish("/registry/configmaps/ns/a")
+        self.watch("/registry/")
+        first.cancel()
+        self.publish("/registry/configmaps/ns/b")
+        self.assertEqual(self.seen, {"/registry/configmaps/": ["/registry/configmaps/ns/a"],
+                                     "/registry/": ["/registry/configmaps/ns/b"]})

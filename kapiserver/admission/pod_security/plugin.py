@@ -189,6 +189,7 @@ class PodSecurity(AdmissionPlugin):
     name = PLUGIN_NAME
     validating = True
     operations = (CREATE, UPDATE)
+    resources = frozenset({("", "namespaces"), ("", "pods"), *POD_TEMPLATE_PATHS})
 
     def __init__(self, defaults: Policy, exemptions: Exemptions, namespaces: Callable[[], Any],
                  pods: Callable[[], Any]) -> None:

@@ -21,6 +21,7 @@ The objects given here are plain dicts; they are not modified.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, Callable, Hashable, Optional
 
 import orjson
@@ -308,6 +309,13 @@ FIELD_MANAGER_MAX_LENGTH = 128
 
 def validate_field_manager(name: str, path: str = "fieldManager") -> list[errors.Cause]:
     """Upstream's ValidateFieldManager: at most 128 bytes, printable characters only."""
+    return list(_field_manager_problems(name, path))
+
+
+# Every write checks its manager's name, and the names in the entries it stores: the same few
+# names, looked at character by character each time.
+@functools.lru_cache(maxsize=256)
+def _field_manager_problems(name: str, path: str) -> tuple[errors.Cause, ...]:
     causes = []
     if len(name.encode()) > FIELD_MANAGER_MAX_LENGTH:
         causes.append(errors.field_too_long(path, FIELD_MANAGER_MAX_LENGTH))
@@ -316,13 +324,14 @@ def validate_field_manager(name: str, path: str = "fieldManager") -> list[errors
         if not _printable(ch):
             causes.append(errors.field_invalid(path, name, f"invalid character U+{ord(ch):04X} (at position {position})"))
         position += len(ch.encode())
-    return causes
+    return tuple(causes)
 
 
 def _printable(ch: str) -> bool:
     return ch == " " or ch.isprintable()
 
 
+@functools.lru_cache(maxsize=256)  # (a server sees a few User-Agents, on every write)
 def manager_from_user_agent(user_agent: str) -> str:
     """The manager of a request without ``fieldManager``: the User-Agent up to its first
     ``/``, printable characters only, cut at 128 bytes (``kubectl/v1.32.4 (linux/amd64)...``
