@@ -400,6 +400,7 @@ try:  # the Store and its helpers are written in parallel; run once they import
     from twisted.internet import defer, reactor
 
     from kapiserver.registry.context import Context
+    from kapiserver.registry.options import DeleteOptions
     from kapiserver.registry.store import LARGE_BODY_ON_THREAD_BYTES, Store
     from kapiserver.storage.sqlite import SQLiteStorage
     _STORE_SKIP = None
@@ -473,6 +474,34 @@ class ThroughStoreTests(unittest.TestCase):
         self.assertEqual(set(large[0]["fieldsV1"]["f:data"]), {"."} | {f"f:d{i}" for i in range(50)})
         self.assertEqual(refused, [(422, f'ConfigMap "NAME" is invalid: data[bad key]: Invalid value: "bad key": '
                                          f'{CONFIG_KEY_MESSAGE}')] * 2)
+
+    @defer.inlineCallbacks
+    def test_a_large_stored_objects_update_and_delete_decode_it_off_the_reactor(self):
+        """An update or delete of a large stored object (a few hundred KB and more) decodes it on a thread,
+        as a large body is, and answers the same object a small one's does."""
+        from twisted.python import threadable
+
+        from kapiserver.registry import store as store_module
+        cms = self.store("", "configmaps")
+        on_reactor: list[tuple[str, bool]] = []
+        decode = store_module.decode
+
+        def recorded(kv: Any) -> dict:
+            on_reactor.append((kv.key.rsplit("/", 1)[-1], threadable.isInIOThread()))
+            return decode(kv)
+        values = {"small": "x", "large": "x" * LARGE_BODY_ON_THREAD_BYTES}
+        for name, value in values.items():
+            yield defer.Deferred.fromCoroutine(cms.create("t", {"metadata": {"name": name}, "data": {"v": value}}))
+        self.patch(store_module, "decode", recorded)
+        answers = {}
+        for name in values:
+            updated, _ = yield defer.Deferred.fromCoroutine(cms.guaranteed_update(
+                "t", name, lambda current: {**current, "metadata": {**current["metadata"], "labels": {"l": "1"}}}))
+            deleted, now = yield defer.Deferred.fromCoroutine(cms.delete("t", name, DeleteOptions()))
+            answers[name] = (updated["metadata"]["labels"], deleted["data"]["v"] == values[name], now)
+        self.assertEqual(answers, {"small": ({"l": "1"}, True, True), "large": ({"l": "1"}, True, True)})
+        self.assertEqual({(n, r) for n, r in on_reactor if n == "small"}, {("small", True)})
+        self.assertEqual({(n, r) for n, r in on_reactor if n == "large"}, {("large", False)})
 
     @defer.inlineCallbacks
     def test_a_large_pod_is_defaulted_as_a_small_one(self):
