@@ -493,10 +493,13 @@ class ThroughStoreTests(unittest.TestCase):
         for name, value in values.items():
             yield defer.Deferred.fromCoroutine(cms.create("t", {"metadata": {"name": name}, "data": {"v": value}}))
         self.patch(store_module, "decode", recorded)
+
+        def labelled(current: dict | None) -> dict:
+            assert current is not None
+            return {**current, "metadata": {**current["metadata"], "labels": {"l": "1"}}}
         answers = {}
         for name in values:
-            updated, _ = yield defer.Deferred.fromCoroutine(cms.guaranteed_update(
-                "t", name, lambda current: {**current, "metadata": {**current["metadata"], "labels": {"l": "1"}}}))
+            updated, _ = yield defer.Deferred.fromCoroutine(cms.guaranteed_update("t", name, labelled))
             deleted, now = yield defer.Deferred.fromCoroutine(cms.delete("t", name, DeleteOptions()))
             answers[name] = (updated["metadata"]["labels"], deleted["data"]["v"] == values[name], now)
         self.assertEqual(answers, {"small": ({"l": "1"}, True, True), "large": ({"l": "1"}, True, True)})
