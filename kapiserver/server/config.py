@@ -406,13 +406,20 @@ def worker_count(config: Config) -> int:
     return config.workers or os.cpu_count() or 1
 
 
-def _lookup(config: Config, dotted: str) -> tuple[Any, str, Any]:
-    """The object holding ``dotted``'s last part, that part, and its declared type."""
+def _holder(config: Config, dotted: str) -> tuple[Any, str]:
+    """The object holding ``dotted``'s last part, and that part."""
     obj: Any = config
-    parts = dotted.split(".")
-    for part in parts[:-1]:
+    *path, name = dotted.split(".")
+    for part in path:
         obj = getattr(obj, part)
-    return obj, parts[-1], typing.get_type_hints(type(obj))[parts[-1]]
+    return obj, name
+
+
+def _lookup(config: Config, dotted: str) -> tuple[Any, str, Any]:
+    """:func:`_holder`, and the part's declared type (which evaluates the holder's annotations:
+    asked for only where a value is converted, not for each key a start checks)."""
+    obj, name = _holder(config, dotted)
+    return obj, name, typing.get_type_hints(type(obj))[name]
 
 
 def _validate(config: Config) -> None:
@@ -433,7 +440,7 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"{src}: key 'log_level': must be one of {', '.join(LOG_LEVELS)}, "
                           f"got {config.log_level!r}")
     for dotted in _POSITIVE_KEYS:
-        obj, name, _ = _lookup(config, dotted)
+        obj, name = _holder(config, dotted)
         value = getattr(obj, name)
         if value <= 0:
             raise ConfigError(f"{src}: key '{dotted}': must be greater than 0, got {value}")
@@ -606,7 +613,7 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any]) -> None:
 
 def _absolutize(config: Config) -> None:
     for dotted in _PATH_KEYS:
-        obj, name, _ = _lookup(config, dotted)
+        obj, name = _holder(config, dotted)
         value = getattr(obj, name)
         if isinstance(value, list):
             setattr(obj, name, [os.path.abspath(v) for v in value])
