@@ -14,9 +14,7 @@ None is leader-only: upstream runs each in every kube-apiserver, and each
 write here is a compare-and-swap made only when something changed.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -43,8 +41,7 @@ log = Logger()
 AUTOREGISTER_CHECK = "autoregister-completion"
 
 
-@dataclass(frozen=True)
-class AggregatorServerDeps:
+class AggregatorServerDeps(NamedTuple):
     """What the aggregator needs of the server that runs it (``app/apiserver.py``)."""
 
     # the proxy connects with it (TCP, TLS); the controllers time with it

@@ -17,8 +17,7 @@ builds the controller the controller manager runs
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Awaitable, Callable, NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -49,8 +48,7 @@ def _rv(crd: dict) -> int:
         return 0
 
 
-@dataclass(frozen=True)
-class APIExtensionsDeps:
+class APIExtensionsDeps(NamedTuple):
     """What the apiextensions server needs of the server that runs it (``app/apiserver.py``)."""
 
     reactor: IReactorTime

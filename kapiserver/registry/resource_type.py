@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional, Protocol
+from typing import Any, Awaitable, Callable, NamedTuple, Optional, Protocol
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
@@ -208,8 +208,7 @@ class TableColumn:
     priority: int = 0
 
 
-@dataclass(frozen=True)
-class ScaleSubresource:
+class ScaleSubresource(NamedTuple):
     """Paths (``.spec.replicas`` style) of the scale subresource (CRDs)."""
 
     spec_replicas_path: str
