@@ -190,8 +190,7 @@ class Strategy:
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
-@dataclass(frozen=True)
-class TableColumn:
+class TableColumn(NamedTuple):
     """A ``TableColumnDefinition``; ``cell(obj)`` computes the cell value.
 
     ``type``/``format`` are OpenAPI types (``string``, ``integer``,
