@@ -69,7 +69,7 @@ class _Replaced(Exception):
     """The object at that name is another one now (another uid)."""
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Node:
     """What the graph keeps of one object."""
 

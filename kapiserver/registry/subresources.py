@@ -48,7 +48,7 @@ class ObjectStore(Protocol):
 StoreLookup = Callable[[str, str, str], ObjectStore]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class SubresourceRequest:
     """One request to a subresource, without HTTP: what the registry code needs."""
 
