@@ -217,8 +217,8 @@ def cpu_at_ready(checkouts: list[str], runs: int) -> None:
         ticks, on_cpu = [s[0] for s in samples], [s[1] for s in samples]
         print(f"  {name}: user+system {', '.join(f'{t:.2f}' for t in ticks)}; "
               f"on-CPU {', '.join(f'{t:.3f}' for t in on_cpu)}", file=sys.stderr)
-        rows.append([name, median(ticks), min(ticks), round(median(on_cpu), 3), round(min(on_cpu), 3)])
-    print_table(["process", "user+system s median", "min", "on-CPU s median", "min"], rows,
+        rows.append([name, median(ticks), min(ticks), round(1000 * median(on_cpu)), round(1000 * min(on_cpu))])
+    print_table(["process", "user+system s median", "min", "on-CPU ms median", "min"], rows,
                 title=f"CPU used by READY=1, restarts, {runs} of each ({machine()})")
 
 
