@@ -4,6 +4,7 @@ The server builds one :class:`AdmissionDeps` before its stores exist; the
 callables are looked up lazily, when a plugin starts or admits a request.
 """
 from __future__ import annotations
+
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from twisted.internet.interfaces import IReactorTime

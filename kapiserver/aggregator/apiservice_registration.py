@@ -8,6 +8,7 @@ discovery and OpenAPI caches, the availability controller) are told the name
 of every APIService that changed.
 """
 from __future__ import annotations
+
 from typing import Callable, NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime

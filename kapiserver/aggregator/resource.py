@@ -7,6 +7,7 @@ APIService names a Service to that extension server (``proxy.py``);
 everything else goes to the kube API resource.
 """
 from __future__ import annotations
+
 from typing import Callable, NamedTuple, Protocol
 
 from twisted.web import resource

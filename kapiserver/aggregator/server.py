@@ -14,6 +14,7 @@ None is leader-only: upstream runs each in every kube-apiserver, and each
 write here is a compare-and-swap made only when something changed.
 """
 from __future__ import annotations
+
 from typing import Any, Callable, NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime

@@ -9,6 +9,7 @@ so it sits with the kinds (apis/), above auth; the registry knows it only as
 what ``make_store`` is given.
 """
 from __future__ import annotations
+
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 from twisted.internet.interfaces import IReactorTime

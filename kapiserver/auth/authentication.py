@@ -5,6 +5,7 @@ token authenticators TokenReview asks, the CAs the TLS handshake trusts, what th
 service-account token signer.
 """
 from __future__ import annotations
+
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from kapiserver.auth.authenticator import TokenAuthenticator, UnionAuthenticator

@@ -26,6 +26,7 @@ recognised but not allowed is looked at again with backoff, as upstream
 retries it: a binding may come later.
 """
 from __future__ import annotations
+
 from typing import Callable, Hashable, NamedTuple
 
 from cryptography import x509

@@ -13,6 +13,7 @@ successor, which takes its place unless ``limits.enable_priority_and_fairness``
 is false) classifies requests by user.
 """
 from __future__ import annotations
+
 from typing import NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime

@@ -5,6 +5,7 @@ paths (``/healthz``, ``/livez``, ``/readyz``, ``/version``, ``/metrics``,
 ``/openapi``); everything else goes to the CRD resource.
 """
 from __future__ import annotations
+
 from typing import Callable, NamedTuple
 
 from twisted.web import resource

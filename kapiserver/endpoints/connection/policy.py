@@ -1,5 +1,6 @@
 """The limits every client connection lives under, from the ``connections`` configuration section."""
 from __future__ import annotations
+
 from typing import Any, NamedTuple
 
 # Go's net/http reads a request head up to MaxHeaderBytes plus a 4096-byte slack (its bufio

@@ -16,6 +16,7 @@ a minute) gets upstream's answer: 429, ``Retry-After``, and the plain text
 (``proxy``) are not limited, as upstream.
 """
 from __future__ import annotations
+
 from typing import Any, Callable, NamedTuple, Optional
 
 from twisted.internet import defer

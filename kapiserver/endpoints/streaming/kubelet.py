@@ -16,6 +16,7 @@ transport instead: TLS when the scheme says so, never verified, no client
 certificate.
 """
 from __future__ import annotations
+
 from typing import NamedTuple, Optional
 
 from twisted.internet import defer, ssl
