@@ -215,7 +215,7 @@ class ScaleSubresource(NamedTuple):
     label_selector_path: str = ""
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class ResourceType:
     """A served resource: one group/version/kind at one URL.
 
