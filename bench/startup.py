@@ -28,7 +28,8 @@ living threads (``/proc/<pid>/task/*/schedstat``, in ns) each restarted
 server process had used when its READY=1 came, and the floor's at its
 "starting on" line; RUNS restarts of each ``--checkout DIR`` (repeatable;
 default this one), the checkouts taking turns, so that a change can be
-compared with the code before it (a ``git worktree`` of it).
+compared with the code before it (a ``git worktree`` of it); with two, the
+median of their round-by-round differences too.
 
 ``--profile`` instead prints where the time of one start goes: the slowest
 imports (``python -X importtime``) and a cProfile of the process up to READY.
@@ -220,6 +221,11 @@ def cpu_at_ready(checkouts: list[str], runs: int) -> None:
         rows.append([name, median(ticks), min(ticks), round(1000 * median(on_cpu)), round(1000 * min(on_cpu))])
     print_table(["process", "user+system s median", "min", "on-CPU ms median", "min"], rows,
                 title=f"CPU used by READY=1, restarts, {runs} of each ({machine()})")
+    if len(checkouts) == 2:  # each round's two restarts ran back to back: their difference drifts less with the load
+        first, second = ([s[1] for s in used[c]] for c in checkouts)
+        change = sorted(1000 * (b - a) for a, b in zip(first, second))
+        print(f"on-CPU of {checkouts[1]} minus {checkouts[0]}, round by round: median {median(change):+.0f} ms "
+              f"(middle half {change[len(change) // 4]:+.0f} to {change[(3 * len(change)) // 4]:+.0f} ms)")
 
 
 def profile() -> None:
