@@ -21,6 +21,16 @@ before an API server does anything, so a start or an idle RSS can be read as
 the floor plus what kapiserver adds.  "File-backed" is the part of the RSS that
 is mapped files (RssFile: libpython, OpenSSL, cryptography's Rust library).
 
+``--cpu RUNS`` instead counts the CPU time a restart spends before it is up,
+which wall time on a shared machine does not show: the user + system time
+(``/proc/<pid>/stat``, in clock ticks of 10 ms) and the on-CPU time of its
+living threads (``/proc/<pid>/task/*/schedstat``, in ns) each restarted
+server process had used when its READY=1 came, and the floor's at its
+"starting on" line; RUNS restarts of each ``--checkout DIR`` (repeatable;
+default this one), the checkouts taking turns, so that a change can be
+compared with the code before it (a ``git worktree`` of it); with two, the
+median of their round-by-round differences too.
+
 ``--profile`` instead prints where the time of one start goes: the slowest
 imports (``python -X importtime``) and a cProfile of the process up to READY.
 ``--memory`` prints where an idle process's memory goes: a ``tracemalloc``
@@ -43,8 +53,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import (Client, ServerProcess, create_many, ensure_namespace, machine, median, print_table,  # noqa: E402
-                     server_config, start_etcd, tree_rss_mb)
+from _common import (Client, ServerProcess, cpu_seconds, create_many, ensure_namespace, machine, median,  # noqa: E402
+                     print_table, server_config, start_etcd, tree_rss_mb)
 
 from kapiserver.testing.process import REPO_ROOT, child_env, twistd_command  # noqa: E402
 
@@ -159,6 +169,63 @@ def floor_row(runs: int) -> list:
                        lambda run: TwistdWebFloor(certs, tempfile.mkdtemp(dir=tmp)), runs)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def on_cpu_seconds(pid: int) -> float:
+    """The time the living threads of ``pid`` ran on a CPU (schedstat: ns, not ticks)."""
+    total = 0
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{thread}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total / 1e9
+
+
+def from_checkout(checkout: str) -> tuple[str, ...]:
+    """A command prefix that runs the server from ``checkout`` (``env`` execs it in the same process)."""
+    return ("env", f"PYTHONPATH={checkout}")
+
+
+def cpu_at_ready(checkouts: list[str], runs: int) -> None:
+    """CPU used by READY=1 (the floor: by its "starting on"), restarts of ``checkouts`` taking turns."""
+    floor = "floor: twistd web on TLS"
+    used: dict[str, list[tuple[float, float]]] = {name: [] for name in (*checkouts, floor)}
+    tmp = tempfile.mkdtemp(prefix="kapi-bench-cpu-")
+    try:
+        workdirs = {}
+        for checkout in checkouts:
+            compile_checkout(checkout)
+            workdirs[checkout] = tempfile.mkdtemp(dir=tmp)
+            ServerProcess(server_config("sqlite"), workdir=workdirs[checkout],
+                          command_prefix=from_checkout(checkout)).start().stop()  # first start: certificates
+        certs = os.path.join(workdirs[checkouts[0]], "certs")
+        for run in range(runs):
+            for checkout in checkouts:
+                server = ServerProcess(server_config("sqlite"), workdir=workdirs[checkout],
+                                       command_prefix=from_checkout(checkout))
+                try:
+                    server.start(on_ready=lambda proc, into=used[checkout]: into.append(
+                        (cpu_seconds(proc.pid), on_cpu_seconds(proc.pid))))
+                finally:
+                    server.stop()
+            web = TwistdWebFloor(certs, tempfile.mkdtemp(dir=tmp)).start()
+            assert web.proc is not None
+            used[floor].append((cpu_seconds(web.proc.pid), on_cpu_seconds(web.proc.pid)))
+            web.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    rows = []
+    for name, samples in used.items():
+        ticks, on_cpu = [s[0] for s in samples], [s[1] for s in samples]
+        print(f"  {name}: user+system {', '.join(f'{t:.2f}' for t in ticks)}; "
+              f"on-CPU {', '.join(f'{t:.3f}' for t in on_cpu)}", file=sys.stderr)
+        rows.append([name, median(ticks), min(ticks), round(1000 * median(on_cpu)), round(1000 * min(on_cpu))])
+    print_table(["process", "user+system s median", "min", "on-CPU ms median", "min"], rows,
+                title=f"CPU used by READY=1, restarts, {runs} of each ({machine()})")
+    if len(checkouts) == 2:  # each round's two restarts ran back to back: their difference drifts less with the load
+        first, second = ([s[1] for s in used[c]] for c in checkouts)
+        change = sorted(1000 * (b - a) for a, b in zip(first, second))
+        print(f"on-CPU of {checkouts[1]} minus {checkouts[0]}, round by round: median {median(change):+.0f} ms "
+              f"(middle half {change[len(change) // 4]:+.0f} to {change[(3 * len(change)) // 4]:+.0f} ms)")
 
 
 def profile() -> None:
@@ -278,12 +345,12 @@ def memory(top: int = 20) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def compile_checkout() -> None:
+def compile_checkout(root: str = REPO_ROOT) -> None:
     """Write the checkout's bytecode before any start is timed.  An installed server imports
     ``.pyc`` files; without them (a fresh checkout, PYTHONDONTWRITEBYTECODE set, as in some
     shells) every start compiles kapiserver from source: 0.3 s more and 9 MiB more idle RSS."""
     for package in ("kapiserver", "twisted"):
-        compileall.compile_dir(os.path.join(REPO_ROOT, package), quiet=1)
+        compileall.compile_dir(os.path.join(root, package), quiet=1)
 
 
 def main() -> None:
@@ -295,7 +362,14 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="where an idle process's memory is, instead")
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes (0 = one per CPU); RSS is then the sum over all of them")
+    parser.add_argument("--cpu", type=int, metavar="RUNS",
+                        help="instead, the CPU time restarts had used by READY=1, RUNS of each checkout")
+    parser.add_argument("--checkout", action="append",
+                        help="with --cpu: a checkout to restart (repeat to compare; default this one)")
     args = parser.parse_args()
+    if args.cpu:
+        cpu_at_ready([os.path.abspath(c) for c in args.checkout or [REPO_ROOT]], args.cpu)
+        return
     compile_checkout()
     if args.profile:
         profile()

@@ -5,8 +5,7 @@ callables are looked up lazily, when a plugin starts or admits a request.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -17,8 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kapiserver.registry.store import Store
 
 
-@dataclass(frozen=True)
-class AdmissionDeps:
+class AdmissionDeps(NamedTuple):
     reactor: IReactorTime
     # the one authorizer (VAP ``authorizer`` variable, match conditions)
     authorizer: Authorizer

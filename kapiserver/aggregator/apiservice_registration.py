@@ -9,8 +9,7 @@ of every APIService that changed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -20,8 +19,7 @@ from kapiserver.registry.informer import Informer
 from kapiserver.registry.store import Store
 
 
-@dataclass(frozen=True)
-class ProxyTarget:
+class ProxyTarget(NamedTuple):
     """How to reach the extension server of one non-local APIService."""
 
     name: str

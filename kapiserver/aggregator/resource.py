@@ -8,8 +8,7 @@ everything else goes to the kube API resource.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from twisted.web import resource
 
@@ -34,8 +33,7 @@ class Routing(Protocol):
     def all(self) -> list[dict]: ...
 
 
-@dataclass(frozen=True)
-class AggregatorDeps:
+class AggregatorDeps(NamedTuple):
     # every resource type served here, built-in and custom, for the merged discovery
     all_types: Callable[[], list[ResourceType]]
     # apiregistration.k8s.io (APIServices)

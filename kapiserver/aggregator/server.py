@@ -15,8 +15,7 @@ write here is a compare-and-swap made only when something changed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -43,8 +42,7 @@ log = Logger()
 AUTOREGISTER_CHECK = "autoregister-completion"
 
 
-@dataclass(frozen=True)
-class AggregatorServerDeps:
+class AggregatorServerDeps(NamedTuple):
     """What the aggregator needs of the server that runs it (``app/apiserver.py``)."""
 
     # the proxy connects with it (TCP, TLS); the controllers time with it

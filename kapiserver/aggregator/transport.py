@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from twisted.internet import ssl
 from twisted.logger import Logger
@@ -29,8 +28,7 @@ log = Logger()
 CONNECT_TIMEOUT_SECONDS = 5
 
 
-@dataclass(frozen=True)
-class TLSTarget:
+class TLSTarget(NamedTuple):
     server_name: str  # <service>.<namespace>.svc
     ca_bundle: bytes  # PEM (decoded from the APIService's base64 caBundle); b"" = system roots
     insecure: bool

@@ -26,6 +26,7 @@ from kapiserver.apiextensions.cel.rules import CompiledRules, compile_rules, eva
 from kapiserver.apiextensions.schema.defaulting import apply_defaults
 from kapiserver.apiextensions.schema.pruning import prune
 from kapiserver.apiextensions.schema.validation import validate as validate_schema
+from kapiserver.apiextensions.state import CRDState
 from kapiserver.apis import columns
 from kapiserver.machinery import errors, jsonpath
 from kapiserver.machinery.errors import Cause
@@ -34,14 +35,6 @@ from kapiserver.registry.resource_type import ResourceType, ScaleSubresource, St
 
 # Objects whose JSON is at least this big have their CEL rules evaluated in a thread.
 CEL_THREAD_THRESHOLD_BYTES = 16 * 1024
-
-
-@dataclass
-class CRDState:
-    """What every served version of one CRD shares and the controllers update."""
-
-    name: str
-    terminating: bool = False
 
 
 @dataclass

@@ -15,7 +15,6 @@ import copy
 from typing import Optional
 from urllib.parse import urlparse
 
-from kapiserver.apiextensions import crd_validation
 from kapiserver.apiextensions.conditions import TERMINATING, set_condition
 from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
@@ -66,7 +65,10 @@ def _validate_approval(crd: dict, old: Optional[dict]) -> list[Cause]:
                                               f"see {APPROVAL_LINK}")]
 
 
+# (crd_validation, and the schema and CEL code it brings, is imported with the first CRD written: a
+# start without CRDs needs none of it)
 def _add_stored_version(crd: dict) -> None:
+    from kapiserver.apiextensions import crd_validation
     storage = crd_validation.storage_version(crd)
     if storage is None:
         return
@@ -92,12 +94,15 @@ class CRDStrategy(Strategy):
         _add_stored_version(new)
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
+        from kapiserver.apiextensions import crd_validation
         crd_validation.default_crd(obj)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[Cause]:
+        from kapiserver.apiextensions import crd_validation
         return crd_validation.validate_crd(obj) + _validate_approval(obj, None)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[Cause]:
+        from kapiserver.apiextensions import crd_validation
         causes = crd_validation.validate_crd(new, old) + _validate_approval(new, old)
         for field in ("group",):
             if (new.get("spec") or {}).get(field) != (old.get("spec") or {}).get(field):

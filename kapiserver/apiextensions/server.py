@@ -17,8 +17,7 @@ builds the controller the controller manager runs
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Awaitable, Callable, NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -26,7 +25,7 @@ from twisted.logger import Logger
 from kapiserver.apiextensions import customresourcedefinitions
 from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_true
 from kapiserver.apiextensions.controllers.finalizer import list_everything
-from kapiserver.apiextensions.custom_resource import CRDState, resource_types
+from kapiserver.apiextensions.state import CRDState
 from kapiserver.registry.admission import AdmissionChain
 from kapiserver.registry.groups import APIGroupSet
 from kapiserver.registry.informer import Informer
@@ -49,8 +48,7 @@ def _rv(crd: dict) -> int:
         return 0
 
 
-@dataclass(frozen=True)
-class APIExtensionsDeps:
+class APIExtensionsDeps(NamedTuple):
     """What the apiextensions server needs of the server that runs it (``app/apiserver.py``)."""
 
     reactor: IReactorTime
@@ -137,6 +135,8 @@ class APIExtensionsServer:
         if previous is not None and previous[2] == signature:
             return
         try:
+            # (the custom resource machinery loads with the first CRD: a start without CRDs needs none of it)
+            from kapiserver.apiextensions.custom_resource import resource_types
             types = resource_types(crd, state)
         except (KeyError, TypeError) as e:
             log.error("cannot serve CustomResourceDefinition {name}: {err}", name=name, err=e)

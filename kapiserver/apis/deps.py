@@ -10,8 +10,7 @@ what ``make_store`` is given.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -35,8 +34,7 @@ class HealthReport(Protocol):
         """Run one check: the exception it raised, or None if it passed."""
 
 
-@dataclass(frozen=True)
-class RegistryDeps:
+class RegistryDeps(NamedTuple):
     storage: Storage
     admission: AdmissionChain
     leases: LeaseReuser

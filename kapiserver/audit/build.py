@@ -63,7 +63,7 @@ class CountedBackend:
         return str(self.backend)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Auditing:
     """What the audit filters need: the policy, where events go and the audit metrics."""
 

@@ -12,8 +12,7 @@ The policy is checked as upstream's ``ValidatePolicy`` does, at start.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import yaml
 from twisted.logger import Logger
@@ -52,8 +51,7 @@ def at_least(level: str, minimum: str) -> bool:
     return LEVELS.index(level) >= LEVELS.index(minimum)
 
 
-@dataclass(frozen=True)
-class RequestAuditConfig:
+class RequestAuditConfig(NamedTuple):
     """What the policy decided for one request."""
 
     level: str
@@ -61,15 +59,13 @@ class RequestAuditConfig:
     omit_managed_fields: bool = False
 
 
-@dataclass(frozen=True)
-class GroupResources:
+class GroupResources(NamedTuple):
     group: str = ""
     resources: tuple[str, ...] = ()
     resource_names: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class PolicyRule:
+class PolicyRule(NamedTuple):
     level: str
     users: tuple[str, ...] = ()
     user_groups: tuple[str, ...] = ()
@@ -126,8 +122,7 @@ def _path_matches(path: str, spec: str) -> bool:
     return spec.endswith("*") and path.startswith(spec.rstrip("*"))
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
     rules: tuple[PolicyRule, ...]
     omit_stages: frozenset[str] = frozenset()
     omit_managed_fields: bool = False

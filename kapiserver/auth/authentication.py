@@ -6,8 +6,7 @@ service-account token signer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from kapiserver.auth.authenticator import TokenAuthenticator, UnionAuthenticator
 from kapiserver.auth.serviceaccount import ServiceAccountTokens
@@ -16,8 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover (loaded only with an authentication config
     from kapiserver.auth.oidc import JWTAuthenticator
 
 
-@dataclass(frozen=True)
-class RequestHeaderTrust:
+class RequestHeaderTrust(NamedTuple):
     """What front-proxy authentication trusts, as the ConfigMap publishes it."""
 
     ca_pem: bytes
@@ -27,8 +25,7 @@ class RequestHeaderTrust:
     extra_headers_prefix: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Authentication:
+class Authentication(NamedTuple):
     # the handler chain's authenticator
     request: UnionAuthenticator
     # every bearer-token authenticator (TokenReview); None when none is configured

@@ -15,8 +15,7 @@ The kinds are built from the configuration by :mod:`kapiserver.app.authenticatio
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence, Union
 
 from twisted.internet import defer
 
@@ -29,8 +28,7 @@ class AuthenticationError(Exception):
     and to a TokenReview's ``status.error``, never into a 401 body."""
 
 
-@dataclass(frozen=True)
-class AuthResult:
+class AuthResult(NamedTuple):
     user: UserInfo
     # the audiences the credential is valid for (tokens); empty = the server's own
     audiences: tuple[str, ...] = ()

@@ -13,7 +13,7 @@ chain, no opinion asks the next one).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Protocol, Union, runtime_checkable
+from typing import NamedTuple, Optional, Protocol, Union, runtime_checkable
 
 from twisted.internet import defer
 
@@ -22,8 +22,7 @@ from kapiserver.machinery import errors
 from kapiserver.machinery.fields import FieldRequirement
 
 
-@dataclass(frozen=True)
-class Attributes:
+class Attributes(NamedTuple):
     """What a request does (upstream's authorizer.Attributes).
 
     ``field_selector``: the requirements of a list, watch or deletecollection's
@@ -43,8 +42,7 @@ class Attributes:
     field_selector: tuple[FieldRequirement, ...] = ()
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """``allowed``; else ``denied`` (an explicit deny) or neither (no opinion).
 
     ``error`` is an evaluation error (a webhook that could not be asked): the

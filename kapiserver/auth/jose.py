@@ -10,8 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Callable, NamedTuple, Union
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -80,8 +79,7 @@ def sign(claims: dict, private_key: PrivateKey, kid: str) -> str:
     return signing_input + "." + b64url(signature)
 
 
-@dataclass(frozen=True)
-class JWS:
+class JWS(NamedTuple):
     """A parsed (not yet verified) compact JWS."""
 
     header: dict

@@ -28,8 +28,7 @@ import datetime
 import hmac
 import json
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -99,8 +98,7 @@ def service_account_user(namespace: str, name: str, uid: str, pod_name: str = ""
 
 # ------------------------------------------------------------------ keys and signing
 
-@dataclass(frozen=True)
-class VerificationKey:
+class VerificationKey(NamedTuple):
     key: Any  # a public key (jose.PublicKey)
     kid: str
 
@@ -469,8 +467,7 @@ def _audiences(value: Any) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------ what the server holds
 
-@dataclass(frozen=True)
-class ServiceAccountTokens:
+class ServiceAccountTokens(NamedTuple):
     """The signing side of service-account tokens, for TokenRequest, the tokens
     controller and the OIDC discovery documents."""
 

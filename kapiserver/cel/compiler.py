@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from kapiserver.cel import cost
 from kapiserver.cel.references import BOUND_VARS, OPERATOR, compile_error, ref_error
@@ -72,8 +72,7 @@ def known_functions() -> frozenset[str]:
     return library.known_functions() | {"optSelect", "optIndex"} | AUTHZ_FUNCTIONS
 
 
-@dataclass(frozen=True)
-class Declarations:
+class Declarations(NamedTuple):
     """Which optional variables an environment declares (upstream's OptionalVariableDeclarations)."""
 
     has_params: bool = False

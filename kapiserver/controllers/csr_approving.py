@@ -27,8 +27,7 @@ retries it: a binding may come later.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Hashable
+from typing import Callable, Hashable, NamedTuple
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -73,8 +72,7 @@ def is_self_node_client(spec: dict, request: x509.CertificateSigningRequest) -> 
     return is_node_client(spec, request)
 
 
-@dataclass(frozen=True)
-class Recognizer:
+class Recognizer(NamedTuple):
     recognize: Callable[[dict, x509.CertificateSigningRequest], bool]
     # the subresource of certificatesigningrequests the requester must be allowed to create
     subresource: str

@@ -69,7 +69,7 @@ class _Replaced(Exception):
     """The object at that name is another one now (another uid)."""
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Node:
     """What the graph keeps of one object."""
 
@@ -130,6 +130,9 @@ class GarbageCollector:
         self.served = served
         self.reactor = reactor
         self.nodes: dict[str, _Node] = {}
+        # storage resource -> the uids of its nodes (in the order they came, as in ``nodes``): the end
+        # of a list looks at its own resource's, not over the whole graph for each of the ~50 informers
+        self._uids_of: dict[str, dict[str, None]] = {}
         self.dependents: dict[str, set[str]] = {}  # owner uid -> dependent uids
         self.informers: dict[str, _GraphInformer] = {}  # storage resource -> informer
         self._unsynced: dict[str, float] = {}  # storage resource -> when its informer started
@@ -180,7 +183,7 @@ class GarbageCollector:
             del self.informers[resource]
             self._unsynced.pop(resource, None)
             if resource not in current:  # no longer served: its objects are gone for the graph
-                for uid in [u for u, n in self.nodes.items() if n.resource == resource]:
+                for uid in list(self._uids_of.get(resource, ())):
                     self._remove(uid)
         for resource, stores in current.items():
             if resource in self.informers:
@@ -204,7 +207,7 @@ class GarbageCollector:
         if self.informers.get(resource) is not informer:
             return
         present = {(obj.get("metadata") or {}).get("uid") for obj in informer.objects.values()}
-        for uid in [u for u, n in self.nodes.items() if n.resource == resource and u not in present]:
+        for uid in [u for u in self._uids_of.get(resource, ()) if u not in present]:
             self._remove(uid)
         self._unsynced.pop(resource, None)
         if not self._unsynced:
@@ -237,6 +240,7 @@ class GarbageCollector:
         node = self.nodes.get(uid)
         if node is None:
             node = self.nodes[uid] = _Node(uid, resource, md.get("namespace", ""), md.get("name", ""))
+            self._uids_of.setdefault(resource, {})[uid] = None
             was_foreground, old_owners = False, set()
         else:
             was_foreground, old_owners = node.foreground, node.owner_uids
@@ -287,6 +291,7 @@ class GarbageCollector:
         node = self.nodes.pop(uid, None)
         if node is None:
             return
+        self._uids_of[node.resource].pop(uid, None)
         for owner in node.owner_uids:
             self._unlink(owner, uid)
             owner_node = self.nodes.get(owner)

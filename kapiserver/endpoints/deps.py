@@ -1,8 +1,7 @@
 """What the REST endpoints of a delegation link need from the server, and nothing more."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -47,14 +46,14 @@ class WatchRegistry:
             watch.stop()
 
 
-@dataclass(frozen=True)
-class EndpointDeps:
+class EndpointDeps(NamedTuple):
     reactor: IReactorTime
     # seconds between BOOKMARK events on watches that asked for them
     bookmark_interval: float
     # ``$ref`` -> schema, for strict field validation and strategic merge patch of built-in kinds
     schema_resolver: Callable[[str], dict]
-    watches: WatchRegistry = field(default_factory=WatchRegistry)
+    # the open watches (the server's, which counts them for /metrics)
+    watches: WatchRegistry
     # any served resource's Store, ``stores(group, version, plural)``: subresources that touch
     # other kinds (an eviction reads PodDisruptionBudgets)
     stores: Optional[Callable[[str, str, str], Any]] = None

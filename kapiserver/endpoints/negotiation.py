@@ -10,8 +10,7 @@ discovery (``APIGroupDiscoveryList`` of apidiscovery.k8s.io).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
 
 from kapiserver.machinery import codec, errors
 from kapiserver.machinery.protobuf import MEDIA_TYPE as PROTOBUF
@@ -20,8 +19,7 @@ _SERVED = {"application/json": codec.JSON, "application/yaml": codec.YAML,
            "application/*": codec.JSON, "*/*": codec.JSON}
 
 
-@dataclass(frozen=True)
-class MediaTarget:
+class MediaTarget(NamedTuple):
     media_type: str  # codec.JSON or codec.YAML
     as_kind: str = ""  # "" = the object itself
     group: str = ""
@@ -47,8 +45,7 @@ class MediaTarget:
                            status_protobuf=self.status_protobuf)
 
 
-@dataclass(frozen=True)
-class _Clause:
+class _Clause(NamedTuple):
     media_type: str
     params: dict
     q: float

@@ -25,7 +25,7 @@ _ATTRIBUTE = "kapiserver_context"
 log = Logger()
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class RequestContext:
     # when the request was handed to the chain (monotonic seconds), for latency metrics
     received_at: float = field(default_factory=time.monotonic)

@@ -38,7 +38,7 @@ _FIND_KIND = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class ParsedBody:
     obj: Any
     # JSON: the body as sent (duplicate keys are looked for only when needed);
@@ -196,7 +196,7 @@ def check_type_meta(obj: Any, rtype: ResourceType, body: bytes, kind: str = "", 
 
 # ------------------------------------------------------------------ the object
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class DecodedObject:
     obj: dict
     problems: list[str]  # unknown / duplicate field messages, for fieldValidation

@@ -25,7 +25,7 @@ from kapiserver.registry.store import Store, on_thread_if_large
 from kapiserver.request.info import RequestInfo
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Response:
     """What a handler answers: a code and an object (encoded by the endpoint)."""
 
@@ -42,7 +42,7 @@ class Response:
     serve: Optional[Callable[[Request], Coroutine[Any, Any, None]]] = None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class RequestScope:
     request: Request
     info: RequestInfo

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from twisted.internet import defer
 
@@ -43,8 +43,7 @@ def format_seat_seconds(value: int) -> str:
     return f"{value // SS_SCALE}.{value % SS_SCALE:08d}ss"
 
 
-@dataclass(frozen=True)
-class WorkEstimate:
+class WorkEstimate(NamedTuple):
     """Seats a request occupies while it runs, and after (``final_seats`` for
     ``additional_latency`` seconds: a write's watch notifications)."""
 

@@ -12,8 +12,7 @@ a kind without one gets :data:`METAV1_FIELD_LABELS`, upstream's
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, NamedTuple, Optional
 
 from kapiserver.machinery import errors, gorepr
 
@@ -23,8 +22,7 @@ NOT_EQUALS = "!="
 _OPERATORS = (NOT_EQUALS, DOUBLE_EQUALS, EQUALS)  # tried in this order at each position
 
 
-@dataclass(frozen=True)
-class FieldRequirement:
+class FieldRequirement(NamedTuple):
     field: str
     operator: str
     value: str

@@ -6,8 +6,7 @@ send selectors in that syntax and show our errors to users verbatim.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, NamedTuple, Optional
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.validation import is_qualified_name, is_valid_label_value
@@ -51,8 +50,7 @@ def _aggregate(messages: list[str]) -> str:
     return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     """One term of a selector: ``key op values``."""
 
     key: str

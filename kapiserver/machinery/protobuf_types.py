@@ -13,7 +13,7 @@ JSON form upstream would produce.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Field kinds.  Scalars map to JSON scalars; the special messages of
 # apimachinery (Time, MicroTime, FieldsV1, IntOrString, Quantity) map to the
@@ -38,8 +38,7 @@ INT_OR_STRING = "IntOrString"
 QUANTITY = "Quantity"
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     """One field of a message.
 
     ``pointer``: the Go field is a pointer (or the JSON has no zero value to

@@ -8,7 +8,7 @@ all take it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from kapiserver.machinery.groupversion import GroupVersionKind
 from kapiserver.machinery.user import UserInfo
@@ -19,8 +19,7 @@ SERVER_MANAGER = "kube-apiserver"
 CONTROLLER_MANAGER = "kube-controller-manager"
 
 
-@dataclass(frozen=True)
-class SubresourceView:
+class SubresourceView(NamedTuple):
     """How admission sees a write made through a subresource with a kind of its own
     (``deployments/scale`` takes a Scale): the parent object as that kind, and the parent
     with the changes mutating admission made to the view."""

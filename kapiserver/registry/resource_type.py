@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional, Protocol
+from typing import Any, Awaitable, Callable, NamedTuple, Optional, Protocol
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.errors import Cause
@@ -190,8 +190,7 @@ class Strategy:
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
-@dataclass(frozen=True)
-class TableColumn:
+class TableColumn(NamedTuple):
     """A ``TableColumnDefinition``; ``cell(obj)`` computes the cell value.
 
     ``type``/``format`` are OpenAPI types (``string``, ``integer``,
@@ -208,8 +207,7 @@ class TableColumn:
     priority: int = 0
 
 
-@dataclass(frozen=True)
-class ScaleSubresource:
+class ScaleSubresource(NamedTuple):
     """Paths (``.spec.replicas`` style) of the scale subresource (CRDs)."""
 
     spec_replicas_path: str
@@ -217,7 +215,7 @@ class ScaleSubresource:
     label_selector_path: str = ""
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class ResourceType:
     """A served resource: one group/version/kind at one URL.
 

@@ -192,7 +192,7 @@ def too_old(requested: int, compacted: int) -> errors.StatusError:
     return errors.expired(f"too old resource version: {requested} ({compacted})")
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class StoredList:
     """A list as read from storage: its ListMeta and its items, each a stored
     ``KeyValue`` (decoded by :meth:`external` when needed) or, for kinds converted
@@ -249,7 +249,7 @@ class WriteBase:
         return False
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class StoredObject:
     """One object as read from storage, for a GET: its stored value, decoded only when
     the answer needs the object (its compact JSON and protobuf are memoized on the value,
@@ -270,7 +270,7 @@ class StoredObject:
         return self.store._from_kv(self.item)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class WriteResult:
     """What a create or update did: the object as clients see it, whether the update
     created it, and the value stored (None when nothing was: a dry run, an update that

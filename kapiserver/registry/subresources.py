@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional, Protocol, Union
+from typing import Any, Awaitable, Callable, NamedTuple, Optional, Protocol, Union
 
 from kapiserver.registry.context import Context
 from kapiserver.registry.options import DeleteOptions, ListOptions
@@ -48,7 +48,7 @@ class ObjectStore(Protocol):
 StoreLookup = Callable[[str, str, str], ObjectStore]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class SubresourceRequest:
     """One request to a subresource, without HTTP: what the registry code needs."""
 
@@ -68,8 +68,7 @@ class SubresourceRequest:
         return values[0] if values else default
 
 
-@dataclass(frozen=True)
-class Connected:
+class Connected(NamedTuple):
     """What a connect subresource answers with."""
 
     body: bytes
@@ -92,8 +91,7 @@ class StreamMode(enum.Enum):
     PROXY = "proxy"      # any method, passed through; upgrades too (pods/, services/, nodes/proxy)
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """Where a connect subresource's stream goes: a path on a kubelet or on a pod/endpoint."""
 
     backend: Backend
@@ -116,8 +114,7 @@ class Location:
 ConnectResult = Union[Connected, Location]
 
 
-@dataclass(frozen=True)
-class Subresource:
+class Subresource(NamedTuple):
     """A subresource; ``kind`` (with ``group``/``version`` when it belongs to another
     group, e.g. policy/v1 Eviction) is the kind discovery lists for it ('' = the parent's)."""
 

@@ -35,7 +35,7 @@ import datetime
 import ipaddress
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Union
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -77,8 +77,7 @@ LEAF_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=30)
 
 
-@dataclass(frozen=True)
-class CredentialFiles:
+class CredentialFiles(NamedTuple):
     """Where each authentication credential lives once the configuration's defaults are filled in.
 
     ``defaults`` names the ones left to their default place in ``cert_dir``:

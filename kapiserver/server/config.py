@@ -37,6 +37,7 @@ LOG_LEVELS = ("debug", "info", "warn", "error", "critical")
 
 @dataclass
 class TLSConfig:
+    """The ``tls`` section."""
     extra_sans: list[str] = field(default_factory=list)
 
 
@@ -45,6 +46,7 @@ DEFAULT_SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 @dataclass
 class ServiceAccountConfig:
+    """The ``authentication.service_account`` section."""
     # PEM private key (RSA or ECDSA) signing service-account tokens; "" = <cert_dir>/sa.key, generated
     signing_key_file: str = ""
     # more PEM files of public or private keys that verify tokens (the signing key always does)
@@ -63,6 +65,7 @@ class ServiceAccountConfig:
 
 @dataclass
 class RequestHeaderConfig:
+    """The ``authentication.requestheader`` section."""
     # CA the front proxy's client certificate must chain to; "" = <cert_dir>/front-proxy-ca.crt, generated
     client_ca_file: str = ""
     # Common Names allowed for that certificate ([] = any certificate from the CA)
@@ -75,6 +78,7 @@ class RequestHeaderConfig:
 
 @dataclass
 class AuthenticationConfig:
+    """The ``authentication`` section."""
     # requests without credentials are system:anonymous (what they may do is up to the authorizer)
     anonymous: bool = True
     # CA bundle client certificates are verified against; "" = <cert_dir>/ca.crt
@@ -94,6 +98,7 @@ class AuthenticationConfig:
 
 @dataclass
 class AuthorizationWebhookConfig:
+    """The ``authorization.webhook`` section."""
     # kubeconfig-format file naming the webhook (upstream's --authorization-webhook-config-file)
     config_file: str = ""
     # SubjectAccessReview version sent and expected (--authorization-webhook-version)
@@ -105,6 +110,7 @@ class AuthorizationWebhookConfig:
 
 @dataclass
 class AuthorizationConfig:
+    """The ``authorization`` section."""
     # tried in order, the first allow or deny decides (upstream's --authorization-mode);
     # members of system:masters may always do everything
     modes: list[str] = field(default_factory=lambda: ["RBAC"])
@@ -113,6 +119,7 @@ class AuthorizationConfig:
 
 @dataclass
 class SQLiteConfig:
+    """The ``storage.sqlite`` section."""
     compaction_interval_seconds: int = 300
     # revisions always kept besides those of the last interval (upstream keeps none)
     compaction_retain_revisions: int = 0
@@ -120,6 +127,7 @@ class SQLiteConfig:
 
 @dataclass
 class EtcdConfig:
+    """The ``storage.etcd`` section."""
     servers: list[str] = field(default_factory=lambda: ["http://127.0.0.1:2379"])
     prefix: str = "/registry"
     cafile: str = ""
@@ -139,6 +147,7 @@ class EtcdConfig:
 
 @dataclass
 class StorageConfig:
+    """The ``storage`` section."""
     backend: str = "sqlite"
     sqlite: SQLiteConfig = field(default_factory=SQLiteConfig)
     etcd: EtcdConfig = field(default_factory=EtcdConfig)
@@ -148,6 +157,7 @@ class StorageConfig:
 
 @dataclass
 class LimitsConfig:
+    """The ``limits`` section."""
     # API Priority and Fairness (--enable-priority-and-fairness); when false, max-in-flight
     # limits read-only and mutating requests separately.  Either way the two limits below
     # size the server: APF shares their sum among its priority levels.
@@ -160,11 +170,13 @@ class LimitsConfig:
 
 @dataclass
 class WatchConfig:
+    """The ``watch`` section."""
     bookmark_interval_seconds: float = 60
 
 
 @dataclass
 class MemoryConfig:
+    """The ``memory`` section."""
     # Give the heap memory freed since back to the system this often (glibc's malloc_trim,
     # server/heap_trim.py); 0 = never.
     heap_trim_interval_seconds: float = 60
@@ -172,6 +184,7 @@ class MemoryConfig:
 
 @dataclass
 class ShutdownConfig:
+    """The ``shutdown`` section."""
     # upstream's --shutdown-delay-duration: keep serving this long after SIGTERM (with /readyz
     # failing) so load balancers notice before the listener closes
     delay_seconds: float = 0
@@ -203,6 +216,7 @@ class ConnectionsConfig:
 
 @dataclass
 class ControllersConfig:
+    """The ``controllers`` section."""
     # false: none of kube-controller-manager's controllers run in process (a real one does their work);
     # the API server's own (the kubernetes Service, CRD status, identity lease...) always run
     enabled: bool = True
@@ -222,6 +236,7 @@ class ControllersConfig:
 
 @dataclass
 class AuditConfig:
+    """The ``audit`` section."""
     # kube-apiserver's --audit-* flags and defaults; no policy file = no auditing
     policy_file: str = ""
     log_path: str = ""                  # "-" = standard output
@@ -239,6 +254,7 @@ class AuditConfig:
 
 @dataclass
 class AdmissionConfig:
+    """The ``admission`` section."""
     # upstream's --enable-admission-plugins / --disable-admission-plugins: added to / removed
     # from the default set; the chain runs them in upstream's order whatever order is given
     enable_plugins: list[str] = field(default_factory=list)
@@ -272,6 +288,7 @@ class KubeletConfig:
 
 @dataclass
 class TestingConfig:
+    """The ``testing`` section."""
     # Serve POST /debug/kapiserver/snapshot and /debug/kapiserver/reset (the SQLite store back to a
     # snapshot, per-test isolation; docs/testing.md).  Off: those paths answer 404.
     enable_reset: bool = False
@@ -279,6 +296,7 @@ class TestingConfig:
 
 @dataclass
 class Config:
+    """The configuration file's top level (docs/configuration.md); flags override its keys."""
     secure_port: int = 6443
     bind_address: str = "127.0.0.1"
     # Server processes behind the one listening address (0 = one per CPU); see docs/architecture.md.
@@ -406,13 +424,20 @@ def worker_count(config: Config) -> int:
     return config.workers or os.cpu_count() or 1
 
 
-def _lookup(config: Config, dotted: str) -> tuple[Any, str, Any]:
-    """The object holding ``dotted``'s last part, that part, and its declared type."""
+def _holder(config: Config, dotted: str) -> tuple[Any, str]:
+    """The object holding ``dotted``'s last part, and that part."""
     obj: Any = config
-    parts = dotted.split(".")
-    for part in parts[:-1]:
+    *path, name = dotted.split(".")
+    for part in path:
         obj = getattr(obj, part)
-    return obj, parts[-1], typing.get_type_hints(type(obj))[parts[-1]]
+    return obj, name
+
+
+def _lookup(config: Config, dotted: str) -> tuple[Any, str, Any]:
+    """:func:`_holder`, and the part's declared type (which evaluates the holder's annotations:
+    asked for only where a value is converted, not for each key a start checks)."""
+    obj, name = _holder(config, dotted)
+    return obj, name, typing.get_type_hints(type(obj))[name]
 
 
 def _validate(config: Config) -> None:
@@ -433,7 +458,7 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"{src}: key 'log_level': must be one of {', '.join(LOG_LEVELS)}, "
                           f"got {config.log_level!r}")
     for dotted in _POSITIVE_KEYS:
-        obj, name, _ = _lookup(config, dotted)
+        obj, name = _holder(config, dotted)
         value = getattr(obj, name)
         if value <= 0:
             raise ConfigError(f"{src}: key '{dotted}': must be greater than 0, got {value}")
@@ -606,7 +631,7 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any]) -> None:
 
 def _absolutize(config: Config) -> None:
     for dotted in _PATH_KEYS:
-        obj, name, _ = _lookup(config, dotted)
+        obj, name = _holder(config, dotted)
         value = getattr(obj, name)
         if isinstance(value, list):
             setattr(obj, name, [os.path.abspath(v) for v in value])

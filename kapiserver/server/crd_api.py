@@ -9,7 +9,7 @@ it), built on the endpoints; what it serves comes from
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from twisted.web import resource
 
@@ -21,8 +21,7 @@ from kapiserver.endpoints.groups_resource import APIGroupsResource
 from kapiserver.machinery import errors
 
 
-@dataclass(frozen=True)
-class CRDAPIDeps:
+class CRDAPIDeps(NamedTuple):
     # the groups of Established CRDs (the apiextensions server keeps it current)
     groups: APIGroupSet
     endpoints: EndpointDeps

@@ -14,8 +14,7 @@ is false) classifies requests by user.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.resource import IResource
@@ -39,8 +38,7 @@ from kapiserver.flowcontrol.controller import APFController
 from kapiserver.flowcontrol.work_estimate import ObjectCounter
 
 
-@dataclass(frozen=True)
-class HandlerChainDeps:
+class HandlerChainDeps(NamedTuple):
     reactor: IReactorTime
     authenticator: Authenticator
     authorizer: Authorizer

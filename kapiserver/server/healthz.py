@@ -26,7 +26,7 @@ Check = Callable[[], Union[Awaitable[None], None]]
 KINDS = ("healthz", "livez", "readyz")
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Entry:
     name: str
     check: Check

@@ -6,8 +6,7 @@ paths (``/healthz``, ``/livez``, ``/readyz``, ``/version``, ``/metrics``,
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from twisted.web import resource
 
@@ -17,8 +16,7 @@ from kapiserver.registry.groups import APIGroupSet
 from kapiserver.endpoints.groups_resource import APIGroupsResource
 
 
-@dataclass(frozen=True)
-class KubeAPIDeps:
+class KubeAPIDeps(NamedTuple):
     # the built-in groups
     groups: APIGroupSet
     endpoints: EndpointDeps

@@ -23,7 +23,7 @@ Every method that does I/O returns a ``Deferred``; callers ``await`` them from
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Callable, NamedTuple, Optional, Protocol, Sequence, Union, runtime_checkable
 
 from twisted.internet.defer import Deferred, succeed
 
@@ -361,8 +361,7 @@ class Storage(Protocol):
 # ---------------------------------------------------------------- snapshots (tests)
 
 
-@dataclass(frozen=True)
-class RestoreResult:
+class RestoreResult(NamedTuple):
     """What :meth:`Snapshots.restore` changed: keys deleted (written since the snapshot), rewritten
     (changed since) and re-created (deleted since), and the revision after it."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import replace
 from typing import Any, Optional
 
 from twisted.internet import reactor, task
@@ -176,7 +175,7 @@ class InMemoryServer(StartedServer):
     def __init__(self, api: APIServer, storage: Storage, tmpdir: Optional[str]) -> None:
         super().__init__(api, storage, tmpdir)
         self.clock = MemoryReactorClock()
-        self.handler = build_handler_chain(api.root, replace(api.handler_chain_deps, reactor=self.clock))
+        self.handler = build_handler_chain(api.root, api.handler_chain_deps._replace(reactor=self.clock))
         self.client = InMemoryClient(self.handler)
 
 

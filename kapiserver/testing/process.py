@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import yaml
 
@@ -100,7 +100,9 @@ class ServerProcess:
         with open(self.config_path, "w") as f:
             yaml.safe_dump(config, f)
 
-    def start(self) -> "ServerProcess":
+    def start(self, on_ready: Optional[Callable[[subprocess.Popen], None]] = None) -> "ServerProcess":
+        """Spawn the server and wait for its READY=1; ``on_ready(proc)`` is called the moment it
+        comes (a benchmark reads what the process had used by then)."""
         self.write_config()
         sock_path = os.path.join(self.workdir, "notify.sock")
         if os.path.exists(sock_path):
@@ -125,6 +127,8 @@ class ServerProcess:
                     continue
                 self.notifications.extend(message.splitlines())
                 if "READY=1" in message.splitlines():
+                    if on_ready is not None:
+                        on_ready(self.proc)
                     break
             else:
                 raise RuntimeError(f"kapiserver not ready after {READY_TIMEOUT_SECONDS}s:\n{self.log()}")

@@ -1,7 +1,6 @@
 """CEL validation rules: compilation checks, evaluation messages, library functions, cost bound."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from twisted.trial import unittest
@@ -191,7 +190,7 @@ class CostTests(unittest.TestCase):
         assert compiled.root is not None
         node = compiled.root.properties["spec"]
         program = CountingProgram(node.rules[0].program)
-        node.rules[0] = dataclasses.replace(node.rules[0], program=program)
+        node.rules[0] = node.rules[0]._replace(program=program)
         self.assertEqual(evaluate(compiled, {"spec": [1, 2, 3]}), [])
         self.assertEqual(program.runs, 1)
         got = messages(evaluate(compiled, {"spec": list(range(3000))}))

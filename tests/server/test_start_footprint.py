@@ -7,9 +7,11 @@ treq and Twisted's HTTP client 0.9 MiB) and is needed only once a client sends
 a schema pattern, a CEL rule or a ValidatingAdmissionPolicy, connects to a
 pod, node, service or extension API server (logs, exec, attach, port-forward,
 proxy), or the server first calls out (webhooks, OIDC issuers, extension
-servers), or a CronJob names a time zone.  The admission plugins that are off
-by default load only when enabled.  The server is started in a fresh
-interpreter, as twistd would, so nothing another test imported counts.
+servers), or a CronJob names a time zone, or the first CRD is written or
+stored.  The admission plugins that are off by default load only when
+enabled, and ``_strptime`` (whose first use builds locale tables: 6 ms) only
+with a time to parse that a start does not have.  The server is started in a
+fresh interpreter, as twistd would, so nothing another test imported counts.
 """
 from __future__ import annotations
 
@@ -36,6 +38,13 @@ LOADED_ON_FIRST_USE = (
     "kapiserver.auth.oidc",
     "kapiserver.auth.authentication_configuration",
     "zoneinfo",
+    # the custom resource machinery (schemas, CEL rules, a CRD's own validation): with the first CRD
+    "kapiserver.apiextensions.custom_resource",
+    "kapiserver.apiextensions.crd_validation",
+    "kapiserver.apiextensions.cel.rules",
+    "kapiserver.apiextensions.schema.structural",
+    "kapiserver.apiextensions.schema.validation",
+    "_strptime",  # a start's dates (managedFields times, the token tracking date) are read without it
     "importlib.resources",  # the built-in definitions' reader when installed as a zip
     # admission plugins that are off by default: imported when enabled
     "kapiserver.admission.always",

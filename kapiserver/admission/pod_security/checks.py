@@ -12,8 +12,7 @@ error message users see.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 BASELINE = "baseline"
 RESTRICTED = "restricted"
@@ -21,8 +20,7 @@ PRIVILEGED = "privileged"
 LATEST_MINOR = 32  # the policy version "latest" means: the Kubernetes version kapiserver serves
 
 
-@dataclass(frozen=True)
-class Violation:
+class Violation(NamedTuple):
     reason: str
     detail: str = ""
 
@@ -30,8 +28,7 @@ class Violation:
 PodCheck = Callable[[dict, dict], Optional[Violation]]  # (metadata, spec) -> violation
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     id: str
     level: str
     # (minimum minor version, check), oldest first

@@ -22,8 +22,7 @@ name the existing pods which violate it (try it with ``--dry-run=server``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import yaml
 
@@ -62,8 +61,7 @@ POD_TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
 _INSIGNIFICANT_SPEC_FIELDS = ("activeDeadlineSeconds", "tolerations", "schedulingGates")
 
 
-@dataclass(frozen=True)
-class LevelVersion:
+class LevelVersion(NamedTuple):
     level: str
     minor: Optional[int]  # None: latest
 
@@ -71,8 +69,7 @@ class LevelVersion:
         return f"{self.level}:{'latest' if self.minor is None else f'v1.{self.minor}'}"
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
     enforce: LevelVersion
     audit: LevelVersion
     warn: LevelVersion
@@ -116,8 +113,7 @@ def policy_from_labels(labels: dict, defaults: Policy) -> tuple[Policy, list[str
     return Policy(**modes), problems
 
 
-@dataclass(frozen=True)
-class Exemptions:
+class Exemptions(NamedTuple):
     usernames: frozenset[str] = frozenset()
     runtime_classes: frozenset[str] = frozenset()
     namespaces: frozenset[str] = frozenset()

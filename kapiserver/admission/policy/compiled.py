@@ -12,7 +12,7 @@ from kapiserver.machinery.groupversion import GroupVersionKind
 from kapiserver.registry.resource_type import ResourceType
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Validation:
     expression: CompiledExpression
     message: str = ""
@@ -20,13 +20,13 @@ class Validation:
     reason: str = ""
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class AuditAnnotation:
     key: str
     value_expression: CompiledExpression
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class CompiledPolicy:
     policy: dict
     name: str

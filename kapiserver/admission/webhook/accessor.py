@@ -22,7 +22,7 @@ def _selector(raw: Any) -> tuple[LabelSelector, str]:
         return EVERYTHING, e.message
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Webhook:
     uid: str
     configuration_name: str

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import base64
 import os
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import yaml
 
@@ -31,8 +30,7 @@ class AuthenticationConfigError(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class Credentials:
+class Credentials(NamedTuple):
     token: str = ""
     cert_pem: bytes = b""
     key_pem: bytes = b""

@@ -70,7 +70,7 @@ def build_request(version: str, attrs: Attributes, obj: Optional[dict], old_obj:
     return uid, {"kind": "AdmissionReview", "apiVersion": api_version, "request": request}
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class AdmissionResponse:
     allowed: bool
     patch: bytes = b""

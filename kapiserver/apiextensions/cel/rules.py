@@ -13,7 +13,7 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from kapiserver.cel import cost
 from kapiserver.cel.references import BOUND_VARS, OPERATOR, compile_error, ref_error
@@ -29,8 +29,7 @@ REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "F
 MAX_MESSAGE_EXPRESSION_RESULT = 5 * 1024
 
 
-@dataclass(frozen=True)
-class CompiledRule:
+class CompiledRule(NamedTuple):
     rule: str
     program: Any
     message: str = ""

@@ -11,9 +11,8 @@ import copy
 from typing import Callable, Optional
 
 from kapiserver.apiextensions.conditions import TERMINATING, set_condition
-from kapiserver.apiextensions.custom_resource import CRDState, resource_types
 from kapiserver.apiextensions.customresourcedefinitions import CLEANUP_FINALIZER
-from kapiserver.apiextensions.crd_validation import storage_version
+from kapiserver.apiextensions.state import CRDState
 from kapiserver.machinery import errors
 from kapiserver.machinery.fields import parse_field_selector
 from kapiserver.machinery.labels import parse_label_selector
@@ -40,6 +39,8 @@ async def finalize(crd: dict, crd_store: Store, make_store: Callable, state: CRD
     if CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or ()):
         return True
     state.terminating = True
+    from kapiserver.apiextensions.crd_validation import storage_version  # (with the first CRD, as server.py's)
+    from kapiserver.apiextensions.custom_resource import resource_types
     types = resource_types(crd, state)
     storage = storage_version(crd)
     rtype = next((t for t in types if t.version == storage), types[0] if types else None)

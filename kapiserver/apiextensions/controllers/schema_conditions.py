@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from kapiserver.apiextensions.conditions import API_APPROVAL, NON_STRUCTURAL_SCHEMA, remove_condition, set_condition
 from kapiserver.apiextensions.customresourcedefinitions import APPROVAL_ANNOTATION, APPROVAL_LINK, approval_state
-from kapiserver.apiextensions.schema.structural import violations
 
 
 def apply_nonstructural(crd: dict) -> None:
     """True with the violations when some version's schema is not structural; absent otherwise."""
+    from kapiserver.apiextensions.schema.structural import violations  # (with the first CRD: see server.py)
     found: list[str] = []
     for i, version in enumerate((crd.get("spec") or {}).get("versions") or ()):
         schema = (version.get("schema") or {}).get("openAPIV3Schema")

@@ -21,7 +21,7 @@ from kapiserver.apiextensions.conditions import ESTABLISHED, NAMES_ACCEPTED, is_
 from kapiserver.apiextensions.controllers.finalizer import finalize
 from kapiserver.apiextensions.controllers.naming import apply_naming
 from kapiserver.apiextensions.controllers.schema_conditions import apply_api_approval, apply_nonstructural
-from kapiserver.apiextensions.custom_resource import CRDState
+from kapiserver.apiextensions.state import CRDState
 from kapiserver.machinery import errors
 from kapiserver.registry.informer import Informer
 from kapiserver.registry.queue import ReconcileQueue

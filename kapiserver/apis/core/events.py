@@ -8,7 +8,6 @@ strict ones.  Field paths are core/v1 names in both cases, as upstream's.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from kapiserver.apis import columns
@@ -198,7 +197,7 @@ def event_columns(view=lambda o: o) -> tuple:
         col("Message", lambda e: (e.get("message") or "").strip(), "message"),
         col("First Seen", _first_seen, "firstTimestamp", 1),
         col("Count", _count, "count", 1),
-        dataclasses.replace(columns.name_column(), priority=1),
+        columns.name_column()._replace(priority=1),
     )
 
 

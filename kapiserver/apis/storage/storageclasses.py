@@ -3,7 +3,6 @@ volumeBindingMode defaults; provisioner, parameters, reclaimPolicy and
 volumeBindingMode fixed after create, as upstream."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from kapiserver.apis import columns, field_checks
@@ -104,7 +103,7 @@ def resource_type() -> ResourceType:
         singular="storageclass", namespaced=False, strategy=StorageClassStrategy(), short_names=("sc",),
         schema_name=SCHEMA, return_deleted_object=True,
         table_columns=(
-            dataclasses.replace(columns.name_column(), cell=_name),
+            columns.name_column()._replace(cell=_name),
             columns.column("Provisioner", lambda o: o.get("provisioner") or "", SCHEMA, "provisioner"),
             columns.column("ReclaimPolicy", lambda o: o.get("reclaimPolicy") or "Delete", SCHEMA, "reclaimPolicy"),
             columns.column("VolumeBindingMode", lambda o: o.get("volumeBindingMode") or "Immediate", SCHEMA,

@@ -18,8 +18,7 @@ up in a denial's reason.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from kapiserver.auth.authorizer import Attributes
 from kapiserver.auth.rbac.policy_rules import CompiledRule, compile_rules
@@ -32,8 +31,7 @@ CACHE_ENTRIES = 10_000
 SubjectKey = tuple[str, str]  # ("user", name) or ("group", name); service accounts are users
 
 
-@dataclass(frozen=True)
-class Subject:
+class Subject(NamedTuple):
     kind: str
     name: str
     namespace: str  # service accounts: the subject's namespace, defaulted to a RoleBinding's own
@@ -53,8 +51,7 @@ class Subject:
         return f'{self.kind} "{self.name}"'
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(NamedTuple):
     namespace: str  # "" for a ClusterRoleBinding
     name: str
     role_kind: str
@@ -88,8 +85,7 @@ class Binding:
         return f'ClusterRoleBinding "{self.name}" of {self.role_kind} "{self.role_name}" to {subject.describe()}'
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """What applies to one user in one namespace: (where it comes from, its rules), and resolution errors."""
 
     sources: tuple[tuple[str, tuple[CompiledRule, ...]], ...]

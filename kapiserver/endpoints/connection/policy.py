@@ -1,8 +1,7 @@
 """The limits every client connection lives under, from the ``connections`` configuration section."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # Go's net/http reads a request head up to MaxHeaderBytes plus a 4096-byte slack (its bufio
 # buffer) before answering 431; kube-apiserver sets MaxHeaderBytes to 1 MiB.
@@ -13,8 +12,7 @@ H2_FIELD_OVERHEAD = 32
 H2_TYPICAL_FIELDS = 10
 
 
-@dataclass(frozen=True)
-class ConnectionPolicy:
+class ConnectionPolicy(NamedTuple):
     tls_handshake_timeout: float = 10.0
     request_header_timeout: float = 10.0
     idle_timeout: float = 90.0

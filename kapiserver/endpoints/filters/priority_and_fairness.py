@@ -17,8 +17,7 @@ a minute) gets upstream's answer: 429, ``Retry-After``, and the plain text
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
@@ -37,8 +36,7 @@ MAX_WAIT_SECONDS = 60.0
 ANONYMOUS = ("system:anonymous", ("system:unauthenticated",))
 
 
-@dataclass(frozen=True)
-class RequestDetails:
+class RequestDetails(NamedTuple):
     """What the dump of requests tells about one (``includeRequestDetails``)."""
 
     user_name: str

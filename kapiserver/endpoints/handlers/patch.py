@@ -9,8 +9,7 @@ creates the object when it does not exist.
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import orjson
 
@@ -73,8 +72,7 @@ def patch_options(scope: RequestScope, apply: bool) -> tuple[str, bool]:
     return (name if apply else scope.field_manager("PatchOptions")), bool(force)
 
 
-@dataclass(frozen=True)
-class Patcher:
+class Patcher(NamedTuple):
     """The request's (non-apply) patch: :meth:`apply` gives a current object with it applied
     (a new value sharing nothing with the current one: the Store changes it in place)."""
 

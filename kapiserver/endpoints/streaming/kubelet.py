@@ -17,8 +17,7 @@ certificate.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from twisted.internet import defer, ssl
 from twisted.internet.address import IPv4Address, IPv6Address
@@ -31,8 +30,7 @@ from kapiserver.machinery import errors, validation
 DEFAULT_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
 
 
-@dataclass(frozen=True)
-class KubeletClientConfig:
+class KubeletClientConfig(NamedTuple):
     """kube-apiserver's ``--kubelet-*`` settings, with the credentials loaded."""
 
     client_certificate: Optional[ssl.PrivateCertificate] = None
@@ -43,8 +41,7 @@ class KubeletClientConfig:
     port: int = 10250
 
 
-@dataclass(frozen=True)
-class KubeletEndpoint:
+class KubeletEndpoint(NamedTuple):
     """Where one node's kubelet answers."""
 
     host: str
