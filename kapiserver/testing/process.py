@@ -304,5 +304,6 @@ def shared_server(name: str = "default", **kwargs: Any) -> ServerProcess:
     server = shared[0] if shared is not None else None
     if server is None or server.proc is None or server.proc.poll() is not None:
         server = ServerProcess(**kwargs).start()
+        atexit.register(server.cleanup)  # (its working directory too, not only the process)
         _shared[name] = (server, kwargs)
     return server
