@@ -58,6 +58,7 @@ LOADED_ON_FIRST_USE = (
     "kapiserver.machinery.jsonpatch",
     "kapiserver.machinery.mergepatch",
     "kapiserver.machinery.strategicpatch",
+    "kapiserver.machinery.openapi_v2_protobuf",  # with the first /openapi/v2 request
 )
 
 # The server as twistd's plugin builds it (build_service), started until READY=1: the test
