@@ -61,6 +61,8 @@ LOADED_ON_FIRST_USE = (
     "kapiserver.machinery.openapi_v2_protobuf",  # with the first /openapi/v2 request
     "kapiserver.admission.pod_security.checks",  # with the first pod (or pod template) PodSecurity checks
     "kapiserver.apis.admissionregistration.validation",  # with the first webhook configuration or policy written
+    "kapiserver.auth.tokenfile",  # only with a static token file (and csv with it)
+    "csv",
 )
 
 # The server as twistd's plugin builds it (build_service), started until READY=1: the test
