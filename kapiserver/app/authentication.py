@@ -35,7 +35,6 @@ from kapiserver.auth.requestheader import RequestHeaderAuthenticator
 from kapiserver.auth.serviceaccount import (LEGACY_ISSUER, BoundTokenValidator, JWTTokenAuthenticator,
                                             LegacyTokenValidator, ServiceAccountTokens, StoreObjectGetter,
                                             TokenSigner, verification_keys)
-from kapiserver.auth.tokenfile import TokenFileError, load_token_file
 from kapiserver.auth.x509 import CABundle
 from kapiserver.server.certs import CredentialFiles, credential_files
 
@@ -144,6 +143,7 @@ def build_authentication(config: "Config", store: Callable[[str, str, str], "Sto
 
     token_authenticators: list[TokenAuthenticator] = []
     if authn.token_auth_file:
+        from kapiserver.auth.tokenfile import TokenFileError, load_token_file  # (and csv) only with a token file
         try:
             static = load_token_file(authn.token_auth_file)
         except TokenFileError as e:

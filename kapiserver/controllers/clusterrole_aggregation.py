@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
 from kapiserver.machinery.labels import selector_from_label_selector_dict
+from kapiserver.registry.store import Store
 
 log = Logger()
 
@@ -42,8 +44,21 @@ def aggregated_rules(role: dict, cluster_roles: list[dict]) -> list[dict]:
     return rules
 
 
+def aggregation_fields(role: dict) -> dict:
+    """What aggregation reads of a ClusterRole (its name, labels, aggregationRule and rules): the
+    controller's informer keeps only these, not the metadata's managedFields and annotations."""
+    md = role.get("metadata") or {}
+    kept: dict = {"metadata": {"name": md.get("name"), "labels": md.get("labels")}, "rules": role.get("rules")}
+    if role.get("aggregationRule") is not None:
+        kept["aggregationRule"] = role["aggregationRule"]
+    return kept
+
+
 class ClusterRoleAggregationController(InformerController):
     queue_name = "clusterrole-aggregation"
+
+    def __init__(self, store: Store, reactor: IReactorTime) -> None:
+        super().__init__(store, reactor, keep=aggregation_fields)
 
     def on_event(self, event_type: str, obj: dict) -> None:
         for (_, name), role in self.informer.objects.items():

@@ -97,6 +97,12 @@ class _Node:
         return any(ref.get("uid") == owner_uid and ref.get("blockOwnerDeletion") for ref in self.owners)
 
 
+def _uid_only(obj: dict) -> dict:
+    """What the graph's informers keep of an object: the end of a list compares uids only
+    (the graph's nodes hold what collecting reads)."""
+    return {"metadata": {"uid": (obj.get("metadata") or {}).get("uid")}}
+
+
 class _GraphInformer(Informer):
     """A metadata-only informer (the stored values' metadata, the rest never decoded) that
     reports the end of every (re)list.
@@ -108,7 +114,7 @@ class _GraphInformer(Informer):
 
     def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  on_listed: Callable[["_GraphInformer"], None]) -> None:
-        super().__init__(store, on_event, reactor, metadata_only=True)
+        super().__init__(store, on_event, reactor, metadata_only=True, keep=_uid_only)
         self.on_listed = on_listed
         self.listed_once = False
 

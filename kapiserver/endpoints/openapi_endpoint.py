@@ -14,7 +14,7 @@ from twisted.web import resource, server
 
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.request_context import client_gone, context_of
-from kapiserver.machinery import errors, openapi_v2_protobuf
+from kapiserver.machinery import errors
 
 JSON = "application/json"
 
@@ -44,6 +44,8 @@ def _accept_clauses(header: str) -> list[tuple[str, str]]:
 
 def negotiate_v2(accept: Optional[str]) -> Optional[str]:
     """The media type to answer ``/openapi/v2`` with, or None (406)."""
+    # the protobuf encoder (and its message tables) loads with the first /openapi/v2 request
+    from kapiserver.machinery import openapi_v2_protobuf
     offered = [(JSON, JSON)] + [(t, openapi_v2_protobuf.MEDIA_TYPE) for t in openapi_v2_protobuf.ACCEPTED_MEDIA_TYPES]
     for main, sub in _accept_clauses(accept or "*/*"):
         for media, answer in offered:

@@ -13,7 +13,7 @@ from twisted.web import resource, server
 from kapiserver.endpoints import respond
 from kapiserver.endpoints.deps import EndpointDeps
 from kapiserver.registry.groups import APIGroupSet
-from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler, patch
+from kapiserver.endpoints.handlers import create, delete, deletecollection, get, list as list_handler
 from kapiserver.endpoints.handlers import scale, subresource, update, watch as watch_handler
 from kapiserver.endpoints.negotiation import check_route_accepts, negotiate, route_produces
 from kapiserver.endpoints.request_context import context_of
@@ -24,12 +24,20 @@ from kapiserver.machinery import errors
 from kapiserver.registry.store import StoredList, StoredObject
 from kapiserver.request.info import RequestInfo
 
+
+async def patch(scope: RequestScope) -> Response:
+    """PATCH: its handler and the patch codecs (JSON patch, merge and strategic merge patch) load
+    with the first one; a server that is never patched does not hold their code."""
+    from kapiserver.endpoints.handlers import patch as patch_handler
+    return await patch_handler.patch(scope)
+
+
 HANDLERS = {
     "get": get.get,
     "list": list_handler.list_objects,
     "create": create.create,
     "update": update.update,
-    "patch": patch.patch,
+    "patch": patch,
     "delete": delete.delete,
     "deletecollection": deletecollection.delete_collection,
 }

@@ -73,11 +73,13 @@ class Request:
     dispatched: defer.Deferred = field(default_factory=defer.Deferred)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Queue:
     index: int
     waiting: list = field(default_factory=list)
-    executing: set = field(default_factory=set)
+    # its running requests, a dict used as a set: an empty dict is 64 bytes against an empty set's
+    # 216, and a server keeps about 500 queues (16 to 128 per bootstrap priority level) mostly idle
+    executing: dict[Request, None] = field(default_factory=dict)
     next_dispatch_r: int = 0
     seats_in_use: int = 0
     initial_seats_sum: int = 0
@@ -265,7 +267,7 @@ class QueueSet:
         actual = self.clock() - request.started_at
         queue = request.queue
         if queue is not None:
-            queue.executing.discard(request)
+            queue.executing.pop(request, None)
             queue.next_dispatch_r -= seats_times_duration(request.estimate.initial_seats,
                                                           ESTIMATED_SERVICE_SECONDS - actual)
             self._bound_next_dispatch(queue)
@@ -312,7 +314,7 @@ class QueueSet:
         seats = request.estimate.max_seats
         self.seats_in_use += seats
         if queue is not None:
-            queue.executing.add(request)
+            queue.executing[request] = None
             queue.seats_in_use += seats
         request.dispatched.callback(None)
 

@@ -27,7 +27,7 @@ RESTART_DELAY_SECONDS = 1.0
 class Informer:
     def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  field_selector: str = "", after_list: Optional[Callable[[], None]] = None,
-                 metadata_only: bool = False) -> None:
+                 metadata_only: bool = False, keep: Optional[Callable[[dict], dict]] = None) -> None:
         self.store = store
         self.on_event = on_event
         # called after every (re)list: objects deleted while the watch was down get no
@@ -38,6 +38,10 @@ class Informer:
         # objects are ``{"apiVersion", "kind", "metadata"}`` only, read without decoding the
         # rest of the stored value (see ResourceWatch); no field selector with it
         self.metadata_only = metadata_only
+        # what ``objects`` holds of each object: all of it by default; an owner that keeps its own
+        # form of the objects (RBAC's compiled rules) or reads a few fields of them keeps only
+        # those, so an idle process does not hold every decoded object twice
+        self.keep = keep
         self.objects: dict[tuple[str, str], dict] = {}
         self._watch: Optional[ResourceWatch] = None
         self._stopped = False
@@ -55,7 +59,7 @@ class Informer:
         if event_type == "DELETED":
             self.objects.pop(key, None)
         else:
-            self.objects[key] = obj
+            self.objects[key] = obj if self.keep is None else self.keep(obj)
         try:
             self.on_event(event_type, obj)
         except Exception:

@@ -3,7 +3,8 @@
 Each of these costs idle memory and start time in every process (RE2 with its
 C++ runtime about 2.4 MiB resident, the CEL function library 0.9 MiB, the
 policy type checker 0.5 MiB, the connect subresources' streaming code 1.6 MiB,
-treq and Twisted's HTTP client 0.9 MiB) and is needed only once a client sends
+treq and Twisted's HTTP client 0.9 MiB, the PATCH handler and its codecs) and is
+needed only once a client patches or sends
 a schema pattern, a CEL rule or a ValidatingAdmissionPolicy, connects to a
 pod, node, service or extension API server (logs, exec, attach, port-forward,
 proxy), or the server first calls out (webhooks, OIDC issuers, extension
@@ -52,6 +53,16 @@ LOADED_ON_FIRST_USE = (
     "kapiserver.admission.event_rate_limit",
     "kapiserver.admission.node_restriction",
     "kapiserver.admission.owner_references",
+    # PATCH: its handler and the patch codecs, with the first one (a webhook's JSON patch too)
+    "kapiserver.endpoints.handlers.patch",
+    "kapiserver.machinery.jsonpatch",
+    "kapiserver.machinery.mergepatch",
+    "kapiserver.machinery.strategicpatch",
+    "kapiserver.machinery.openapi_v2_protobuf",  # with the first /openapi/v2 request
+    "kapiserver.admission.pod_security.checks",  # with the first pod (or pod template) PodSecurity checks
+    "kapiserver.apis.admissionregistration.validation",  # with the first webhook configuration or policy written
+    "kapiserver.auth.tokenfile",  # only with a static token file (and csv with it)
+    "csv",
 )
 
 # The server as twistd's plugin builds it (build_service), started until READY=1: the test

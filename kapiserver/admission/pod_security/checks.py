@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, NamedTuple, Optional
 
-BASELINE = "baseline"
-RESTRICTED = "restricted"
-PRIVILEGED = "privileged"
+from kapiserver.admission.pod_security.levels import (APPARMOR_ANNOTATION_PREFIX, BASELINE, PRIVILEGED, RESTRICTED,
+                                                       SECCOMP_CONTAINER_ANNOTATION_PREFIX, SECCOMP_POD_ANNOTATION)
+
 LATEST_MINOR = 32  # the policy version "latest" means: the Kubernetes version kapiserver serves
 
 
@@ -98,9 +98,6 @@ def _not_windows(check: PodCheck) -> PodCheck:
 
 
 # -- baseline -------------------------------------------------------------------------------
-
-APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
-
 
 def _apparmor_annotations(metadata: dict) -> list[str]:
     bad = []
@@ -241,8 +238,6 @@ def selinux_options(metadata: dict, spec: dict) -> Optional[Violation]:
                                        f"securityContext.seLinuxOptions: {'; '.join(data)}")
 
 
-SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
-SECCOMP_CONTAINER_ANNOTATION_PREFIX = "container.seccomp.security.alpha.kubernetes.io/"
 _GOOD_SECCOMP_TYPES = ("RuntimeDefault", "Localhost")
 
 

@@ -22,20 +22,23 @@ name the existing pods which violate it (try it with ``--dry-run=server``).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 import yaml
 
 from kapiserver.admission.errors import PluginError, admission_forbidden, resource_name
-from kapiserver.admission.pod_security import checks
+from kapiserver.admission.pod_security import levels
 from kapiserver.apis.columns import get_path
 from kapiserver.machinery import errors
 from kapiserver.registry.admission import CREATE, UPDATE, AdmissionPlugin, Attributes
 
+if TYPE_CHECKING:
+    from kapiserver.admission.pod_security.checks import Violation
+
 PLUGIN_NAME = "PodSecurity"
 LABEL_PREFIX = "pod-security.kubernetes.io/"
 MODES = ("enforce", "audit", "warn")
-LEVELS = (checks.PRIVILEGED, checks.BASELINE, checks.RESTRICTED)
+LEVELS = (levels.PRIVILEGED, levels.BASELINE, levels.RESTRICTED)
 CONFIG_API_VERSIONS = ("pod-security.admission.config.k8s.io/v1", "pod-security.admission.config.k8s.io/v1beta1",
                        "pod-security.admission.config.k8s.io/v1alpha1")
 _VERSION = re.compile(r"^v1\.(0|[1-9][0-9]*)$")
@@ -99,7 +102,7 @@ def policy_from_labels(labels: dict, defaults: Policy) -> tuple[Policy, list[str
         level, minor = default.level, default.minor
         key = LABEL_PREFIX + mode
         if key in labels:
-            level = _parse_level(labels[key]) or checks.RESTRICTED
+            level = _parse_level(labels[key]) or levels.RESTRICTED
             if _parse_level(labels[key]) is None:
                 problems.append(f'metadata.labels[{key}]: Invalid value: "{labels[key]}": must be one of '
                                 f'{", ".join(LEVELS)}')
@@ -124,7 +127,7 @@ class PodSecurityConfigError(ValueError):
 
 
 def parse_configuration(data: Optional[bytes]) -> tuple[Policy, Exemptions]:
-    privileged = LevelVersion(checks.PRIVILEGED, None)
+    privileged = LevelVersion(levels.PRIVILEGED, None)
     if not data:
         return Policy(privileged, privileged, privileged), Exemptions()
     try:
@@ -158,8 +161,8 @@ def _significant_pod_update(new: dict, old: dict) -> bool:
     """Upstream's isSignificantPodUpdate: an update that only swaps images or changes the
     fields of a running pod that do not widen what it may do is not checked again."""
     if get_path(new, "metadata", "annotations") != get_path(old, "metadata", "annotations"):
-        if any(k.startswith(p) for p in (checks.SECCOMP_POD_ANNOTATION, checks.SECCOMP_CONTAINER_ANNOTATION_PREFIX,
-                                         checks.APPARMOR_ANNOTATION_PREFIX)
+        if any(k.startswith(p) for p in (levels.SECCOMP_POD_ANNOTATION, levels.SECCOMP_CONTAINER_ANNOTATION_PREFIX,
+                                         levels.APPARMOR_ANNOTATION_PREFIX)
                for k in set(get_path(new, "metadata", "annotations") or {}) | set(get_path(old, "metadata", "annotations")
                                                                                or {})):
             return True
@@ -177,7 +180,14 @@ def _significant_pod_update(new: dict, old: dict) -> bool:
     return comparable(new.get("spec")) != comparable(old.get("spec"))
 
 
-def _violation_text(lv: LevelVersion, violations: list[checks.Violation]) -> str:
+def _evaluate(lv: LevelVersion, metadata: dict, spec: dict) -> list[Violation]:
+    """What ``lv`` finds wrong with a pod; the checks load with the first pod checked."""
+    from kapiserver.admission.pod_security import checks
+    return checks.evaluate(lv.level, lv.minor, metadata, spec)
+
+
+def _violation_text(lv: LevelVersion, violations: list[Violation]) -> str:
+    from kapiserver.admission.pod_security import checks
     return f'PodSecurity "{lv}": {checks.describe(violations)}'
 
 
@@ -215,7 +225,7 @@ class PodSecurity(AdmissionPlugin):
         if attrs.operation != UPDATE or attrs.name in self.exemptions.namespaces:
             return
         old_policy, _ = policy_from_labels(get_path(attrs.old_obj, "metadata", "labels") or {}, self.defaults)
-        if policy.enforce == old_policy.enforce or policy.enforce.level == checks.PRIVILEGED:
+        if policy.enforce == old_policy.enforce or policy.enforce.level == levels.PRIVILEGED:
             return
         attrs.warnings.extend(await self._existing_pod_warnings(attrs.name, policy.enforce))
 
@@ -229,7 +239,7 @@ class PodSecurity(AdmissionPlugin):
         for pod in pods[:MAX_PODS_TO_CHECK]:
             if get_path(pod, "spec", "runtimeClassName") in self.exemptions.runtime_classes:
                 continue
-            found = checks.evaluate(enforce.level, enforce.minor, pod.get("metadata") or {}, pod.get("spec") or {})
+            found = _evaluate(enforce, pod.get("metadata") or {}, pod.get("spec") or {})
             if found:
                 by_reasons.setdefault(", ".join(v.reason for v in found), []).append(pod["metadata"]["name"])
         warnings = []
@@ -287,7 +297,7 @@ class PodSecurity(AdmissionPlugin):
             return
         metadata: dict = pod["metadata"] if isinstance(pod.get("metadata"), dict) else {}
         attrs.add_annotation(AUDIT_ENFORCE_POLICY, str(policy.enforce))
-        enforced = checks.evaluate(policy.enforce.level, policy.enforce.minor, metadata, spec)
+        enforced = _evaluate(policy.enforce, metadata, spec)
         if enforced:
             raise admission_forbidden(attrs, "violates " + _violation_text(policy.enforce, enforced))
         self._audit(attrs, policy.audit, metadata, spec)
@@ -311,12 +321,12 @@ class PodSecurity(AdmissionPlugin):
         self._warn(attrs, policy.warn, metadata, spec)
 
     def _audit(self, attrs: Attributes, audit: LevelVersion, metadata: dict, spec: dict) -> None:
-        found = checks.evaluate(audit.level, audit.minor, metadata, spec)
+        found = _evaluate(audit, metadata, spec)
         if found:
             attrs.add_annotation(AUDIT_VIOLATIONS, "would violate " + _violation_text(audit, found))
 
     def _warn(self, attrs: Attributes, warn: LevelVersion, metadata: dict, spec: dict) -> None:
-        found = checks.evaluate(warn.level, warn.minor, metadata, spec)
+        found = _evaluate(warn, metadata, spec)
         if found:
             attrs.warnings.append("would violate " + _violation_text(warn, found))
 

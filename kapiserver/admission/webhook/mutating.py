@@ -18,7 +18,7 @@ from twisted.logger import Logger
 from kapiserver.admission.errors import CallingWebhookError, webhook_denied
 from kapiserver.admission.webhook import review
 from kapiserver.admission.webhook.generic import Invocation, VersionedObjects, WebhookPluginBase
-from kapiserver.machinery import codec, errors, jsonpatch
+from kapiserver.machinery import codec, errors
 from kapiserver.registry.admission import CONNECT, CREATE, DELETE, UPDATE, Attributes
 
 log = Logger()
@@ -100,6 +100,7 @@ class MutatingWebhookPlugin(WebhookPluginBase):
                 raise webhook_denied(hook.name, result.result)
             if not result.patch:
                 return False
+            from kapiserver.machinery import jsonpatch  # with the first webhook that patches
             try:
                 ops = orjson.loads(result.patch)
                 jsonpatch.validate_json_patch(ops)

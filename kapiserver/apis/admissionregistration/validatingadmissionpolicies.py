@@ -7,7 +7,6 @@ the policy status controller (controllers/validating_admission_policy_status.py)
 from __future__ import annotations
 
 from kapiserver.apis import columns
-from kapiserver.apis.admissionregistration import validation as v
 from kapiserver.apis.admissionregistration.webhookconfigurations import GROUP, default_rule
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import RESET_OBJECT_META_FOR_STATUS, ResourceType, Strategy
@@ -52,10 +51,12 @@ class ValidatingAdmissionPolicyStrategy(Strategy):
             default_match_resources(spec["matchConstraints"])
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        from kapiserver.apis.admissionregistration import validation as v  # with the first write of the kind
         name = (obj.get("metadata") or {}).get("name") or ""
         return v.validate_policy_spec(name, obj.get("spec") or {}, v.Options())
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        from kapiserver.apis.admissionregistration import validation as v
         name = (new.get("metadata") or {}).get("name") or ""
         return (v.validate_policy_spec(name, new.get("spec") or {}, v.policy_update_options(new, old))
                 + v.validate_policy_status(new.get("status") or {}))

@@ -3,7 +3,6 @@ parameters and actions."""
 from __future__ import annotations
 
 from kapiserver.apis import columns
-from kapiserver.apis.admissionregistration import validation as v
 from kapiserver.apis.admissionregistration.validatingadmissionpolicies import default_match_resources
 from kapiserver.apis.admissionregistration.webhookconfigurations import GROUP
 from kapiserver.machinery import errors, labels
@@ -37,6 +36,7 @@ class ValidatingAdmissionPolicyBindingStrategy(Strategy):
             default_match_resources(spec["matchResources"])
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        from kapiserver.apis.admissionregistration import validation as v  # with the first write of the kind
         return v.validate_binding_spec(obj.get("spec") or {})
 
 

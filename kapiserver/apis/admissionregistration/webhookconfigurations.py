@@ -7,7 +7,6 @@ webhook names...), as upstream's ratcheting validation allows.
 from __future__ import annotations
 
 from kapiserver.apis import columns
-from kapiserver.apis.admissionregistration import validation as v
 from kapiserver.machinery import errors
 from kapiserver.registry.resource_type import ResourceType, Strategy
 
@@ -52,9 +51,11 @@ class WebhookConfigurationStrategy(Strategy):
                 default_webhook(hook, self.mutating)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
+        from kapiserver.apis.admissionregistration import validation as v  # with the first write of the kind
         return v.validate_webhook_configuration(obj, self.mutating)
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        from kapiserver.apis.admissionregistration import validation as v
         return v.validate_webhook_configuration(new, self.mutating, v.webhook_update_options(new, old))
 
 

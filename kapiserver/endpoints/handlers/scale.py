@@ -19,7 +19,6 @@ import copy
 from typing import Any, Callable, Optional
 
 from kapiserver.admission.resources import SCALE_KIND
-from kapiserver.endpoints.handlers import patch as patch_handler
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors, jsonpath, labels
 from kapiserver.machinery.managedfields import scale as scale_fields
@@ -145,6 +144,7 @@ async def update_scale(scope: RequestScope) -> Response:
 
 
 async def patch_scale(scope: RequestScope) -> Response:
+    from kapiserver.endpoints.handlers import patch as patch_handler  # with the first PATCH (see rest.patch)
     scope.check_write_options("PatchOptions")
     fm = scope.generic_store().field_manager("scale")
     if patch_handler.check_media_type(scope) == patch_handler.APPLY_PATCH:
