@@ -82,6 +82,18 @@ class WebSocketStreamTests(unittest.TestCase):
             stream.dataReceived(wire[i:i + 1])
         self.assertEqual(messages, documents)
 
+    def test_whole_frames_then_part_of_one_in_a_read_each_delivered_once_in_order(self):
+        stream, transport, messages = self.connect()
+        self.upgrade(stream, transport)
+        documents = [{"result": {"n": n, "v": "x" * (n * 60)}} for n in range(6)]  # short and 16-bit lengths
+        wire = b"".join(frame(0x1, orjson.dumps(d)) for d in documents)
+        cut = len(frame(0x1, orjson.dumps(documents[0]))) + len(frame(0x1, orjson.dumps(documents[1]))) + 3
+        stream.dataReceived(wire[:cut])  # two whole frames and three bytes of the third
+        self.assertEqual(messages, documents[:2])
+        stream.dataReceived(wire[cut:] + frame(0x9, b"hi"))  # the rest, then a ping
+        self.assertEqual(messages, documents)
+        self.assertEqual(server_frames(transport.value()), [(0xA, b"hi")])
+
     def test_frames_in_the_same_read_as_the_upgrade_are_delivered(self):
         stream, transport, messages = self.connect()
         request = transport.value().decode()

@@ -28,7 +28,7 @@ from typing import Callable, Optional
 from twisted.internet import defer, task
 from twisted.logger import Logger
 
-from kapiserver.storage.etcd.client import EtcdClient, EtcdKV, b64
+from kapiserver.storage.etcd.client import EtcdClient, b64, unb64
 from kapiserver.storage.etcd.progress import ProgressRequests
 from kapiserver.storage.etcd.websocket import WebSocketStream
 from kapiserver.storage.interface import (DELETE, PUT, CompactedError, ErrorHandler, Event, EventHandler,
@@ -280,20 +280,26 @@ class EtcdWatch:
                 log.failure("watch event handler failed")
 
     def _event(self, raw: dict) -> Event:
-        kv = EtcdKV.from_json(raw.get("kv", {}))
+        # read from the gateway's JSON straight into KeyValues (not through EtcdKV first):
+        # every worker's watch cache gets every write's event
+        kv = raw.get("kv", {})
+        mod_revision = int(kv.get("mod_revision", 0))
         prev_raw = raw.get("prev_kv")
-        prev = self._kv(EtcdKV.from_json(prev_raw)) if prev_raw else None
+        prev = self._kv(prev_raw) if prev_raw else None
         if raw.get("type") == "DELETE":
             # etcd's DELETE kv has only key and mod_revision: show the last value.
             if prev is not None:
-                current = KeyValue(prev.key, prev.value, prev.create_revision, kv.mod_revision, prev.lease)
+                current = KeyValue(prev.key, prev.value, prev.create_revision, mod_revision, prev.lease)
             else:
-                current = KeyValue(self._decode_key(kv.key), b"", 0, kv.mod_revision, 0)
-            return Event(DELETE, current, prev, kv.mod_revision)
-        current = self._kv(kv)
-        if kv.version == 1:
+                current = KeyValue(self._decode_key(unb64(kv.get("key"))), b"", 0, mod_revision, 0)
+            return Event(DELETE, current, prev, mod_revision)
+        current = KeyValue(self._decode_key(unb64(kv.get("key"))), unb64(kv.get("value")),
+                           int(kv.get("create_revision", 0)), mod_revision, int(kv.get("lease", 0)))
+        if int(kv.get("version", 0)) == 1:
             prev = None  # a create, even if a compaction hid nothing
-        return Event(PUT, current, prev, kv.mod_revision)
+        return Event(PUT, current, prev, mod_revision)
 
-    def _kv(self, kv: EtcdKV) -> KeyValue:
-        return KeyValue(self._decode_key(kv.key), kv.value, kv.create_revision, kv.mod_revision, kv.lease)
+    def _kv(self, kv: dict) -> KeyValue:
+        """A key as the gateway's JSON has it (``mvccpb.KeyValue``, as :meth:`EtcdKV.from_json` reads it)."""
+        return KeyValue(self._decode_key(unb64(kv.get("key"))), unb64(kv.get("value")),
+                        int(kv.get("create_revision", 0)), int(kv.get("mod_revision", 0)), int(kv.get("lease", 0)))

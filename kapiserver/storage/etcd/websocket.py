@@ -156,10 +156,34 @@ class WebSocketStream(Protocol):
         self.received = True
         if self._watchdog is not None:
             self._last_data = self._clock.seconds()
+        if self._upgraded and not self._buffer and not self._fragments:
+            data = self._whole_frames(data)
+            if not data:
+                return
         self._buffer += data
         if not self._upgraded and not self._read_head():
             return
         self._read_frames()
+
+    def _whole_frames(self, data: bytes) -> bytes:
+        """Deliver the whole final unmasked text frames at the start of ``data`` (what etcd
+        sends: a watch response, each read holding one or a few) without copying them into the
+        buffer first; the rest of ``data``, for :meth:`_read_frames`."""
+        size, pos = len(data), 0
+        while size - pos >= 2 and data[pos] == 0x81 and self.transport is not None:  # FIN, text
+            length = data[pos + 1]  # a masked frame (0x80 set) is left to _read_frames
+            if length < 126:
+                start = pos + 2
+            elif length == 126 and size - pos >= 4:
+                length = int.from_bytes(data[pos + 2:pos + 4], "big")
+                start = pos + 4
+            else:
+                break
+            if size < start + length:
+                break
+            pos = start + length
+            self._deliver(data[start:pos])
+        return data[pos:] if pos else data
 
     def _read_head(self) -> bool:
         """Parse the answer to the upgrade; True once upgraded."""
