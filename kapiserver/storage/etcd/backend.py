@@ -29,6 +29,13 @@ def _deferred(coro) -> defer.Deferred:
     return defer.Deferred.fromCoroutine(coro)
 
 
+def _created(answer: tuple[bool, int], key: str, value: bytes, lease: int) -> KeyValue:
+    succeeded, revision = answer
+    if not succeeded:
+        raise KeyExistsError(key)
+    return KeyValue(key, value, revision, revision, lease)
+
+
 # etcd releases whose answer to a progress request waits until the stream sent every event
 # before the revision it names (kubernetes/kubernetes#123192); kube-apiserver
 # requests watch progress from the same ones.
@@ -235,15 +242,12 @@ class EtcdStorage(Storage):
     # ------------------------------------------------------------ writes
 
     def create(self, key: str, value: bytes, lease: int = 0) -> defer.Deferred:
-        return _deferred(self._create(key, value, lease))
-
-    async def _create(self, key: str, value: bytes, lease: int) -> KeyValue:
-        k = self._key(key)
-        r = await self.client.txn([Compare.create_revision(k, "EQUAL", 0)],
-                                  [Op.put(k, value, lease=lease)], [])
-        if not r.succeeded:
-            raise KeyExistsError(key)
-        return KeyValue(key, value, r.revision, r.revision, lease)
+        # callbacks, not a coroutine: every create of an object comes this way
+        try:
+            created = self.client.create(self._key(key), value, lease)
+        except Exception:
+            return defer.fail()
+        return created.addCallback(_created, key, value, lease)
 
     def update(self, key: str, value: bytes, expected_mod_revision: int = 0,
                lease: Optional[int] = None) -> defer.Deferred:

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import orjson
 from twisted.internet import defer, error as net_error
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web import _newclient
 from twisted.web.client import (RequestGenerationFailed, RequestTransmissionFailed, ResponseFailed,
                                  ResponseNeverReceived)
@@ -49,6 +52,11 @@ _MAYBE_SENT = (_newclient.ResponseNeverReceived, _newclient.RequestTransmissionF
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def _b64_bytes(data: bytes) -> bytes:
+    # base64 is JSON as it is (no character needs escaping): written into a body unchanged
+    return binascii.b2a_base64(data, newline=False)
 
 
 def unb64(text: Optional[str]) -> bytes:
@@ -128,6 +136,11 @@ class TxnResponse:
 
 def header_revision(r: dict) -> int:
     return int(r.get("header", {}).get("revision", 0))
+
+
+def _created(r: dict) -> tuple[bool, int]:
+    """A create txn's answer (:meth:`EtcdClient.create`)."""
+    return bool(r.get("succeeded", False)), header_revision(r)
 
 
 # ---------------------------------------------------------------- txn building
@@ -299,6 +312,85 @@ class _OneStream(Factory):
         return self._stream
 
 
+class _Slots:
+    """At most ``limit`` holders at once; the others wait in turn (a DeferredSemaphore that
+    makes no Deferred for a slot that is free)."""
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self._waiting: deque[defer.Deferred] = deque()
+
+    def take(self) -> Optional[defer.Deferred]:
+        """None when a slot was free and is now held; else a Deferred that fires once one is
+        handed over (cancelling it gives up the wait)."""
+        if self.free:
+            self.free -= 1
+            return None
+        d: defer.Deferred = defer.Deferred(self._waiting.remove)
+        self._waiting.append(d)
+        return d
+
+    def release(self) -> None:
+        if self._waiting:
+            self._waiting.popleft().callback(None)  # the slot passes to the first waiting
+        else:
+            self.free += 1
+
+
+class _Deadlines:
+    """Cancels calls that run past one fixed timeout, with one timer for them all.
+
+    ``Deferred.addTimeout`` schedules and cancels a timer of the reactor's per call; calls
+    of one timeout end in the order they began, so the oldest call's deadline is the only
+    one that can come next: one timer, set for it, moved on to the next oldest when it goes
+    off.  A call is cancelled at its deadline exactly, as by ``addTimeout``.
+    """
+
+    def __init__(self, reactor: IReactorTime, timeout: float) -> None:
+        self._reactor = reactor
+        self.timeout = timeout
+        self._running: dict[defer.Deferred, float] = {}  # calls and their deadlines, oldest first
+        self._timer: Optional[IDelayedCall] = None
+        self._expired: set[defer.Deferred] = set()
+
+    def watch(self, d: defer.Deferred) -> None:
+        """Cancel ``d`` if it has not fired ``timeout`` seconds from now."""
+        if d.called:
+            return
+        self._running[d] = self._reactor.seconds() + self.timeout
+        if self._timer is None:
+            self._timer = self._reactor.callLater(self.timeout, self._expire)
+        d.addBoth(self._ended, d)
+
+    def _ended(self, result: object, d: defer.Deferred) -> object:
+        self._running.pop(d, None)
+        return result
+
+    def expired(self, d: defer.Deferred) -> bool:
+        """Whether ``d`` was cancelled for running past its deadline (asked once)."""
+        if d in self._expired:
+            self._expired.discard(d)
+            return True
+        return False
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = self._reactor.seconds()
+        while self._running:
+            d, deadline = next(iter(self._running.items()))
+            if deadline > now:
+                self._timer = self._reactor.callLater(deadline - now, self._expire)
+                return
+            del self._running[d]
+            self._expired.add(d)
+            d.cancel()
+
+    def stop(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+
+
 class EtcdClient:
     """Calls etcd's gateway on ``endpoints`` (``http(s)://host:port``), with failover.
 
@@ -319,7 +411,8 @@ class EtcdClient:
         self._preferred = 0
         # Bounds the number of concurrent unary calls (and so of connections):
         # a burst of writes queues here instead of opening a socket each.
-        self._slots = defer.DeferredSemaphore(max_in_flight)
+        self._slots = _Slots(max_in_flight)
+        self._deadlines = _Deadlines(reactor, request_timeout)
         connect_timeout = max(1, min(5, int(request_timeout)))
         endpoint_factory = KeepAliveEndpointFactory(reactor, tls.policy() if tls is not None else None,
                                                      connect_timeout)
@@ -373,21 +466,37 @@ class EtcdClient:
         the request may have been sent.  ``revision`` is the revision asked
         for, used to build Compacted/FutureRevision errors.
         """
+        return await self.post(path, orjson.dumps(body), idempotent, timeout, revision)
+
+    def post(self, path: str, data: bytes, idempotent: bool = True, timeout: Optional[float] = None,
+             revision: int = 0) -> "defer.Deferred[dict]":
+        """:meth:`call` with the body already encoded (JSON), as a Deferred (one coroutine less
+        for the calls every write makes)."""
         limit = self.request_timeout if timeout is None else timeout
         self.calls += 1
-        d = defer.Deferred.fromCoroutine(self._call(path, orjson.dumps(body), idempotent, revision))
+        d = defer.Deferred.fromCoroutine(self._call(path, data, idempotent, revision))
+        if limit == self._deadlines.timeout:
+            self._deadlines.watch(d)
+            return d.addErrback(self._timed_out, d, path, limit)
         d.addTimeout(limit, self.reactor)
-        try:
-            return await d
-        except defer.TimeoutError:
+        return d.addErrback(self._timed_out, None, path, limit)
+
+    def _timed_out(self, failure: Failure, call: Optional[defer.Deferred], path: str, limit: float) -> Failure:
+        """A call that ran out of time fails as unavailable (a caller that gave up gets its
+        CancelledError)."""
+        if failure.check(defer.TimeoutError) or (
+                call is not None and failure.check(defer.CancelledError) and self._deadlines.expired(call)):
             raise UnavailableError(f"etcd request {path} timed out after {limit:g}s "
                                    f"(endpoints: {self.describe_endpoints()})",
-                                   f"etcd did not answer within {limit:g}s") from None
+                                   f"etcd did not answer within {limit:g}s")
+        return failure
 
     async def _call(self, path: str, data: bytes, idempotent: bool, revision: int) -> dict:
         last: Optional[BaseException] = None
         for endpoint in self._order():
-            await self._slots.acquire()
+            waiting = self._slots.take()
+            if waiting is not None:
+                await waiting
             try:
                 code, content = await self._unary.post(endpoint, path, data)
             except _NOT_SENT as e:
@@ -455,6 +564,7 @@ class EtcdClient:
 
     def close(self) -> defer.Deferred:
         """Close the unary calls' connections (streams are closed by their owners)."""
+        self._deadlines.stop()
         return self._unary.close()
 
     # ------------------------------------------------------------ KV
@@ -490,6 +600,20 @@ class EtcdClient:
             else:
                 responses.append(item)
         return TxnResponse(bool(r.get("succeeded", False)), header_revision(r), responses)
+
+    def create(self, key: bytes, value: bytes, lease: int = 0) -> "defer.Deferred[tuple[bool, int]]":
+        """Fire with whether ``key`` was put, and the answer's revision: put if it did not exist, in one txn (``create_revision`` 0, as
+        :meth:`txn` with ``Compare.create_revision(key, "EQUAL", 0)`` and ``Op.put``, the same
+        body).
+
+        Every create of an object is one, so its body is written as bytes here rather than
+        built as Compare and Op objects, a dict and then JSON, and of the answer only what a
+        create needs is read."""
+        k = _b64_bytes(key)
+        body = b"".join((b'{"compare":[{"key":"', k, b'","target":"CREATE","result":"EQUAL","create_revision":"0"}],'
+                         b'"success":[{"request_put":{"key":"', k, b'","value":"', _b64_bytes(value),
+                         b'","lease":"%d"}}],"failure":[]}' % lease if lease else b'"}}],"failure":[]}'))
+        return self.post("/v3/kv/txn", body, idempotent=False).addCallback(_created)
 
     async def compact(self, revision: int, physical: bool = False) -> None:
         body: dict[str, Any] = {"revision": str(revision)}
