@@ -75,7 +75,7 @@ BACKEND_FUNCTIONS = {
     ),
     "etcd": (
         "kapiserver.storage.etcd.unary_http:GatewayConnection.dataReceived",  # an answer (and what it resumes)
-        "kapiserver.storage.etcd.watch:_LineStream.dataReceived",  # watch events, parsed and delivered
+        "kapiserver.storage.etcd.websocket:WebSocketStream.dataReceived",  # watch events, parsed and delivered
     ),
 }
 
