@@ -293,8 +293,7 @@ class EtcdWatch:
             else:
                 current = KeyValue(self._decode_key(unb64(kv.get("key"))), b"", 0, mod_revision, 0)
             return Event(DELETE, current, prev, mod_revision)
-        current = KeyValue(self._decode_key(unb64(kv.get("key"))), unb64(kv.get("value")),
-                           int(kv.get("create_revision", 0)), mod_revision, int(kv.get("lease", 0)))
+        current = self._kv(kv)
         if int(kv.get("version", 0)) == 1:
             prev = None  # a create, even if a compaction hid nothing
         return Event(PUT, current, prev, mod_revision)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import orjson
 from twisted.internet import defer, error as net_error
@@ -156,34 +156,15 @@ class WebSocketStream(Protocol):
         self.received = True
         if self._watchdog is not None:
             self._last_data = self._clock.seconds()
-        if self._upgraded and not self._buffer and not self._fragments:
-            data = self._whole_frames(data)
-            if not data:
-                return
+        if self._upgraded and not self._buffer:
+            # the frames read straight from ``data`` (what etcd sends: a watch response, each
+            # read holding one or a few), not copied into the buffer first; a partial one waits there
+            self._buffer += data[self._read_frames(data):]
+            return
         self._buffer += data
         if not self._upgraded and not self._read_head():
             return
-        self._read_frames()
-
-    def _whole_frames(self, data: bytes) -> bytes:
-        """Deliver the whole final unmasked text frames at the start of ``data`` (what etcd
-        sends: a watch response, each read holding one or a few) without copying them into the
-        buffer first; the rest of ``data``, for :meth:`_read_frames`."""
-        size, pos = len(data), 0
-        while size - pos >= 2 and data[pos] == 0x81 and self.transport is not None:  # FIN, text
-            length = data[pos + 1]  # a masked frame (0x80 set) is left to _read_frames
-            if length < 126:
-                start = pos + 2
-            elif length == 126 and size - pos >= 4:
-                length = int.from_bytes(data[pos + 2:pos + 4], "big")
-                start = pos + 4
-            else:
-                break
-            if size < start + length:
-                break
-            pos = start + length
-            self._deliver(data[start:pos])
-        return data[pos:] if pos else data
+        del self._buffer[:self._read_frames(self._buffer)]
 
     def _read_head(self) -> bool:
         """Parse the answer to the upgrade; True once upgraded."""
@@ -216,8 +197,8 @@ class WebSocketStream(Protocol):
                                              f"it answered {what}"))
         self.abort()
 
-    def _read_frames(self) -> None:
-        buffer = self._buffer
+    def _read_frames(self, buffer: Union[bytes, bytearray]) -> int:
+        """Handle the whole frames at the start of ``buffer``; how many bytes they took."""
         size = len(buffer)
         pos = 0
         while size - pos >= 2 and self.transport is not None:
@@ -245,7 +226,7 @@ class WebSocketStream(Protocol):
             payload = bytes(buffer[pos + head:pos + head + length])
             pos += head + length
             self._frame(bool(first & 0x80), first & 0x0F, mask(payload, key) if key else payload)
-        del buffer[:pos]
+        return pos
 
     def _frame(self, final: bool, opcode: int, payload: bytes) -> None:
         if opcode in (_TEXT, _BINARY, _CONTINUATION):
