@@ -140,17 +140,21 @@ class GarbageCollectorTests(ServerTestCase):
         self.assertTrue(r.body["metadata"]["deletionTimestamp"])
         self.assertEqual(r.body["metadata"]["finalizers"], ["foregroundDeletion"])
         await self.gone(CM + "/plain")
+        await self.held_until_blocker_released("fg", "blocker")
+        await self.gone(CM + "/fg")
 
+    async def held_until_blocker_released(self, owner: str, blocker_name: str) -> None:
+        """Wait for the blocking dependent to be deleted in turn, see the owner still held by
+        foregroundDeletion meanwhile, then release the dependent's own finalizer."""
         async def blocker_deleting():
-            body = (await self.client.get(CM + "/blocker")).body
+            body = (await self.client.get(CM + "/" + blocker_name)).body
             return body if body["metadata"].get("deletionTimestamp") else None
         blocker = await self.wait_for(blocker_deleting, TIMEOUT)
         await sleep(0.2)
-        held = await self.exists(CM + "/fg")  # still readable while a blocking dependent remains
+        held = await self.exists(CM + "/" + owner)  # still readable while a blocking dependent remains
         self.assertEqual(held["metadata"]["finalizers"], ["foregroundDeletion"])
         blocker["metadata"]["finalizers"] = []
-        self.assertEqual((await self.client.put(CM + "/blocker", blocker)).code, 200)
-        await self.gone(CM + "/fg")
+        self.assertEqual((await self.client.put(CM + "/" + blocker_name, blocker)).code, 200)
 
     @run
     async def test_large_objects_owned_and_deleting_in_the_foreground(self):
@@ -164,16 +168,7 @@ class GarbageCollectorTests(ServerTestCase):
         r = await self.client.delete(CM + "/big-owner", {"propagationPolicy": "Foreground"})
         self.assertEqual(r.code, 200)
         await self.gone(CM + "/big-plain")
-
-        async def blocker_deleting():
-            body = (await self.client.get(CM + "/big-blocker")).body
-            return body if body["metadata"].get("deletionTimestamp") else None
-        blocker = await self.wait_for(blocker_deleting, TIMEOUT)
-        await sleep(0.2)
-        held = await self.exists(CM + "/big-owner")  # its blocking dependent, deleting, is still there
-        self.assertEqual(held["metadata"]["finalizers"], ["foregroundDeletion"])
-        blocker["metadata"]["finalizers"] = []
-        self.assertEqual((await self.client.put(CM + "/big-blocker", blocker)).code, 200)
+        await self.held_until_blocker_released("big-owner", "big-blocker")
         await self.gone(CM + "/big-blocker")
         await self.gone(CM + "/big-owner")
 

@@ -93,15 +93,21 @@ class IndexTests(unittest.TestCase):
         # the index is made once: the backend was listed once, to build the cache
         self.assertEqual(backend.calls.get("list", 0), 1)
 
-    async def test_an_index_built_a_chunk_at_a_time_misses_no_write_made_meanwhile(self):
+    async def built_in_chunks(self, pods: int) -> tuple[CachedStorage, cacher_watch_cache.WatchCache, task.Clock, defer.Deferred]:
+        """A cache of ``pods`` pods, its node index being built four keys a reactor turn, on a
+        clock the test turns: the store, the cache, the clock and the index's build (whose
+        first chunk is indexed now)."""
         self.patch(cacher_watch_cache, "BUILD_CHUNK", 4)
-        clock = task.Clock()  # the cache's turns: the build goes on when the test says
+        clock = task.Clock()
         store, _ = await self.open(reactor=clock)
-        for i in range(40):
+        for i in range(pods):
             await store.create(f"/pods/ns/p{i:02d}", f"n{i % 2}|{i}".encode())
         await store.list(PREFIX)  # the cache is built; the index is not
         cache = store.cache_for(PREFIX)
-        building = cache.index("node", node_of)  # the first chunk is indexed now
+        return store, cache, clock, cache.index("node", node_of)
+
+    async def test_an_index_built_a_chunk_at_a_time_misses_no_write_made_meanwhile(self):
+        store, cache, clock, building = await self.built_in_chunks(40)
         self.assertFalse(building.called)
         # writes while the index is built: behind its position, ahead of it, and new keys
         await store.update("/pods/ns/p00", b"n1|moved early")
@@ -120,14 +126,7 @@ class IndexTests(unittest.TestCase):
     async def test_writes_since_the_last_indexed_list_are_all_in_the_next(self):
         # writes are indexed when the index is next read, a chunk per reactor turn: more of them
         # than a chunk, moves and deletes among them, and a write made while it catches up
-        self.patch(cacher_watch_cache, "BUILD_CHUNK", 4)
-        clock = task.Clock()  # the cache's turns: catching up goes on when the test says
-        store, _ = await self.open(reactor=clock)
-        for i in range(8):
-            await store.create(f"/pods/ns/p{i:02d}", f"n{i % 2}|{i}".encode())
-        await store.list(PREFIX)  # the cache is built
-        cache = store.cache_for(PREFIX)
-        building = cache.index("node", node_of)
+        store, cache, clock, building = await self.built_in_chunks(8)
         while not building.called:
             clock.advance(0)
         index = building.result
