@@ -68,6 +68,17 @@ class SerializationTests(unittest.TestCase):
         self.assertEqual(list(s.to_fields()),
                          ["f:a", "f:b", 'k:{"a":1}', 'k:{"a":"x"}', "v:2", 'v:"a"', "v:true", "v:null", "i:0", "i:1"])
 
+    def test_large_level_in_the_same_order(self):
+        """A level of thousands of elements (sorted a slice at a time, so no single sort holds the
+        GIL for long) serializes in the same order as a small one: fields, keys, values, each by value."""
+        names = [f"E{i:05d}" for i in range(3 * fieldpath._SORT_SLICE + 7)]
+        keys = ['k:{"name":"%s"}' % name for name in names]
+        numbers = [f"v:{n}" for n in range(40)]
+        elements = [*reversed(keys), "f:b", *numbers, "f:a", 'v:"z"']
+        s = Set.of(*((e,) for e in elements))
+        self.assertEqual(list(s.to_fields()), ["f:a", "f:b", *keys, *numbers, 'v:"z"'])
+        self.assertEqual(paths(s)[:3], [".a", ".b", '[name="E00000"]'])
+
     def test_round_trip(self):
         fields = {"f:metadata": {"f:labels": {".": {}, "f:app": {}}, "f:annotations": {"f:x": {}}},
                   "f:spec": {".": {}, "f:ports": {'k:{"port":80,"protocol":"TCP"}': {".": {}, "f:port": {}}}}}
