@@ -164,6 +164,22 @@ class UnknownFieldTests(ServerTestCase):
         self.assertEqual(r.code, 201)
         self.assertIsNone(r.headers.getRawHeaders("warning"))
 
+    @run
+    async def test_duplicate_fields_in_a_large_body(self):
+        """A body of 64 KiB or more has its strings matched one at a time: the same answers."""
+        data = b",".join(b'"k%05d":"v:%05d"' % (i, i) for i in range(5000))
+        raw = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{' + data + b'}}'
+        self.assertGreater(len(raw), 64 * 1024)
+        r = await self.client.post(CM, raw=raw)
+        self.assertEqual(r.code, 201, r.raw)
+        self.assertIsNone(r.headers.getRawHeaders("warning"))
+        self.assertEqual(r.body["data"]["k04999"], "v:04999")
+        duplicated = raw.replace(b'"big"', b'"big2"')[:-2] + b',"k00000":"w:0"}}'
+        r = await self.client.post(CM, raw=duplicated)
+        self.assertEqual(r.code, 201, r.raw)
+        self.assertEqual(r.headers.getRawHeaders("warning"), ['299 - "duplicate field \\"data.k00000\\""'])
+        self.assertEqual(r.body["data"]["k00000"], "w:0")
+
 
 class YAMLTests(ServerTestCase):
     async def post_yaml(self, text: str, path: str = CM):
