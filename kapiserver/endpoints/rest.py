@@ -21,7 +21,7 @@ from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints.list_encoding import list_body
 from kapiserver.endpoints.transform import allowed_shapes, include_object, transform_object
 from kapiserver.machinery import errors
-from kapiserver.registry.store import StoredList, StoredObject
+from kapiserver.registry.store import LARGE_BODY_ON_THREAD_BYTES, StoredList, StoredObject
 from kapiserver.request.info import RequestInfo
 
 
@@ -112,9 +112,12 @@ class RESTEndpoint(resource.Resource):
             handler = subresource.handler_for(sub)
         else:
             handler = SCALE_HANDLERS[verb] if info.subresource == "scale" else HANDLERS[verb]
+        if scope.body_size() >= LARGE_BODY_ON_THREAD_BYTES:
+            scope.handle_large()
         answering = defer.Deferred.fromCoroutine(handler(scope))
         answering.addCallback(self._answer, scope)
         answering.addErrback(respond.failure_writer(request, target))
+        answering.addBoth(scope.finished)
         return server.NOT_DONE_YET
 
     def _answer(self, response: Response, scope: RequestScope) -> Any:
@@ -136,11 +139,15 @@ class RESTEndpoint(resource.Resource):
             raise errors.resource_not_found()
 
     @staticmethod
-    def _answer_object(response: Response, scope: RequestScope) -> None:
+    def _answer_object(response: Response, scope: RequestScope) -> Any:
         if response.raw is not None:
             respond.write_raw(scope.request, response.code, response.content_type, response.raw, scope.warnings)
             return
         obj = response.obj
+        large = scope.large or (isinstance(obj, StoredObject) and respond.is_large(obj))
+        if large and response.convertible and not scope.target.as_kind:
+            return defer.Deferred.fromCoroutine(
+                respond.write_large(scope.request, scope.target, response.code, obj, scope.warnings))
         if isinstance(obj, StoredObject):  # a GET: its memoized encoding when the answer allows
             if respond.write_stored(scope.request, scope.target, response.code, obj, scope.warnings):
                 return

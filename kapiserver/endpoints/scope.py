@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Optional
+from typing import Any, Callable, Coroutine, Optional, TypeVar
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.server import Request
@@ -12,7 +12,7 @@ from kapiserver.endpoints import request_decoder
 from kapiserver.endpoints.negotiation import MediaTarget, body_media_type
 from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.streaming.interfaces import ConnectStreams
-from kapiserver.machinery import codec, errors
+from kapiserver.machinery import codec, collector_pause, errors
 from kapiserver.machinery import fieldvalidation
 from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
@@ -23,6 +23,8 @@ from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.rest import Creater, Getter, Lister, RESTStorage
 from kapiserver.registry.store import Store, on_thread_if_large
 from kapiserver.request.info import RequestInfo
+
+_T = TypeVar("_T")
 
 
 @dataclass(eq=False, repr=False)
@@ -61,6 +63,20 @@ class RequestScope:
     stores: Optional[Callable[[str, str, str], Store]] = None
     # connects connect subresources' locations (kubelets, pods, endpoints); None: none are
     streams: Optional[ConnectStreams] = None
+    # the request handles a large body or stored object (handle_large): the cyclic collector is
+    # held off until it ends (finished), and its answer is encoded off the reactor
+    large: bool = False
+
+    def handle_large(self) -> None:
+        if not self.large:
+            self.large = True
+            collector_pause.PAUSE.hold()
+
+    def finished(self, result: _T) -> _T:
+        """(The request's last callback.)"""
+        if self.large:
+            collector_pause.PAUSE.release()
+        return result
 
     # the REST storage as the verb's interface (registry/rest.py): a 405 for one without it.
     # The generic Store has every verb and serves nearly every request: it is told apart by its
@@ -149,7 +165,8 @@ class RequestScope:
     def context(self, field_manager: str = "", managed_fields_set: bool = False) -> Context:
         return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings, field_manager=field_manager,
                        managed_fields_set=managed_fields_set, options=self.admission_options(),
-                       audit_annotations=self.audit_annotations(), body_size=self.body_size())
+                       audit_annotations=self.audit_annotations(), body_size=self.body_size(),
+                       on_large_object=self.handle_large)
 
     def audit_annotations(self) -> dict:
         """Where admission's audit annotations go: the audit event's, when the request has one,

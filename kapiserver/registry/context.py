@@ -19,6 +19,10 @@ SERVER_MANAGER = "kube-apiserver"
 CONTROLLER_MANAGER = "kube-controller-manager"
 
 
+def _nothing() -> None:
+    return None
+
+
 class SubresourceView(NamedTuple):
     """How admission sees a write made through a subresource with a kind of its own
     (``deployments/scale`` takes a Scale): the parent object as that kind, and the parent
@@ -50,5 +54,10 @@ class Context:
     audit_annotations: dict = field(default_factory=dict)
     # admission sees this update through a subresource's own kind (a Scale for ``/scale``)
     admission_view: Optional[SubresourceView] = None
-    # the request body's length: a large body's managedFields are recorded off the reactor
+    # the size of the write's work: its body's length, or the stored object's when that is larger
+    # (``Store``'s ``_sized_for``); a large one is decoded, defaulted, recorded, validated and
+    # encoded off the reactor
     body_size: int = 0
+    # called when the write turns out to work on a large stored object: its request holds the
+    # cyclic collector off while that object's decoded form lives (machinery/collector_pause.py)
+    on_large_object: Callable[[], None] = _nothing

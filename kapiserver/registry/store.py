@@ -15,7 +15,7 @@ import builtins
 import copy
 import inspect
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, NoReturn, Optional, TypeVar
 
 import orjson
@@ -49,16 +49,39 @@ _large_body_threads = defer.DeferredSemaphore(1)
 _T = TypeVar("_T")
 
 async def on_thread_if_large(body_size: int, work: Callable[..., _T], *args: Any) -> _T:
-    """``work(*args)``, on a thread (one at a time) when the request's body is ``body_size`` bytes
-    or more: ``work`` touches only what it is given (what it changes, the request's own object,
-    nothing else uses while the request waits for it)."""
+    """``work(*args)``, on the large-body thread when the request's body is ``body_size`` bytes
+    or more (:func:`on_large_body_thread`), else here."""
     if body_size >= LARGE_BODY_ON_THREAD_BYTES:
-        return await _large_body_threads.run(threads.deferToThread, work, *args)
+        return await on_large_body_thread(work, *args)
     return work(*args)
+
+
+async def on_large_body_thread(work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)`` on a thread, one such work at a time: ``work`` touches only what it is given
+    (what it changes, the request's own object, nothing else uses while the request waits for it)."""
+    return await _large_body_threads.run(threads.deferToThread, work, *args)
 
 
 async def _on_thread_if_large(ctx: Context, work: Callable[..., _T], *args: Any) -> _T:
     return await on_thread_if_large(ctx.body_size, work, *args)
+
+
+def _sized_for(ctx: Context, kv: st.KeyValue) -> Context:
+    """``ctx`` for a write to the stored ``kv`` (call it before decoding ``kv``): a small patch of a
+    large object (a label on a Pod of 100,000 env vars) does the large object's work, decoding,
+    patching, defaulting, managedFields, validation and encoding, so it is done where a large body's
+    is (on the large-body thread: on the reactor it took 1-2 s), and its request is told."""
+    if len(kv.value) <= ctx.body_size:
+        return ctx
+    if len(kv.value) >= LARGE_BODY_ON_THREAD_BYTES:
+        ctx.on_large_object()
+    return replace(ctx, body_size=len(kv.value))
+
+
+def _mutated(mutate: Callable[[Optional[dict]], Any], current: dict, keeps_current: bool) -> Any:
+    """``mutate`` of a guaranteed update given ``current`` (or a copy, unless it keeps it unchanged);
+    the large object's on the large-body thread: a mutation touches only what it is given."""
+    return mutate(current if keeps_current else codec.copy_json(current))
 
 
 # Selector lists decode every stored object: give the reactor a turn this often.
@@ -447,11 +470,14 @@ class Store:
             return await on_thread_if_large(len(kv.value), self._from_kv, kv)
         return (await self.externals([await on_thread_if_large(len(kv.value), decode, kv)]))[0]
 
-    async def _encode_async(self, obj: dict) -> bytes:
+    async def _encode_async(self, obj: dict, size: int) -> bytes:
+        """The stored form of ``obj``, of about ``size`` bytes (the body's or the stored value's): a
+        large one is encoded on the large-body thread, as it was decoded, so that the turn that
+        stores it is not also spent encoding it."""
         convert = self.rtype.convert_to_storage_async
         if convert is None:
-            return self._encode(obj)
-        return encode((await convert([obj]))[0])
+            return await on_thread_if_large(size, self._encode, obj)
+        return await on_thread_if_large(size, encode, (await convert([obj]))[0])
 
     # ------------------------------------------------------------ get
 
@@ -798,7 +824,7 @@ class Store:
             return st.KeyValue(key, b"", 0, 0)
         lease = await self.leases.lease_for(self.rtype.ttl_seconds) if self.rtype.ttl_seconds else 0
         try:
-            return await self.storage.create(key, await self._encode_async(obj), lease=lease)
+            return await self.storage.create(key, await self._encode_async(obj, ctx.body_size), lease=lease)
         except st.KeyExistsError:
             if generated:
                 return None
@@ -903,9 +929,10 @@ class Store:
                         continue
                     raise
             try:
+                ctx = _sized_for(ctx, kv)
                 current = await self._from_kv_async(kv)
                 # the update changes the desired object in place; ``current`` stays as read
-                desired = mutate(current if mutate_keeps_current else codec.copy_json(current))
+                desired = await _on_thread_if_large(ctx, _mutated, mutate, current, mutate_keeps_current)
                 if inspect.isawaitable(desired):
                     desired = await desired
                 desired = self._check_kind(desired)
@@ -947,8 +974,8 @@ class Store:
                     new["metadata"]["resourceVersion"] = str(deleted.mod_revision)
                     await self._after_delete(current)
                     return WriteResult(await self._external(new), self)
-                written = await self.storage.update(key, await self._encode_async(new),
-                                                    expected_mod_revision=kv.mod_revision)
+                value = await self._encode_async(new, ctx.body_size)
+                written = await self.storage.update(key, value, expected_mod_revision=kv.mod_revision)
             except st.ConflictError as e:
                 if precondition_rv and base.current:
                     raise self._conflict(name)
@@ -1067,6 +1094,7 @@ class Store:
             kv = base.kv
             if kv is None:
                 raise self._not_found(name)
+            ctx = _sized_for(ctx, kv)
             try:
                 current = await self._from_kv_async(kv)
             except CorruptObjectError:
@@ -1186,7 +1214,7 @@ class Store:
         """Write a delete's mark (deletionTimestamp, finalizers) over ``kv``; the written kv, or
         None when another write came first (``base`` then holds what is stored: try again)."""
         try:
-            written = await self.storage.update(key, await self._encode_async(marked),
+            written = await self.storage.update(key, await self._encode_async(marked, len(kv.value)),
                                                 expected_mod_revision=kv.mod_revision)
         except st.ConflictError as e:
             base.replace(e.current)

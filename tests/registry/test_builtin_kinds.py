@@ -436,7 +436,7 @@ class ThroughStoreTests(unittest.TestCase):
     @defer.inlineCallbacks
     def test_a_large_bodys_managed_fields_and_validation_run_off_the_reactor(self):
         """A write with a large body (100,000 labels, a few MB of data keys) is defaulted, records its
-        managedFields and validates on a thread, so the reactor answers other requests meanwhile; the object, and
+        managedFields, validates and is encoded for storage on a thread, so the reactor answers other requests meanwhile; the object, and
         the 422 of an invalid one, come out the same."""
         from twisted.python import threadable
         cms = self.store("", "configmaps")
@@ -453,6 +453,7 @@ class ThroughStoreTests(unittest.TestCase):
         self.patch(cms.strategy, "validate", recording("validate", cms.strategy.validate))
         self.patch(cms.strategy, "default", recording("default", cms.strategy.default))
         self.patch(cms.strategy, "validate_update", recording("validate_update", cms.strategy.validate_update))
+        self.patch(cms, "_encode", recording("encode", cms._encode))
         created, refused = [], []
         for name, body_size in (("small", 1000), ("large", LARGE_BODY_ON_THREAD_BYTES)):
             ctx = Context(field_manager="kubectl", body_size=body_size)
@@ -466,7 +467,8 @@ class ThroughStoreTests(unittest.TestCase):
                 refused.append((e.code, e.message.replace(name, "NAME")))
         half = len(on_reactor) // 2  # the small body's writes, then the large one's
         self.assertEqual([r for _, r in on_reactor], [True] * half + [False] * half)
-        self.assertEqual({n for n, _ in on_reactor[half:]}, {"default", "managedFields", "validate", "validate_update"})
+        self.assertEqual({n for n, _ in on_reactor[half:]},
+                         {"default", "managedFields", "validate", "validate_update", "encode"})
         small, large = (c["metadata"]["managedFields"] for c in created)
         for entry in small + large:
             entry.pop("time")
