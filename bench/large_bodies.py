@@ -1,6 +1,6 @@
 """Large bodies of many tiny parts: does the reactor stay free, and does memory stay in proportion?
 
-``python3 bench/large_bodies.py [--case NAME ...] [--backend sqlite|etcd] [--repeat N]``
+``python3 bench/large_bodies.py [--case NAME ...] [--backend sqlite|etcd] [--repeat N] [--then]``
 ``python3 bench/large_bodies.py --kubeconfig FILE --pid PID [--case NAME ...]``  (any server, e.g. kube-apiserver)
 
 Issue 31's goal: 400,000 finalizers, 100,000 labels or a 3 MB body of tiny items keep ``/readyz``
@@ -15,7 +15,8 @@ the most CPU time the server's main thread used while one poll waited (/proc/PID
 kapiserver the reactor's own work, which a busy machine does not stretch as it stretches the wait;
 it leaves out the waits for the GIL that another thread's long C call holds; for a Go server it
 means little), and RSS before / peak / 1 s after with (peak - before) / body size.  Each case deletes what it
-created (answers 201) before the next.
+created (answers 201) before the next; with ``--then`` that delete, and a merge patch of one label
+before it, are measured too (a row each: a small request on a large stored object).
 """
 from __future__ import annotations
 
@@ -210,7 +211,10 @@ def reason_of(status: int, data: bytes) -> str:
     return answer.get("kind", "")
 
 
-def run_case(target: Target, name: str, body: Body) -> list[Any]:
+def measured(target: Target, name: str, method: str, path: str, data: bytes, content_type: str,
+             size: int) -> tuple[int, list[Any]]:
+    """Send one request while /readyz is polled and the RSS sampled: its code and table row
+    (growth per ``size`` bytes, the case's body)."""
     sender = connect(target)
     before = tree_rss_mb(target.pid)
     poller = ReadyzPoller(target)
@@ -220,8 +224,10 @@ def run_case(target: Target, name: str, body: Body) -> list[Any]:
     time.sleep(0.1)  # a few polls before the body, to see the idle latency is small
     polls_before = len(poller.latencies)
     t0 = time.perf_counter()
-    sender.request("POST", body.path, body=body.data,
-                   headers={**target.headers, "Content-Type": body.content_type, "Accept": "application/json"})
+    headers = {**target.headers, "Accept": "application/json"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    sender.request(method, path, body=data or None, headers=headers)
     response = sender.getresponse()
     answer = response.read()
     elapsed = time.perf_counter() - t0
@@ -231,19 +237,39 @@ def run_case(target: Target, name: str, body: Body) -> list[Any]:
     time.sleep(1.0)
     poller.stop()
     sampler.stop()
-    after = tree_rss_mb(target.pid)
-    if response.status == 201:
-        sender.request("DELETE", body.created, headers=target.headers)
-        sender.getresponse().read()
     sender.close()
+    after = tree_rss_mb(target.pid)
     during.sort()
     readyz_max = during[-1] * 1000 if during else float("nan")
     readyz_p99 = during[min(len(during) - 1, int(len(during) * 0.99))] * 1000 if during else float("nan")
-    size_mb = len(body.data) / (1 << 20)
-    growth = (sampler.peak - before) / size_mb
-    return [name, f"{len(body.data) / 1e6:.2f}", response.status, reason_of(response.status, answer),
-            round(elapsed * 1000), len(during), readyz_max, readyz_p99, cpu_max, poller.failures,
-            before, sampler.peak, after, f"{growth:.1f}x"]
+    growth = (sampler.peak - before) / (size / (1 << 20))
+    return response.status, [name, f"{size / 1e6:.2f}", response.status, reason_of(response.status, answer),
+                             round(elapsed * 1000), len(during), readyz_max, readyz_p99, cpu_max, poller.failures,
+                             before, sampler.peak, after, f"{growth:.1f}x"]
+
+
+# --then: a small change to the object a case created, then its deletion
+LABEL_PATCH = b'{"metadata":{"labels":{"patched":"yes"}}}'
+
+
+def run_case(target: Target, name: str, body: Body, then: bool = False) -> list[list[Any]]:
+    """The case's POST (a row); with ``then``, after a 201 a merge patch of one label and the DELETE
+    (a row each), else the object deleted unmeasured."""
+    size = len(body.data)
+    code, row = measured(target, name, "POST", body.path, body.data, body.content_type, size)
+    rows = [row]
+    if code != 201:
+        return rows
+    if then:
+        rows.append(measured(target, f"{name}, then a label patch", "PATCH", body.created, LABEL_PATCH,
+                             "application/merge-patch+json", size)[1])
+        rows.append(measured(target, f"{name}, then its delete", "DELETE", body.created, b"", "", size)[1])
+    else:
+        sender = connect(target)
+        sender.request("DELETE", body.created, headers=target.headers)
+        sender.getresponse().read()
+        sender.close()
+    return rows
 
 
 HEADERS = ["case", "body MB", "code", "reason", "request ms", "readyz polls", "readyz max ms", "readyz p99 ms",
@@ -257,6 +283,8 @@ def main() -> None:
     parser.add_argument("--kubeconfig", help="measure this server instead of starting a kapiserver")
     parser.add_argument("--pid", type=int, help="the --kubeconfig server's process (its RSS is sampled)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each case")
+    parser.add_argument("--then", action="store_true",
+                        help="after a case's 201, also measure a label patch of the object and its delete")
     args = parser.parse_args()
     server: Optional[ServerProcess] = None
     etcd = None
@@ -275,8 +303,9 @@ def main() -> None:
         for name in args.case or list(CASES):
             body = CASES[name]()
             for _ in range(args.repeat):
-                rows.append(run_case(target, name, body))
-                print(" | ".join(str(c) for c in rows[-1]), file=sys.stderr, flush=True)
+                for row in run_case(target, name, body, args.then):
+                    rows.append(row)
+                    print(" | ".join(str(c) for c in row), file=sys.stderr, flush=True)
     finally:
         if server is not None:
             server.cleanup()
