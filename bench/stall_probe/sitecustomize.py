@@ -1,5 +1,6 @@
 """Who holds the GIL when the reactor waits: a probe loaded into every Python process started with
-``PYTHONPATH=bench/stall_probe`` (Python imports ``sitecustomize`` at start).
+``PYTHONPATH=$PWD/bench/stall_probe`` (absolute: the server runs elsewhere; Python imports
+``sitecustomize`` at start).
 
 ``STALL_PROBE_LOG=FILE``: a daemon thread sleeps 1 ms at a time; when a sleep takes longer than
 ``STALL_PROBE_MS`` (default 15), some thread held the GIL that long, and the probe appends the gap
@@ -8,7 +9,7 @@ long call is the one to read.  ``STALL_PROBE_GC_LOG=FILE``: every collection of 
 collector over 2 ms, with its generation, duration and thread.  Both perturb what they measure a
 little (the probe thread asks for the GIL every millisecond): take latencies from runs without it.
 
-    STALL_PROBE_LOG=/tmp/stalls.log PYTHONPATH=bench/stall_probe python bench/large_bodies.py --case pod-100k-env-vars
+    STALL_PROBE_LOG=/tmp/stalls.log PYTHONPATH=$PWD/bench/stall_probe python bench/large_bodies.py --case pod-100k-env-vars
 """
 from __future__ import annotations
 
