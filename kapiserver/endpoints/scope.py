@@ -18,7 +18,7 @@ from kapiserver.machinery.fields import EQUALS, FieldRequirement, FieldSelector
 from kapiserver.machinery.managedfields.fieldmanager import manager_from_user_agent, validate_field_manager
 from kapiserver.machinery.user import UserInfo
 from kapiserver.registry.context import Context
-from kapiserver.registry.options import ListOptions
+from kapiserver.registry.options import DeleteOptions, ListOptions
 from kapiserver.registry.resource_type import ResourceType
 from kapiserver.registry.rest import Creater, Getter, Lister, RESTStorage
 from kapiserver.registry.store import Store, on_thread_if_large
@@ -141,14 +141,15 @@ class RequestScope:
     def dry_run(self) -> bool:
         return bool(self.arg_values("dryRun"))
 
-    def check_write_options(self, options_kind: str, body_dry_run: Any = None) -> None:
-        """Upstream's Validate{Create,Update,Patch,Delete}Options: dryRun only ``All``, a known fieldValidation.
+    def check_write_options(self, options_kind: str, body_dry_run: Any = None, query: bool = True) -> None:
+        """Upstream's Validate{Create,Update,Patch,Delete}Options: dryRun only ``All``, a known fieldValidation
+        (the query's, unless ``query`` is False, and the body's ``body_dry_run``).
 
         A request that asks for something else must not be carried out as
         another request would be (a typo in dryRun must not write): 422 Invalid.
         """
         causes: list[errors.Cause] = []
-        dry_run = self.arg_values("dryRun")
+        dry_run = self.arg_values("dryRun") if query else []
         if isinstance(body_dry_run, list):
             dry_run = dry_run + [v for v in body_dry_run if isinstance(v, str)]
         if any(v != "All" for v in dry_run):
@@ -162,8 +163,11 @@ class RequestScope:
         if causes:
             raise errors.invalid(options_kind, "meta.k8s.io", "", causes)
 
-    def context(self, field_manager: str = "", managed_fields_set: bool = False) -> Context:
-        return Context(user=self.user, dry_run=self.dry_run, warnings=self.warnings, field_manager=field_manager,
+    def context(self, field_manager: str = "", managed_fields_set: bool = False,
+                dry_run: Optional[bool] = None) -> Context:
+        """The Store's context of this request (``dry_run``: the options' when they are not the query's)."""
+        return Context(user=self.user, dry_run=self.dry_run if dry_run is None else dry_run,
+                       warnings=self.warnings, field_manager=field_manager,
                        managed_fields_set=managed_fields_set, options=self.admission_options(),
                        audit_annotations=self.audit_annotations(), body_size=self.body_size(),
                        on_large_object=self.handle_large)
@@ -311,6 +315,14 @@ class RequestScope:
         self.warnings.extend(request_decoder.apply_field_validation(
             mode, request_decoder.field_problems(unknown, duplicates), body_kind, version, kind))
         return obj
+
+    def delete_options(self) -> DeleteOptions:
+        """A DELETE's options as upstream's DeleteResource reads them: from its body when it has one,
+        the query's then counting for nothing (dryRun included), else from the query; validated."""
+        given = bool(self.body_bytes().strip())
+        body = self.decode_delete_options()
+        self.check_write_options("DeleteOptions", body.get("dryRun"), query=not given)
+        return DeleteOptions.from_request({} if given else self.args, body)
 
     def decode_delete_options(self) -> dict:
         """A DELETE body: a DeleteOptions decoded like any object (an empty body is no options)."""

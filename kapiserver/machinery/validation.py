@@ -10,11 +10,12 @@ return field causes for a 422.
 """
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import re
 from typing import Any, Callable, Optional, TypeGuard, Union
 
-from kapiserver.machinery import errors, gorepr
+from kapiserver.machinery import errors, gorepr, meta
 from kapiserver.machinery.errors import Cause
 from kapiserver.machinery.managedfields.fieldmanager import validate_field_manager
 
@@ -773,5 +774,19 @@ def validate_object_meta_update(new: dict, old: dict, path: str = "metadata") ->
         if name in ("name", "namespace", "uid", "creationTimestamp"):  # Go zero value is ""
             new_value, old_value = new_value or "", old_value or ""
         if new_value != old_value:
-            causes.append(errors.field_invalid(f"{path}.{name}", new_value, FIELD_IMMUTABLE))
+            shown = _go_time(new_value) if name == "deletionTimestamp" else new_value
+            causes.append(errors.field_invalid(f"{path}.{name}", shown, FIELD_IMMUTABLE))
     return causes
+
+
+def _go_time(value: Any) -> Any:
+    """A timestamp as a field error prints a ``*metav1.Time`` (its String(): ``2026-01-02 03:04:05 +0000 UTC``)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        moment = meta.parse_rfc3339(value)
+    except ValueError:
+        return value
+    moment = moment.astimezone(datetime.timezone.utc)  # metav1.Time decodes to local time: UTC in a server
+    fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
+    return gorepr.GoRepr(moment.strftime("%Y-%m-%d %H:%M:%S") + fraction + " +0000 UTC")

@@ -1009,16 +1009,21 @@ class Store:
 
     def _keep_identity(self, md: dict, namespace: str, name: str, old_md: dict) -> None:
         """Name, namespace and the fields an update cannot change, reset to the stored values as
-        upstream's BeforeUpdate does (a differing uid was already a precondition conflict)."""
+        upstream's BeforeUpdate does (a differing uid was already a precondition conflict).  A
+        deletion timestamp or grace period is kept only once there is one: an update that sets one
+        on an object not being deleted, or changes the period, is refused as immutable (422)."""
         md["name"] = name
         if self.rtype.namespaced:
             md["namespace"] = namespace
-        for fixed in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                      "generation", "selfLink"):
+        for fixed in ("uid", "creationTimestamp", "generation", "selfLink"):
             if fixed in old_md:
                 md[fixed] = old_md[fixed]
             else:
                 md.pop(fixed, None)
+        if old_md.get("deletionTimestamp"):
+            md["deletionTimestamp"] = old_md["deletionTimestamp"]
+        if old_md.get("deletionGracePeriodSeconds") is not None and md.get("deletionGracePeriodSeconds") is None:
+            md["deletionGracePeriodSeconds"] = old_md["deletionGracePeriodSeconds"]
 
     async def _prepare_update(self, namespace: str, name: str, new: dict, old: dict, subresource: str,
                               ctx: Context, force: bool = False) -> Optional[dict]:

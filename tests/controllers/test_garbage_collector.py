@@ -115,7 +115,8 @@ class GarbageCollectorTests(ServerTestCase):
     @run
     async def test_policy_finalizers_on_delete(self):
         await self.cm("held", finalizers=["example.com/hold"])
-        r = await self.client.delete(CM + "/held?dryRun=All", {"propagationPolicy": "Foreground"})
+        # (a body's options are the request's: a dry run is asked for there, as clients do)
+        r = await self.client.delete(CM + "/held", {"propagationPolicy": "Foreground", "dryRun": ["All"]})
         self.assertEqual(r.body["metadata"]["finalizers"], ["example.com/hold", "foregroundDeletion"])
         self.assertNotIn("deletionTimestamp", (await self.exists(CM + "/held"))["metadata"])
         r = await self.client.delete(CM + "/held")  # background: only its own finalizer holds it

@@ -418,6 +418,46 @@ class DeleteTests(ServerTestCase):
         self.assertEqual(r.code, 422)
 
     @run
+    async def test_a_body_s_options_leave_the_query_s_unread(self):
+        """As upstream's DeleteResource: options come from the body when there is one (the query's,
+        even an invalid or a dry-run one, are not read), else from the query."""
+        for name in ("a", "b", "c"):
+            await self.client.post(CM, cm(name))
+        r = await self.client.delete(CM + "/a?propagationPolicy=All&dryRun=-1", {"kind": "DeleteOptions"})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual((await self.client.get(CM + "/a")).code, 404)
+        r = await self.client.delete(CM + "/b?dryRun=All", {"gracePeriodSeconds": 0})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual((await self.client.get(CM + "/b")).code, 404, "not a dry run: the body said none")
+        r = await self.client.delete(CM + "/c?dryRun=-1")
+        self.assertEqual((r.code, r.body["message"]), (422, 'DeleteOptions.meta.k8s.io "" is invalid: dryRun: '
+                                                              'Unsupported value: []string{"-1"}: supported values: "All"'))
+        r = await self.client.delete(CM + "/c?dryRun=All")
+        self.assertEqual(r.code, 200)
+        self.assertEqual((await self.client.get(CM + "/c")).code, 200, "a dry run")
+        r = await self.client.delete(CM + "?propagationPolicy=All&labelSelector=none", {"dryRun": ["All"]})
+        self.assertEqual(r.code, 200, r.body)
+
+    @run
+    async def test_an_update_cannot_start_a_deletion(self):
+        """A deletion timestamp or grace period set by an update is immutable, as upstream's BeforeUpdate
+        and ValidateObjectMetaUpdate make it (they were dropped silently)."""
+        created = (await self.client.post(CM, cm("a"))).body
+        for field, value, shown in (("deletionGracePeriodSeconds", 1, "1"),
+                                    ("deletionTimestamp", "2026-01-02T03:04:05Z", "2026-01-02 03:04:05 +0000 UTC")):
+            body = {**created, "metadata": {**created["metadata"], field: value}}
+            r = await self.client.put(CM + "/a", body)
+            self.assertEqual((r.code, r.body["message"]), (422, f'ConfigMap "a" is invalid: metadata.{field}: '
+                                                                f'Invalid value: {shown}: field is immutable'))
+        await self.client.post(CM, cm("f", finalizers=["example.com/hold"]))
+        deleting = (await self.client.delete(CM + "/f")).body
+        r = await self.client.put(CM + "/f", {**deleting, "metadata": {
+            k: v for k, v in deleting["metadata"].items() if k not in ("deletionTimestamp", "deletionGracePeriodSeconds")}})
+        self.assertEqual(r.code, 200, r.body)  # left out: kept, as upstream keeps them
+        self.assertEqual(r.body["metadata"]["deletionTimestamp"], deleting["metadata"]["deletionTimestamp"])
+        self.assertEqual(r.body["metadata"]["deletionGracePeriodSeconds"], 0)
+
+    @run
     async def test_finalizers_hold_the_object(self):
         await self.client.post(CM, cm("f", finalizers=["example.com/hold"]))
         r = await self.client.delete(CM + "/f")

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.machinery import errors
-from kapiserver.registry.options import DeleteOptions
 
 
 def success_status(rtype, obj: dict) -> dict:
@@ -15,10 +14,9 @@ def success_status(rtype, obj: dict) -> dict:
 
 async def delete(scope: RequestScope) -> Response:
     info = scope.info
-    body = scope.decode_delete_options()
-    scope.check_write_options("DeleteOptions", body.get("dryRun"))
-    opts = DeleteOptions.from_request(scope.args, body)
-    obj, deleted_now = await scope.generic_store().delete(info.namespace, info.name, opts, scope.context())
+    opts = scope.delete_options()
+    obj, deleted_now = await scope.generic_store().delete(info.namespace, info.name, opts,
+                                                          scope.context(dry_run=opts.dry_run))
     if not deleted_now:
         return Response(200, obj)  # marked for deletion; finalizers still hold it
     if scope.rtype.return_deleted_object:
