@@ -4,7 +4,7 @@
 
 ``STALL_PROBE_LOG=FILE``: a daemon thread sleeps 1 ms at a time; when a sleep takes longer than
 ``STALL_PROBE_MS`` (default 15), some thread held the GIL that long, and the probe appends the gap
-and the innermost frames of every other thread to FILE: the thread still in (or just out of) the
+and the innermost ``STALL_PROBE_DEPTH`` (4) frames of every other thread to FILE: the thread still in (or just out of) the
 long call is the one to read.  ``STALL_PROBE_GC_LOG=FILE``: every collection of the cyclic
 collector over 2 ms, with its generation, duration and thread.  Both perturb what they measure a
 little (the probe thread asks for the GIL every millisecond): take latencies from runs without it.
@@ -37,7 +37,7 @@ def _gc_logger(path: str) -> None:
     gc.callbacks.append(timed)
 
 
-def _stall_probe(path: str, threshold_ms: float) -> None:
+def _stall_probe(path: str, threshold_ms: float, depth: int) -> None:
     out = open(path, "a")
     me = threading.get_ident()
     while True:
@@ -51,7 +51,7 @@ def _stall_probe(path: str, threshold_ms: float) -> None:
         for ident, frame in sys._current_frames().items():
             if ident == me:
                 continue
-            frames = traceback.extract_stack(frame)[-4:]
+            frames = traceback.extract_stack(frame)[-depth:]
             out.write(f"  [{names.get(ident, ident)}] " + " < ".join(
                 f"{f.name}@{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames)) + "\n")
         out.flush()
@@ -61,4 +61,5 @@ if os.environ.get("STALL_PROBE_GC_LOG"):
     _gc_logger(os.environ["STALL_PROBE_GC_LOG"])
 if os.environ.get("STALL_PROBE_LOG"):
     threading.Thread(target=_stall_probe, name="stall-probe", daemon=True,
-                     args=(os.environ["STALL_PROBE_LOG"], float(os.environ.get("STALL_PROBE_MS", "15")))).start()
+                     args=(os.environ["STALL_PROBE_LOG"], float(os.environ.get("STALL_PROBE_MS", "15")),
+                           int(os.environ.get("STALL_PROBE_DEPTH", "4")))).start()
