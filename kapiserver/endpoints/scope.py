@@ -70,7 +70,7 @@ class RequestScope:
     def handle_large(self) -> None:
         if not self.large:
             self.large = True
-            collector_pause.PAUSE.hold()
+            collector_pause.PAUSE.hold(self.reactor)
 
     def finished(self, result: _T) -> _T:
         """(The request's last callback.)"""

@@ -8,15 +8,16 @@ the GIL, so the reactor answered nothing meanwhile (issue 31: ``/readyz`` under 
 for such a request, the collector resumes once the objects are gone, and finds its counts back where
 they were.
 
-Only the reactor thread holds and releases.  If large requests follow one another for longer than
-:data:`LONGEST_PAUSE_SECONDS`, the collector runs again, so a stream of them cannot let cyclic
-garbage from other requests pile up for ever.
+Only the reactor thread holds and releases.  However the holds follow one another, the collector
+runs again :data:`LONGEST_PAUSE_SECONDS` after the pause began (a request that never ends, or a
+stream of large ones, cannot let cyclic garbage from other requests pile up for ever).
 """
 from __future__ import annotations
 
 import gc
-import time
-from typing import Callable
+from typing import Optional
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 LONGEST_PAUSE_SECONDS = 10.0
 
@@ -24,26 +25,28 @@ LONGEST_PAUSE_SECONDS = 10.0
 class CollectorPause:
     """Counted holds on the automatic collection (``gc.disable``), released in any order."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
+    def __init__(self) -> None:
         self._holds = 0
-        self._since = 0.0
         self._disabled = False  # by this pause (a collector someone else disabled stays so)
+        self._expiry: Optional[IDelayedCall] = None
 
-    def hold(self) -> None:
-        if self._holds == 0:
-            self._since = self._clock()
-            if gc.isenabled():
-                gc.disable()
-                self._disabled = True
-        elif self._disabled and self._clock() - self._since > LONGEST_PAUSE_SECONDS:
-            gc.enable()
-            self._disabled = False
+    def hold(self, clock: IReactorTime) -> None:
+        if self._holds == 0 and gc.isenabled():
+            gc.disable()
+            self._disabled = True
+            self._expiry = clock.callLater(LONGEST_PAUSE_SECONDS, self._expire)
         self._holds += 1
 
     def release(self) -> None:
         self._holds -= 1
-        if self._holds == 0 and self._disabled:
+        if self._holds == 0:
+            self._expire()
+
+    def _expire(self) -> None:
+        if self._expiry is not None and self._expiry.active():
+            self._expiry.cancel()
+        self._expiry = None
+        if self._disabled:
             gc.enable()
             self._disabled = False
 
