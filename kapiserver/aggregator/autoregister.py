@@ -30,7 +30,7 @@ from twisted.logger import Logger
 from kapiserver.apis.apiregistration import apiservices
 from kapiserver.machinery import errors
 from kapiserver.registry.context import Context
-from kapiserver.registry.informer import Informer
+from kapiserver.registry.informer import Informer, without_managed_fields
 from kapiserver.registry.options import DeleteOptions
 from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import Store
@@ -62,7 +62,9 @@ class AutoRegisterController:
         self.synced_once: set[str] = set()
         self.at_start: Optional[set[str]] = None  # onstart APIServices that existed when we started
         self.queue = ReconcileQueue("autoregister", self.reconcile, reactor)
-        self.informer = Informer(store, self._on_event, reactor, after_list=self._after_list)
+        # (it writes what it wants, read from ``desired``, never what it read)
+        self.informer = Informer(store, self._on_event, reactor, after_list=self._after_list,
+                                 keep=without_managed_fields)
 
     # ------------------------------------------------------------ what should exist
 

@@ -22,7 +22,7 @@ def description(definition: str, prop: str) -> str:
     defs = load_definitions()
     if definition not in defs:
         return ""
-    return ((defs.get(definition).get("properties") or {}).get(prop) or {}).get("description", "")
+    return defs.property_description(definition, prop)
 
 
 def human_duration(seconds: float) -> str:

@@ -1,11 +1,11 @@
 """Upstream's audit metrics, registered in a server's registry (``/metrics``)."""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from kapiserver.machinery.metrics import Counter, Registry
 
 
 class AuditMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: Registry) -> None:
         self.events = Counter("apiserver_audit_event_total",
                               "Counter of audit events generated and sent to the audit backend.", registry=registry)
         self.errors = Counter("apiserver_audit_error_total",

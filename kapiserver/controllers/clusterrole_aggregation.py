@@ -11,21 +11,28 @@ does: the set of ClusterRoles is small and the selectors may chain.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+import orjson
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from kapiserver.controllers.informer_controller import InformerController
 from kapiserver.machinery import errors
+from kapiserver.machinery.codec import exact_size
 from kapiserver.machinery.labels import selector_from_label_selector_dict
 from kapiserver.registry.store import Store
 
 log = Logger()
 
 
-def aggregated_rules(role: dict, cluster_roles: list[dict]) -> list[dict]:
-    """The rules ``role``'s aggregationRule gathers from ``cluster_roles``."""
+def _rules(role: dict) -> list:
+    return role.get("rules") or []
+
+
+def aggregated_rules(role: dict, cluster_roles: list[dict], rules_of: Callable[[dict], list] = _rules) -> list[dict]:
+    """The rules ``role``'s aggregationRule gathers from ``cluster_roles`` (``rules_of`` reads a
+    ClusterRole's rules: only those of the roles a selector picks are read)."""
     rules: list[dict] = []
     name = (role.get("metadata") or {}).get("name")
     ordered = sorted(cluster_roles, key=lambda r: (r.get("metadata") or {}).get("name") or "")
@@ -38,7 +45,7 @@ def aggregated_rules(role: dict, cluster_roles: list[dict]) -> list[dict]:
             md = other.get("metadata") or {}
             if md.get("name") == name or not matches.matches(md.get("labels") or {}):
                 continue
-            for rule in other.get("rules") or []:
+            for rule in rules_of(other):
                 if rule not in rules:
                     rules.append(rule)
     return rules
@@ -46,12 +53,20 @@ def aggregated_rules(role: dict, cluster_roles: list[dict]) -> list[dict]:
 
 def aggregation_fields(role: dict) -> dict:
     """What aggregation reads of a ClusterRole (its name, labels, aggregationRule and rules): the
-    controller's informer keeps only these, not the metadata's managedFields and annotations."""
+    controller's informer keeps only these, not the metadata's managedFields and annotations, and
+    the rules as their JSON (read by :func:`written_rules`: most roles' rules are never read, and
+    the policy index holds them all already, compiled)."""
     md = role.get("metadata") or {}
-    kept: dict = {"metadata": {"name": md.get("name"), "labels": md.get("labels")}, "rules": role.get("rules")}
+    kept: dict = {"metadata": {"name": md.get("name"), "labels": md.get("labels")},
+                  "rules": exact_size(orjson.dumps(role.get("rules")))}
     if role.get("aggregationRule") is not None:
         kept["aggregationRule"] = role["aggregationRule"]
     return kept
+
+
+def written_rules(kept: dict) -> list:
+    """The rules of a ClusterRole as :func:`aggregation_fields` keeps them."""
+    return orjson.loads(kept["rules"]) or []
 
 
 class ClusterRoleAggregationController(InformerController):
@@ -69,8 +84,8 @@ class ClusterRoleAggregationController(InformerController):
         role = self.informer.objects.get(("", name))
         if role is None or role.get("aggregationRule") is None:
             return
-        rules = aggregated_rules(role, list(self.informer.objects.values()))
-        if rules == (role.get("rules") or []):
+        rules = aggregated_rules(role, list(self.informer.objects.values()), written_rules)
+        if rules == written_rules(role):
             return
 
         def set_rules(current: Any) -> dict:

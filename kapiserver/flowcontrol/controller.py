@@ -158,10 +158,12 @@ class APFController:
 
     def start(self, flow_schemas: Any, priority_levels: Any) -> None:
         """Watch the two kinds through their Stores; digest on every change."""
-        from kapiserver.registry.informer import Informer
+        from kapiserver.registry.informer import Informer, without_managed_fields
         self.flow_schema_store = flow_schemas
-        self._fs = Informer(flow_schemas, lambda t, o: self.schedule_digest(), self.reactor)
-        self._pl = Informer(priority_levels, lambda t, o: self.schedule_digest(), self.reactor)
+        self._fs = Informer(flow_schemas, lambda t, o: self.schedule_digest(), self.reactor,
+                            keep=without_managed_fields)
+        self._pl = Informer(priority_levels, lambda t, o: self.schedule_digest(), self.reactor,
+                            keep=without_managed_fields)
         self._informers = [self._fs, self._pl]
         for informer in self._informers:
             informer.start()

@@ -6,21 +6,17 @@ the controller it reads once it runs one."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable, Optional
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from typing import Callable, Iterable, Optional
 
 from kapiserver.flowcontrol.controller import APFController
+from kapiserver.machinery.metrics import Family, LabelledFamily, counter_family, gauge_family
 
 
 class FlowControlCollector:
     def __init__(self, source: Callable[[], Optional[APFController]]) -> None:
         self.source = source
 
-    def describe(self) -> Iterable:
-        return list(self._families().values())
-
-    def collect(self) -> Iterable[Any]:
+    def collect(self) -> Iterable[Family]:
         controller = self.source()
         families = self._families()
         if controller is not None:
@@ -28,33 +24,32 @@ class FlowControlCollector:
         return list(families.values())
 
     @staticmethod
-    def _families() -> dict[str, Any]:
+    def _families() -> dict[str, LabelledFamily]:
         level_schema = ["flow_schema", "priority_level"]
         return {
-            "inqueue": GaugeMetricFamily("apiserver_flowcontrol_current_inqueue_requests",
-                                         "Number of requests currently pending in queues of the API Priority and "
-                                         "Fairness subsystem", labels=level_schema),
-            "executing": GaugeMetricFamily("apiserver_flowcontrol_current_executing_requests",
-                                           "Number of requests in initial (for a WATCH) or any (for a non-WATCH) "
-                                           "execution stage in the API Priority and Fairness subsystem",
-                                           labels=level_schema),
-            "seats": GaugeMetricFamily("apiserver_flowcontrol_current_executing_seats",
-                                       "Concurrency (number of seats) occupied by the currently executing (initial "
-                                       "stage for a WATCH, any stage otherwise) requests in the API Priority and "
-                                       "Fairness subsystem", labels=["priority_level"]),
-            "nominal": GaugeMetricFamily("apiserver_flowcontrol_nominal_limit_seats",
-                                         "Nominal number of execution seats configured for each priority level",
-                                         labels=["priority_level"]),
-            "dispatched": CounterMetricFamily("apiserver_flowcontrol_dispatched_requests",
-                                              "Number of requests executed by API Priority and Fairness subsystem",
-                                              labels=level_schema),
-            "rejected": CounterMetricFamily("apiserver_flowcontrol_rejected_requests",
-                                            "Number of requests rejected by API Priority and Fairness subsystem",
-                                            labels=level_schema + ["reason"]),
+            "inqueue": gauge_family("apiserver_flowcontrol_current_inqueue_requests",
+                                    "Number of requests currently pending in queues of the API Priority and "
+                                    "Fairness subsystem", level_schema),
+            "executing": gauge_family("apiserver_flowcontrol_current_executing_requests",
+                                      "Number of requests in initial (for a WATCH) or any (for a non-WATCH) "
+                                      "execution stage in the API Priority and Fairness subsystem", level_schema),
+            "seats": gauge_family("apiserver_flowcontrol_current_executing_seats",
+                                  "Concurrency (number of seats) occupied by the currently executing (initial "
+                                  "stage for a WATCH, any stage otherwise) requests in the API Priority and "
+                                  "Fairness subsystem", ["priority_level"]),
+            "nominal": gauge_family("apiserver_flowcontrol_nominal_limit_seats",
+                                    "Nominal number of execution seats configured for each priority level",
+                                    ["priority_level"]),
+            "dispatched": counter_family("apiserver_flowcontrol_dispatched_requests",
+                                         "Number of requests executed by API Priority and Fairness subsystem",
+                                         level_schema),
+            "rejected": counter_family("apiserver_flowcontrol_rejected_requests",
+                                       "Number of requests rejected by API Priority and Fairness subsystem",
+                                       level_schema + ["reason"]),
         }
 
     @staticmethod
-    def _fill(controller: APFController, families: dict[str, Any]) -> None:
+    def _fill(controller: APFController, families: dict[str, LabelledFamily]) -> None:
         for name in sorted(controller.levels):
             state = controller.levels[name]
             qs = state.queues

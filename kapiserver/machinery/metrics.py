@@ -2,9 +2,9 @@
 
 The names and label sets follow kube-apiserver (``apiserver_request_total``,
 ``apiserver_request_duration_seconds`` ...), so existing dashboards and
-alerts work.  The registry is per :class:`Metrics` instance (not
-prometheus_client's global one): the composition root makes one per server
-and passes it in, so several servers in one test process do not collide.
+alerts work.  The registry is per :class:`Metrics` instance (not a
+process-wide one): the composition root makes one per server and passes it
+in, so several servers in one test process do not collide.
 
 This is upstream's component-base metrics registry (``legacyregistry``): it
 sits on the ground floor so that every layer may record into it, and a part
@@ -13,15 +13,28 @@ with metrics of its own registers them in the server's registry
 controllers' client-side metrics (leader election, work queues) are
 process-wide, as client-go's metrics providers are: :data:`CLIENT_METRICS`,
 shown by every server of the process.
+
+The counters, gauges and histograms here only record values; what a scrape
+sees is prometheus_client's text exposition of them (``generate_latest``),
+with the samples its own ``Counter``, ``Gauge`` and ``Histogram`` would give
+(``_total`` and ``_created``; ``_bucket``, ``_count``, ``_sum`` and
+``_created``), so prometheus_client and what it imports (``http.server``,
+``wsgiref``, ``gzip``: about 1.1 MiB) load with the first ``/metrics``
+request, not in every idle process.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Optional
+import bisect
+import math
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
 from twisted.logger import Logger
 from twisted.web import resource, server
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 log = Logger()
 
@@ -35,6 +48,292 @@ StorageCounts = Callable[[], Mapping[str, int]]
 _METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
                  "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
 
+# Values change on the reactor thread and, for the audit log's write errors, on its writer thread:
+# one lock for all (prometheus_client holds one per value).
+_lock = threading.Lock()
+
+
+class Family:
+    """One metric family as a scrape reads it: prometheus_client's ``Metric`` (its name, a
+    counter's without ``_total``; its samples' names with their suffixes), built without it."""
+
+    __slots__ = ("name", "documentation", "type", "samples")
+
+    def __init__(self, name: str, documentation: str, type: str) -> None:
+        self.name = name.removesuffix("_total") if type == "counter" else name
+        self.documentation = documentation
+        self.type = type
+        self.samples: list[tuple[str, dict[str, str], float]] = []
+
+    def add(self, labels: dict[str, str], value: float, suffix: str = "") -> None:
+        self.samples.append((self.name + suffix, labels, value))
+
+
+def gauge_family(name: str, documentation: str, labelnames: Sequence[str]) -> "LabelledFamily":
+    """prometheus_client's ``GaugeMetricFamily``: samples added at scrape time by label values."""
+    return LabelledFamily(name, documentation, "gauge", labelnames)
+
+
+def counter_family(name: str, documentation: str, labelnames: Sequence[str]) -> "LabelledFamily":
+    """prometheus_client's ``CounterMetricFamily`` (a ``_total`` sample per label values, no ``_created``)."""
+    return LabelledFamily(name, documentation, "counter", labelnames)
+
+
+class LabelledFamily(Family):
+    __slots__ = ("labelnames",)
+
+    def __init__(self, name: str, documentation: str, type: str, labelnames: Sequence[str]) -> None:
+        super().__init__(name, documentation, type)
+        self.labelnames = tuple(labelnames)
+
+    def add_metric(self, values: Sequence[str], value: float) -> None:
+        self.add(dict(zip(self.labelnames, values)), value, "_total" if self.type == "counter" else "")
+
+
+class Collector(Protocol):
+    """What a registry reads at each scrape."""
+
+    def collect(self) -> Iterable[Family]: ...
+
+
+class Registry:
+    """A server's metrics, exposed in the order they were registered."""
+
+    def __init__(self) -> None:
+        self._collectors: list[Collector] = []
+
+    def register(self, collector: Collector) -> None:
+        self._collectors.append(collector)
+
+    def collect(self) -> Iterable[Family]:
+        for collector in self._collectors:
+            yield from collector.collect()
+
+    def render(self) -> bytes:
+        """The Prometheus text format, as prometheus_client writes it (loaded now, with the first scrape)."""
+        from prometheus_client import generate_latest
+        return generate_latest(_Exposed(self))
+
+
+class _Exposed:
+    """A registry's families as prometheus_client's ``Metric``s, for its ``generate_latest``."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterable["Metric"]:
+        from prometheus_client.metrics_core import Metric
+        for family in self.registry.collect():
+            metric = Metric(family.name, family.documentation, family.type)
+            for name, labels, value in family.samples:
+                metric.add_sample(name, labels, value)
+            yield metric
+
+
+class _Series:
+    """One label set's values; ``created`` is when it was first used (the ``_created`` sample)."""
+
+    __slots__ = ("labels", "created")
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
+        self.created = time.time()
+
+
+class CounterSeries(_Series):
+    __slots__ = ("value",)
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        super().__init__(labels)
+        self.value = 0.0
+
+    def inc(self, amount: float = 1) -> None:
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        with _lock:
+            self.value += amount
+
+
+class GaugeSeries(_Series):
+    __slots__ = ("value",)
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        super().__init__(labels)
+        self.value = 0.0
+
+    def set(self, value: float) -> None:
+        self.value = float(value)
+
+    def inc(self, amount: float = 1) -> None:
+        with _lock:
+            self.value += amount
+
+    def dec(self, amount: float = 1) -> None:
+        with _lock:
+            self.value -= amount
+
+
+class HistogramSeries(_Series):
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, labels: dict[str, str], bounds: tuple[float, ...]) -> None:
+        super().__init__(labels)
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)  # per bucket, not cumulative
+        self.sum = 0.0
+
+    def observe(self, amount: float) -> None:
+        with _lock:
+            self.sum += amount
+            if amount == amount:  # NaN falls in no bucket
+                self.counts[bisect.bisect_left(self.bounds, amount)] += 1
+
+
+class _Metric:
+    """A metric with label names: one series per label values, in the order first used; without
+    label names, the metric is its one series (``inc``, ``set``, ``observe`` on it directly)."""
+
+    type = ""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (),
+                 registry: Optional[Registry] = None) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.series: dict[tuple[str, ...], _Series] = {}
+        if not self.labelnames:
+            self.series[()] = self._new_series({})
+        if registry is not None:
+            registry.register(self)
+
+    def _new_series(self, labels: dict[str, str]) -> _Series:
+        raise NotImplementedError
+
+    def _labelled(self, values: tuple, keywords: Mapping[str, object]) -> _Series:
+        if not self.labelnames:
+            raise ValueError(f"No label names were set when constructing {self.name}")
+        if values and keywords:
+            raise ValueError("Can't pass both *args and **kwargs")
+        if keywords:
+            if set(keywords) != set(self.labelnames):
+                raise ValueError("Incorrect label names")
+            values = tuple(keywords[name] for name in self.labelnames)
+        elif len(values) != len(self.labelnames):
+            raise ValueError("Incorrect label count")
+        key = tuple(str(value) for value in values)
+        series = self.series.get(key)
+        if series is None:
+            with _lock:
+                series = self.series.get(key)
+                if series is None:
+                    series = self.series[key] = self._new_series(dict(zip(self.labelnames, key)))
+        return series
+
+    def _one(self) -> _Series:
+        if self.labelnames:
+            raise ValueError(f"{self.name} has label names: values go to a series of .labels()")
+        return self.series[()]
+
+    def collect(self) -> Iterable[Family]:
+        family = Family(self.name, self.documentation, self.type)
+        for series in list(self.series.values()):
+            self._samples(family, series)
+        return (family,)
+
+    def _samples(self, family: Family, series: _Series) -> None:
+        raise NotImplementedError
+
+
+class Counter(_Metric):
+    """prometheus_client's ``Counter``: its name ends in ``_total`` or is given one."""
+
+    type = "counter"
+
+    def _new_series(self, labels: dict[str, str]) -> CounterSeries:
+        return CounterSeries(labels)
+
+    def labels(self, *values: object, **keywords: object) -> CounterSeries:
+        series = self._labelled(values, keywords)
+        assert isinstance(series, CounterSeries)
+        return series
+
+    def inc(self, amount: float = 1) -> None:
+        series = self._one()
+        assert isinstance(series, CounterSeries)
+        series.inc(amount)
+
+    def _samples(self, family: Family, series: _Series) -> None:
+        assert isinstance(series, CounterSeries)
+        family.add(series.labels, series.value, "_total")
+        family.add(series.labels, series.created, "_created")
+
+
+class Gauge(_Metric):
+    type = "gauge"
+
+    def _new_series(self, labels: dict[str, str]) -> GaugeSeries:
+        return GaugeSeries(labels)
+
+    def labels(self, *values: object, **keywords: object) -> GaugeSeries:
+        series = self._labelled(values, keywords)
+        assert isinstance(series, GaugeSeries)
+        return series
+
+    def _samples(self, family: Family, series: _Series) -> None:
+        assert isinstance(series, GaugeSeries)
+        family.add(series.labels, series.value)
+
+
+class Histogram(_Metric):
+    type = "histogram"
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (),
+                 registry: Optional[Registry] = None, *, buckets: Sequence[float]) -> None:
+        bounds = [float(bound) for bound in buckets]
+        if bounds != sorted(bounds):
+            raise ValueError("Buckets not in sorted order")
+        if not bounds or bounds[-1] != math.inf:
+            bounds.append(math.inf)
+        self.bounds = tuple(bounds)
+        self.le = tuple(_go_float(bound) for bound in bounds)
+        super().__init__(name, documentation, labelnames, registry)
+
+    def _new_series(self, labels: dict[str, str]) -> HistogramSeries:
+        return HistogramSeries(labels, self.bounds)
+
+    def labels(self, *values: object, **keywords: object) -> HistogramSeries:
+        series = self._labelled(values, keywords)
+        assert isinstance(series, HistogramSeries)
+        return series
+
+    def _samples(self, family: Family, series: _Series) -> None:
+        assert isinstance(series, HistogramSeries)
+        cumulative = 0.0
+        for le, count in zip(self.le, series.counts):
+            cumulative += count
+            family.add({**series.labels, "le": le}, cumulative, "_bucket")
+        family.add(series.labels, cumulative, "_count")
+        if series.bounds[0] >= 0:
+            family.add(series.labels, series.sum, "_sum")
+        family.add(series.labels, series.created, "_created")
+
+
+def _go_float(value: float) -> str:
+    """A bucket bound as prometheus_client writes its ``le`` (``utils.floatToGoString``: Go's
+    formatting, which switches to an exponent sooner than Python's)."""
+    if value == math.inf:
+        return "+Inf"
+    if value == -math.inf:
+        return "-Inf"
+    if math.isnan(value):
+        return "NaN"
+    text = repr(value)
+    dot = text.find(".")
+    if value > 0 and dot > 6:
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.")
+        return f"{mantissa}e+{dot - 1:02d}"
+    return text
+
 
 class _StorageObjectsCollector:
     """``apiserver_storage_objects{resource}``, read from a callback at scrape time."""
@@ -42,15 +341,9 @@ class _StorageObjectsCollector:
     def __init__(self) -> None:
         self.source: Optional[StorageCounts] = None
 
-    def describe(self) -> Iterable:
-        return [GaugeMetricFamily("apiserver_storage_objects",
-                                  "Number of stored objects at the time of last check split by kind.",
-                                  labels=["resource"])]
-
-    def collect(self) -> Iterable:
-        family = GaugeMetricFamily("apiserver_storage_objects",
-                                   "Number of stored objects at the time of last check split by kind.",
-                                   labels=["resource"])
+    def collect(self) -> Iterable[Family]:
+        family = gauge_family("apiserver_storage_objects",
+                              "Number of stored objects at the time of last check split by kind.", ["resource"])
         if self.source is not None:
             try:
                 counts = self.source()
@@ -74,7 +367,7 @@ class ClientMetrics:
         self.workqueue_adds = Counter(
             "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"], registry=None)
 
-    def collectors(self) -> list[Any]:
+    def collectors(self) -> list[Collector]:
         return [self.leader, self.workqueue_adds]
 
     def set_leader(self, lease: str, leading: bool) -> None:
@@ -92,7 +385,7 @@ class Metrics:
     """One server's metrics; call :meth:`record` once per finished request."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = Registry()
         self.requests = Counter(
             "apiserver_request_total",
             "Counter of apiserver requests broken out for each verb, dry run value, group, version, "
@@ -106,7 +399,7 @@ class Metrics:
             ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"],
             buckets=DURATION_BUCKETS, registry=self.registry)
         # (request counter, duration histogram) children by their label values
-        self._request_series: dict[tuple, tuple[Any, Any]] = {}
+        self._request_series: dict[tuple, tuple[CounterSeries, HistogramSeries]] = {}
         self.inflight = Gauge(
             "apiserver_current_inflight_requests",
             "Maximal number of currently used inflight request limit of this apiserver per request kind "
@@ -135,7 +428,7 @@ class Metrics:
         series = (verb, dry_run, group, version, resource, subresource, scope, component, code)
         children = self._request_series.get(series)
         if children is None:
-            # labels() validates and locks on every call: each request's pair of series is found once
+            # labels() validates its values: each request's pair of series is found once
             dry = "All" if dry_run else ""
             children = self._request_series[series] = (
                 self.requests.labels(verb, dry, group, version, resource, subresource, scope, component, str(code)),
@@ -167,7 +460,7 @@ class Metrics:
         self._storage.source = source
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return self.registry.render()
 
 
 class MetricsResource(resource.Resource):
@@ -180,7 +473,9 @@ class MetricsResource(resource.Resource):
         self.metrics = metrics
 
     def render_GET(self, request: server.Request) -> bytes:
+        body = self.metrics.render()  # loads prometheus_client, with its content type
+        from prometheus_client import CONTENT_TYPE_LATEST
         request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode("ascii"))
-        return self.metrics.render()
+        return body
 
 

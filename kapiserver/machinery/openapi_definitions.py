@@ -235,6 +235,9 @@ class Definitions:
         self._lock = threading.Lock()  # decoders on threads ask for schemas too
         self._gvk: dict[tuple[str, str, str], str] | None = None
         self._v3: dict[str, dict] = {}
+        # (schema, property) -> description, and the schema last read for one (property_description)
+        self._descriptions: dict[tuple[str, str], str] = {}
+        self._last_read: tuple[str, dict] = ("", {})
 
     def get(self, name: str) -> dict:
         """The schema named ``name`` (KeyError if unknown). Do not mutate it."""
@@ -245,6 +248,27 @@ class Definitions:
                 if found is None:
                     found = self._defs[name] = _normalize_node(self._raw[name])
                     del self._raw[name]
+        return found
+
+    def property_description(self, name: str, prop: str) -> str:
+        """The description of property ``prop`` of schema ``name`` ("" when it has none; KeyError
+        if there is no such schema), read without keeping the schema: the built-in kinds' table
+        columns take their descriptions from about 60 schemas as they are imported, and half of
+        those nothing else reads (about 0.2 MiB, normalized and kept).  A kind's columns are made
+        together, so the schema last read serves the next columns' descriptions."""
+        key = (name, prop)
+        found = self._descriptions.get(key)
+        if found is None:
+            schema = self._defs.get(name)
+            if schema is None:
+                with self._lock:
+                    schema = self._defs.get(name)
+                    if schema is None:
+                        if self._last_read[0] != name:
+                            self._last_read = (name, self._raw[name])
+                        schema = self._last_read[1]
+            found = self._descriptions[key] = \
+                ((schema.get("properties") or {}).get(prop) or {}).get("description", "")
         return found
 
     def __contains__(self, name: object) -> bool:

@@ -13,7 +13,7 @@ JSON form upstream would produce.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Iterator, KeysView, NamedTuple
 
 # Field kinds.  Scalars map to JSON scalars; the special messages of
 # apimachinery (Time, MicroTime, FieldsV1, IntOrString, Quantity) map to the
@@ -60,6 +60,63 @@ class Field(NamedTuple):
     omitzero: bool = False
     # Go embeds the struct with ``json:",inline"``: its fields sit in the parent's JSON
     inline: bool = False
+
+
+class FieldTables(dict):
+    """Message name -> its fields, read from each message's text table the first time the
+    message is asked for (what ``tools/gen_protobuf_tables.py`` writes: a field a line,
+    ``name number kind`` and what is not :class:`Field`'s default, ``message=<name>``,
+    ``repeated``, ``pointer``, ``!omitempty``, ``omitzero``, ``inline``).
+
+    The generated tables describe 465 messages; a server that shapes a few kinds for
+    managedFields or encodes a few as protobuf reads a few dozen of them, and the text of
+    the rest costs a quarter of their fields as tuples.  A message read is a dict entry
+    from then on (``__missing__`` reads it), so a lookup costs what a dict's does."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        super().__init__()
+        self.texts = texts
+
+    def __missing__(self, name: str) -> tuple[Field, ...]:
+        fields = self[name] = tuple(_read_field(line) for line in self.texts[name].splitlines())
+        return fields
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.texts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.texts)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self.texts else default
+
+    def keys(self) -> KeysView[str]:  # type: ignore[override]
+        return self.texts.keys()
+
+    def items(self) -> Iterator[tuple[str, tuple[Field, ...]]]:  # type: ignore[override]
+        return ((name, self[name]) for name in self.texts)
+
+    def values(self) -> Iterator[tuple[Field, ...]]:  # type: ignore[override]
+        return (self[name] for name in self.texts)
+
+
+_FLAGS = {"repeated": ("repeated", True), "pointer": ("pointer", True), "!omitempty": ("omitempty", False),
+          "omitzero": ("omitzero", True), "inline": ("inline", True)}
+
+
+def _read_field(line: str) -> Field:
+    name, number, kind, *flags = line.split()
+    options: dict[str, Any] = {}
+    for flag in flags:
+        if flag.startswith("message="):
+            options["message"] = flag[len("message="):]
+        else:
+            key, value = _FLAGS[flag]
+            options[key] = value
+    return Field(name, int(number), kind, **options)
 
 
 def _f(name: str, number: int, kind: str, **kw) -> Field:

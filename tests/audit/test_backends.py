@@ -7,7 +7,6 @@ import os
 import stat
 
 import orjson
-from prometheus_client import CollectorRegistry
 from twisted.internet import reactor
 from twisted.trial import unittest
 from twisted.web import resource, server
@@ -16,6 +15,7 @@ from kapiserver.audit.metrics import AuditMetrics
 from kapiserver.audit.log_backend import LogBackend, RotatingFile, backup_name
 from kapiserver.audit.webhook_backend import WebhookBackend
 from kapiserver.auth.webhook_kubeconfig import load_webhook_kubeconfig
+from kapiserver.machinery.metrics import Registry
 from kapiserver.testing.cases import run, sleep
 
 
@@ -24,7 +24,7 @@ def event(n: int) -> dict:
 
 
 def error_count(metrics: AuditMetrics, plugin: str) -> float:
-    return metrics.errors.labels(plugin=plugin)._value.get()
+    return metrics.errors.labels(plugin=plugin).value
 
 
 class RotatingFileTests(unittest.TestCase):
@@ -90,7 +90,7 @@ class LogBackendTests(unittest.TestCase):
     @run
     async def test_events_become_json_lines(self):
         path = os.path.join(os.path.abspath(self.mktemp()), "audit.log")
-        backend = LogBackend(path, reactor=reactor, metrics=AuditMetrics(CollectorRegistry()))
+        backend = LogBackend(path, reactor=reactor, metrics=AuditMetrics(Registry()))
         backend.check()
         backend.start()
         self.assertTrue(backend.process_events([event(1), event(2)]))
@@ -102,7 +102,7 @@ class LogBackendTests(unittest.TestCase):
     @run
     async def test_a_full_queue_refuses_and_counts(self):
         path = os.path.join(os.path.abspath(self.mktemp()), "audit.log")
-        metrics = AuditMetrics(CollectorRegistry())
+        metrics = AuditMetrics(Registry())
         backend = LogBackend(path, reactor=reactor, queue_events=0, metrics=metrics)
         backend.start()
         self.assertFalse(backend.process_events([event(1)]))
@@ -144,7 +144,7 @@ class WebhookBackendTests(unittest.TestCase):
                     f"users:\n- name: api\n  user: {{token: s3cret}}\n"
                     f"contexts:\n- name: c\n  context: {{cluster: sink, user: api}}\ncurrent-context: c\n")
         self.target = load_webhook_kubeconfig(kubeconfig)
-        self.metrics = AuditMetrics(CollectorRegistry())
+        self.metrics = AuditMetrics(Registry())
 
     def backend(self, **kwargs) -> WebhookBackend:
         settings = dict(max_batch_size=3, max_batch_wait=0.2, throttle_qps=0, initial_backoff=0.05)

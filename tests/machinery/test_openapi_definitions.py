@@ -50,3 +50,16 @@ class RawDefinitionsTests(unittest.TestCase):
         self.assertEqual(definitions.gvk_index()[("apps", "v1", "Deployment")], "io.k8s.api.apps.v1.Deployment")
         with self.assertRaises(KeyError):
             definitions.get("io.k8s.api.core.v1.NoSuchKind")
+
+    def test_a_property_description_is_the_normalized_schemas(self) -> None:
+        reading, normalized = od.Definitions(od.read_raw()), od.Definitions(od.read_raw())
+        names = ["io.k8s.api.core.v1.PodStatus", "io.k8s.api.apps.v1.DeploymentSpec", od.QUANTITY,
+                 "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "io.k8s.api.core.v1.PodStatus"]
+        for name in names:
+            for prop in [*(normalized.get(name).get("properties") or {}), "noSuchProperty"]:
+                self.assertEqual(reading.property_description(name, prop),
+                                 ((normalized.get(name).get("properties") or {}).get(prop) or {}).get(
+                                     "description", ""), (name, prop))
+        self.assertIn("phase", reading.property_description("io.k8s.api.core.v1.PodStatus", "phase"))
+        with self.assertRaises(KeyError):
+            reading.property_description("io.k8s.api.core.v1.NoSuchKind", "name")

@@ -63,7 +63,13 @@ class GeneratorParserTests(unittest.TestCase):
         self.assertEqual(fields[2], gen.GoField("args", False, False, False, False, order=1))
         self.assertTrue(fields[4].inline)
         self.assertTrue(fields[5].inline)  # embedded without name= in its tag
-        self.assertEqual(gen._flags(fields[2], True), ", repeated=True, omitempty=False")
+        self.assertEqual(gen._flags(fields[2], True), ["repeated", "!omitempty"])
+        line = gen._line("args", 2, "STRING", gen._flags(fields[2], True))
+        self.assertEqual(line, "args 2 string repeated !omitempty")
+        self.assertEqual(protobuf_types.FieldTables({"demo.ThingSpec": line})["demo.ThingSpec"],
+                         (protobuf_types.Field("args", 2, protobuf_types.STRING, repeated=True, omitempty=False),))
+        self.assertEqual(gen._line("limits", 3, "MAP_MESSAGE", [], "demo.Limit"),
+                         "limits 3 map<string,message> message=demo.Limit")
 
     def test_package_short_names(self):
         self.assertEqual(gen.short_package("k8s.io.api.autoscaling.v2"), "autoscaling.v2")
@@ -77,3 +83,13 @@ class GeneratorParserTests(unittest.TestCase):
         self.assertEqual(kinds[("apps", "v1", "Deployment")], "apps.Deployment")
         self.assertEqual(kinds[("", "v1", "ConfigMap")], "core.ConfigMap")
         self.assertIs(protobuf_tables.all_messages()["meta.ObjectMeta"], protobuf_types.MESSAGES["meta.ObjectMeta"])
+
+    def test_every_generated_table_reads_and_names_only_known_messages(self):
+        messages = protobuf_tables.all_messages()
+        for name in list(messages):
+            for f in messages[name]:
+                self.assertIsInstance(f, protobuf_types.Field)
+                if f.message:
+                    self.assertIn(f.message, messages, f"{name}.{f.name}")
+        self.assertEqual([f.name for f in messages["core.PodSpec"]][:3], ["volumes", "initContainers", "containers"])
+        self.assertIsNone(messages.get("no.SuchMessage"))

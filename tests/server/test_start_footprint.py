@@ -3,15 +3,15 @@
 Each of these costs idle memory and start time in every process (RE2 with its
 C++ runtime about 2.4 MiB resident, the CEL function library 0.9 MiB, the
 policy type checker 0.5 MiB, the connect subresources' streaming code 1.6 MiB,
-treq and Twisted's HTTP client 0.9 MiB, the PATCH handler and its codecs) and is
-needed only once a client patches or sends
-a schema pattern, a CEL rule or a ValidatingAdmissionPolicy, connects to a
-pod, node, service or extension API server (logs, exec, attach, port-forward,
-proxy), or the server first calls out (webhooks, OIDC issuers, extension
-servers), or a CronJob names a time zone, or the first CRD is written or
-stored.  The admission plugins that are off by default load only when
-enabled, and ``_strptime`` (whose first use builds locale tables: 6 ms) only
-with a time to parse that a start does not have.  The server is started in a
+treq and Twisted's HTTP client 0.9 MiB, the PATCH handler and its codecs,
+prometheus_client's exposition 1.1 MiB) and is needed only once a client
+patches or sends a schema pattern, a CEL rule or a ValidatingAdmissionPolicy,
+connects to a pod, node, service or extension API server (logs, exec, attach,
+port-forward, proxy), or scrapes ``/metrics``, or the server first calls out
+(webhooks, OIDC issuers, extension servers), or a CronJob names a time zone,
+or the first CRD is written or stored.  The admission plugins that are off by
+default load only when enabled, and ``_strptime`` (whose first use builds
+locale tables: 6 ms) only with a time to parse that a start does not have.  The server is started in a
 fresh interpreter, as twistd would, so nothing another test imported counts.
 """
 from __future__ import annotations
@@ -63,6 +63,10 @@ LOADED_ON_FIRST_USE = (
     "kapiserver.apis.admissionregistration.validation",  # with the first webhook configuration or policy written
     "kapiserver.auth.tokenfile",  # only with a static token file (and csv with it)
     "csv",
+    # the Prometheus text exposition (and the HTTP servers it imports): with the first /metrics scrape
+    "prometheus_client",
+    "http.server",
+    "wsgiref",
 )
 
 # The server as twistd's plugin builds it (build_service), started until READY=1: the test
