@@ -86,6 +86,8 @@ class ExpositionTests(unittest.TestCase):
     """A scrape reads what prometheus_client's own metrics would give, line for line."""
 
     def test_the_text_is_prometheus_clients_for_the_same_values(self) -> None:
+        # the client-side metrics are process-wide: in-process servers of other tests fill them
+        self.patch(metrics, "CLIENT_METRICS", metrics.ClientMetrics())
         ours = metrics.Metrics()
         ours.registry.register(FlowControlCollector(lambda: None))
         reference = prometheus_client.CollectorRegistry(auto_describe=True)
