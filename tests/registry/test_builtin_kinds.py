@@ -509,6 +509,41 @@ class ThroughStoreTests(unittest.TestCase):
         self.assertEqual({(n, r) for n, r in on_reactor if n == "large"}, {("large", False)})
 
     @defer.inlineCallbacks
+    def test_a_small_change_to_a_large_stored_object_is_worked_off_the_reactor(self):
+        """A one-label update of a large stored object (a small body) does the large object's work, its patch,
+        managedFields and validation, on the large-body thread, as a large body's: on the reactor it took 1-2 s
+        for a Pod of 100,000 env vars.  A small object's stays on the reactor."""
+        from twisted.python import threadable
+        cms = self.store("", "configmaps")
+        on_reactor: list[tuple[str, str, bool]] = []
+
+        def recording(step: str, work: Callable[..., Any]) -> Callable[..., Any]:
+            def recorded(*args: Any) -> Any:
+                on_reactor.append((current_name[0], step, threadable.isInIOThread()))
+                return work(*args)
+            return recorded
+        manager = cms.field_manager("")
+        self.patch(manager, "update", recording("managedFields", manager.update))
+        self.patch(cms.strategy, "validate_update", recording("validate_update", cms.strategy.validate_update))
+        current_name = [""]
+        for name, value in (("small", "x"), ("large", "x" * LARGE_BODY_ON_THREAD_BYTES)):
+            yield defer.Deferred.fromCoroutine(cms.create("t", {"metadata": {"name": name}, "data": {"v": value}}))
+        for name in ("small", "large"):
+            current_name[0] = name
+
+            def labelled(current: dict | None) -> dict:
+                assert current is not None
+                on_reactor.append((current_name[0], "mutate", threadable.isInIOThread()))
+                return {**current, "metadata": {**current["metadata"], "labels": {"l": "1"}}}
+            updated, _ = yield defer.Deferred.fromCoroutine(
+                cms.guaranteed_update("t", name, labelled, ctx=Context(field_manager="kubectl", body_size=40)))
+            self.assertEqual(updated["metadata"]["labels"], {"l": "1"})
+        self.assertEqual({(step, here) for name, step, here in on_reactor if name == "small"},
+                         {("mutate", True), ("managedFields", True), ("validate_update", True)})
+        self.assertEqual({(step, here) for name, step, here in on_reactor if name == "large"},
+                         {("mutate", False), ("managedFields", False), ("validate_update", False)})
+
+    @defer.inlineCallbacks
     def test_a_large_pod_is_defaulted_as_a_small_one(self):
         """Defaulting a large body runs on a thread: a Pod of 20,000 env vars gets every default."""
         pods = self.store("", "pods")
