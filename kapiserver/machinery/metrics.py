@@ -28,7 +28,8 @@ import bisect
 import math
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Generic, Iterable, Mapping, Optional, Protocol, Sequence,
+                    TypeVar)
 
 from twisted.logger import Logger
 from twisted.web import resource, server
@@ -189,7 +190,10 @@ class HistogramSeries(_Series):
                 self.counts[bisect.bisect_left(self.bounds, amount)] += 1
 
 
-class _Metric:
+_S = TypeVar("_S", bound=_Series)
+
+
+class _Metric(Generic[_S]):
     """A metric with label names: one series per label values, in the order first used; without
     label names, the metric is its one series (``inc``, ``set``, ``observe`` on it directly)."""
 
@@ -200,16 +204,16 @@ class _Metric:
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
-        self.series: dict[tuple[str, ...], _Series] = {}
+        self.series: dict[tuple[str, ...], _S] = {}
         if not self.labelnames:
             self.series[()] = self._new_series({})
         if registry is not None:
             registry.register(self)
 
-    def _new_series(self, labels: dict[str, str]) -> _Series:
+    def _new_series(self, labels: dict[str, str]) -> _S:
         raise NotImplementedError
 
-    def _labelled(self, values: tuple, keywords: Mapping[str, object]) -> _Series:
+    def labels(self, *values: object, **keywords: object) -> _S:
         if not self.labelnames:
             raise ValueError(f"No label names were set when constructing {self.name}")
         if values and keywords:
@@ -229,7 +233,7 @@ class _Metric:
                     series = self.series[key] = self._new_series(dict(zip(self.labelnames, key)))
         return series
 
-    def _one(self) -> _Series:
+    def _one(self) -> _S:
         if self.labelnames:
             raise ValueError(f"{self.name} has label names: values go to a series of .labels()")
         return self.series[()]
@@ -240,11 +244,11 @@ class _Metric:
             self._samples(family, series)
         return (family,)
 
-    def _samples(self, family: Family, series: _Series) -> None:
+    def _samples(self, family: Family, series: _S) -> None:
         raise NotImplementedError
 
 
-class Counter(_Metric):
+class Counter(_Metric[CounterSeries]):
     """prometheus_client's ``Counter``: its name ends in ``_total`` or is given one."""
 
     type = "counter"
@@ -252,39 +256,25 @@ class Counter(_Metric):
     def _new_series(self, labels: dict[str, str]) -> CounterSeries:
         return CounterSeries(labels)
 
-    def labels(self, *values: object, **keywords: object) -> CounterSeries:
-        series = self._labelled(values, keywords)
-        assert isinstance(series, CounterSeries)
-        return series
-
     def inc(self, amount: float = 1) -> None:
-        series = self._one()
-        assert isinstance(series, CounterSeries)
-        series.inc(amount)
+        self._one().inc(amount)
 
-    def _samples(self, family: Family, series: _Series) -> None:
-        assert isinstance(series, CounterSeries)
+    def _samples(self, family: Family, series: CounterSeries) -> None:
         family.add(series.labels, series.value, "_total")
         family.add(series.labels, series.created, "_created")
 
 
-class Gauge(_Metric):
+class Gauge(_Metric[GaugeSeries]):
     type = "gauge"
 
     def _new_series(self, labels: dict[str, str]) -> GaugeSeries:
         return GaugeSeries(labels)
 
-    def labels(self, *values: object, **keywords: object) -> GaugeSeries:
-        series = self._labelled(values, keywords)
-        assert isinstance(series, GaugeSeries)
-        return series
-
-    def _samples(self, family: Family, series: _Series) -> None:
-        assert isinstance(series, GaugeSeries)
+    def _samples(self, family: Family, series: GaugeSeries) -> None:
         family.add(series.labels, series.value)
 
 
-class Histogram(_Metric):
+class Histogram(_Metric[HistogramSeries]):
     type = "histogram"
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (),
@@ -295,44 +285,21 @@ class Histogram(_Metric):
         if not bounds or bounds[-1] != math.inf:
             bounds.append(math.inf)
         self.bounds = tuple(bounds)
-        self.le = tuple(_go_float(bound) for bound in bounds)
         super().__init__(name, documentation, labelnames, registry)
 
     def _new_series(self, labels: dict[str, str]) -> HistogramSeries:
         return HistogramSeries(labels, self.bounds)
 
-    def labels(self, *values: object, **keywords: object) -> HistogramSeries:
-        series = self._labelled(values, keywords)
-        assert isinstance(series, HistogramSeries)
-        return series
-
-    def _samples(self, family: Family, series: _Series) -> None:
-        assert isinstance(series, HistogramSeries)
+    def _samples(self, family: Family, series: HistogramSeries) -> None:
+        from prometheus_client.utils import floatToGoString  # (collected for a scrape, which loads it)
         cumulative = 0.0
-        for le, count in zip(self.le, series.counts):
+        for bound, count in zip(self.bounds, series.counts):
             cumulative += count
-            family.add({**series.labels, "le": le}, cumulative, "_bucket")
+            family.add({**series.labels, "le": floatToGoString(bound)}, cumulative, "_bucket")
         family.add(series.labels, cumulative, "_count")
         if series.bounds[0] >= 0:
             family.add(series.labels, series.sum, "_sum")
         family.add(series.labels, series.created, "_created")
-
-
-def _go_float(value: float) -> str:
-    """A bucket bound as prometheus_client writes its ``le`` (``utils.floatToGoString``: Go's
-    formatting, which switches to an exponent sooner than Python's)."""
-    if value == math.inf:
-        return "+Inf"
-    if value == -math.inf:
-        return "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    text = repr(value)
-    dot = text.find(".")
-    if value > 0 and dot > 6:
-        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.")
-        return f"{mantissa}e+{dot - 1:02d}"
-    return text
 
 
 class _StorageObjectsCollector:

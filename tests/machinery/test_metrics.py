@@ -173,6 +173,10 @@ class ExpositionTests(unittest.TestCase):
 
     def test_bucket_bounds_are_written_as_go_writes_them(self) -> None:
         from prometheus_client.utils import floatToGoString
-        for bound in (0.005, 2, 60, 1e-9, 1234567.0, 12345678.5, 1e22, float("inf")):
-            self.assertEqual(metrics._go_float(float(bound)), floatToGoString(bound))
+        bounds = (1e-9, 0.005, 2, 60, 1234567.0, 12345678.5, 1e22, float("inf"))
+        histogram = metrics.Histogram("demo_seconds", "Demo.", buckets=bounds)
+        [family] = histogram.collect()
+        written = [labels["le"] for name, labels, _ in family.samples if name.endswith("_bucket")]
+        self.assertEqual(written, [floatToGoString(bound) for bound in bounds])
+        self.assertIn("1.23456785e+07", written)  # Go switches to an exponent sooner than Python
 
