@@ -7,7 +7,7 @@ is loaded on first use: a server that never sees protobuf never imports it.
 from __future__ import annotations
 
 from collections import ChainMap
-from typing import Optional
+from typing import MutableMapping, Optional, cast
 
 from kapiserver.machinery.protobuf_types import ANY_GROUP_VERSION_KINDS, KINDS, MESSAGES
 
@@ -26,7 +26,8 @@ def all_messages() -> ChainMap:
     that never sees protobuf never imports the generated module."""
     if not _merged:
         from kapiserver.machinery import protobuf_tables_generated as generated
-        _merged["messages"] = ChainMap(MESSAGES, generated.MESSAGES)
+        # (ChainMap only reads what it is given; its annotations ask for mutable maps)
+        _merged["messages"] = ChainMap(MESSAGES, cast(MutableMapping, generated.MESSAGES))
         _merged["kinds"] = ChainMap(KINDS, generated.KINDS)
     return _merged["messages"]
 

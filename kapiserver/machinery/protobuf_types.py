@@ -13,7 +13,7 @@ JSON form upstream would produce.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, KeysView, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple
 
 # Field kinds.  Scalars map to JSON scalars; the special messages of
 # apimachinery (Time, MicroTime, FieldsV1, IntOrString, Quantity) map to the
@@ -62,7 +62,7 @@ class Field(NamedTuple):
     inline: bool = False
 
 
-class FieldTables(dict):
+class FieldTables(Mapping[str, tuple[Field, ...]]):
     """Message name -> its fields, read from each message's text table the first time the
     message is asked for (what ``tools/gen_protobuf_tables.py`` writes: a field a line,
     ``name number kind`` and what is not :class:`Field`'s default, ``message=<name>``,
@@ -70,18 +70,19 @@ class FieldTables(dict):
 
     The generated tables describe 465 messages; a server that shapes a few kinds for
     managedFields or encodes a few as protobuf reads a few dozen of them, and the text of
-    the rest costs a quarter of their fields as tuples.  A message read is a dict entry
-    from then on (``__missing__`` reads it), so a lookup costs what a dict's does."""
+    the rest costs a quarter of their fields as tuples."""
 
     def __init__(self, texts: dict[str, str]) -> None:
-        super().__init__()
         self.texts = texts
+        self._read: dict[str, tuple[Field, ...]] = {}
 
-    def __missing__(self, name: str) -> tuple[Field, ...]:
-        fields = self[name] = tuple(_read_field(line) for line in self.texts[name].splitlines())
+    def __getitem__(self, name: str) -> tuple[Field, ...]:
+        fields = self._read.get(name)
+        if fields is None:
+            fields = self._read[name] = tuple(_read_field(line) for line in self.texts[name].splitlines())
         return fields
 
-    def __contains__(self, name: object) -> bool:
+    def __contains__(self, name: object) -> bool:  # (without reading the table)
         return name in self.texts
 
     def __iter__(self) -> Iterator[str]:
@@ -89,18 +90,6 @@ class FieldTables(dict):
 
     def __len__(self) -> int:
         return len(self.texts)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self[name] if name in self.texts else default
-
-    def keys(self) -> KeysView[str]:  # type: ignore[override]
-        return self.texts.keys()
-
-    def items(self) -> Iterator[tuple[str, tuple[Field, ...]]]:  # type: ignore[override]
-        return ((name, self[name]) for name in self.texts)
-
-    def values(self) -> Iterator[tuple[Field, ...]]:  # type: ignore[override]
-        return (self[name] for name in self.texts)
 
 
 _FLAGS = {"repeated": ("repeated", True), "pointer": ("pointer", True), "!omitempty": ("omitempty", False),
