@@ -30,7 +30,8 @@ from twisted.logger import Logger
 from kapiserver.apis.apiregistration import apiservices
 from kapiserver.machinery import errors
 from kapiserver.registry.context import Context
-from kapiserver.registry.informer import Informer, without_managed_fields
+from kapiserver.machinery.meta import without_metadata
+from kapiserver.registry.informer import Informer
 from kapiserver.registry.options import DeleteOptions
 from kapiserver.registry.queue import ReconcileQueue
 from kapiserver.registry.store import Store
@@ -64,7 +65,7 @@ class AutoRegisterController:
         self.queue = ReconcileQueue("autoregister", self.reconcile, reactor)
         # (it writes what it wants, read from ``desired``, never what it read)
         self.informer = Informer(store, self._on_event, reactor, after_list=self._after_list,
-                                 keep=without_managed_fields)
+                                 keep=without_metadata)
 
     # ------------------------------------------------------------ what should exist
 

@@ -72,3 +72,13 @@ def metadata(obj: dict) -> dict:
         meta = {}
         obj["metadata"] = meta
     return meta
+
+
+def without_metadata(obj: dict, names: tuple[str, ...] = ("managedFields",)) -> dict:
+    """``obj`` with its metadata copied without ``names`` (``obj`` itself when it has none of
+    them): a shallow view, the rest shared."""
+    md = obj.get("metadata")
+    if not isinstance(md, dict) or not any(name in md for name in names):
+        return obj
+    return {**obj, "metadata": {k: v for k, v in md.items() if k not in names}}
+

@@ -24,16 +24,6 @@ log = Logger()
 RESTART_DELAY_SECONDS = 1.0
 
 
-def without_managed_fields(obj: dict) -> dict:
-    """An informer's ``keep`` for an owner that reads objects but never their managedFields
-    (most of a small object's size: the bootstrap FlowSchemas' are 60 % of them): the object
-    with its metadata copied without them."""
-    md = obj.get("metadata")
-    if not isinstance(md, dict) or "managedFields" not in md:
-        return obj
-    return {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
-
-
 class Informer:
     def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  field_selector: str = "", after_list: Optional[Callable[[], None]] = None,

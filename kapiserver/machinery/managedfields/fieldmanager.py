@@ -53,12 +53,7 @@ _STRIPPED = Set.of(("f:apiVersion",), ("f:kind",), ("f:metadata",),
 
 def without_managed_fields(obj: Optional[dict]) -> dict:
     """A shallow view of ``obj`` without metadata.managedFields/resourceVersion (what is compared)."""
-    if not obj:
-        return {}
-    md = obj.get("metadata")
-    if not isinstance(md, dict) or ("managedFields" not in md and "resourceVersion" not in md):
-        return obj
-    return {**obj, "metadata": {k: v for k, v in md.items() if k not in ("managedFields", "resourceVersion")}}
+    return meta.without_metadata(obj, ("managedFields", "resourceVersion")) if obj else {}
 
 
 def gvk_string(api_version: Any, kind: Any) -> str:
