@@ -319,16 +319,14 @@ class RequestScope:
     def delete_options(self) -> DeleteOptions:
         """A DELETE's options as upstream's DeleteResource reads them: from its body when it has one,
         the query's then counting for nothing (dryRun included), else from the query; validated."""
-        given = bool(self.body_bytes().strip())
-        body = self.decode_delete_options()
-        self.check_write_options("DeleteOptions", body.get("dryRun"), query=not given)
-        return DeleteOptions.from_request({} if given else self.args, body)
-
-    def decode_delete_options(self) -> dict:
-        """A DELETE body: a DeleteOptions decoded like any object (an empty body is no options)."""
         body = self.body_bytes()
-        if not body.strip():
-            return {}
+        given = bool(body.strip())
+        options = self._decode_delete_options(body) if given else {}
+        self.check_write_options("DeleteOptions", options.get("dryRun"), query=not given)
+        return DeleteOptions.from_request({} if given else self.args, options)
+
+    def _decode_delete_options(self, body: bytes) -> dict:
+        """A DELETE body: a DeleteOptions decoded like any object."""
         parsed = request_decoder.parse(body, self.content_type(), "DeleteOptions")
         obj = parsed.obj
         if not isinstance(obj, dict) or obj.get("kind") not in (None, "", "DeleteOptions"):
