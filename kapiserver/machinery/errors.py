@@ -186,6 +186,12 @@ def already_exists(resource: str, group: str, name: str) -> StatusError:
 CONFLICT_MESSAGE = "the object has been modified; please apply your changes to the latest version and try again"
 
 
+def storage_invalid_object(key: str, why: str) -> str:
+    """Upstream's storage error for a failed write precondition (``NewInvalidObjError``), as its
+    message reads inside the 409 the registry makes of it."""
+    return f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}"
+
+
 def conflict(resource: str, group: str, name: str, why: str = CONFLICT_MESSAGE) -> StatusError:
     return StatusError(409, "Conflict",
                        f'Operation cannot be fulfilled on {qualified_resource(resource, group)} "{name}": {why}',

@@ -65,6 +65,20 @@ def _no_merge_key(element: dict, key: str) -> _PatchError:
     return _PatchError(f"map: {_go(element)} does not contain declared merge key: {key}")
 
 
+def _without_nulls(value: Any) -> Any:
+    """``value`` with every null member of its maps dropped, at any depth (upstream's
+    discardNullValuesFromPatch); changed in place, as the merge owns its copy of the patch."""
+    if isinstance(value, dict):
+        for key in [k for k, v in value.items() if v is None]:
+            del value[key]
+        for v in value.values():
+            _without_nulls(v)
+    elif isinstance(value, list):
+        for v in value:
+            _without_nulls(v)
+    return value
+
+
 def _scalar_key(value: Any) -> tuple:
     """Equality as Go compares decoded JSON scalars (numbers are all float64)."""
     if isinstance(value, bool):
@@ -178,8 +192,15 @@ class _Merger:
             if value is None:
                 result.pop(key, None)
                 continue
-            field_schema = self.schema.field(schema, key)
             current = result.get(key)
+            if key not in result or isinstance(current, dict) != isinstance(value, dict) or \
+                    isinstance(current, list) != isinstance(value, list):
+                # upstream's mergeMap takes the patch's value as it is (its nulls dropped) where the
+                # original has nothing of that shape to merge it into: no merge keys or directives
+                # are looked at inside it
+                result[key] = _without_nulls(value)
+                continue
+            field_schema = self.schema.field(schema, key)
             if isinstance(value, dict):
                 strategy, _ = self.schema.strategy(field_schema)
                 if strategy == REPLACE:

@@ -102,12 +102,9 @@ class ListOptions:
 
     def validate(self) -> None:
         """Upstream's ValidateListOptions (neither limit nor timeoutSeconds is checked: a negative limit
-        does not page, a negative timeout ends a watch at once)."""
-        causes = []
-        if self.continue_token and self.resource_version and self.resource_version != "0":
-            causes.append(errors.Cause(errors.FORBIDDEN, "specifying resource version is not allowed when using "
-                                       "continue", "resourceVersion"))
-        causes += self._watch_causes() if self.watch else self._list_causes()
+        does not page, a negative timeout ends a watch at once; a resourceVersion beside a continue
+        token is the stored list's to refuse, after the token: :meth:`Store.list_stored`)."""
+        causes = self._watch_causes() if self.watch else self._list_causes()
         if causes:
             raise errors.invalid("ListOptions", "meta.k8s.io", "", causes)
 

@@ -39,6 +39,8 @@ from kapiserver.storage import interface as st
 log = Logger()
 
 GENERATE_NAME_ATTEMPTS = 8
+# kube-apiserver's default --etcd-prefix: its storage errors name a key below it, and so do ours
+UPSTREAM_KEY_PREFIX = "/registry"
 # Items read from storage per round trip while filling a selector-filtered page.
 _LIST_BATCH = 500
 # A write whose body is at least this large is decoded, records its managedFields and validates its
@@ -344,6 +346,16 @@ class Store:
     def _conflict(self, name: str, why: str = errors.CONFLICT_MESSAGE) -> errors.StatusError:
         return errors.conflict(self.rtype.plural, self.rtype.group, name, why)
 
+    def _precondition_failed(self, key: str, name: str, why: str) -> errors.StatusError:
+        """A write's storage precondition that failed, as upstream's storage reports it (an
+        invalid-object StorageError, made a 409 by the registry)."""
+        return self._conflict(name, errors.storage_invalid_object(UPSTREAM_KEY_PREFIX + key,
+                                                                  f"Precondition failed: {why}"))
+
+    def _delete_precondition_failed(self, name: str, why: str) -> errors.StatusError:
+        """Upstream's BeforeDelete refusal: the conflict names the kind, not the resource."""
+        return errors.conflict(self.rtype.kind, self.rtype.group, name, why)
+
     def _invalid(self, name: str, causes: list[errors.Cause]) -> errors.StatusError:
         return errors.invalid(self.rtype.kind, self.rtype.group, name, causes)
 
@@ -599,6 +611,8 @@ class Store:
         start = ""
         if opts.continue_token:
             rev, start = decode_continue(opts.continue_token)
+            if opts.resource_version and opts.resource_version != "0":  # the etcd store's check, a 400
+                raise errors.bad_request("specifying resource version is not allowed when using continue")
             if rev < 0:
                 rev = 0
         elif opts.resource_version and opts.resource_version != "0":
@@ -868,7 +882,7 @@ class Store:
             return codec.copy_json(obj)
         return await self.guaranteed_update_result(namespace, name, replace, subresource, ctx,
                                                    precondition_rv=wanted_rv, create_if_missing=True,
-                                                   mutate_keeps_current=True)
+                                                   mutate_keeps_current=True, precondition_uid=md.get("uid") or "")
 
     async def _write_base(self, key: str, dry_run: bool) -> "WriteBase":
         """The value an update or delete starts from: the watch cache's copy when there is
@@ -895,7 +909,8 @@ class Store:
                                        subresource: str = "", ctx: Optional[Context] = None,
                                        precondition_rv: str = "", create_if_missing: bool = False,
                                        force_allow_create: bool = False,
-                                       mutate_keeps_current: bool = False) -> WriteResult:
+                                       mutate_keeps_current: bool = False,
+                                       precondition_uid: str = "") -> WriteResult:
         """Read, mutate, validate, compare-and-swap; retry on conflict.  The method kinds
         with their own update override.
 
@@ -905,7 +920,9 @@ class Store:
         is how update/patch preconditions work upstream.  ``mutate`` gets a copy
         of the current object, unless ``mutate_keeps_current`` says it neither
         changes it nor returns anything that shares a part with it (the
-        request handlers' patchers and PUT).
+        request handlers' patchers and PUT).  ``precondition_uid`` (a PUT's
+        body's uid) must be the stored object's, checked before anything else:
+        a missing object has none, so it is a 409 even where a PUT may create.
         """
         ctx = ctx or Context()
         key = self.key(namespace, name)
@@ -913,6 +930,9 @@ class Store:
         while True:
             kv = base.kv
             if kv is None:
+                if precondition_uid:  # a missing value is always read from the backend: it stands
+                    raise self._precondition_failed(key, name, f"UID in precondition: {precondition_uid}, "
+                                                                "UID in object meta: ")
                 allow_create = self.strategy.allow_create_on_update or force_allow_create
                 if not (create_if_missing and allow_create and not subresource):
                     raise self._not_found(name)
@@ -931,6 +951,10 @@ class Store:
             try:
                 ctx = _sized_for(ctx, kv)
                 current = await self._from_kv_async(kv)
+                current_uid = current["metadata"].get("uid") or ""
+                if precondition_uid and precondition_uid != current_uid:
+                    raise self._precondition_failed(key, name, f"UID in precondition: {precondition_uid}, "
+                                                                f"UID in object meta: {current_uid}")
                 # the update changes the desired object in place; ``current`` stays as read
                 desired = await _on_thread_if_large(ctx, _mutated, mutate, current, mutate_keeps_current)
                 if inspect.isawaitable(desired):
@@ -946,10 +970,6 @@ class Store:
                         "metadata.resourceVersion")])
                 if rv and rv != current["metadata"]["resourceVersion"]:
                     raise self._conflict(name)
-                body_uid = dmd.get("uid")
-                if body_uid and body_uid != current["metadata"].get("uid"):
-                    raise self._conflict(name, f"Precondition failed: UID in precondition: {body_uid}, "
-                                               f"UID in object meta: {current['metadata'].get('uid')}")
                 # a stale value (older encryption key) is rewritten even when nothing changed, as upstream
                 new = await self._prepare_update(namespace, name, desired, current, subresource, ctx,
                                                  force=kv.stale)
@@ -1009,13 +1029,16 @@ class Store:
 
     def _keep_identity(self, md: dict, namespace: str, name: str, old_md: dict) -> None:
         """Name, namespace and the fields an update cannot change, reset to the stored values as
-        upstream's BeforeUpdate does (a differing uid was already a precondition conflict).  A
+        upstream's BeforeUpdate does; a uid only when the update has none (another is refused
+        as immutable, where a PUT's was already a precondition conflict).  A
         deletion timestamp or grace period is kept only once there is one: an update that sets one
         on an object not being deleted, or changes the period, is refused as immutable (422)."""
         md["name"] = name
         if self.rtype.namespaced:
             md["namespace"] = namespace
-        for fixed in ("uid", "creationTimestamp", "generation", "selfLink"):
+        if not md.get("uid") and "uid" in old_md:
+            md["uid"] = old_md["uid"]  # a different one is refused as immutable
+        for fixed in ("creationTimestamp", "generation", "selfLink"):
             if fixed in old_md:
                 md[fixed] = old_md[fixed]
             else:
@@ -1125,13 +1148,15 @@ class Store:
             cmd = current["metadata"]
             try:
                 if opts.precondition_uid and opts.precondition_uid != cmd.get("uid"):
-                    raise self._conflict(name, f"Precondition failed: UID in precondition: {opts.precondition_uid}, "
-                                               f"UID in object meta: {cmd.get('uid')}")
+                    raise self._delete_precondition_failed(
+                        name, f"the UID in the precondition ({opts.precondition_uid}) does not match the UID in "
+                              f"record ({cmd.get('uid', '')}). The object might have been deleted and then recreated")
                 if opts.precondition_resource_version and \
                         opts.precondition_resource_version != cmd["resourceVersion"]:
-                    raise self._conflict(name, "Precondition failed: ResourceVersion in precondition: "
-                                               f"{opts.precondition_resource_version}, ResourceVersion in object "
-                                               f"meta: {cmd['resourceVersion']}")
+                    raise self._delete_precondition_failed(
+                        name, f"the ResourceVersion in the precondition ({opts.precondition_resource_version}) does "
+                              f"not match the ResourceVersion in record ({cmd['resourceVersion']}). The object might "
+                              "have been modified")
                 # admission's old object is the one read (upstream's too): it is read, never changed
                 attrs = self._attributes(DELETE, namespace, admission_name if admission_name is not None else name,
                                          None, current, "", ctx)

@@ -262,6 +262,32 @@ class UpdateTests(ServerTestCase):
         self.assertEqual(r.body["metadata"]["creationTimestamp"], created["metadata"]["creationTimestamp"])
 
     @run
+    async def test_a_put_s_uid_is_a_precondition(self):
+        """kube-apiserver v1.32.13's answers: a PUT's uid must be the stored object's, checked before its
+        resourceVersion, and a missing object has none, so even a kind a PUT may create (a Lease) is a 409;
+        a patch that changes the uid is refused as immutable."""
+        created = (await self.client.post(CM, cm("a"))).body
+        uid = created["metadata"]["uid"]
+        r = await self.client.put(CM + "/a", cm("a", {"k": "w"}, uid="null", resourceVersion="1"))
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (
+            409, "Conflict", 'Operation cannot be fulfilled on configmaps "a": StorageError: invalid object, Code: 4, '
+            "Key: /registry/configmaps/default/a, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+            f"precondition: null, UID in object meta: {uid}"))
+        for path, body in ((CM + "/b", cm("b", uid="x-1")),
+                           (LEASES + "/l", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                            "metadata": {"name": "l", "uid": "x-1"}})):
+            r = await self.client.put(path, body)
+            self.assertEqual((r.code, r.body["reason"]), (409, "Conflict"), path)
+            self.assertTrue(r.body["message"].endswith(
+                "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: x-1, UID in "
+                "object meta: "), r.body["message"])
+            self.assertEqual((await self.client.get(path)).code, 404)
+        r = await self.client.patch(CM + "/a", {"metadata": {"uid": "other"}})
+        self.assertEqual((r.code, r.body["message"]), (
+            422, 'ConfigMap "a" is invalid: metadata.uid: Invalid value: "other": field is immutable'))
+        self.assertEqual((await self.client.get(CM + "/a")).body["metadata"]["uid"], uid)
+
+    @run
     async def test_noop_update_keeps_resource_version(self):
         created = (await self.client.post(CM, cm("a", {"v": "1"}))).body
         r = await self.client.put(CM + "/a", created)
@@ -402,11 +428,27 @@ class DeleteTests(ServerTestCase):
 
     @run
     async def test_preconditions(self):
+        """kube-apiserver v1.32.13's BeforeDelete answers: the conflict names the kind."""
         created = (await self.client.post(CM, cm("a"))).body
+        md = created["metadata"]
         r = await self.client.delete(CM + "/a", {"preconditions": {"uid": "other"}})
-        self.assertEqual(r.code, 409)
+        self.assertEqual((r.code, r.body["message"], r.body["details"]), (
+            409, 'Operation cannot be fulfilled on ConfigMap "a": the UID in the precondition (other) does not match '
+            f"the UID in record ({md['uid']}). The object might have been deleted and then recreated",
+            {"name": "a", "kind": "ConfigMap"}))
         r = await self.client.delete(CM + "/a", {"preconditions": {"resourceVersion": "1"}})
-        self.assertEqual(r.code, 409)
+        self.assertEqual((r.code, r.body["message"]), (
+            409, 'Operation cannot be fulfilled on ConfigMap "a": the ResourceVersion in the precondition (1) does '
+            f"not match the ResourceVersion in record ({md['resourceVersion']}). The object might have been modified"))
+        leases = await self.client.post(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                 "metadata": {"name": "l"}})
+        r = await self.client.delete(LEASES + "/l", {"preconditions": {"uid": "q"}})
+        self.assertEqual((r.code, r.body["details"]), (409, {"name": "l", "group": "coordination.k8s.io",
+                                                             "kind": "Lease"}))
+        self.assertTrue(r.body["message"].startswith(
+            'Operation cannot be fulfilled on Lease.coordination.k8s.io "l": the UID in the precondition (q)'))
+        self.assertEqual((await self.client.get(LEASES + "/l")).body["metadata"]["uid"],
+                         leases.body["metadata"]["uid"])
         r = await self.client.delete(CM + "/a", {"preconditions": {"uid": created["metadata"]["uid"]},
                                                  "propagationPolicy": "Foreground"})
         self.assertEqual(r.code, 200)
@@ -616,6 +658,27 @@ class ListTests(ServerTestCase):
             self.assertEqual((r.code, r.body["reason"], r.body["message"]),
                              (400, "BadRequest", f"invalid continue token: continue key is not valid: {message}"))
         self.assertEqual((await self.client.get(CM + f"?limit=1&continue={token}")).code, 200)
+
+    @run
+    async def test_resource_version_beside_a_continue_token(self):
+        """kube-apiserver v1.32.13: the stored list refuses a resourceVersion other than "0" beside a token
+        (400, after the token's own checks); a watch does not read the token; componentstatuses, which are
+        not stored, list whatever the token."""
+        await self._fill(2)
+        page = (await self.client.get(CM + "?limit=1")).body["metadata"]
+        token = page["continue"]
+        r = await self.client.get(CM + f"?limit=1&continue={token}&resourceVersion=5")
+        self.assertEqual((r.code, r.body["reason"], r.body["message"]), (
+            400, "BadRequest", "specifying resource version is not allowed when using continue"))
+        r = await self.client.get(CM + "?limit=1&continue=abcde&resourceVersion=5")
+        self.assertEqual((r.code, r.body["message"]), (
+            400, "invalid continue token: continue key is not valid: illegal base64 data at input byte 4"))
+        self.assertEqual((await self.client.get(CM + f"?limit=1&continue={token}&resourceVersion=0")).code, 200)
+        r = await self.client.get("/api/v1/componentstatuses?continue=aaaa&resourceVersion=5")
+        self.assertEqual((r.code, r.body["kind"]), (200, "ComponentStatusList"))
+        r = await self.client.get(CM + f"?watch=1&timeoutSeconds=1&continue={token}"
+                                       f"&resourceVersion={page['resourceVersion']}")
+        self.assertEqual((r.code, r.raw), (200, b""))  # nothing written since
 
     @run
     async def test_compacted_continue_token_is_410_with_fresh_token(self):

@@ -46,6 +46,12 @@ class ApplyTests(unittest.TestCase):
     def test_test_of_missing_key_against_null_passes(self):
         self.assertEqual(self.apply({"op": "test", "path": "/spec/missing", "value": None}), DOC)
 
+    def test_missing_key_of_an_object_reads_as_null(self):
+        # evanphx/json-patch v4, as kube-apiserver applies it: replace adds the key, copy copies a null
+        self.assertEqual(self.apply({"op": "replace", "path": "/spec/new", "value": 2})["spec"]["new"], 2)
+        out = self.apply({"op": "copy", "from": "/spec/missing", "path": "/metadata/labels/c"})
+        self.assertEqual(out["metadata"]["labels"], {**DOC["metadata"]["labels"], "c": None})
+
     def test_inputs_untouched(self):
         doc, ops = copy.deepcopy(DOC), [{"op": "add", "path": "/spec/new", "value": {"a": []}},
                                         {"op": "add", "path": "/spec/new/a/-", "value": 1}]
@@ -74,8 +80,8 @@ class FailureTests(unittest.TestCase):
                          'add operation does not apply: doc is missing path: "/nope/x": missing value')
         self.assertEqual(self.fails({"op": "add", "path": "/spec/empty/x", "value": 1}),
                          'add operation does not apply: doc is missing path: "/spec/empty/x": missing value')
-        self.assertEqual(self.fails({"op": "replace", "path": "/spec/nope", "value": 1}),
-                         "replace operation does not apply: doc is missing key: /spec/nope: missing value")
+        self.assertEqual(self.fails({"op": "replace", "path": "/spec/items/7", "value": 1}),
+                         "replace operation does not apply: doc is missing key: /spec/items/7: missing value")
         self.assertEqual(self.fails({"op": "remove", "path": "/metadata/labels/nope"}),
                          "error in remove for path: '/metadata/labels/nope': Unable to remove nonexistent key: "
                          "nope: missing value")
@@ -83,7 +89,7 @@ class FailureTests(unittest.TestCase):
                          "error in add for path: '/spec/items/5': Unable to access invalid index: 5: invalid "
                          "index referenced")
         self.assertEqual(self.fails({"op": "move", "from": "/spec/nope", "path": "/spec/x"}),
-                         "error in move for path: 'nope': unable to get nonexistent key: nope: missing value")
+                         "error in move for path: 'nope': Unable to remove nonexistent key: nope: missing value")
         self.assertEqual(self.fails({"op": "frob", "path": "/spec"}), "Unexpected kind: frob: unknown object type")
         self.assertEqual(self.fails({"op": "add", "value": 1}),
                          "add operation failed to decode path: missing value")

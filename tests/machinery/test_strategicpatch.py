@@ -141,8 +141,19 @@ class SmallSchemaTests(unittest.TestCase):
                          (400, "invalid patch format of primitive list"))
         self.assertEqual(status({"metadata": {"finalizers": [1]}}),
                          (422, "list element types are not identical: [[a.io/x a.io/y] [1]]"))
-        self.assertEqual(status({"metadata": {"finalizers": [["a"]]}}, {}),
+        self.assertEqual(status({"metadata": {"finalizers": [["a"]]}}, {"metadata": {"finalizers": [["b"]]}}),
                          (422, "the server rejected our request due to an error in our request"))
+
+    def test_value_where_the_original_has_none_is_taken_as_it_is(self):
+        # upstream's mergeMap: a key the original lacks (or holds in another shape) gets the patch's
+        # value with its nulls dropped; merge keys and directives inside it are not looked at
+        out = self.patch({"status": {"conditions": [{"message": "x", "reason": None}]}},
+                         {"status": {"phase": "Active"}})
+        self.assertEqual(out, {"status": {"phase": "Active", "conditions": [{"message": "x"}]}})
+        out = self.patch({"spec": {"containers": [{"$patch": "delete", "name": "gone"}]}}, {"metadata": {}})
+        self.assertEqual(out["spec"], {"containers": [{"$patch": "delete", "name": "gone"}]})
+        out = self.patch({"spec": {"containers": [{"image": "x"}]}}, {"spec": {"containers": "not a list"}})
+        self.assertEqual(out["spec"], {"containers": [{"image": "x"}]})
 
 
 class RealSchemaTests(unittest.TestCase):
