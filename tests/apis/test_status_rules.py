@@ -88,6 +88,26 @@ class StatusWriteTests(ServerTestCase):
         self.assertIn("lastPhaseTransitionTime", moved.body["status"])
 
 
+class NodeConfigSourceTests(ServerTestCase):
+    @run
+    async def test_the_dynamic_kubelet_config_is_dropped_unless_in_use(self):
+        """kube-apiserver v1.32.13's dropDisabledFields: a Node's spec.configSource and status.config are
+        dropped on create, on update unless the node has one (so an invalid one is no 422), and on a status
+        write unless its status has one."""
+        created = await self.client.post(f"{CORE}/nodes", {"metadata": {"name": "n"}, "spec": {
+            "configSource": {"configMap": {"name": "c"}}}, "status": {"config": {"active": {}}}})
+        self.assertEqual(created.code, 201, created.body)
+        self.assertNotIn("configSource", created.body["spec"])
+        self.assertNotIn("config", created.body["status"])
+        r = await self.client.put(f"{CORE}/nodes/n", {**created.body, "spec": {
+            "configSource": {"configMap": {"uid": "a,b"}}}})
+        self.assertEqual((r.code, r.body.get("spec")), (200, {}), r.body)
+        r = await self.client.patch(f"{CORE}/nodes/n/status", {"status": {
+            "config": {"lastKnownGood": {"configMap": {"name": "q"}}}}}, content_type=MERGE)
+        self.assertEqual(r.code, 200, r.body)
+        self.assertNotIn("config", r.body["status"])
+
+
 class ZeroStatusTests(ServerTestCase):
     @run
     async def test_service_status_load_balancer_in_json_and_yaml(self):

@@ -394,6 +394,28 @@ class PatchTests(ServerTestCase):
         self.assertEqual(r.code, 409)
 
     @run
+    async def test_type_meta_a_patch_leaves(self):
+        """kube-apiserver v1.32.13: a strategic merge patch's result is converted into the resource's type, so its
+        apiVersion and kind are not read; a JSON or merge patch's is decoded as JSON, where a missing apiVersion
+        leaves an object without a name (400) and a wrong one is a 422."""
+        await self.client.post(CM, cm("a", {"k": "v"}))
+        for body in ({"apiVersion": "v2"}, {"kind": "Pod"}, {"apiVersion": None, "kind": ""}):
+            r = await self.client.patch(CM + "/a", {**body, "data": {"k": "s"}},
+                                        content_type="application/strategic-merge-patch+json")
+            self.assertEqual((r.code, r.body["apiVersion"], r.body["kind"], r.body["data"]),
+                             (200, "v1", "ConfigMap", {"k": "s"}), body)
+        undeterminable = "the name of the object (a based on URL) was undeterminable: name must be provided"
+        for body, content_type in (({"apiVersion": ""}, "application/merge-patch+json"),
+                                   ({"apiVersion": None}, "application/merge-patch+json"),
+                                   ([{"op": "remove", "path": "/apiVersion"}], "application/json-patch+json")):
+            r = await self.client.patch(CM + "/a", body, content_type=content_type)
+            self.assertEqual((r.code, r.body["reason"], r.body["message"]), (400, "BadRequest", undeterminable), body)
+        r = await self.client.patch(CM + "/a", {"kind": None, "data": {"k": "m"}})
+        self.assertEqual((r.code, r.body["kind"], r.body["data"]), (200, "ConfigMap", {"k": "m"}))
+        r = await self.client.patch(CM + "/a", {"apiVersion": "v2"})
+        self.assertEqual(r.code, 422)
+
+    @run
     async def test_cbor_apply_patch_is_415(self):
         """kapiserver does not serve CBOR, so (like upstream without the CBOR gate) it takes no CBOR apply."""
         await self.client.post(CM, cm("a"))

@@ -34,6 +34,23 @@ class NodeStrategy(Strategy):
             status.pop("config", None)
             status.pop("features", None)
 
+    def prepare_for_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
+        """upstream's dropDisabledFields on update: the dynamic kubelet config source is dropped
+        unless the node already has one."""
+        super().prepare_for_update(rtype, new, old)
+        if not as_dict(old.get("spec")).get("configSource"):
+            spec = new.get("spec")
+            if isinstance(spec, dict):
+                spec.pop("configSource", None)
+
+    def prepare_for_status_update(self, rtype: ResourceType, new: dict, old: dict) -> None:
+        """upstream's nodeStatusStrategy: status.config is dropped unless the node already has one."""
+        super().prepare_for_status_update(rtype, new, old)
+        if not as_dict(old.get("status")).get("config"):
+            status = new.get("status")
+            if isinstance(status, dict):
+                status.pop("config", None)
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):  # v1 carries podCIDR and podCIDRs in step (upstream's conversion)

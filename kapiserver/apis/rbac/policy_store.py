@@ -54,11 +54,13 @@ class _EscalationCheckedStore(Store):
                                        subresource: str = "", ctx: Optional[Context] = None,
                                        precondition_rv: str = "", create_if_missing: bool = False,
                                        force_allow_create: bool = False,
-                                       mutate_keeps_current: bool = False) -> WriteResult:
+                                       mutate_keeps_current: bool = False,
+                                       precondition_uid: str = "") -> WriteResult:
         user = ctx.user if ctx is not None else None
         if user is None or escalation_allowed(user):
             return await super().guaranteed_update_result(namespace, name, mutate, subresource, ctx, precondition_rv,
-                                                          create_if_missing, force_allow_create, mutate_keeps_current)
+                                                          create_if_missing, force_allow_create, mutate_keeps_current,
+                                                          precondition_uid)
 
         async def checked(current: Optional[dict]) -> dict:
             desired = mutate(current)
@@ -70,7 +72,8 @@ class _EscalationCheckedStore(Store):
                     await self.check(namespace, desired, current, user)
             return desired
         return await super().guaranteed_update_result(namespace, name, checked, subresource, ctx, precondition_rv,
-                                                      create_if_missing, force_allow_create, mutate_keeps_current)
+                                                      create_if_missing, force_allow_create, mutate_keeps_current,
+                                                      precondition_uid)
 
 
 class RolePolicyStore(_EscalationCheckedStore):

@@ -80,6 +80,10 @@ class Patcher(NamedTuple):
     # the top-level fields the patch can change (None: any); the result's other fields are
     # copies of the current object's, so its decoding does not look at them again
     changed: Optional[frozenset[str]]
+    # upstream converts a strategic merge patch's result from a map into the resource's own type,
+    # so whatever apiVersion and kind it ends with are not read; JSON and merge patches' results
+    # are decoded as JSON, where they are
+    type_meta_read: bool = True
 
 
 def _top_field_of_pointer(path: Any) -> Optional[str]:
@@ -142,7 +146,7 @@ def patcher(scope: RequestScope) -> Patcher:
     resolve = scope.schema_resolver
     return Patcher(lambda current: apply_strategic_merge_patch(current or {}, patch, schema if resolve else None,
                                                                resolve or (lambda ref: {})),
-                   _merge_patch_changes(patch))
+                   _merge_patch_changes(patch), type_meta_read=False)
 
 
 def decode_apply_configuration(scope: RequestScope) -> Any:
@@ -276,6 +280,12 @@ async def patch(scope: RequestScope) -> Response:
         result = request_patch.apply(current)
         if not isinstance(result, dict):
             raise errors.bad_request("the patch did not produce an object")
+        if not request_patch.type_meta_read:
+            result["apiVersion"], result["kind"] = scope.rtype.api_version, scope.rtype.kind
+        elif not result.get("apiVersion") and not scope.rtype.is_crd:
+            # upstream decodes such JSON into an object without a name, and its checkName says so
+            raise errors.bad_request(f"the name of the object ({info.name} based on URL) was undeterminable: name "
+                                     "must be provided")
         warnings = len(scope.warnings)
         # the patchers never change ``current``
         result = scope.decode_patched(result, current, request_patch.changed)
