@@ -189,6 +189,13 @@ class EscalationTests(RBACTestCase):
         within.body["rules"][0]["resources"].append("resourcequotas")
         grown = await self.client.put(f"{RBAC}/namespaces/demo/roles/secrets", within.body, headers=as_user("frank"))
         self.assertEqual(grown.code, 403, grown.body)
+        # a PUT's uid is the stored role's precondition, for frank and for the cluster admin alike
+        for headers in (as_user("frank"), {}):
+            stale = dict(within.body, metadata={**within.body["metadata"], "uid": "other"})
+            refused = await self.client.put(f"{RBAC}/namespaces/demo/roles/secrets", stale, headers=headers)
+            self.assertEqual((refused.code, refused.body["reason"]), (409, "Conflict"), refused.body)
+        created = await self.client.put(f"{RBAC}/namespaces/demo/roles/by-put", {"metadata": {"name": "by-put"}})
+        self.assertEqual(created.code, 201, created.body)
 
     @run
     async def test_binding_cluster_admin_needs_its_permissions_or_bind(self):
