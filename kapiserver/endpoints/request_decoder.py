@@ -118,6 +118,8 @@ def parse(body: bytes, media: str, kind: str, rtype: Optional[ResourceType] = No
             decoded = protobuf.decode_request_body(body, kind)
         except RecursionError:
             raise unrecognized(kind, f"unable to decode protobuf body: {limits.depth_message()}", body) from None
+        except protobuf.EnvelopeError as e:
+            raise unrecognized(kind, str(e), body) from None
         return ParsedBody(decoded.obj, unknown=list(decoded.unknown_fields))
     raise errors.unsupported_media_type()
 

@@ -152,13 +152,16 @@ def unwrap(body: bytes) -> Unknown:
         raise ProtobufError("the body does not start with the protobuf magic prefix k8s\\x00")
     env = Unknown()
     for number, wire_type, value in iter_fields(body[len(MAGIC):]):
-        if wire_type != LENGTH_DELIMITED:
-            continue
+        if number not in _ENVELOPE_FIELDS:
+            continue  # unknown fields are skipped, as Go's generated Unmarshal skips them
+        _envelope_wire(wire_type, _ENVELOPE_FIELDS[number])
         if number == 1:
             for n, wt, v in iter_fields(value):
-                if wt == LENGTH_DELIMITED and n == 1:
+                if n in _TYPE_META_FIELDS:
+                    _envelope_wire(wt, _TYPE_META_FIELDS[n])
+                if n == 1:
                     env.api_version = _text(v)
-                elif wt == LENGTH_DELIMITED and n == 2:
+                elif n == 2:
                     env.kind = _text(v)
         elif number == 2:
             env.raw = value
@@ -167,6 +170,20 @@ def unwrap(body: bytes) -> Unknown:
         elif number == 4:
             env.content_type = _text(value)
     return env
+
+
+_ENVELOPE_FIELDS = {1: "TypeMeta", 2: "Raw", 3: "ContentEncoding", 4: "ContentType"}
+_TYPE_META_FIELDS = {1: "APIVersion", 2: "Kind"}
+
+
+class EnvelopeError(ProtobufError):
+    """The ``runtime.Unknown`` envelope itself does not decode (upstream: the object is unrecognized)."""
+
+
+def _envelope_wire(wire_type: int, name: str) -> None:
+    """Every field of the envelope is length-delimited; another wire type is Go's error."""
+    if wire_type != LENGTH_DELIMITED:
+        raise EnvelopeError(f"proto: wrong wireType = {wire_type} for field {name}")
 
 
 def wrap(api_version: str, kind: str, raw: bytes) -> bytes:
@@ -994,5 +1011,7 @@ def decode_request_body(body: bytes, expected_kind: str = "") -> Decoded:
         raise errors.bad_request(
             f'{env.kind} in version "{version}" cannot be handled as a {expected_kind or "protobuf object"}: '
             f'no kind "{env.kind}" is registered for version "{env.api_version}"') from None
+    except EnvelopeError:
+        raise  # the caller's "unrecognized" 400 names the kind it expected
     except ProtobufError as e:
         raise errors.bad_request(f"unable to decode protobuf body: {e}") from None

@@ -353,6 +353,19 @@ class DepthTests(ServerTestCase):
 
 class ListStaysHealthyTests(ServerTestCase):
     @run
+    async def test_envelope_field_of_another_wire_type_is_unrecognized(self):
+        """kube-apiserver v1.32.13 refuses an envelope whose Raw (or TypeMeta, APIVersion...) comes with another
+        wire type, even after a good one; it skips fields the envelope does not have."""
+        good = protobuf.encode_object(cm("pb", data={"k": "v"}))
+        r = await self.client.post(CM, raw=good + b"\x10\x01", content_type=protobuf.MEDIA_TYPE)
+        self.assertEqual(r.code, 400, r.body)
+        self.assertTrue(r.body["message"].startswith(
+            "the object provided is unrecognized (must be of type ConfigMap): proto: wrong wireType = 0 for field "
+            "Raw (6b387300"), r.body["message"])
+        r = await self.client.post(CM, raw=good + b"\x28\x01", content_type=protobuf.MEDIA_TYPE)  # field 5
+        self.assertEqual((r.code, r.body["data"]), (201, {"k": "v"}))
+
+    @run
     async def test_list_in_every_encoding_after_rejected_writes(self):
         bad = [cm("x", data={"a": 1}), cm("y", metadata={"name": "y", "labels": ["a"]}),
                cm("z", metadata={"name": "z", "ownerReferences": "x"})]
