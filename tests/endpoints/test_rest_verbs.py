@@ -416,6 +416,37 @@ class PatchTests(ServerTestCase):
         self.assertEqual(r.code, 422)
 
     @run
+    async def test_a_patch_is_decoded_once_the_object_is_read(self):
+        """kube-apiserver v1.32.13's answers (fieldValidation Warn, the default): a missing object is a 404
+        whatever the patch; an existing one gets each patcher's own decoding error."""
+        await self.client.post(CM, cm("a", {"k": "v"}))
+        smp, merge, json_patch = ("application/strategic-merge-patch+json", "application/merge-patch+json",
+                                  "application/json-patch+json")
+        answers = {
+            (smp, b""): (400, "unexpected end of JSON input"),
+            (smp, b"null"): (200, None),
+            (smp, b"[5]"): (400, "json: cannot unmarshal array into Go value of type map[string]interface {}"),
+            (smp, b"{"): (400, "unexpected end of JSON input"),
+            (merge, b" "): (400, "error decoding patch: unexpected end of JSON input"),
+            (merge, b"null"): (400, "Invalid JSON Patch"),
+            (merge, b'"s"'): (400, "error decoding patch: json: cannot unmarshal string into Go value of type "
+                                   "map[string]interface {}"),
+            (json_patch, b"null"): (200, None),
+            (json_patch, b"{}"): (400, "error decoding patch: json: cannot unmarshal object into Go value of type "
+                                       "[]handlers.jsonPatchOp"),
+            (json_patch, b"[5]"): (400, "error decoding patch: json: cannot unmarshal number into Go value of type "
+                                        "handlers.jsonPatchOp"),
+            (json_patch, b'[{"op": 5}]'): (400, "error decoding patch: json: cannot unmarshal number into Go struct "
+                                                "field jsonPatchOp.op of type string"),
+        }
+        for (content_type, body), (code, message) in answers.items():
+            r = await self.client.patch(CM + "/a", raw=body, content_type=content_type)
+            self.assertEqual((r.code, r.body.get("message")), (code, message), (content_type, body))
+            r = await self.client.patch(CM + "/missing", raw=body, content_type=content_type)
+            self.assertEqual((r.code, r.body["message"]), (404, 'configmaps "missing" not found'), (content_type, body))
+        self.assertEqual((await self.client.get(CM + "/a")).body["data"], {"k": "v"})
+
+    @run
     async def test_cbor_apply_patch_is_415(self):
         """kapiserver does not serve CBOR, so (like upstream without the CBOR gate) it takes no CBOR apply."""
         await self.client.post(CM, cm("a"))

@@ -118,28 +118,94 @@ def _merge_patch_changes(patch: dict) -> Optional[frozenset[str]]:
     return frozenset(patch)
 
 
-def patcher(scope: RequestScope) -> Patcher:
-    """The request's (non-apply) patch, ready to apply to a current object."""
-    media = check_media_type(scope)
-    body = scope.body_bytes()
-    if not body.strip():
-        raise errors.bad_request("the body of the request was empty")
+def _go_json_type(value: Any) -> str:
+    """The word Go's encoding/json uses for a JSON value's type in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    return "array" if isinstance(value, list) else "string"
+
+
+def _unmarshal_error(value: Any, go_type: str) -> str:
+    return f"json: cannot unmarshal {_go_json_type(value)} into Go value of type {go_type}"
+
+
+def _strict_json_patch_problem(ops: Any) -> Optional[str]:
+    """What upstream's strict decoding of a JSON patch into ``[]handlers.jsonPatchOp`` (the
+    fieldValidation Warn and Strict modes) refuses: another shape, or ``op``/``path``/``from``
+    not strings (null leaves them empty)."""
+    if ops is None:
+        return None
+    if not isinstance(ops, list):
+        return _unmarshal_error(ops, "[]handlers.jsonPatchOp")
+    for op in ops:
+        if op is None:
+            continue
+        if not isinstance(op, dict):
+            return _unmarshal_error(op, "handlers.jsonPatchOp")
+        for name in ("op", "path", "from"):
+            value = op.get(name)
+            if value is not None and not isinstance(value, str):
+                return f"json: cannot unmarshal {_go_json_type(value)} into Go struct field jsonPatchOp.{name} of type string"
+    return None
+
+
+def _decoded_patch(body: bytes, media: str, strict: bool) -> Any:
+    """The patch document as upstream's patchers decode it (after reading the object: a missing
+    object is a 404 whatever the patch).  ``strict``: fieldValidation Warn or Strict, where
+    upstream first unmarshals a JSON or merge patch strictly, into its Go type."""
     try:
         patch: Any = orjson.loads(body)
     except orjson.JSONDecodeError as e:
-        raise errors.bad_request(f"error decoding patch: {request_decoder.go_json_error(body, e)}") from None
+        problem = request_decoder.go_json_error(body, e)
+        if media == STRATEGIC_MERGE_PATCH:
+            raise errors.bad_request(problem) from None
+        if media == MERGE_PATCH and not strict:
+            raise errors.bad_request("Invalid JSON Patch") from None
+        raise errors.bad_request(f"error decoding patch: {problem}") from None
     limits.check_body_depth(patch, "patch")
-    if patch is None:
-        raise errors.bad_request("the body of the request was empty")
+    if media == JSON_PATCH:
+        refused = _strict_json_patch_problem(patch) if strict else None
+        if refused:
+            raise errors.bad_request(f"error decoding patch: {refused}")
+        return [] if patch is None else patch  # a null patch has no operations
+    if media == STRATEGIC_MERGE_PATCH:
+        if patch is None:
+            return {}  # nothing to merge
+        if not isinstance(patch, dict):
+            raise errors.bad_request(_unmarshal_error(patch, "map[string]interface {}"))
+        return patch
+    if patch is not None and not isinstance(patch, dict) and strict:
+        raise errors.bad_request(f"error decoding patch: {_unmarshal_error(patch, 'map[string]interface {}')}")
+    if not isinstance(patch, dict):
+        raise errors.bad_request("Invalid JSON Patch")  # evanphx's MergePatch: null, or not an object
+    return patch
+
+
+def _refusal(refused: errors.StatusError) -> Callable[[Optional[dict]], Any]:
+    def refuse(current: Optional[dict]) -> Any:
+        raise refused
+    return refuse
+
+
+def patcher(scope: RequestScope) -> Patcher:
+    """The request's (non-apply) patch, ready to apply to a current object.  A patch that does not
+    decode is refused when it is applied, as upstream's: a missing object is a 404 first."""
+    media = check_media_type(scope)
+    body = scope.body_bytes()
     audit = context_of(scope.request).audit
     if audit is not None:
         audit.log_request_patch(body)
+    try:
+        patch = _decoded_patch(body, media, scope.field_validation() != "Ignore")
+    except errors.StatusError as refused:
+        return Patcher(_refusal(refused), None)
     if media == JSON_PATCH:
-        if not isinstance(patch, list):
-            raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-        return Patcher(lambda current: apply_json_patch(current or {}, patch), _json_patch_changes(patch))
-    if not isinstance(patch, dict):
-        raise errors.bad_request("error decoding patch: the patch must be a JSON object")
+        return Patcher(lambda current: apply_json_patch(current or {}, patch), _json_patch_changes(patch)
+                       if isinstance(patch, list) else None)
     if media == MERGE_PATCH:
         return Patcher(lambda current: apply_merge_patch(current or {}, patch), frozenset(patch))
     schema = {"$ref": f"#/definitions/{scope.rtype.schema_name}"} if scope.rtype.schema_name else scope.rtype.schema
