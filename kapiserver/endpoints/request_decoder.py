@@ -32,6 +32,7 @@ from kapiserver.machinery import codec, errors, fieldvalidation, limits, protobu
 from kapiserver.registry.resource_type import ResourceType
 
 YAML_TYPES = (codec.YAML, "application/x-yaml", "text/yaml")
+DECODED_TYPES = (codec.JSON, *YAML_TYPES, protobuf.MEDIA_TYPE)  # another is a 415 before the body is read
 _FIND_KIND = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
               'Kind string "json:\\"kind,omitempty\\"" }')
 # JSON strings, to count the ``:`` outside them (one per object member)
@@ -63,9 +64,17 @@ def go_quote(text: str) -> str:
     return orjson.dumps(text).decode()
 
 
+@dataclass
+class UnrecognizedBody(errors.StatusError):
+    """The 400 of a body that does not decode; ``detail`` is the decoder's own error, which a
+    patched object's 422 shows without the request body's framing."""
+
+    detail: str = ""
+
+
 def unrecognized(kind: str, message: str, body: bytes) -> errors.StatusError:
-    return errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): {message} "
-                              f"({summarize(body)})")
+    return UnrecognizedBody(400, "BadRequest", f"the object provided is unrecognized (must be of type {kind}): "
+                                               f"{message} ({summarize(body)})", detail=message)
 
 
 def cannot_handle(body_kind: str, body_version: str, kind: str, message: str) -> errors.StatusError:

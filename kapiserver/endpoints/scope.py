@@ -243,6 +243,8 @@ class RequestScope:
     def _decode_body(self, body: bytes, definition: str, kind: str, api_version: str) -> dict:
         kind = kind or self.rtype.kind
         media = self.content_type()
+        if media not in request_decoder.DECODED_TYPES:
+            raise errors.unsupported_media_type()
         if not body.strip() and media not in request_decoder.YAML_TYPES:  # empty YAML is the document null
             raise request_decoder.unrecognized(
                 kind, "couldn't get version/kind; json parse error: unexpected end of JSON input", b"")
@@ -276,13 +278,17 @@ class RequestScope:
         except errors.StatusError as e:
             if e.code != 400 or "strict decoding error" in e.message:
                 raise
-            detail = e.message.split(": ", 1)[1] if " cannot be handled as a " in e.message else e.message
-            shown = raw.decode("utf-8", "replace")
+            if isinstance(e, request_decoder.UnrecognizedBody):
+                detail = e.detail
+            else:
+                detail = e.message.split(": ", 1)[1] if " cannot be handled as a " in e.message else e.message
+            shown = raw.decode("utf-8", "replace").rstrip("\n")
             if len(shown) > 1024:
                 shown = shown[:1024] + "..."
-            raise errors.StatusError(422, "Invalid", f' "" is invalid: patch: Invalid value: {shown!r}: {detail}',
+            value = request_decoder.go_quote(shown)  # the field error prints the patched JSON with Go's %q
+            raise errors.StatusError(422, "Invalid", f' "" is invalid: patch: Invalid value: {value}: {detail}',
                                      {"causes": [{"reason": errors.INVALID,
-                                                  "message": f"Invalid value: {shown!r}: {detail}",
+                                                  "message": f"Invalid value: {value}: {detail}",
                                                   "field": "patch"}]}) from None
 
     def _typed(self, parsed: "request_decoder.ParsedBody", body: bytes, definition: str, kind: str,

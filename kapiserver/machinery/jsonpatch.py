@@ -1,12 +1,13 @@
 """JSON patch (RFC 6902), the ``application/json-patch+json`` PATCH type.
 
 kube-apiserver applies JSON patches with evanphx/json-patch (v4); its quirks
-are part of the API and are kept here: the whole-document path ``""`` is not
-addressable, negative array indices count from the end, a missing ``value``
-means ``null``, and a missing key of an object reads as ``null`` (v4's ``partialDoc.get``), so
-``test`` of it against ``null`` passes, ``replace`` of it adds it, and ``copy`` of it copies a
-``null``.  A
-malformed patch document is a 400 BadRequest; a patch that cannot be applied
+are part of the API and are kept here: the whole-document path ``""`` is
+addressable by ``replace`` alone (and only with an object or array: another
+value changes nothing), negative array indices count from the end, a missing
+``value`` means ``null``, and a missing key of an object reads as ``null``
+(v4's ``partialDoc.get``), so ``test`` of it against ``null`` passes,
+``replace`` of it adds it, and ``copy`` of it copies a ``null``.  A malformed
+patch document is a 400 BadRequest; a patch that cannot be applied
 is a 422 whose cause carries the library's message.
 """
 from __future__ import annotations
@@ -117,12 +118,20 @@ def _string_member(op: dict, name: str, kind: str) -> str:
     return value
 
 
-def _apply_one(doc: Any, op: dict) -> None:
+def _apply_one(doc: Any, op: dict) -> Any:
+    """The document after ``op``: changed in place, or a new one (a replace of the whole document)."""
     kind = op.get("op") if isinstance(op.get("op"), str) else "unknown"
     if kind not in ("add", "remove", "replace", "move", "copy", "test"):
         raise _ApplyError(f"Unexpected kind: {kind}: unknown object type")
     path = _string_member(op, "path", kind)
     value = copy_json(op.get("value"))  # the ops are reused when a conflict makes the Store retry
+    if kind == "replace" and path == "":
+        # v4 replaces the whole document with an object or an array; with anything else its
+        # error wraps a nil error, which is no error: the document stays as it is.  Without a
+        # value it dereferences nil (kube-apiserver drops the connection): the error it means
+        if "value" not in op:
+            raise _ApplyError("replace operation value must be object or array")
+        return value if isinstance(value, (dict, list)) else doc
     if kind == "add":
         con, key = _find(doc, path)
         if con is None:
@@ -186,6 +195,7 @@ def _apply_one(doc: Any, op: dict) -> None:
             prefix = f"error in move for path: '{path}'" if kind == "move" else \
                 "error while adding value during copy"
             raise _ApplyError(f"{prefix}: {e}") from None
+    return doc
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -221,7 +231,7 @@ def apply_json_patch(doc: Any, ops: list) -> Any:
     result = copy_json(doc)
     for op in ops:
         try:
-            _apply_one(result, op)
+            result = _apply_one(result, op)
         except _ApplyError as e:
             raise patch_not_applied(str(e)) from None
     return result

@@ -79,6 +79,28 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
+_DROPPED = object()
+
+
+def _without_directives(value: Any) -> Any:
+    """``value`` without the maps that carry a ``$patch`` directive, at any depth (upstream's
+    removeDirectives): such a member is dropped from its map and such an element from its list;
+    :data:`_DROPPED` when ``value`` itself is one."""
+    if isinstance(value, dict):
+        if DIRECTIVE in value:
+            return _DROPPED
+        for key in list(value):
+            kept = _without_directives(value[key])
+            if kept is _DROPPED:
+                del value[key]
+            else:
+                value[key] = kept
+        return value
+    if isinstance(value, list):
+        return [kept for kept in map(_without_directives, value) if kept is not _DROPPED]
+    return value
+
+
 def _scalar_key(value: Any) -> tuple:
     """Equality as Go compares decoded JSON scalars (numbers are all float64)."""
     if isinstance(value, bool):
@@ -195,10 +217,14 @@ class _Merger:
             current = result.get(key)
             if key not in result or isinstance(current, dict) != isinstance(value, dict) or \
                     isinstance(current, list) != isinstance(value, list):
-                # upstream's mergeMap takes the patch's value as it is (its nulls dropped) where the
-                # original has nothing of that shape to merge it into: no merge keys or directives
-                # are looked at inside it
-                result[key] = _without_nulls(value)
+                # upstream's mergeMap takes the patch's value as it is where the original has nothing
+                # of that shape to merge it into: its nulls and directives dropped, no merge keys
+                # looked at
+                kept = _without_directives(_without_nulls(value))
+                if kept is _DROPPED:
+                    result.pop(key, None)
+                else:
+                    result[key] = kept
                 continue
             field_schema = self.schema.field(schema, key)
             if isinstance(value, dict):

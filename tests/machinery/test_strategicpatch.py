@@ -150,8 +150,11 @@ class SmallSchemaTests(unittest.TestCase):
         out = self.patch({"status": {"conditions": [{"message": "x", "reason": None}]}},
                          {"status": {"phase": "Active"}})
         self.assertEqual(out, {"status": {"phase": "Active", "conditions": [{"message": "x"}]}})
-        out = self.patch({"spec": {"containers": [{"$patch": "delete", "name": "gone"}]}}, {"metadata": {}})
-        self.assertEqual(out["spec"], {"containers": [{"$patch": "delete", "name": "gone"}]})
+        # ... but directives are dropped from it (removeDirectives): a map with one, from its map or list
+        out = self.patch({"spec": {"containers": [{"$patch": "delete", "name": "gone"}, {"name": "kept"}],
+                                   "hostname": {"$patch": "bogus"}, "nodeSelector": {"a": {"$patch": "x"}}}},
+                         {"metadata": {}})
+        self.assertEqual(out["spec"], {"containers": [{"name": "kept"}], "nodeSelector": {}})
         out = self.patch({"spec": {"containers": [{"image": "x"}]}}, {"spec": {"containers": "not a list"}})
         self.assertEqual(out["spec"], {"containers": [{"image": "x"}]})
 

@@ -344,11 +344,9 @@ async def patch(scope: RequestScope) -> Response:
 
     def mutate(current: Optional[dict]) -> dict:
         result = request_patch.apply(current)
-        if not isinstance(result, dict):
-            raise errors.bad_request("the patch did not produce an object")
         if not request_patch.type_meta_read:
             result["apiVersion"], result["kind"] = scope.rtype.api_version, scope.rtype.kind
-        elif not result.get("apiVersion") and not scope.rtype.is_crd:
+        elif isinstance(result, dict) and not result.get("apiVersion") and not scope.rtype.is_crd:
             # upstream decodes such JSON into an object without a name, and its checkName says so
             raise errors.bad_request(f"the name of the object ({info.name} based on URL) was undeterminable: name "
                                      "must be provided")
