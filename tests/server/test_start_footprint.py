@@ -61,6 +61,10 @@ LOADED_ON_FIRST_USE = (
     "kapiserver.machinery.openapi_v2_protobuf",  # with the first /openapi/v2 request
     "kapiserver.admission.pod_security.checks",  # with the first pod (or pod template) PodSecurity checks
     "kapiserver.apis.admissionregistration.validation",  # with the first webhook configuration or policy written
+    # the pod spec's and volumes' validation and defaulting: with the first pod, pod template, workload or volume
+    # written (the start's Service and Endpoints take their port checks from apis/core/ports.py)
+    "kapiserver.apis.core.podspec",
+    "kapiserver.apis.core.volumes",
     "kapiserver.auth.tokenfile",  # only with a static token file (and csv with it)
     "csv",
     # the Prometheus text exposition (and the HTTP servers it imports): with the first /metrics scrape
