@@ -65,6 +65,10 @@ LOADED_ON_FIRST_USE = (
     # written (the start's Service and Endpoints take their port checks from apis/core/ports.py)
     "kapiserver.apis.core.podspec",
     "kapiserver.apis.core.volumes",
+    # YAML bodies and answers: with the first (PyYAML itself is loaded by every start: the configuration file and
+    # the admin kubeconfig are YAML; a worker process, handed its configuration as JSON, does not load it)
+    "kapiserver.machinery.yamljson",
+    "kapiserver.machinery.yaml_encoding",
     "kapiserver.auth.tokenfile",  # only with a static token file (and csv with it)
     "csv",
     # the Prometheus text exposition (and the HTTP servers it imports): with the first /metrics scrape
