@@ -69,6 +69,7 @@ LOADED_ON_FIRST_USE = (
     # the admin kubeconfig are YAML; a worker process, handed its configuration as JSON, does not load it)
     "kapiserver.machinery.yamljson",
     "kapiserver.machinery.yaml_encoding",
+    "fractions",  # a quantity's exact value (machinery/quantity.py): with the first one compared or computed with
     "kapiserver.auth.tokenfile",  # only with a static token file (and csv with it)
     "csv",
     # the Prometheus text exposition (and the HTTP servers it imports): with the first /metrics scrape
