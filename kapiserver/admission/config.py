@@ -21,8 +21,6 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-import yaml
-
 from kapiserver.machinery.codec import yaml_problem
 
 API_VERSIONS = ("apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1alpha1", "apiserver.k8s.io/v1alpha1")
@@ -53,6 +51,8 @@ def read_admission_configuration(path: str) -> PluginConfigs:
     except OSError as e:
         raise AdmissionConfigError(f'unable to read admission control configuration from "{path}" '
                                    f"[{e.strerror}]") from None
+    import yaml  # (with a configuration file only)
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -81,6 +81,8 @@ def read_admission_configuration(path: str) -> PluginConfigs:
 def _plugin_config(entry: dict, base: str, where: str) -> bytes:
     inline: Any = entry.get("configuration")
     if inline is not None:
+        import yaml
+
         return yaml.safe_dump(inline).encode()
     rel = entry.get("path") or ""
     if not rel:

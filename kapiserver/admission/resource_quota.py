@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-import yaml
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -55,6 +54,8 @@ def parse_configuration(data: Optional[bytes]) -> list[dict]:
     """``limitedResources`` of a ResourceQuotaConfiguration (empty without one)."""
     if not data:
         return []
+    import yaml  # (with a plugin configuration only)
+
     try:
         config = yaml.safe_load(data)
     except yaml.YAMLError as e:

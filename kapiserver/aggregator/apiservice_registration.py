@@ -15,7 +15,8 @@ from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.apis.apiregistration import apiservices
 from kapiserver.aggregator.transport import TLSTarget, decode_ca_bundle
-from kapiserver.registry.informer import Informer
+from kapiserver.machinery.meta import without_metadata
+from kapiserver.registry.informer import Informer, keys_only
 from kapiserver.registry.store import Store
 
 
@@ -54,7 +55,9 @@ class APIServiceRegistration:
         self._targets: dict[tuple[str, str], ProxyTarget] = {}
         self.generation = 0
         self.listeners: list[Callable[[str], None]] = []
-        self.informer = Informer(store, self._on_event, reactor, after_list=self._after_list)
+        # the APIServices are held here, without managedFields (discovery, proxying and the availability
+        # controller read their spec, status and name): the informer keeps only their keys
+        self.informer = Informer(store, self._on_event, reactor, after_list=self._after_list, keep=keys_only)
 
     def start(self) -> None:
         self.informer.start()
@@ -86,7 +89,7 @@ class APIServiceRegistration:
     def _set(self, obj: dict) -> None:
         name = obj["metadata"]["name"]
         old = self.apiservices.get(name)
-        self.apiservices[name] = obj
+        self.apiservices[name] = without_metadata(obj)
         if old is not None:
             self._targets.pop(apiservices.group_version(old), None)
         target = proxy_target(obj)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple, Optional
 
-import yaml
 from twisted.logger import Logger
 
 from kapiserver.auth.authorizer import Attributes
@@ -220,6 +219,8 @@ def _rule(data: Any, where: str, problems: list[str]) -> Optional[PolicyRule]:
 
 def parse_policy(text: bytes | str, source: str = "<audit policy>") -> Policy:
     """A validated policy from YAML or JSON; raises PolicyError naming ``source``."""
+    import yaml  # (with a policy only)
+
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError:

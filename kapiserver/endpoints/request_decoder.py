@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 import orjson
 
-from kapiserver.machinery import codec, errors, fieldvalidation, limits, protobuf, schema_decoder, yamljson
+from kapiserver.machinery import codec, errors, fieldvalidation, limits, protobuf, schema_decoder
 from kapiserver.registry.resource_type import ResourceType
 
 YAML_TYPES = (codec.YAML, "application/x-yaml", "text/yaml")
@@ -109,6 +109,8 @@ def parse(body: bytes, media: str, kind: str, rtype: Optional[ResourceType] = No
             raise unrecognized(kind, f"couldn't get version/kind; json parse error: {go_json_error(body, e)}",
                                body) from None
     if media in YAML_TYPES:
+        from kapiserver.machinery import yamljson  # PyYAML loads with the first YAML body
+
         duplicates: list[str] = []
         try:
             return ParsedBody(yamljson.yaml_to_json(body, duplicates), duplicates=duplicates)

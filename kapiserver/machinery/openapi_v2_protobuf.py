@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from kapiserver.machinery.codec import YamlDumperBase
+from kapiserver.machinery.yaml_encoding import YamlDumperBase
 from kapiserver.machinery.protobuf import VARINT, write_bytes_field, write_tag, write_varint
 
 MEDIA_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import decimal
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 DECIMAL_SI = "DecimalSI"
 BINARY_SI = "BinarySI"
@@ -109,6 +111,8 @@ class Quantity:
 
     def to_fraction(self) -> Optional[Fraction]:
         """The exact value, or None when its exponent is too large to compute with."""
+        from fractions import Fraction  # (with the first quantity compared or computed with: not at start)
+
         if self.value != 0 and abs(self.value.adjusted()) > 400:
             return None
         return Fraction(self.value)

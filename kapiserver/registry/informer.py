@@ -24,6 +24,12 @@ log = Logger()
 RESTART_DELAY_SECONDS = 1.0
 
 
+def keys_only(obj: dict) -> dict:
+    """``keep`` for an owner that holds its own form of the objects: the informer keeps their
+    keys (which a re-list's sweep reads) and nothing of the objects."""
+    return {}
+
+
 class Informer:
     def __init__(self, store: Store, on_event: Callable[[str, dict], None], reactor: IReactorTime,
                  field_selector: str = "", after_list: Optional[Callable[[], None]] = None,

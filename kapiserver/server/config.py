@@ -17,8 +17,6 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-import yaml
-
 from kapiserver.server.controller_names import check_selection
 
 
@@ -663,6 +661,8 @@ def load_config(path: Optional[str], overrides: Optional[Mapping[str, Any]] = No
         raise ConfigError(f"{path}: configuration file not found") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read configuration file: {e.strerror}") from None
+    import yaml  # PyYAML: for this, the admin kubeconfig and YAML bodies only
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -7,7 +7,9 @@ drops them, and those pages stay resident until a later allocation reuses them. 
 30,000 ConfigMaps and 6,000 Pods, 31 to 34 MB of about 430 MB RSS after bench/scale.py's
 lists was such free memory; one ``malloc_trim(0)`` gave it back and took about 3 ms.
 So, as Go's runtime returns unused heap with its background scavenger, a timer trims
-the heap every ``memory.heap_trim_interval_seconds`` (0: never).
+the heap every ``memory.heap_trim_interval_seconds`` (0: never), and once as the server
+becomes ready: what a start allocated and dropped (the bootstrap's decoded objects, the
+definitions read) is about 0.3 MiB of an idle process's RSS.
 
 It runs on the reactor: glibc locks an arena while it trims it, so from another thread
 the reactor's own allocations would wait for it just the same.  Where the C library has
@@ -42,8 +44,8 @@ def libc_malloc_trim() -> Optional[Callable[[], int]]:
 
 
 class HeapTrimmer:
-    """Calls ``trim`` every ``interval`` seconds of ``reactor`` time from :meth:`start` to
-    :meth:`stop` (never when ``interval`` is 0 or there is no ``trim``)."""
+    """Calls ``trim`` at :meth:`start` and then every ``interval`` seconds of ``reactor`` time
+    until :meth:`stop` (never when ``interval`` is 0 or there is no ``trim``)."""
 
     def __init__(self, interval: float, reactor: IReactorTime,
                  trim: Optional[Callable[[], int]] = None) -> None:
@@ -59,7 +61,7 @@ class HeapTrimmer:
         if self.trim is None:
             log.info("the C library has no malloc_trim: freed heap memory is not given back periodically")
             return
-        self._loop.start(self.interval, now=False).addErrback(
+        self._loop.start(self.interval, now=True).addErrback(
             lambda f: log.failure("heap trimming stopped", f))
 
     def stop(self) -> None:

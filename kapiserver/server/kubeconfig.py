@@ -11,8 +11,6 @@ import base64
 import ipaddress
 import os
 
-import yaml
-
 from kapiserver.machinery import private_files
 from kapiserver.server.certs import CertBundle
 
@@ -63,6 +61,8 @@ def write_admin_kubeconfig(path: str, bundle: CertBundle, host: str, port: int) 
 
     Returns whether the file was (re)written.  Raises OSError on I/O failure.
     """
+    import yaml  # PyYAML: for this, the configuration file and YAML bodies only
+
     text = yaml.safe_dump(admin_kubeconfig(bundle, host, port), sort_keys=False).encode("utf-8")
     try:
         with open(path, "rb") as f:

@@ -24,14 +24,14 @@ class HeapTrimmerTests(unittest.TestCase):
         self.addCleanup(trimmer.stop)
         return trimmer, clock, calls
 
-    def test_trims_once_per_interval_until_stopped(self):
+    def test_trims_at_start_then_once_per_interval_until_stopped(self):
         trimmer, clock, calls = self.trimmer(60)
         trimmer.start()
         clock.pump([30] * 7)  # 210 seconds
-        self.assertEqual(calls, [60, 120, 180])
+        self.assertEqual(calls, [0, 60, 120, 180])
         trimmer.stop()
         clock.pump([60] * 3)
-        self.assertEqual((calls, trimmer.trims), ([60, 120, 180], 3))
+        self.assertEqual((calls, trimmer.trims), ([0, 60, 120, 180], 4))
 
     def test_interval_zero_never_trims(self):
         trimmer, clock, calls = self.trimmer(0)

@@ -61,6 +61,15 @@ LOADED_ON_FIRST_USE = (
     "kapiserver.machinery.openapi_v2_protobuf",  # with the first /openapi/v2 request
     "kapiserver.admission.pod_security.checks",  # with the first pod (or pod template) PodSecurity checks
     "kapiserver.apis.admissionregistration.validation",  # with the first webhook configuration or policy written
+    # the pod spec's and volumes' validation and defaulting: with the first pod, pod template, workload or volume
+    # written (the start's Service and Endpoints take their port checks from apis/core/ports.py)
+    "kapiserver.apis.core.podspec",
+    "kapiserver.apis.core.volumes",
+    # YAML bodies and answers: with the first (PyYAML itself is loaded by every start: the configuration file and
+    # the admin kubeconfig are YAML; a worker process, handed its configuration as JSON, does not load it)
+    "kapiserver.machinery.yamljson",
+    "kapiserver.machinery.yaml_encoding",
+    "fractions",  # a quantity's exact value (machinery/quantity.py): with the first one compared or computed with
     "kapiserver.auth.tokenfile",  # only with a static token file (and csv with it)
     "csv",
     # the Prometheus text exposition (and the HTTP servers it imports): with the first /metrics scrape

@@ -24,8 +24,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
-import yaml
-
 from kapiserver.admission.errors import PluginError, admission_forbidden, resource_name
 from kapiserver.admission.pod_security import levels
 from kapiserver.apis.columns import get_path
@@ -130,6 +128,8 @@ def parse_configuration(data: Optional[bytes]) -> tuple[Policy, Exemptions]:
     privileged = LevelVersion(levels.PRIVILEGED, None)
     if not data:
         return Policy(privileged, privileged, privileged), Exemptions()
+    import yaml  # (with a plugin configuration only)
+
     try:
         config = yaml.safe_load(data) or {}
     except yaml.YAMLError as e:

@@ -20,7 +20,6 @@ import base64
 import os
 from typing import Any, NamedTuple, Optional
 
-import yaml
 
 CONFIG_KIND = "WebhookAdmissionConfiguration"
 CONFIG_VERSIONS = ("apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1alpha1")
@@ -62,6 +61,8 @@ class AuthenticationInfoResolver:
         """From the plugin's configuration (None: no credentials)."""
         if not config:
             return cls()
+        import yaml  # (with a plugin configuration only)
+
         try:
             data = yaml.safe_load(config) or {}
         except yaml.YAMLError as e:

@@ -2,12 +2,16 @@
 annotation, upstream's columns."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, Strategy, TableColumn
+
+if TYPE_CHECKING:
+    from kapiserver.apis.core import podspec
 
 SCHEMA = "io.k8s.api.apps.v1.DaemonSet"
 STATUS = "io.k8s.api.apps.v1.DaemonSetStatus"
@@ -69,6 +73,7 @@ def _validate_update_strategy(strategy: dict, path: str) -> list[errors.Cause]:
 
 def validate_daemonset_spec(spec: dict, opts: podspec.PodOptions, generation: int) -> list[errors.Cause]:
     """upstream's ValidateDaemonSetSpec (``generation`` is the template generation the annotation holds)."""
+    from kapiserver.apis.core import podspec  # the pod validation loads with the first use
     causes = validation.validate_label_selector(spec.get("selector"), "spec.selector",
                                                 opts.allow_invalid_label_value_in_selector)
     template = workload.template_of(spec)

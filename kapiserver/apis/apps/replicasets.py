@@ -1,12 +1,16 @@
 """ReplicaSets (apps/v1): replicas default, selector/template checks, scale, upstream's columns."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, Strategy
+
+if TYPE_CHECKING:
+    from kapiserver.apis.core import podspec
 
 SCHEMA = "io.k8s.api.apps.v1.ReplicaSet"
 SPEC = "io.k8s.api.apps.v1.ReplicaSetSpec"

@@ -2,13 +2,17 @@
 not validated, as upstream), the mostly immutable spec, scale, columns."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.machinery.validation import DNS1123_LABEL
 from kapiserver.registry.resource_type import ResourceType, Strategy
+
+if TYPE_CHECKING:
+    from kapiserver.apis.core import podspec
 
 SCHEMA = "io.k8s.api.apps.v1.StatefulSet"
 POD_MANAGEMENT_POLICIES = ("OrderedReady", "Parallel")
@@ -84,6 +88,7 @@ def _validate_update_strategy(spec: dict) -> list[errors.Cause]:
 def validate_statefulset_spec(spec: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
     """upstream's ValidateStatefulSetSpec: the template's labels and annotations are checked, its pod spec
     is not (upstream leaves that to the pods the controller creates)."""
+    from kapiserver.apis.core import podspec  # the pod validation loads with the first use
     causes: list[errors.Cause] = []
     policy = spec.get("podManagementPolicy")
     if not policy:

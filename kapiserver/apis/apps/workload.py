@@ -7,13 +7,15 @@ IMAGES / SELECTOR columns of ``kubectl get -o wide``.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, labels, validation
 from kapiserver.machinery.errors import Cause
 from kapiserver.registry.resource_type import ScaleSubresource, TableColumn
+
+if TYPE_CHECKING:
+    from kapiserver.apis.core import podspec
 
 SELECTOR_MISMATCH = "`selector` does not match template `labels`"
 # Scale of Deployments, ReplicaSets and StatefulSets: status.selector is built from spec.selector.
@@ -67,6 +69,7 @@ def validate_replicated_template(spec: dict, path: str, selector: labels.LabelSe
                                  opts: podspec.PodOptions) -> list[Cause]:
     """upstream's ValidatePodTemplateSpecForReplicaSet / ForRC: labels match, a valid template, restartPolicy
     Always, no activeDeadlineSeconds (``kind_name`` names the kind in that message)."""
+    from kapiserver.apis.core import podspec  # the pod validation loads with the first use
     template = spec.get("template")
     if not isinstance(template, dict):
         return [errors.field_required(f"{path}.template")]
@@ -90,12 +93,14 @@ def restart_always(template: dict, path: str) -> list[Cause]:
 
 def default_template(spec: Any) -> None:
     """Pod-template defaults of ``spec.template`` (podspec's upstream defaults)."""
+    from kapiserver.apis.core import podspec
     if isinstance(spec, dict) and isinstance(spec.get("template"), dict):
         podspec.default_pod_template_spec(spec["template"])
 
 
 def template_options(new: dict, old: Optional[dict] = None) -> podspec.PodOptions:
     """The pod validation options of ``spec.template`` (an update keeps what the stored template had)."""
+    from kapiserver.apis.core import podspec
     new_template = (new.get("spec") or {}).get("template") if isinstance(new.get("spec"), dict) else None
     old_template = None if old is None else (old.get("spec") or {}).get("template")
     return podspec.template_options(new_template, old_template if old is not None else None)

@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.batch import cron, jobs
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, Strategy
+
+if TYPE_CHECKING:
+    from kapiserver.apis.core import podspec
 
 SCHEMA = "io.k8s.api.batch.v1.CronJob"
 CONCURRENCY_POLICIES = ["Allow", "Forbid", "Replace"]
@@ -95,6 +97,7 @@ def validate_cronjob_spec(spec: dict, old_spec: Optional[dict], opts: podspec.Po
 
 
 def _options(obj: dict, old: Optional[dict] = None) -> podspec.PodOptions:
+    from kapiserver.apis.core import podspec  # the pod validation loads with the first use
     def template(o: Optional[dict]) -> Any:
         return (((o or {}).get("spec") or {}).get("jobTemplate") or {}).get("spec", {}).get("template")
     return podspec.template_options(template(obj), template(old) if old is not None else None)

@@ -9,16 +9,18 @@ controller runs pods here, so STATUS stays ``Running`` and COMPLETIONS ``0/N``.
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
 from kapiserver.apis.batch import job_indexes, job_status
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, meta, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, Strategy
+
+if TYPE_CHECKING:
+    from kapiserver.apis.core import podspec
 
 SCHEMA = "io.k8s.api.batch.v1.Job"
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
@@ -94,6 +96,7 @@ CONDITION_STATUSES = ["False", "True", "Unknown"]
 
 def validate_job_spec(spec: dict, path: str, opts: Optional[podspec.PodOptions] = None) -> list[errors.Cause]:
     """What a Job's spec and a CronJob's jobTemplate.spec share (upstream's validateJobSpec)."""
+    from kapiserver.apis.core import podspec  # the pod validation loads with the first use
     causes = field_checks.non_negative(spec, path, "parallelism", "completions", "activeDeadlineSeconds",
                                        "backoffLimit", "ttlSecondsAfterFinished", "backoffLimitPerIndex")
     per_index, max_failed = spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")

@@ -3,7 +3,7 @@ nothing fills them from Services here."""
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec
+from kapiserver.apis.core import ports
 from kapiserver.apis.core.services import validate_non_special_ip
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType, Strategy
@@ -58,12 +58,12 @@ def _validate_port(port: dict, require_name: bool, path: str) -> list[errors.Cau
         causes.append(errors.field_required(f"{path}.name"))
     elif name:
         causes.extend(errors.field_invalid(f"{path}.name", name, m) for m in validation.is_dns1123_label(name))
-    causes.extend(podspec.validate_port_number(port.get("port") or 0, f"{path}.port"))
+    causes.extend(ports.validate_port_number(port.get("port") or 0, f"{path}.port"))
     protocol = port.get("protocol") or ""
     if not protocol:
         causes.append(errors.field_required(f"{path}.protocol"))
-    elif protocol not in podspec.PROTOCOLS:
-        causes.append(errors.field_not_supported(f"{path}.protocol", protocol, podspec.PROTOCOLS))
+    elif protocol not in ports.PROTOCOLS:
+        causes.append(errors.field_not_supported(f"{path}.protocol", protocol, ports.PROTOCOLS))
     app_protocol = port.get("appProtocol")
     if app_protocol is not None:
         causes.extend(errors.field_invalid(f"{path}.appProtocol", app_protocol, m)

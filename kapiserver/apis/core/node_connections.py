@@ -15,7 +15,6 @@ import datetime
 import random
 from typing import Awaitable, Callable, Optional
 
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, strconv, validation
 from kapiserver.registry.subresources import (Backend, Connected, ConnectResult, Location, ObjectStore, StreamMode,
                                               Subresource, SubresourceRequest)
@@ -24,6 +23,7 @@ PROXY_VERBS = ("create", "delete", "get", "patch", "update")
 
 
 def _container_names(pod: dict) -> list[str]:
+    from kapiserver.apis.core import podspec  # the pod validation loads with the first use
     return [c.get("name", "") for _, _, c in podspec.all_containers(pod.get("spec") or {})]
 
 

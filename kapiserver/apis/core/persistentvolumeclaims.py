@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import resources, volume_modes, volumes
+from kapiserver.apis.core import resources, volume_modes
 from kapiserver.machinery import errors, validation
 from kapiserver.registry.resource_type import ResourceType, Strategy
 
@@ -79,10 +79,12 @@ class PersistentVolumeClaimStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidatePersistentVolumeClaim."""
+        from kapiserver.apis.core import volumes  # the volume validation loads with the first use
         return field_checks.kube_object_meta(obj) + volumes.validate_claim_spec(obj.get("spec"), "spec")
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidatePersistentVolumeClaimUpdate (on top of the create checks)."""
+        from kapiserver.apis.core import volumes
         spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
         selector_allowed = bool(validation.validate_label_selector(old_spec.get("selector"), "x"))
         group_allowed = any(isinstance(old_spec.get(k), dict) and old_spec[k].get("apiGroup") is not None

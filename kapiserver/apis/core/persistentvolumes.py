@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import resources, volume_modes, volumes
+from kapiserver.apis.core import resources, volume_modes
 from kapiserver.machinery import errors, gorepr, meta, validation
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, Strategy
@@ -53,6 +53,7 @@ class PersistentVolumeStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidatePersistentVolume and the mount-option check of pkg/volume/validation."""
+        from kapiserver.apis.core import volumes  # the volume validation loads with the first use
         name = (obj.get("metadata") or {}).get("name") or ""
         spec = as_dict(obj.get("spec"))
         causes = field_checks.kube_object_meta(obj) + volumes.validate_persistent_volume_spec(spec, name, "spec")
@@ -64,6 +65,7 @@ class PersistentVolumeStrategy(Strategy):
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidatePersistentVolumeUpdate: the volume source and mode are fixed."""
+        from kapiserver.apis.core import volumes
         causes = self.validate(rtype, new)
         spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
         source = {k: copy.deepcopy(spec.get(k)) for k, _ in volumes.PV_SOURCES if spec.get(k) is not None}

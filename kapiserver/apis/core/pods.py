@@ -11,14 +11,17 @@ DefaultTolerationSeconds plugins add it, as upstream, when they are enabled.
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, podspec, scheduling
+from kapiserver.apis.core import bindings, ephemeral_containers, evictions, node_connections, scheduling
 from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, Strategy
+
+if TYPE_CHECKING:
+    from kapiserver.apis.core import podspec
 
 SCHEMA = "io.k8s.api.core.v1.Pod"
 SPEC = "io.k8s.api.core.v1.PodSpec"
@@ -32,6 +35,7 @@ _QOS_RESOURCES = ("cpu", "memory")
 
 def qos_class(spec: dict) -> str:
     """upstream's GetPodQOS over init and regular containers (cpu and memory only)."""
+    from kapiserver.apis.core import podspec  # the pod validation loads with the first use
     requested = limited = False
     guaranteed = True
     for key, _, c in podspec.all_containers(spec):
@@ -52,6 +56,7 @@ def qos_class(spec: dict) -> str:
 
 def _default_requests_from_limits(spec: dict) -> None:
     """SetDefaults_Pod: a limit without a request makes the request equal to it."""
+    from kapiserver.apis.core import podspec
     for key, _, c in podspec.all_containers(spec):
         if key == "ephemeralContainers":
             continue
@@ -115,6 +120,7 @@ class PodStrategy(Strategy):
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
+        from kapiserver.apis.core import podspec
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return
@@ -127,6 +133,7 @@ class PodStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidatePodCreate."""
+        from kapiserver.apis.core import podspec
         spec = as_dict(obj.get("spec"))
         causes = _metadata_and_spec(obj, podspec.pod_options(spec, is_pod=True))
         if spec.get("ephemeralContainers"):
@@ -138,6 +145,7 @@ class PodStrategy(Strategy):
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
         """upstream's ValidatePodUpdate."""
+        from kapiserver.apis.core import podspec
         new_spec = as_dict(new.get("spec"))
         old_spec = as_dict(old.get("spec"))
         opts = podspec.pod_options(new_spec, old_spec, old.get("metadata"), is_pod=True)
@@ -204,6 +212,7 @@ class PodStrategy(Strategy):
 def validate_ephemeral_containers_update(new: dict, old: dict) -> list[errors.Cause]:
     """upstream's ValidatePodEphemeralContainersUpdate (``pods/{name}/ephemeralcontainers``): the pod is
     valid, and ephemeral containers are only added (static pods have none)."""
+    from kapiserver.apis.core import podspec
     new_spec = as_dict(new.get("spec"))
     old_spec = as_dict(old.get("spec"))
     opts = podspec.pod_options(new_spec, old_spec, old.get("metadata"), is_pod=True)
@@ -226,6 +235,7 @@ def validate_ephemeral_containers_update(new: dict, old: dict) -> list[errors.Ca
 
 def _metadata_and_spec(pod: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
     """upstream's validatePodMetadataAndSpec, less the generic metadata checks the Store runs."""
+    from kapiserver.apis.core import podspec
     md = as_dict(pod.get("metadata"))
     spec = as_dict(pod.get("spec"))
     causes = field_checks.kube_object_meta(pod)
@@ -249,6 +259,7 @@ def _metadata_and_spec(pod: dict, opts: podspec.PodOptions) -> list[errors.Cause
 
 def _annotation_updates(new: dict, old: dict) -> list[errors.Cause]:
     """upstream's ValidatePodSpecificAnnotationUpdates (AppArmor and mirror annotations are fixed)."""
+    from kapiserver.apis.core import podspec
     annotations = (new.get("metadata") or {}).get("annotations") or {}
     old_annotations = (old.get("metadata") or {}).get("annotations") or {}
     causes = []

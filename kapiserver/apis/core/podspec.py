@@ -17,6 +17,7 @@ from typing import Any, Iterator, Optional
 
 from kapiserver.apis import field_checks
 from kapiserver.apis.core import resources, scheduling, volumes
+from kapiserver.apis.core.ports import PROTOCOLS, validate_port_num_or_name, validate_port_number
 from kapiserver.machinery import errors, gorepr, quantity, validation
 from kapiserver.machinery.errors import Cause
 from kapiserver.machinery.jsonvalues import as_dict, as_list, as_str
@@ -25,7 +26,6 @@ RESTART_POLICIES = ["Always", "OnFailure", "Never"]
 DNS_POLICIES = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]
 PULL_POLICIES = ["Always", "IfNotPresent", "Never"]
 TERMINATION_MESSAGE_POLICIES = ["File", "FallbackToLogsOnError"]
-PROTOCOLS = ["SCTP", "TCP", "UDP"]
 DEFAULT_MODE = 420  # 0644
 
 
@@ -264,20 +264,6 @@ def pod_options(spec: Any = None, old_spec: Any = None, old_meta: Any = None, is
 
 
 # ------------------------------------------------------------------ small helpers
-
-
-
-
-def validate_port_number(value: Any, path: str) -> list[Cause]:
-    return [errors.field_invalid(path, value, m) for m in validation.is_valid_port_num(value)]
-
-
-def validate_port_num_or_name(port: Any, path: str) -> list[Cause]:
-    """upstream's ValidatePortNumOrName (an IntOrString port)."""
-    if isinstance(port, str):
-        return [errors.field_invalid(path, port, m) for m in validation.is_valid_port_name(port)]
-    return validate_port_number(port if port is not None else 0, path)
-
 
 def _enum(value: Any, path: str, supported: list[str]) -> list[Cause]:
     """Required when empty, NotSupported when unknown (upstream's enum switches)."""

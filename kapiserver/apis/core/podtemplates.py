@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, labels
 from kapiserver.registry.resource_type import ResourceType, Strategy
 
@@ -13,14 +12,17 @@ class PodTemplateStrategy(Strategy):
     tracks_generation = True
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
+        from kapiserver.apis.core import podspec  # the pod validation loads with the first use
         podspec.default_pod_template_spec(obj.get("template"))
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidatePodTemplate."""
+        from kapiserver.apis.core import podspec
         return field_checks.kube_object_meta(obj) + podspec.validate_pod_template_spec(
             obj.get("template") or {}, "template", podspec.template_options(obj.get("template")))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        from kapiserver.apis.core import podspec
         return field_checks.kube_object_meta(new) + podspec.validate_pod_template_spec(
             new.get("template") or {}, "template", podspec.template_options(new.get("template"), old.get("template")))
 

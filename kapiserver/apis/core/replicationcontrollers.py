@@ -4,13 +4,17 @@ No controller creates the pods (the envtest contract); status stays as clients w
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kapiserver.apis import columns, field_checks
 from kapiserver.apis.apps import workload
-from kapiserver.apis.core import podspec
 from kapiserver.machinery import errors, gorepr, labels
 from kapiserver.machinery.fields import FieldLabelConversion
 from kapiserver.machinery.jsonvalues import as_dict
 from kapiserver.registry.resource_type import ResourceType, ScaleSubresource, Strategy
+
+if TYPE_CHECKING:
+    from kapiserver.apis.core import podspec
 
 SCHEMA = "io.k8s.api.core.v1.ReplicationController"
 SPEC = "io.k8s.api.core.v1.ReplicationControllerSpec"
@@ -22,6 +26,7 @@ class ReplicationControllerStrategy(Strategy):
     tracks_generation = True
 
     def default(self, rtype: ResourceType, obj: dict) -> None:
+        from kapiserver.apis.core import podspec  # the pod validation loads with the first use
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return
@@ -36,10 +41,12 @@ class ReplicationControllerStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateReplicationController."""
+        from kapiserver.apis.core import podspec
         spec = as_dict(obj.get("spec"))
         return field_checks.kube_object_meta(obj) + validate_spec(spec, podspec.template_options(spec.get("template")))
 
     def validate_update(self, rtype: ResourceType, new: dict, old: dict) -> list[errors.Cause]:
+        from kapiserver.apis.core import podspec
         spec = as_dict(new.get("spec"))
         old_template = (old.get("spec") or {}).get("template")
         return field_checks.kube_object_meta(new) + validate_spec(
@@ -55,6 +62,7 @@ class ReplicationControllerStrategy(Strategy):
 
 def validate_spec(spec: dict, opts: podspec.PodOptions) -> list[errors.Cause]:
     """upstream's ValidateReplicationControllerSpec."""
+    from kapiserver.apis.core import podspec
     causes = field_checks.non_negative(spec, "spec", "minReadySeconds")
     selector = as_dict(spec.get("selector"))
     if not selector:

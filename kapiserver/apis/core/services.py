@@ -17,7 +17,7 @@ import ipaddress
 from typing import Any, Optional
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core import node_connections, podspec
+from kapiserver.apis.core import node_connections, ports
 from kapiserver.apis.core.service_allocator import ServiceAllocator
 from kapiserver.apis.core.service_cluster_ips import is_headless, validate_cluster_ips_related_fields
 from kapiserver.apis.core.service_ranges import DEFAULT_SERVICE_CIDR
@@ -268,13 +268,13 @@ def _validate_service_port(port: dict, require_name: bool, names: set[str], path
             causes.append(errors.field_duplicate(f"{path}.name", name))
         else:
             names.add(name)
-    causes.extend(podspec.validate_port_number(port.get("port") or 0, f"{path}.port"))
+    causes.extend(ports.validate_port_number(port.get("port") or 0, f"{path}.port"))
     protocol = port.get("protocol") or ""
     if not protocol:
         causes.append(errors.field_required(f"{path}.protocol"))
-    elif protocol not in podspec.PROTOCOLS:
-        causes.append(errors.field_not_supported(f"{path}.protocol", protocol, podspec.PROTOCOLS))
-    causes.extend(podspec.validate_port_num_or_name(port.get("targetPort"), f"{path}.targetPort"))
+    elif protocol not in ports.PROTOCOLS:
+        causes.append(errors.field_not_supported(f"{path}.protocol", protocol, ports.PROTOCOLS))
+    causes.extend(ports.validate_port_num_or_name(port.get("targetPort"), f"{path}.targetPort"))
     app_protocol = port.get("appProtocol")
     if app_protocol is not None:
         causes.extend(errors.field_invalid(f"{path}.appProtocol", app_protocol, m)
@@ -484,7 +484,7 @@ def _validate_external_traffic_policy(spec: dict) -> list[errors.Cause]:
     elif not health:
         causes.append(errors.field_required("spec.healthCheckNodePort"))
     else:
-        causes.extend(podspec.validate_port_number(health, "spec.healthCheckNodePort"))
+        causes.extend(ports.validate_port_number(health, "spec.healthCheckNodePort"))
     return causes
 
 

@@ -4,7 +4,6 @@ driver's entry may not change once there (drivers come and go whole)."""
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core.volumes import validate_csi_driver_name
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_str
 from kapiserver.registry.resource_type import ResourceType, Strategy
@@ -14,6 +13,7 @@ NODE_ID_MAX = 256  # upstream allows the longer node IDs on the apiserver side
 
 
 def _validate_driver(driver: dict, path: str, seen: set) -> list[errors.Cause]:
+    from kapiserver.apis.core.volumes import validate_csi_driver_name  # the volume validation loads with the first use
     name = as_str(driver.get("name"))
     causes = validate_csi_driver_name(name, f"{path}.name")
     node_id = as_str(driver.get("nodeID"))

@@ -5,7 +5,6 @@ status (upstream resets the metadata too)."""
 from __future__ import annotations
 
 from kapiserver.apis import columns, field_checks
-from kapiserver.apis.core.volumes import validate_csi_driver_name, validate_persistent_volume_spec
 from kapiserver.machinery import errors, gorepr, validation
 from kapiserver.machinery.jsonvalues import as_dict, as_str
 from kapiserver.registry.resource_type import RESET_OBJECT_META_FOR_STATUS, ResourceType, Strategy
@@ -20,6 +19,7 @@ MAX_ERROR_MESSAGE = 1024
 
 
 def _validate_source(source: dict, path: str) -> list[errors.Cause]:
+    from kapiserver.apis.core.volumes import validate_persistent_volume_spec  # loads with the first use
     inline, pv = source.get("inlineVolumeSpec"), source.get("persistentVolumeName")
     if inline is None and pv is None:
         return [errors.field_required(path, EXACTLY_ONE)]
@@ -63,6 +63,7 @@ class VolumeAttachmentStrategy(Strategy):
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         """upstream's ValidateVolumeAttachment and the tighter ValidateVolumeAttachmentV1 of new objects."""
+        from kapiserver.apis.core.volumes import validate_csi_driver_name
         spec = as_dict(obj.get("spec"))
         causes = _validate(obj)
         attacher = as_str(spec.get("attacher"))

@@ -13,15 +13,9 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from kapiserver.auth.rbac.policy_index import PolicyIndex
-from kapiserver.registry.informer import Informer
+from kapiserver.registry.informer import Informer, keys_only
 
 GROUP = "rbac.authorization.k8s.io"
-
-
-def _key_only(obj: dict) -> dict:
-    """What an informer keeps of an RBAC object: the index holds its compiled form, and the
-    sweep after a re-list reads only the informer's keys."""
-    return {}
 
 
 class PolicyInformers:
@@ -38,7 +32,7 @@ class PolicyInformers:
         )
         self.informers: list[Informer] = []
         for plural, put, drop, indexed in kinds:
-            informer = Informer(store(GROUP, "v1", plural), self._handler(put, drop), reactor, keep=_key_only)
+            informer = Informer(store(GROUP, "v1", plural), self._handler(put, drop), reactor, keep=keys_only)
             informer.after_list = self._sweeper(informer, drop, indexed)
             self.informers.append(informer)
         self.synced: defer.Deferred = defer.gatherResults([i.synced for i in self.informers])
