@@ -22,7 +22,7 @@ import orjson
 from twisted.internet import defer, threads
 from twisted.logger import Logger
 
-from kapiserver.machinery import codec, cooperate, errors, meta, validation, zero_values
+from kapiserver.machinery import codec, cooperate, errors, gorepr, meta, validation, zero_values
 from kapiserver.machinery import labels as label_selectors
 from kapiserver.machinery.fields import NOT_EQUALS, FieldSelector
 from kapiserver.machinery.groupversion import GroupVersionKind
@@ -238,6 +238,18 @@ class StoredList:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "apiVersion": self.api_version, "metadata": self.metadata,
                 "items": [self.external(item) for item in self.items]}
+
+
+def _check_resource_version(value: Any) -> None:
+    """A written object's resourceVersion must parse as upstream's versioner parses it (a uint64 in
+    decimal ASCII digits).  kube-apiserver answers a 500 with strconv's error; this is the 400 it
+    means, in the same words."""
+    if not value or not isinstance(value, str):
+        return
+    if not value.isascii() or not value.isdigit():
+        raise errors.bad_request(f"strconv.ParseUint: parsing {gorepr.quote(value)}: invalid syntax")
+    if int(value) >= 1 << 64:
+        raise errors.bad_request(f"strconv.ParseUint: parsing {gorepr.quote(value)}: value out of range")
 
 
 class WriteBase:
@@ -939,6 +951,8 @@ class Store:
                 desired = mutate(None)
                 if inspect.isawaitable(desired):
                     desired = await desired
+                if isinstance(desired, dict):
+                    _check_resource_version(meta.metadata(desired).get("resourceVersion"))
                 try:
                     created = await self.create_result(namespace, desired, ctx)
                     created.created = True
@@ -962,6 +976,7 @@ class Store:
                 desired = self._check_kind(desired)
                 self._stamp_type(desired)
                 dmd = meta.metadata(desired)
+                _check_resource_version(dmd.get("resourceVersion"))
                 rv = precondition_rv or dmd.get("resourceVersion") or ""
                 if not rv and not self.strategy.allow_unconditional_update:
                     # upstream names the resource where the kind goes, and prints the uint64 zero as Go's %#v

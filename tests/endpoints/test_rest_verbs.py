@@ -289,6 +289,30 @@ class UpdateTests(ServerTestCase):
         self.assertEqual((await self.client.get(CM + "/a")).body["metadata"]["uid"], uid)
 
     @run
+    async def test_a_resource_version_that_does_not_parse_is_400(self):
+        """kube-apiserver v1.32.13 answers these writes a 500 with strconv's error (its versioner parses the
+        written object's resourceVersion): the 400 it means, in its words, for an update, a create by PUT and an
+        apply."""
+        await self.client.post(CM, cm("a"))
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l", "resourceVersion": "é"}}
+        for method, path, body, content_type in (
+                ("PUT", CM + "/a", cm("a", resourceVersion="1e3"), "application/json"),
+                ("PUT", LEASES + "/l", lease, "application/json"),
+                ("PATCH", CM + "/b?fieldManager=m", json.dumps(cm("b", resourceVersion="é")).encode(),
+                 "application/apply-patch+yaml")):
+            if content_type == "application/json":
+                r = await self.client.request(method, path, body=body)
+            else:
+                r = await self.client.patch(path, raw=body, content_type=content_type)
+            value = body["metadata"]["resourceVersion"] if isinstance(body, dict) else "é"
+            self.assertEqual((r.code, r.body["message"]),
+                             (400, f'strconv.ParseUint: parsing "{value}": invalid syntax'), path)
+        self.assertEqual([(await self.client.get(p)).code for p in (LEASES + "/l", CM + "/b")], [404, 404])
+        r = await self.client.put(CM + "/a", cm("a", resourceVersion="18446744073709551616"))
+        self.assertEqual((r.code, r.body["message"]),
+                         (400, 'strconv.ParseUint: parsing "18446744073709551616": value out of range'))
+
+    @run
     async def test_noop_update_keeps_resource_version(self):
         created = (await self.client.post(CM, cm("a", {"v": "1"}))).body
         r = await self.client.put(CM + "/a", created)
@@ -405,6 +429,8 @@ class PatchTests(ServerTestCase):
                                         content_type="application/strategic-merge-patch+json")
             self.assertEqual((r.code, r.body["apiVersion"], r.body["kind"], r.body["data"]),
                              (200, "v1", "ConfigMap", {"k": "s"}), body)
+        r = await self.client.patch(CM + "/a", {"kind": [[[]]]}, content_type="application/strategic-merge-patch+json")
+        self.assertEqual(r.code, 422)  # not a string: the conversion fails
         undeterminable = "the name of the object (a based on URL) was undeterminable: name must be provided"
         for body, content_type in (({"apiVersion": ""}, "application/merge-patch+json"),
                                    ({"apiVersion": None}, "application/merge-patch+json"),

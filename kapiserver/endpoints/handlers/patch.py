@@ -81,8 +81,8 @@ class Patcher(NamedTuple):
     # copies of the current object's, so its decoding does not look at them again
     changed: Optional[frozenset[str]]
     # upstream converts a strategic merge patch's result from a map into the resource's own type,
-    # so whatever apiVersion and kind it ends with are not read; JSON and merge patches' results
-    # are decoded as JSON, where they are
+    # so whatever strings it ends with as apiVersion and kind are not read (another type does not
+    # convert); JSON and merge patches' results are decoded as JSON, where they are read
     type_meta_read: bool = True
 
 
@@ -345,7 +345,9 @@ async def patch(scope: RequestScope) -> Response:
     def mutate(current: Optional[dict]) -> dict:
         result = request_patch.apply(current)
         if not request_patch.type_meta_read:
-            result["apiVersion"], result["kind"] = scope.rtype.api_version, scope.rtype.kind
+            for field_name, own in (("apiVersion", scope.rtype.api_version), ("kind", scope.rtype.kind)):
+                if result.get(field_name) is None or isinstance(result[field_name], str):
+                    result[field_name] = own  # the conversion only needs a string there
         elif isinstance(result, dict) and not result.get("apiVersion") and not scope.rtype.is_crd:
             # upstream decodes such JSON into an object without a name, and its checkName says so
             raise errors.bad_request(f"the name of the object ({info.name} based on URL) was undeterminable: name "
