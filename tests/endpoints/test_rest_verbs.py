@@ -313,6 +313,25 @@ class UpdateTests(ServerTestCase):
                          (400, 'strconv.ParseUint: parsing "18446744073709551616": value out of range'))
 
     @run
+    async def test_a_put_creates_the_kinds_upstream_lets_it(self):
+        """kube-apiserver v1.32.13's strategies whose AllowCreateOnUpdate is true (Leases, RBAC, Events,
+        LimitRanges, Services, Endpoints, RuntimeClasses) create on PUT; a ConfigMap's is a 404."""
+        default = "/api/v1/namespaces/default"
+        for path, body in (
+                (f"{default}/limitranges/lr", {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "lr"}}),
+                (f"{default}/endpoints/ep", {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ep"}}),
+                (f"{default}/services/svc", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"},
+                                             "spec": {"ports": [{"port": 80}]}}),
+                ("/apis/node.k8s.io/v1/runtimeclasses/rc", {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                                                            "metadata": {"name": "rc"}, "handler": "h"})):
+            r = await self.client.put(path, body)
+            self.assertEqual(r.code, 201, (path, r.body))
+            self.assertEqual((await self.client.get(path)).code, 200, path)
+        svc = (await self.client.get(f"{default}/services/svc")).body
+        self.assertTrue(svc["spec"]["clusterIP"])  # allocated as on a create
+        self.assertEqual((await self.client.put(CM + "/nope", cm("nope"))).code, 404)
+
+    @run
     async def test_noop_update_keeps_resource_version(self):
         created = (await self.client.post(CM, cm("a", {"v": "1"}))).body
         r = await self.client.put(CM + "/a", created)

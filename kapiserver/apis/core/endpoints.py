@@ -13,6 +13,8 @@ MAX_SHOWN = 3
 
 
 class EndpointsStrategy(Strategy):
+    allow_create_on_update = True  # upstream's AllowCreateOnUpdate: a PUT may create one
+
     def default(self, rtype: ResourceType, obj: dict) -> None:
         for subset in obj.get("subsets") or ():
             for port in (subset or {}).get("ports") or ():

@@ -129,6 +129,8 @@ def default_limit_range_item(item: dict) -> None:
 
 
 class LimitRangeStrategy(Strategy):
+    allow_create_on_update = True  # upstream's AllowCreateOnUpdate: a PUT may create one
+
     def prepare_for_create(self, rtype: ResourceType, obj: dict) -> None:
         """Upstream's PrepareForCreate: a LimitRange created without a name is named by a new UUID."""
         super().prepare_for_create(rtype, obj)

@@ -181,6 +181,7 @@ class ServiceStrategy(Strategy):
     both run in :meth:`begin_create` / :meth:`begin_update`."""
 
     name_validation = DNS1035_LABEL
+    allow_create_on_update = True  # upstream's AllowCreateOnUpdate: a PUT may create one
 
     allocator: Optional[ServiceAllocator] = None  # set by bind(): the ranges live in the Store's storage
 

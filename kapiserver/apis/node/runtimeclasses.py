@@ -47,6 +47,7 @@ def validate_runtime_class(obj: dict) -> list[errors.Cause]:
 
 class RuntimeClassStrategy(Strategy):
     allow_unconditional_update = False  # upstream's AllowUnconditionalUpdate: a PUT names the version it replaces
+    allow_create_on_update = True  # ... or creates one (AllowCreateOnUpdate)
 
     def validate(self, rtype: ResourceType, obj: dict) -> list[errors.Cause]:
         return validate_runtime_class(obj)
