@@ -80,8 +80,8 @@ class RESTEndpoint(resource.Resource):
                     raise errors.resource_not_found()
                 elif verb not in SUBRESOURCE_VERBS[info.subresource]:
                     raise errors.method_not_allowed()
-            elif info.name and ITEM_VERBS.isdisjoint(rtype.verbs):
-                raise errors.resource_not_found()
+            elif info.name and not info.name_from_selector and ITEM_VERBS.isdisjoint(rtype.verbs):
+                raise errors.resource_not_found()  # no route for an object's path (a selector's name is no path)
             elif verb not in rtype.verbs:
                 if verb == "watch" and "list" in rtype.verbs:  # the route exists, the storage cannot watch
                     raise errors.method_not_supported(rtype.plural, rtype.group, verb)

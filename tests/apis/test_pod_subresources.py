@@ -49,6 +49,10 @@ class BindingTests(ServerTestCase):
         await self.client.post(NS + "/pods", pod("p"))
         r = await self.client.post(NS + "/pods/p/binding", {"metadata": {"name": "other"}, "target": {"name": "n"}})
         self.assertEqual((r.code, r.body["message"]), (400, "name in URL does not match name in Binding object"))
+        for path in (NS + "/bindings", NS + "/pods/p/binding"):  # the namespace first, as upstream's create handler
+            r = await self.client.post(path, {"metadata": {"name": "p", "namespace": "elsewhere"}, "target": {}})
+            self.assertEqual((r.code, r.body["message"]), (400, "the namespace of the provided object does not match "
+                                                                "the namespace sent on the request"), path)
         r = await self.client.post(NS + "/pods/p/binding", {"metadata": {"name": "p"}, "target": {"kind": "Pod"}})
         # (upstream answers this 500 without a reason; a client's mistake is a 422 here)
         self.assertEqual((r.code, r.body["reason"]), (422, "Invalid"))

@@ -172,8 +172,9 @@ class CreateGetTests(ServerTestCase):
             r = await self.client.request(method, path, raw=b"{}" if method == "PUT" else None)
             self.assertEqual((r.code, r.body["reason"], r.body["message"]),
                              (404, "NotFound", "the server could not find the requested resource"), (method, path))
-        r = await self.client.get(reviews)
-        self.assertEqual((r.code, r.body["reason"]), (405, "MethodNotAllowed"))
+        for query in ("", "?fieldSelector=metadata.name%3Dx"):  # the selector's name is no path: the route exists
+            r = await self.client.get(reviews + query)
+            self.assertEqual((r.code, r.body["reason"]), (405, "MethodNotAllowed"), query)
 
     @run
     async def test_unacceptable_accept_is_406(self):
