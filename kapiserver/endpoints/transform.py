@@ -19,6 +19,8 @@ def allowed_shapes(verb: str, table: bool = True) -> tuple:
     tables = TABLE_SHAPES if table else ()
     if verb in LIST_VERBS:
         return tables + tuple(s for s in PARTIAL_SHAPES if s[0].endswith("List"))
+    if verb == "watch":  # as upstream's list route; the watch stream narrows it (handlers/watch.py)
+        return tables + PARTIAL_SHAPES
     return tables + tuple(s for s in PARTIAL_SHAPES if not s[0].endswith("List"))
 
 

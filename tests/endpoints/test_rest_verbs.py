@@ -862,6 +862,23 @@ class WatchTests(ServerTestCase):
         return events
 
     @run
+    async def test_a_watch_asking_for_a_list_shape(self):
+        """Negotiated as upstream's list route: the options are checked first (kube-apiserver v1.32.13's 400s and
+        422s), and a watch's events are single objects, so the PartialObjectMetadataList clause is passed over for
+        a later one, or refused (406) when it is the only one (upstream streams nothing there)."""
+        poml = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1&fieldSelector=x%3Cy", headers={"Accept": poml})
+        self.assertEqual((r.code, r.body["message"]), (400, "invalid selector: 'x<y'; can't understand 'x<y'"))
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1&resourceVersionMatch=Exact", headers={"Accept": poml})
+        self.assertEqual(r.code, 422)
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1", headers={"Accept": poml})
+        self.assertEqual((r.code, r.body["reason"]), (406, "NotAcceptable"))
+        await self.client.post(CM, cm("seen"))
+        r = await self.client.get(CM + "?watch=true&timeoutSeconds=1", headers={"Accept": poml + ", application/json"})
+        self.assertEqual(r.code, 200)
+        self.assertIn("seen", [json.loads(line)["object"]["metadata"]["name"] for line in r.raw.splitlines()])
+
+    @run
     async def test_watch_from_resource_version_gets_exactly_later_events(self):
         a = (await self.client.post(CM, cm("w1"))).body
         rv = a["metadata"]["resourceVersion"]

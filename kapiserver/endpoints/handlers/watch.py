@@ -107,9 +107,13 @@ def negotiate_stream(scope: RequestScope, opts: ListOptions) -> None:
     """Upstream's negotiation of a watch: a watch-list cannot be a Table (watchListEndpointRestrictions: the
     Accept header is negotiated again without it, 406 when nothing else fits), and only JSON and protobuf have
     a stream form (NegotiateOutputMediaTypeStream: YAML is 406)."""
-    if opts.is_watch_list and scope.target.as_kind == "Table":
+    watch_list_table = opts.is_watch_list and scope.target.as_kind == "Table"
+    if watch_list_table or scope.target.as_kind == "PartialObjectMetadataList":
+        # negotiated as upstream's list route does, after the options are checked; a watch's events
+        # are single objects (upstream streams nothing for a PartialObjectMetadataList: 406 here)
         accept = scope.request.getHeader(b"accept")
-        shapes = tuple(s for s in allowed_shapes("watch") if s not in TABLE_SHAPES)
+        shapes = tuple(s for s in allowed_shapes("watch") if not s[0].endswith("List")
+                       and not (watch_list_table and s in TABLE_SHAPES))
         scope.target = negotiate(accept.decode("latin-1") if accept else None, shapes,
                                  protobuf_objects=not scope.rtype.is_crd)
     if scope.target.media_type == codec.YAML and not uses_protobuf(scope):
