@@ -220,19 +220,9 @@ class ResourceWatch:
         if self._key_suffix is not None and not event.kv.key.endswith(self._key_suffix):
             return  # another object: the selector cannot match it, before or after
         sink = self._encoding_sink
-        memo_key = sink.encoding_key if sink is not None and self.matches is None else None
         try:
-            if sink is not None and memo_key is not None:
-                # Unfiltered watchers of one prefix see the same bytes: the first of
-                # them encodes the event, the rest reuse it (the cacher hands every
-                # watcher the same Event object).  The memo lives as long as the event
-                # stays in the cache's window: kept at its own size (codec.exact_size).
-                line = event.cache.get(memo_key)
-                if line is None:
-                    seen = self._convert(event)
-                    assert seen is not None  # without a selector every event is seen
-                    line = event.cache[memo_key] = codec.exact_size(sink.encode(*seen))
-                sink.send_encoded(line)
+            if sink is not None and sink.encoding_key is not None:
+                self._send_shared(event, sink)
                 return
             converted = self._convert(event)
         except CorruptObjectError as e:
@@ -243,6 +233,42 @@ class ResourceWatch:
             return
         if converted is not None:
             self.sink.send(*converted)
+
+    def _send_shared(self, event: st.Event, sink: EncodingWatchSink) -> None:
+        """Send ``event`` as bytes shared by every watcher of its prefix with the same encoding.
+
+        The cacher hands every watcher the same Event object: the first watcher that sends
+        it as a given event type encodes it, the others reuse the bytes (kept in the event's
+        memo for as long as the event stays in the cache's window, at their own size:
+        codec.exact_size).  An unfiltered watcher knows the type without decoding; one with
+        a selector decodes to match, and shares the bytes whenever it sends the event's own
+        object (ADDED, MODIFIED or DELETED alike: a pod's watchers of the scheduler, the
+        kubelet and kube-controller-manager then encode it once).  An object that left the
+        selection is sent as its previous state at the new revision, encoded for this
+        watcher alone.
+        """
+        if self.matches is None:
+            event_type = DELETED if event.type == st.DELETE else ADDED if event.is_create else MODIFIED
+            key = (sink.encoding_key, event_type)
+            line = event.cache.get(key)
+            if line is None:
+                line = event.cache[key] = codec.exact_size(sink.encode(event_type, self._read(event.kv)))
+            sink.send_encoded(line)
+            return
+        obj = self._read(event.kv)
+        old = self._read(event.prev_kv) if event.type != st.DELETE and event.prev_kv is not None else None
+        seen = self._classify(event, obj, old)
+        if seen is None:
+            return
+        event_type, sent = seen
+        if sent is not obj:
+            sink.send_encoded(sink.encode(event_type, sent))
+            return
+        key = (sink.encoding_key, event_type)
+        line = event.cache.get(key)
+        if line is None:
+            line = event.cache[key] = codec.exact_size(sink.encode(event_type, obj))
+        sink.send_encoded(line)
 
     def _convert(self, event: st.Event) -> Optional[tuple[str, dict]]:
         obj = self._read(event.kv)

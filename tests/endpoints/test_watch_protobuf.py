@@ -153,6 +153,37 @@ class ProtobufWatchTests(ServerTestCase):
         self.assertEqual(calls, {"protobuf": 1, "json": 1})
 
     @run
+    async def test_watchers_with_a_field_selector_share_the_encoding_of_an_event_they_all_see(self):
+        # the scheduler's and the kubelet's pod watches have field selectors, kube-controller-manager's
+        # has none: an event they all see is encoded once per type, not once per watcher
+        calls = {"ADDED": 0, "MODIFIED": 0}
+        real_protobuf = protobuf.encode_object
+
+        def count_protobuf(obj):
+            if obj.get("metadata", {}).get("name") == "shared":
+                calls["MODIFIED" if obj.get("data", {}).get("k") == "v2" else "ADDED"] += 1
+            return real_protobuf(obj)
+
+        async def root_ca_published():
+            return (await self.client.get(CM + "/kube-root-ca.crt")).code == 200
+        await self.wait_for(root_ca_published)
+        self.patch(protobuf, "encode_object", count_protobuf)
+        start = (await self.client.get(CM)).body["metadata"]["resourceVersion"]
+        query = f"resourceVersion={start}&timeoutSeconds=2"
+        selected = [await self.open_watch(CM, f"{query}&fieldSelector=metadata.name%3Dshared", PB) for _ in range(2)]
+        others = await self.open_watch(CM, f"{query}&fieldSelector=metadata.name!%3Dshared", PB)
+        everything = await self.open_watch(CM, query, PB)
+        await sleep(0.2)
+        await self.client.post(CM, cm("shared", k="v1"))
+        await self.client.patch(CM + "/shared", {"data": {"k": "v2"}})
+        await defer.gatherResults([done for _, _, done in [*selected, others, everything]])
+        for _, frames, _ in [*selected, everything]:
+            self.assertEqual([(t, o["metadata"]["name"], o["data"]["k"]) for t, o in self.events(frames)],
+                             [("ADDED", "shared", "v1"), ("MODIFIED", "shared", "v2")])
+        self.assertEqual(self.events(others[1]), [])
+        self.assertEqual(calls, {"ADDED": 1, "MODIFIED": 1})
+
+    @run
     async def test_custom_resources_stream_json_or_406(self):
         crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                "metadata": {"name": "gizmos.example.com"},
