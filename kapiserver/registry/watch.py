@@ -66,6 +66,11 @@ class EncodingWatchSink(WatchSink, Protocol):
         client reads; ``external`` turns one into the object to send."""
 
 
+# (slot: store, key, revision and type of an event; its object; its previous object), see
+# ResourceWatch._externals_for_encoding
+_last_externals: list = []
+
+
 class ResourceWatch:
     """One watch of ``store``'s objects in ``namespace`` ("": all) as ``opts`` select them.
 
@@ -255,8 +260,7 @@ class ResourceWatch:
                 line = event.cache[key] = codec.exact_size(sink.encode(event_type, self._read(event.kv)))
             sink.send_encoded(line)
             return
-        obj = self._read(event.kv)
-        old = self._read(event.prev_kv) if event.type != st.DELETE and event.prev_kv is not None else None
+        obj, old = self._externals_for_encoding(event)
         seen = self._classify(event, obj, old)
         if seen is None:
             return
@@ -269,6 +273,20 @@ class ResourceWatch:
         if line is None:
             line = event.cache[key] = codec.exact_size(sink.encode(event_type, obj))
         sink.send_encoded(line)
+
+    def _externals_for_encoding(self, event: st.Event) -> tuple[dict, Optional[dict]]:
+        """The event's object and previous object as the store's clients see them, decoded once
+        for all the store's encoding watchers with a selector (they only read them: to match and
+        to encode).  Kept for the one event being handed out (the cacher hands an event to every
+        watcher before the next): held longer, every event of the cache's window would keep
+        its decoded objects."""
+        slot = (self.store, event.kv.key, event.revision, event.type)
+        if _last_externals and _last_externals[0] == slot:
+            return _last_externals[1], _last_externals[2]
+        obj = self._read(event.kv)
+        old = self._read(event.prev_kv) if event.type != st.DELETE and event.prev_kv is not None else None
+        _last_externals[:] = [slot, obj, old]
+        return obj, old
 
     def _convert(self, event: st.Event) -> Optional[tuple[str, dict]]:
         obj = self._read(event.kv)
@@ -293,9 +311,9 @@ class ResourceWatch:
         if now:
             return ADDED, obj
         if before and old is not None:
-            # left the selection: the old object, at the new revision (as upstream's cacher)
-            old["metadata"]["resourceVersion"] = str(event.revision)
-            return DELETED, old
+            # left the selection: the old object, at the new revision (as upstream's cacher);
+            # a copy, as other watchers may read the same decoded object
+            return DELETED, {**old, "metadata": {**old["metadata"], "resourceVersion": str(event.revision)}}
         return None
 
     # ------------------------------------------------------------ asynchronous conversion
