@@ -66,6 +66,11 @@ class EncodingWatchSink(WatchSink, Protocol):
         client reads; ``external`` turns one into the object to send."""
 
 
+# (slot: store, key, revision and type of an event; its object; its previous object), see
+# ResourceWatch._externals_for_encoding
+_last_externals: list = []
+
+
 class ResourceWatch:
     """One watch of ``store``'s objects in ``namespace`` ("": all) as ``opts`` select them.
 
@@ -220,19 +225,9 @@ class ResourceWatch:
         if self._key_suffix is not None and not event.kv.key.endswith(self._key_suffix):
             return  # another object: the selector cannot match it, before or after
         sink = self._encoding_sink
-        memo_key = sink.encoding_key if sink is not None and self.matches is None else None
         try:
-            if sink is not None and memo_key is not None:
-                # Unfiltered watchers of one prefix see the same bytes: the first of
-                # them encodes the event, the rest reuse it (the cacher hands every
-                # watcher the same Event object).  The memo lives as long as the event
-                # stays in the cache's window: kept at its own size (codec.exact_size).
-                line = event.cache.get(memo_key)
-                if line is None:
-                    seen = self._convert(event)
-                    assert seen is not None  # without a selector every event is seen
-                    line = event.cache[memo_key] = codec.exact_size(sink.encode(*seen))
-                sink.send_encoded(line)
+            if sink is not None and sink.encoding_key is not None:
+                self._send_shared(event, sink)
                 return
             converted = self._convert(event)
         except CorruptObjectError as e:
@@ -243,6 +238,55 @@ class ResourceWatch:
             return
         if converted is not None:
             self.sink.send(*converted)
+
+    def _send_shared(self, event: st.Event, sink: EncodingWatchSink) -> None:
+        """Send ``event`` as bytes shared by every watcher of its prefix with the same encoding.
+
+        The cacher hands every watcher the same Event object: the first watcher that sends
+        it as a given event type encodes it, the others reuse the bytes (kept in the event's
+        memo for as long as the event stays in the cache's window, at their own size:
+        codec.exact_size).  An unfiltered watcher knows the type without decoding; one with
+        a selector decodes to match, and shares the bytes whenever it sends the event's own
+        object (ADDED, MODIFIED or DELETED alike: a pod's watchers of the scheduler, the
+        kubelet and kube-controller-manager then encode it once).  An object that left the
+        selection is sent as its previous state at the new revision, encoded for this
+        watcher alone.
+        """
+        if self.matches is None:
+            event_type = DELETED if event.type == st.DELETE else ADDED if event.is_create else MODIFIED
+            key = (sink.encoding_key, event_type)
+            line = event.cache.get(key)
+            if line is None:
+                line = event.cache[key] = codec.exact_size(sink.encode(event_type, self._read(event.kv)))
+            sink.send_encoded(line)
+            return
+        obj, old = self._externals_for_encoding(event)
+        seen = self._classify(event, obj, old)
+        if seen is None:
+            return
+        event_type, sent = seen
+        if sent is not obj:
+            sink.send_encoded(sink.encode(event_type, sent))
+            return
+        key = (sink.encoding_key, event_type)
+        line = event.cache.get(key)
+        if line is None:
+            line = event.cache[key] = codec.exact_size(sink.encode(event_type, obj))
+        sink.send_encoded(line)
+
+    def _externals_for_encoding(self, event: st.Event) -> tuple[dict, Optional[dict]]:
+        """The event's object and previous object as the store's clients see them, decoded once
+        for all the store's encoding watchers with a selector (they only read them: to match and
+        to encode).  Kept for the one event being handed out (the cacher hands an event to every
+        watcher before the next): held longer, every event of the cache's window would keep
+        its decoded objects."""
+        slot = (self.store, event.kv.key, event.revision, event.type)
+        if _last_externals and _last_externals[0] == slot:
+            return _last_externals[1], _last_externals[2]
+        obj = self._read(event.kv)
+        old = self._read(event.prev_kv) if event.type != st.DELETE and event.prev_kv is not None else None
+        _last_externals[:] = [slot, obj, old]
+        return obj, old
 
     def _convert(self, event: st.Event) -> Optional[tuple[str, dict]]:
         obj = self._read(event.kv)
@@ -267,9 +311,9 @@ class ResourceWatch:
         if now:
             return ADDED, obj
         if before and old is not None:
-            # left the selection: the old object, at the new revision (as upstream's cacher)
-            old["metadata"]["resourceVersion"] = str(event.revision)
-            return DELETED, old
+            # left the selection: the old object, at the new revision (as upstream's cacher);
+            # a copy, as other watchers may read the same decoded object
+            return DELETED, {**old, "metadata": {**old["metadata"], "resourceVersion": str(event.revision)}}
         return None
 
     # ------------------------------------------------------------ asynchronous conversion

@@ -9,6 +9,7 @@ import treq
 from twisted.internet import defer
 
 from kapiserver.machinery import codec, protobuf
+from kapiserver.registry import watch as registry_watch
 from kapiserver.testing.cases import ServerTestCase, run, sleep
 
 PB = protobuf.MEDIA_TYPE
@@ -40,6 +41,15 @@ class ProtobufWatchTests(ServerTestCase):
 
         done = treq.collect(response, collect)
         return response, frames, done
+
+    async def watch_query_from_now(self) -> str:
+        """A 2 s watch from the ConfigMaps' current revision, once the namespace controller's
+        write (kube-root-ca.crt) is in, so that it is not among the events."""
+        async def root_ca_published():
+            return (await self.client.get(CM + "/kube-root-ca.crt")).code == 200
+        await self.wait_for(root_ca_published)
+        start = (await self.client.get(CM)).body["metadata"]["resourceVersion"]
+        return f"resourceVersion={start}&timeoutSeconds=2"
 
     @staticmethod
     def events(frames: list[bytes]) -> list[tuple[str, dict]]:
@@ -133,14 +143,9 @@ class ProtobufWatchTests(ServerTestCase):
                 calls["json"] += 1
             return real_json(obj, *args)
 
-        async def root_ca_published():  # the namespace controller's write, before the watches start
-            return (await self.client.get(CM + "/kube-root-ca.crt")).code == 200
-        await self.wait_for(root_ca_published)
-
         self.patch(protobuf, "encode_object", count_protobuf)
         self.patch(codec, "encode_json", count_json)
-        start = (await self.client.get(CM)).body["metadata"]["resourceVersion"]
-        query = f"resourceVersion={start}&timeoutSeconds=2"
+        query = await self.watch_query_from_now()
         watches = [await self.open_watch(CM, query, PB) for _ in range(3)]
         json_watches = [await self.open_watch(CM, query, "application/json", framed=False) for _ in range(2)]
         await sleep(0.2)
@@ -151,6 +156,43 @@ class ProtobufWatchTests(ServerTestCase):
         for _, chunks, _ in json_watches:
             self.assertEqual(codec.decode_json(b"".join(chunks))["type"], "ADDED")
         self.assertEqual(calls, {"protobuf": 1, "json": 1})
+
+    @run
+    async def test_watchers_with_a_field_selector_share_the_decoding_and_encoding_of_an_event_they_all_see(self):
+        # the scheduler's and the kubelet's pod watches have field selectors, kube-controller-manager's
+        # has none: an event they all see is encoded once per type, not once per watcher
+        calls = {"ADDED": 0, "MODIFIED": 0}
+        decoded = {"v1": 0, "v2": 0}
+        real_protobuf, real_decode = protobuf.encode_object, registry_watch.decode
+
+        def count_protobuf(obj):
+            if obj.get("metadata", {}).get("name") == "shared":
+                calls["MODIFIED" if obj.get("data", {}).get("k") == "v2" else "ADDED"] += 1
+            return real_protobuf(obj)
+
+        def count_decode(kv):
+            obj = real_decode(kv)
+            if obj["metadata"]["name"] == "shared":
+                decoded[obj["data"]["k"]] += 1
+            return obj
+
+        self.patch(protobuf, "encode_object", count_protobuf)
+        self.patch(registry_watch, "decode", count_decode)
+        query = await self.watch_query_from_now()
+        selected = [await self.open_watch(CM, f"{query}&fieldSelector=metadata.name%3Dshared", PB) for _ in range(2)]
+        others = await self.open_watch(CM, f"{query}&fieldSelector=metadata.name!%3Dshared", PB)
+        everything = await self.open_watch(CM, query, PB)
+        await sleep(0.2)
+        await self.client.post(CM, cm("shared", k="v1"))
+        await self.client.patch(CM + "/shared", {"data": {"k": "v2"}})
+        await defer.gatherResults([done for _, _, done in [*selected, others, everything]])
+        for _, frames, _ in [*selected, everything]:
+            self.assertEqual([(t, o["metadata"]["name"], o["data"]["k"]) for t, o in self.events(frames)],
+                             [("ADDED", "shared", "v1"), ("MODIFIED", "shared", "v2")])
+        self.assertEqual(self.events(others[1]), [])
+        self.assertEqual(calls, {"ADDED": 1, "MODIFIED": 1})
+        # and decode it once for all of them: the create's object, the update's new and old ones
+        self.assertEqual(decoded, {"v1": 2, "v2": 1})
 
     @run
     async def test_custom_resources_stream_json_or_406(self):

@@ -5,7 +5,7 @@ import os
 import threading
 import time
 
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, reactor, task, threads
 from twisted.trial import unittest
 
 from kapiserver.storage import sqlite_watch
@@ -135,6 +135,29 @@ class SQLiteBackendTests(unittest.TestCase):
         store.flush_progress()
         self.assertEqual(written[1].mod_revision, written[0].mod_revision + 1)
         self.assertEqual([e.kv.key for e in on_b.events], ["/b/1"])
+
+    async def test_writes_queued_during_a_commit_go_to_the_writer_before_its_writes_are_answered(self):
+        # A burst's writes must not wait for every answer of the batch before them (each
+        # carries on its request on the reactor) besides their own fsync: the next batch is
+        # handed to the writer first.
+        store = await self.open(self.path())
+        taken = threading.Event()
+        take = store._take_queued
+
+        def take_and_tell():
+            batch = take()
+            taken.set()
+            return batch
+        self.patch(store, "_take_queued", take_and_tell)
+        first = store.create("/burst/a", b"v")
+        await threads.deferToThread(taken.wait, HANG_GUARD)  # /burst/a is committing
+        second = store.create("/burst/b", b"v")
+        writer_busy_at_answer = []
+        first.addCallback(lambda kv: writer_busy_at_answer.append(store._batch is not None) or kv)
+        a, b = await defer.gatherResults([first, second])
+        self.assertEqual(writer_busy_at_answer, [True])
+        self.assertEqual(b.mod_revision, a.mod_revision + 1)
+        self.assertEqual([kv.key for kv in (await store.list("/burst/")).items], ["/burst/a", "/burst/b"])
 
     async def test_reactor_stays_responsive_during_writes(self):
         # Commits run on the writer thread.  Hold it as a long commit would (a gate it waits
