@@ -69,8 +69,6 @@ def _ca_bundle(pem: bytes, path: str) -> CABundle:
         bundle = CABundle(pem, path)
     except ValueError as e:
         raise CredentialsError(f"{path}: not a PEM certificate bundle: {e}") from None
-    if not bundle.certificates:
-        raise CredentialsError(f"{path}: no certificate found")
     return bundle
 
 

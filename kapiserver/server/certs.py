@@ -47,6 +47,7 @@ from twisted.logger import Logger
 
 from kapiserver.apis.core.service_ranges import IPRange
 from kapiserver.auth.private_key import InvalidKeyError, load_private_key
+from kapiserver.auth.x509 import load_pem_certificates
 from kapiserver.machinery.private_files import make_private_dir
 from kapiserver.server.advertise import advertise_address
 
@@ -445,8 +446,7 @@ def serving_context_factory(bundle: CertBundle, client_cas_pem: Optional[bytes] 
     try:
         key = crypto.load_privatekey(crypto.FILETYPE_PEM, bundle.serving_key_pem)
         cert = crypto.load_certificate(crypto.FILETYPE_PEM, bundle.serving_cert_pem)
-        cas = [crypto.X509.from_cryptography(c)
-               for c in x509.load_pem_x509_certificates(client_cas_pem or bundle.ca_cert_pem)]
+        cas = load_pem_certificates(client_cas_pem or bundle.ca_cert_pem)
     except (crypto.Error, ValueError) as e:
         raise CertificateError(f"{bundle.cert_dir}: cannot load serving certificate or client CAs: {e}") from None
     options = ssl.CertificateOptions(
