@@ -39,7 +39,7 @@ def load_pem_certificates(pem: bytes) -> list[crypto.X509]:
     cryptography's (``x509.load_pem_x509_certificates``) would keep another 0.7 MiB of code
     resident in every process from its first use (bench/README.md, idle RSS).
     """
-    certificates = []
+    certificates: list[crypto.X509] = []
     for block in _PEM_CERTIFICATE.finditer(pem):
         try:
             der = base64.b64decode(b"".join(block.group(2).split()), validate=True)
