@@ -14,6 +14,7 @@ someone changes or deletes it.
 from __future__ import annotations
 
 import json
+import time
 from typing import Optional
 
 from OpenSSL import crypto
@@ -39,13 +40,19 @@ def _certificates(pem: str) -> list[crypto.X509]:
         return []
 
 
+def _expired(cert: crypto.X509) -> bool:
+    # notAfter as OpenSSL gives it, YYYYMMDDHHMMSSZ, orders as the times do (X509.has_expired would
+    # load _strptime, which a start need not: tests/server/test_start_footprint.py)
+    return (cert.get_notAfter() or b"") < time.strftime("%Y%m%d%H%M%SZ", time.gmtime()).encode()
+
+
 def combine_ca_bundles(*bundles: str) -> str:
     """The certificates of every bundle, in order, once each, expired ones dropped."""
     kept: dict[bytes, crypto.X509] = {}  # by DER, in order
     for bundle in bundles:
         for cert in _certificates(bundle):
             der = crypto.dump_certificate(crypto.FILETYPE_ASN1, cert)
-            if der not in kept and not cert.has_expired():
+            if der not in kept and not _expired(cert):
                 kept[der] = cert
     return "".join(crypto.dump_certificate(crypto.FILETYPE_PEM, cert).decode() for cert in kept.values())
 
