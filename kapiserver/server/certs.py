@@ -58,6 +58,7 @@ from twisted.logger import Logger
 
 from kapiserver.apis.core.service_ranges import IPRange
 from kapiserver.auth.private_key import InvalidKeyError, load_private_key
+from kapiserver.auth.serviceaccount import SigningKeyError, load_signing_key
 from kapiserver.auth.x509 import load_pem_certificates
 from kapiserver.machinery.private_files import make_private_dir
 from kapiserver.server.advertise import advertise_address
@@ -85,6 +86,7 @@ SERVICE_ACCOUNT_PUBLIC_KEY = "sa.pub"
 SERVICE_ACCOUNT_KEY_BITS = 2048
 
 CHECKED_FILE = ".checked.json"
+SIGNING_KEY_CHECK = "service-account signing key"
 CA_DAYS = 3650
 LEAF_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=30)
@@ -452,12 +454,15 @@ class _Issuer:
 
 def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_proxy: bool = True,
                         front_proxy_client: bool = True, service_account_key: bool = True,
-                        kubelet_client: bool = True) -> CertBundle:
+                        kubelet_client: bool = True, signing_key_file: str = "") -> CertBundle:
     """Load the certificates from ``cert_dir``, creating or renewing what is missing or stale.
 
     ``front_proxy``, ``front_proxy_client``, ``service_account_key`` and
     ``kubelet_client`` say whether the front-proxy CA, its client certificate,
     the service-account key and the kubelet client certificate live in ``cert_dir`` (the defaults) and so are made here when missing.
+    The service-account signing key (``signing_key_file``, by default ``sa.key`` when
+    ``service_account_key``) is checked and its check recorded, for authentication to
+    parse it when first used (:func:`checked_before`).
     Blocking (file I/O, key generation): call it before the reactor runs or
     from a thread.  Raises :class:`CertificateError` with a one-line message.
     """
@@ -491,6 +496,8 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_
                                   ExtendedKeyUsageOID.CLIENT_AUTH)
         if service_account_key:
             _ensure_service_account_key(cert_dir)
+        if signing_key_file or service_account_key:
+            _check_signing_key(signing_key_file or os.path.join(cert_dir, SERVICE_ACCOUNT_KEY), checked)
         checked.save()
     except OSError as e:
         raise CertificateError(f"{e.filename or cert_dir}: {e.strerror or e}") from None
@@ -515,6 +522,27 @@ def _ensure_service_account_key(cert_dir: str) -> None:
         public_key = _load_key(key_path, key_pem).public_key()
     public_pem = public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     _write(pub_path, public_pem, private=False)
+
+
+def _check_signing_key(path: str, checked: _Checked) -> None:
+    """Record that the service-account signing key at ``path`` passes its checks (one that does
+    not, or is missing, is not recorded: authentication refuses it, saying why)."""
+    pem = _read(path)
+    if pem is None:
+        return
+    digest = checked.digest(SIGNING_KEY_CHECK, pem)
+    if checked.passed(digest):
+        return
+    try:
+        load_signing_key(pem)
+    except SigningKeyError:
+        return
+    checked.record(digest)
+
+
+def checked_before(cert_dir: str, *inputs: Union[bytes, str]) -> bool:
+    """Whether a start recorded in ``cert_dir/.checked.json`` that a check of ``inputs`` passed."""
+    return _Checked(cert_dir).passed(_Checked.digest(*inputs))
 
 
 def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = (),
@@ -595,6 +623,6 @@ def load_signing_ca(cert_dir: str) -> Optional[SigningCA]:
     if ca_pem is None or key_pem is None:
         return None
     ca = SigningCA(ca_path, ca_pem, key_path, key_pem)
-    if not _Checked(cert_dir).passed(_Checked.digest("ca", ca_pem, key_pem)):
+    if not checked_before(cert_dir, "ca", ca_pem, key_pem):
         _check_pair(ca_path, ca.certificate, ca.key)
     return ca

@@ -192,6 +192,17 @@ class CheckedRecordTests(unittest.TestCase):
         with open(path) as f:
             self.assertEqual(json.load(f), record)  # checked again, recorded as before
 
+    def test_the_service_account_key_is_recorded_once_checked(self) -> None:
+        key_path = os.path.join(self.dir, "sa.key")
+        with open(key_path, "rb") as f:
+            pem = f.read()
+        self.assertTrue(certs.checked_before(self.dir, certs.SIGNING_KEY_CHECK, pem))
+        damaged = pem.replace(pem.splitlines()[3], pem.splitlines()[3][::-1])
+        with open(key_path, "wb") as f:
+            f.write(damaged)
+        ensure_certificates(self.dir, ["api.example.com"])
+        self.assertFalse(certs.checked_before(self.dir, certs.SIGNING_KEY_CHECK, damaged))  # refused at start
+
     def test_an_unreadable_record_checks_everything(self) -> None:
         with open(os.path.join(self.dir, ".checked.json"), "w") as f:
             f.write("{not json")
