@@ -31,10 +31,12 @@ instead of its default place in ``cert_dir`` is the operator's: never generated.
 
 ``.checked.json`` there remembers what the checks of a start found (:class:`_Checked`):
 the SHA-256 of every input of a check (the certificate's and key's bytes, its CA's,
-the subject and names wanted) and until when its outcome holds (the renewal time of
-a certificate kapiserver issued).  A later start with the same bytes and wishes, before
-that time, reuses the files unparsed, so a restart pages in none of cryptography's
-x509 code (0.7 MiB resident, bench/README.md); any changed byte is checked in full.
+the subject and names wanted; the service-account signing key's bytes) and until when
+its outcome holds (the renewal time of a certificate kapiserver issued).  A later start
+with the same bytes and wishes, before that time, reuses the files unparsed (the signing
+key is parsed when a token is first signed or verified), so a restart pages in none of
+cryptography's x509 and key code (1.1 MiB resident, bench/README.md); any changed byte
+is checked in full.
 """
 from __future__ import annotations
 
@@ -340,8 +342,15 @@ class _Checked:
         self.now[digest] = until.timestamp() if until is not None else None
 
     def save(self) -> None:
-        if self.now != self.earlier:
+        """Write the record if it changed; a directory that cannot take it (read-only, as an
+        operator's may be) costs the next start its checks, nothing else."""
+        if self.now == self.earlier:
+            return
+        try:
             _write(self.path, json.dumps(self.now, indent=1, sort_keys=True).encode() + b"\n", private=True)
+        except OSError as e:
+            log.info("Not recording the certificates' checks in {path}: {error}", path=self.path,
+                     error=e.strerror or e)
 
 
 class _Issuer:

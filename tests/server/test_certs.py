@@ -203,6 +203,16 @@ class CheckedRecordTests(unittest.TestCase):
         ensure_certificates(self.dir, ["api.example.com"])
         self.assertFalse(certs.checked_before(self.dir, certs.SIGNING_KEY_CHECK, damaged))  # refused at start
 
+    def test_a_directory_that_cannot_take_the_record_still_starts(self) -> None:
+        record = os.path.join(self.dir, ".checked.json")
+        os.remove(record)
+
+        def read_only(path: str, data: bytes, private: bool) -> None:
+            raise PermissionError(13, "Permission denied", path)
+        self.patch(certs, "_write", read_only)  # (as an operator's read-only directory; root may write anyway)
+        self.assertEqual(ensure_certificates(self.dir, ["api.example.com"]), self.first)
+        self.assertFalse(os.path.exists(record))
+
     def test_an_unreadable_record_checks_everything(self) -> None:
         with open(os.path.join(self.dir, ".checked.json"), "w") as f:
             f.write("{not json")
