@@ -16,10 +16,10 @@ It composes auth/ from the server's whole configuration, as upstream's
 """
 from __future__ import annotations
 
+import functools
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -30,13 +30,13 @@ from kapiserver.auth.authenticator import Authenticator, ClientCertificateAuthen
 from kapiserver.auth.bearertoken import (AudienceAgnosticToken, BearerTokenAuthenticator, TokenUnion,
                                          WebSocketProtocolAuthenticator)
 from kapiserver.auth.bootstrap_token import BootstrapTokenAuthenticator
-from kapiserver.auth.private_key import InvalidKeyError, load_private_key
 from kapiserver.auth.requestheader import RequestHeaderAuthenticator
 from kapiserver.auth.serviceaccount import (LEGACY_ISSUER, BoundTokenValidator, JWTTokenAuthenticator,
-                                            LegacyTokenValidator, ServiceAccountTokens, StoreObjectGetter,
-                                            TokenSigner, verification_keys)
+                                            LazyVerificationKeys, LegacyTokenValidator, ServiceAccountTokens,
+                                            SigningKey, SigningKeyError, StoreObjectGetter, TokenSigner,
+                                            VerificationKey, load_signing_key, verification_keys)
 from kapiserver.auth.x509 import CABundle
-from kapiserver.server.certs import CredentialFiles, credential_files
+from kapiserver.server.certs import SIGNING_KEY_CHECK, CredentialFiles, checked_before, credential_files
 
 if TYPE_CHECKING:
     from kapiserver.auth.oidc import JWTAuthenticator
@@ -69,48 +69,45 @@ def _ca_bundle(pem: bytes, path: str) -> CABundle:
         bundle = CABundle(pem, path)
     except ValueError as e:
         raise CredentialsError(f"{path}: not a PEM certificate bundle: {e}") from None
-    if not bundle.certificates:
-        raise CredentialsError(f"{path}: no certificate found")
     return bundle
 
 
 def _signing_key(pem: bytes, path: str) -> Any:
     try:
-        key = load_private_key(pem)
-    except InvalidKeyError as e:
+        return load_signing_key(pem)
+    except SigningKeyError as e:
         raise CredentialsError(f"{path}: {e}") from None
-    except (ValueError, TypeError):
-        raise CredentialsError(f"{path}: not an unencrypted PEM private key") from None
-    if not isinstance(key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)):
-        raise CredentialsError(f"{path}: the service-account signing key must be RSA or ECDSA")
-    try:
-        jose.algorithm_for(key.public_key())
-    except jose.JOSEError as e:
-        raise CredentialsError(f"{path}: {e}") from None
-    return key
 
 
 def _service_accounts(config: "Config", files: CredentialFiles, api_audiences: tuple[str, ...],
-                      clock: Callable[[], float]) -> tuple[Optional[ServiceAccountTokens], list]:
-    """The signer (if there is a signing key) and every public key that verifies tokens."""
+                      clock: Callable[[], float]) -> tuple[Optional[ServiceAccountTokens], Sequence[VerificationKey]]:
+    """The signer (if there is a signing key) and every public key that verifies tokens.
+
+    The signing key is parsed when a token is first signed or verified, if an earlier start
+    checked these bytes (:func:`~kapiserver.server.certs.checked_before`); else now, and a
+    key that is none stops the start, saying why."""
     sa = config.authentication.service_account
     path = files.service_account_signing_key
     pem = _read(path, "service_account_signing_key" in files.defaults, "service-account signing key")
-    private_key = _signing_key(pem, path) if pem is not None else None
-    public_keys = [private_key.public_key()] if private_key is not None else []
+    signing = None
+    if pem is not None:
+        signing = SigningKey(functools.partial(_signing_key, pem, path))
+        if not checked_before(config.cert_dir, SIGNING_KEY_CHECK, pem):
+            signing.private_key  # parsed and checked now: a key that is none stops the start
+    more_keys: list[Any] = []
     for key_file in sa.key_files:
         data = _read(key_file, False, "service-account key file")
         assert data is not None
         try:
-            public_keys.extend(jose.load_keys(data, key_file))
+            more_keys.extend(jose.load_keys(data, key_file))
         except jose.JOSEError as e:
             raise CredentialsError(str(e) if str(e).startswith(key_file) else f"{key_file}: {e}") from None
-    keys = verification_keys(public_keys)
-    if private_key is None:
-        return None, keys
+    if signing is None:
+        return None, verification_keys(more_keys)
+    keys = LazyVerificationKeys(lambda: [signing.private_key.public_key(), *more_keys])
     tokens = ServiceAccountTokens(
-        signer=TokenSigner(sa.issuers[0], private_key), legacy_signer=TokenSigner(LEGACY_ISSUER, private_key),
-        keys=tuple(keys), api_audiences=api_audiences, max_expiration_seconds=sa.max_token_expiration_seconds,
+        signer=TokenSigner(sa.issuers[0], signing), legacy_signer=TokenSigner(LEGACY_ISSUER, signing),
+        keys=keys, api_audiences=api_audiences, max_expiration_seconds=sa.max_token_expiration_seconds,
         extend_expiration=sa.extend_token_expiration, jwks_uri=sa.jwks_uri, clock=clock)
     return tokens, keys
 
@@ -151,7 +148,7 @@ def build_authentication(config: "Config", store: Callable[[str, str, str], "Sto
         token_authenticators.append(AudienceAgnosticToken(api_audiences, static))
     service_accounts, keys = _service_accounts(config, files, api_audiences, clock)
     getter = StoreObjectGetter(store)
-    if keys:
+    if service_accounts is not None or keys:
         token_authenticators.append(JWTTokenAuthenticator(
             [LEGACY_ISSUER], keys, api_audiences, LegacyTokenValidator(getter, sa_config.lookup, clock)))
         token_authenticators.append(JWTTokenAuthenticator(

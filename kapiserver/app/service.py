@@ -469,11 +469,12 @@ def write_kubeconfig(config: Config, bundle: CertBundle, port: int) -> None:
 
 def load_certificates(config: Config) -> CertBundle:
     """Certificates for ``config`` (creating them on first start); raises StartupError."""
-    defaults = credential_files(config).defaults
+    files = credential_files(config)
     try:
         return ensure_certificates(config.cert_dir, serving_sans(config),
-                                   front_proxy="requestheader_client_ca" in defaults,
-                                   front_proxy_client="proxy_client_cert" in defaults,
-                                   service_account_key="service_account_signing_key" in defaults)
+                                   front_proxy="requestheader_client_ca" in files.defaults,
+                                   front_proxy_client="proxy_client_cert" in files.defaults,
+                                   service_account_key="service_account_signing_key" in files.defaults,
+                                   signing_key_file=files.service_account_signing_key)
     except CertificateError as e:
         raise StartupError(str(e)) from None

@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hmac
 import json
 import time
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol, Sequence, overload
 
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from twisted.internet import defer
 from twisted.logger import Logger
 
 from kapiserver.auth import jose
 from kapiserver.auth.authenticator import AuthenticationError, AuthResult, Outcome
+from kapiserver.auth.private_key import InvalidKeyError, load_private_key
 from kapiserver.machinery.user import CREDENTIAL_ID_KEY, UserInfo
 from kapiserver.machinery import errors, validation
 from kapiserver.machinery.meta import new_uid
@@ -113,16 +116,78 @@ def verification_keys(public_keys: list[Any]) -> list[VerificationKey]:
     return out
 
 
+class LazyVerificationKeys(Sequence[VerificationKey]):
+    """:func:`verification_keys` of ``public_keys()``, worked out when a token is first verified
+    or the key set published (a start need not parse the signing key: :class:`SigningKey`)."""
+
+    def __init__(self, public_keys: Callable[[], list[Any]]) -> None:
+        self._public_keys = public_keys
+
+    @functools.cached_property
+    def _keys(self) -> list[VerificationKey]:
+        return verification_keys(self._public_keys())
+
+    @overload
+    def __getitem__(self, index: int) -> VerificationKey: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[VerificationKey]: ...
+
+    def __getitem__(self, index: int | slice) -> VerificationKey | Sequence[VerificationKey]:
+        return self._keys[index]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class SigningKeyError(ValueError):
+    """Why PEM bytes are no service-account signing key (one line)."""
+
+
+def load_signing_key(pem: bytes) -> Any:
+    """The service-account signing key in ``pem``: an unencrypted RSA key whose numbers agree,
+    or an ECDSA P-256/384/521 key; :class:`SigningKeyError` otherwise."""
+    try:
+        key = load_private_key(pem)
+    except InvalidKeyError as e:
+        raise SigningKeyError(str(e)) from None
+    except (ValueError, TypeError):
+        raise SigningKeyError("not an unencrypted PEM private key") from None
+    if not isinstance(key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)):
+        raise SigningKeyError("the service-account signing key must be RSA or ECDSA")
+    try:
+        jose.algorithm_for(key.public_key())
+    except jose.JOSEError as e:
+        raise SigningKeyError(str(e)) from None
+    return key
+
+
+class SigningKey:
+    """The service-account signing key, parsed by ``load`` when first used: a restart whose key
+    an earlier start checked (cert_dir/.checked.json) pages in none of cryptography's key code
+    (0.7 MiB resident: bench/README.md) until a token is signed or verified."""
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load = load
+
+    @functools.cached_property
+    def private_key(self) -> Any:
+        return self._load()
+
+    @functools.cached_property
+    def kid(self) -> str:
+        return jose.key_id(self.private_key.public_key())
+
+
 class TokenSigner:
     """Signs claims as ``issuer`` with the service-account signing key (upstream's TokenGenerator)."""
 
-    def __init__(self, issuer: str, private_key: Any) -> None:
+    def __init__(self, issuer: str, key: SigningKey) -> None:
         self.issuer = issuer
-        self.private_key = private_key
-        self.kid = jose.key_id(private_key.public_key())
+        self.key = key
 
     def sign(self, claims: dict) -> str:
-        return jose.sign({**claims, "iss": self.issuer}, self.private_key, self.kid)
+        return jose.sign({**claims, "iss": self.issuer}, self.key.private_key, self.key.kid)
 
 
 def _ref(obj: Optional[dict]) -> Optional[dict]:
@@ -397,7 +462,7 @@ class JWTTokenAuthenticator:
     audience with what it is presented to.
     """
 
-    def __init__(self, issuers: list[str], keys: list[VerificationKey], implicit_audiences: tuple[str, ...],
+    def __init__(self, issuers: list[str], keys: Sequence[VerificationKey], implicit_audiences: tuple[str, ...],
                  validator: Validator) -> None:
         self.issuers = frozenset(issuers)
         self.keys = keys
@@ -476,7 +541,7 @@ class ServiceAccountTokens(NamedTuple):
     # Secret-based tokens: iss = kubernetes/serviceaccount, same key
     legacy_signer: TokenSigner
     # every key that verifies tokens (published as the JWKS)
-    keys: tuple[VerificationKey, ...]
+    keys: Sequence[VerificationKey]
     api_audiences: tuple[str, ...]
     # longest lifetime a TokenRequest gets; 0 = no limit
     max_expiration_seconds: int

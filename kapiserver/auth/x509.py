@@ -11,7 +11,9 @@ Organizations the groups.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import re
 import weakref
 from typing import Any, Optional
 
@@ -26,6 +28,30 @@ from twisted.web.server import Request
 from kapiserver.machinery.user import AUTHENTICATED_GROUP, CREDENTIAL_ID_KEY, UserInfo
 
 _ANY_EKU = x509.ObjectIdentifier("2.5.29.37.0")
+_PEM_CERTIFICATE = re.compile(rb"-----BEGIN ((?:X509 )?)CERTIFICATE-----(.*?)-----END \1CERTIFICATE-----", re.S)
+
+
+def load_pem_certificates(pem: bytes) -> list[crypto.X509]:
+    """The certificates of a PEM bundle, read by OpenSSL; ValueError when there is none or a
+    certificate block is not one certificate in DER (as cryptography's and Go's parsers insist).
+
+    What a start reads is read with OpenSSL, whose parser TLS has paged in anyway:
+    cryptography's (``x509.load_pem_x509_certificates``) would keep another 0.7 MiB of code
+    resident in every process from its first use (bench/README.md, idle RSS).
+    """
+    certificates: list[crypto.X509] = []
+    for block in _PEM_CERTIFICATE.finditer(pem):
+        try:
+            der = base64.b64decode(b"".join(block.group(2).split()), validate=True)
+            certificate = crypto.load_certificate(crypto.FILETYPE_ASN1, der)
+        except (ValueError, crypto.Error):
+            raise ValueError(f"certificate {len(certificates) + 1} is malformed") from None
+        if crypto.dump_certificate(crypto.FILETYPE_ASN1, certificate) != der:
+            raise ValueError(f"certificate {len(certificates) + 1} is not in DER (or has trailing data)")
+        certificates.append(certificate)
+    if not certificates:
+        raise ValueError("no PEM certificate found")
+    return certificates
 
 
 # facts about each TLS connection's certificate (its chain first), worked out once per connection
@@ -83,16 +109,17 @@ def describe(cert: x509.Certificate) -> str:
 
 
 class CABundle:
-    """A PEM bundle of CA certificates that client certificates are checked against."""
+    """A PEM bundle of CA certificates that client certificates are checked against
+    (ValueError when it holds none, or a malformed one)."""
 
     def __init__(self, pem: bytes, source: str = "") -> None:
         self.pem = pem
         self.source = source
-        self.certificates = x509.load_pem_x509_certificates(pem)
+        self.certificates = load_pem_certificates(pem)
         self._store = crypto.X509Store()
         for cert in self.certificates:
             try:
-                self._store.add_cert(crypto.X509.from_cryptography(cert))
+                self._store.add_cert(cert)
             except crypto.Error:  # listed twice
                 pass
 

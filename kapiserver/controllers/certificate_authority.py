@@ -10,7 +10,7 @@ lifetimes of eight hours or more), never past the CA's own expiry.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -77,11 +77,20 @@ def _key_usage(usages: list[str]) -> tuple[Optional[x509.KeyUsage], Optional[x50
     return key_usage, ext
 
 
+class SigningPair(Protocol):
+    """The CA's certificate and private key (read when first asked for: a server that signs
+    nothing never parses them)."""
+
+    @property
+    def certificate(self) -> x509.Certificate: ...
+
+    @property
+    def key(self) -> Any: ...
+
+
 class CertificateAuthority:
-    def __init__(self, certificate: x509.Certificate, key: Any,
-                 now: Callable[[], datetime.datetime] = _utcnow) -> None:
-        self.certificate = certificate
-        self.key = key
+    def __init__(self, ca: SigningPair, now: Callable[[], datetime.datetime] = _utcnow) -> None:
+        self.ca = ca
         self.now = now
 
     def sign(self, csr: x509.CertificateSigningRequest, usages: list[str], ttl: datetime.timedelta) -> bytes:
@@ -91,7 +100,7 @@ class CertificateAuthority:
         now = self.now()
         not_before = now - BACKDATE
         not_after = now + ttl if ttl < SHORT else now + ttl - BACKDATE
-        ca_expiry = self.certificate.not_valid_after_utc
+        ca_expiry = self.ca.certificate.not_valid_after_utc
         if not_after >= ca_expiry:
             not_after = ca_expiry
         if not_before >= ca_expiry or now >= ca_expiry:
@@ -99,7 +108,7 @@ class CertificateAuthority:
         key_usage, ext_key_usage = _key_usage(usages)
         builder = (x509.CertificateBuilder()
                    .subject_name(csr.subject)
-                   .issuer_name(self.certificate.subject)
+                   .issuer_name(self.ca.certificate.subject)
                    .public_key(csr.public_key())
                    .serial_number(x509.random_serial_number())
                    .not_valid_before(not_before)
@@ -110,7 +119,7 @@ class CertificateAuthority:
             builder = builder.add_extension(ext_key_usage, critical=False)
         builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         try:
-            ski = self.certificate.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+            ski = self.ca.certificate.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
             builder = builder.add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski),
                                             critical=False)
         except x509.ExtensionNotFound:
@@ -121,7 +130,7 @@ class CertificateAuthority:
                                             critical=len(csr.subject) == 0)
         except x509.ExtensionNotFound:
             pass
-        algorithm = hashes.SHA256() if isinstance(self.key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)) \
+        algorithm = hashes.SHA256() if isinstance(self.ca.key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)) \
             else None
-        certificate = builder.sign(self.key, algorithm)
+        certificate = builder.sign(self.ca.key, algorithm)
         return certificate.public_bytes(serialization.Encoding.PEM)

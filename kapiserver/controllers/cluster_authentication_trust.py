@@ -13,15 +13,15 @@ someone changes or deletes it.
 """
 from __future__ import annotations
 
-import datetime
 import json
+import time
 from typing import Optional
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
+from OpenSSL import crypto
 from twisted.logger import Logger
 
 from kapiserver.auth.authentication import RequestHeaderTrust
+from kapiserver.auth.x509 import load_pem_certificates
 from kapiserver.controllers.named_object import NamedObjectController
 from kapiserver.machinery import errors
 from kapiserver.registry.store import Store
@@ -33,25 +33,28 @@ _LISTS = ("requestheader-username-headers", "requestheader-group-headers", "requ
           "requestheader-allowed-names")
 
 
-def _certificates(pem: str) -> list[x509.Certificate]:
+def _certificates(pem: str) -> list[crypto.X509]:
     try:
-        return x509.load_pem_x509_certificates(pem.encode()) if pem.strip() else []
+        return load_pem_certificates(pem.encode()) if pem.strip() else []
     except ValueError:
         return []
 
 
+def _expired(cert: crypto.X509) -> bool:
+    # notAfter as OpenSSL gives it, YYYYMMDDHHMMSSZ, orders as the times do (X509.has_expired would
+    # load _strptime, which a start need not: tests/server/test_start_footprint.py)
+    return (cert.get_notAfter() or b"") < time.strftime("%Y%m%d%H%M%SZ", time.gmtime()).encode()
+
+
 def combine_ca_bundles(*bundles: str) -> str:
     """The certificates of every bundle, in order, once each, expired ones dropped."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    seen: list[bytes] = []
+    kept: dict[bytes, crypto.X509] = {}  # by DER, in order
     for bundle in bundles:
         for cert in _certificates(bundle):
-            der = cert.public_bytes(serialization.Encoding.DER)
-            if cert.not_valid_after_utc < now or der in seen:
-                continue
-            seen.append(der)
-    return "".join(x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM).decode()
-                   for der in seen)
+            der = crypto.dump_certificate(crypto.FILETYPE_ASN1, cert)
+            if der not in kept and not _expired(cert):
+                kept[der] = cert
+    return "".join(crypto.dump_certificate(crypto.FILETYPE_PEM, cert).decode() for cert in kept.values())
 
 
 def _json_list(value: Optional[str]) -> list[str]:

@@ -183,7 +183,7 @@ class ServerControllers:
         if ca is None:
             log.info("CSR signing disabled: no ca.key in {dir}", dir=config.cert_dir)
             return []
-        authority = CertificateAuthority(*ca)
+        authority = CertificateAuthority(ca)
         csrs = deps.store("certificates.k8s.io", "v1", "certificatesigningrequests")
         seconds = config.controllers.cluster_signing_duration_seconds
         return [lambda: CSRSigningController(csrs, authority, seconds, deps.reactor)]

@@ -28,15 +28,28 @@ and ``sa.key``/``sa.pub`` (RSA 2048: service-account tokens are RS256 JWTs).
 An operator may put their own CA (and even their own leaf certificates) there;
 without ``ca.key`` nothing is issued.  A file named in the configuration
 instead of its default place in ``cert_dir`` is the operator's: never generated.
+
+``.checked.json`` there remembers what the checks of a start found (:class:`_Checked`):
+the SHA-256 of every input of a check (the certificate's and key's bytes, its CA's,
+the subject and names wanted; the service-account signing key's bytes) and until when
+its outcome holds (the renewal time of a certificate kapiserver issued).  A later start
+with the same bytes and wishes, before that time, reuses the files unparsed (the signing
+key is parsed when a token is first signed or verified), so a restart pages in none of
+cryptography's x509 and key code (1.1 MiB resident, bench/README.md); any changed byte
+is checked in full.
 """
 from __future__ import annotations
 
 import datetime
+import functools
+import hashlib
 import ipaddress
+import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Optional, Union
 
+import cryptography
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -47,6 +60,8 @@ from twisted.logger import Logger
 
 from kapiserver.apis.core.service_ranges import IPRange
 from kapiserver.auth.private_key import InvalidKeyError, load_private_key
+from kapiserver.auth.serviceaccount import SigningKeyError, load_signing_key
+from kapiserver.auth.x509 import load_pem_certificates
 from kapiserver.machinery.private_files import make_private_dir
 from kapiserver.server.advertise import advertise_address
 
@@ -72,6 +87,8 @@ SERVICE_ACCOUNT_KEY = "sa.key"
 SERVICE_ACCOUNT_PUBLIC_KEY = "sa.pub"
 SERVICE_ACCOUNT_KEY_BITS = 2048
 
+CHECKED_FILE = ".checked.json"
+SIGNING_KEY_CHECK = "service-account signing key"
 CA_DAYS = 3650
 LEAF_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=30)
@@ -283,30 +300,106 @@ def _sans_of(cert: x509.Certificate) -> list[SAN]:
     return list(ext.value)
 
 
-class _Issuer:
-    """Loads or creates the CA and issues leaf certificates from it when needed."""
+class _Checked:
+    """The checks an earlier start made and passed, in ``cert_dir/.checked.json``: the SHA-256
+    of a check's inputs, and the time (seconds since the epoch) until which its outcome holds
+    (null: for good, as for a certificate used as it is).
 
-    def __init__(self, cert_dir: str, base: str = "ca", common_name: str = CA_NAME) -> None:
+    The file lives with the keys, written by whoever may write them: it vouches for nothing
+    the files' bytes do not.  Unreadable or malformed, it is an empty record (everything is
+    checked); it keeps only what this start checked or reused.
+    """
+
+    def __init__(self, cert_dir: str) -> None:
+        self.path = os.path.join(cert_dir, CHECKED_FILE)
+        try:
+            loaded = json.loads(_read(self.path) or b"{}")
+        except (ValueError, CertificateError):
+            loaded = {}
+        self.earlier: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
+        self.now: dict[str, Optional[float]] = {}
+
+    @staticmethod
+    def digest(*inputs: Union[bytes, str]) -> str:
+        """The SHA-256 of a check's inputs, and of the version of the parser that checked them."""
+        h = hashlib.sha256()
+        inputs = (cryptography.__version__,) + inputs
+        for value in inputs:
+            data = value.encode() if isinstance(value, str) else value
+            h.update(len(data).to_bytes(8, "big") + data)
+        return h.hexdigest()
+
+    def passed(self, digest: str) -> bool:
+        """Whether a check of these inputs passed before, and its outcome still holds."""
+        until = self.earlier.get(digest, False)
+        if until is None or (isinstance(until, (int, float)) and not isinstance(until, bool)
+                             and _now().timestamp() < until):
+            self.now[digest] = until
+            return True
+        return False
+
+    def record(self, digest: str, until: Optional[datetime.datetime] = None) -> None:
+        self.now[digest] = until.timestamp() if until is not None else None
+
+    def save(self) -> None:
+        """Write the record if it changed; a directory that cannot take it (read-only, as an
+        operator's may be) costs the next start its checks, nothing else."""
+        if self.now == self.earlier:
+            return
+        try:
+            _write(self.path, json.dumps(self.now, indent=1, sort_keys=True).encode() + b"\n", private=True)
+        except OSError as e:
+            log.info("Not recording the certificates' checks in {path}: {error}", path=self.path,
+                     error=e.strerror or e)
+
+
+class _Issuer:
+    """Loads or creates the CA and issues leaf certificates from it when needed; the CA's
+    certificate and key are parsed only when a check or an issue needs them."""
+
+    def __init__(self, cert_dir: str, checked: _Checked, base: str = "ca", common_name: str = CA_NAME) -> None:
         self.cert_dir = cert_dir
+        self.checked = checked
         self.ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         self.ca_path = os.path.join(cert_dir, base + ".crt")
         self.ca_key_path = os.path.join(cert_dir, base + ".key")
-        ca_pem, key_pem = _read(self.ca_path), _read(self.ca_key_path)
-        self.ca_key = None
-        if ca_pem is None and key_pem is None:
+        ca_pem, self.ca_key_pem = _read(self.ca_path), _read(self.ca_key_path)
+        self._ca_cert: Optional[x509.Certificate] = None
+        self._ca_key: Optional[Any] = None
+        if ca_pem is None and self.ca_key_pem is None:
             log.info("Generating a new {name} in {dir}", name=common_name, dir=cert_dir)
-            self.ca_cert, self.ca_key = _make_ca(common_name)
-            _write(self.ca_key_path, _key_pem(self.ca_key), private=True)
-            _write(self.ca_path, _cert_pem(self.ca_cert), private=False)
-            ca_pem = _cert_pem(self.ca_cert)
+            self._ca_cert, self._ca_key = _make_ca(common_name)
+            self.ca_key_pem = _key_pem(self._ca_key)
+            _write(self.ca_key_path, self.ca_key_pem, private=True)
+            ca_pem = _cert_pem(self._ca_cert)
+            _write(self.ca_path, ca_pem, private=False)
         elif ca_pem is None:
             raise CertificateError(f"{self.ca_path}: missing (but {self.ca_key_path} exists)")
-        else:
-            self.ca_cert = _load_cert(self.ca_path, ca_pem)
-            if key_pem is not None:
-                self.ca_key = _load_key(self.ca_key_path, key_pem)
-                _check_pair(self.ca_path, self.ca_cert, self.ca_key)
         self.ca_pem = ca_pem
+        digest = checked.digest("ca", ca_pem, self.ca_key_pem or b"")  # as load_signing_ca's
+        if not checked.passed(digest):
+            cert = self.ca_cert  # (a malformed one is refused here)
+            if self.can_issue:
+                _check_pair(self.ca_path, cert, self.ca_key)
+            checked.record(digest)
+
+    @property
+    def can_issue(self) -> bool:
+        """Whether the CA's key is here."""
+        return self.ca_key_pem is not None
+
+    @property
+    def ca_cert(self) -> x509.Certificate:
+        if self._ca_cert is None:
+            self._ca_cert = _load_cert(self.ca_path, self.ca_pem)
+        return self._ca_cert
+
+    @property
+    def ca_key(self) -> Any:
+        assert self.ca_key_pem is not None
+        if self._ca_key is None:
+            self._ca_key = _load_key(self.ca_key_path, self.ca_key_pem)
+        return self._ca_key
 
     def issued_here(self, cert: x509.Certificate, subject: x509.Name) -> bool:
         """Whether ``cert`` is one kapiserver issued for this file, and so may issue again.
@@ -329,13 +422,17 @@ class _Issuer:
         if cert_pem is None or key_pem is None:
             if (cert_pem is None) != (key_pem is None):
                 missing = cert_path if cert_pem is None else key_path
-                if self.ca_key is None:
+                if not self.can_issue:
                     raise CertificateError(f"{missing}: missing, and no ca.key to issue a new one")
             why = "missing"
         else:
+            digest = self._leaf_digest(cert_pem, key_pem, subject, sans)
+            if self.checked.passed(digest):
+                return cert_pem, key_pem
             cert = _load_cert(cert_path, cert_pem)
             _check_pair(cert_path, cert, _load_key(key_path, key_pem))
-            if self.ca_key is None or not self.issued_here(cert, subject):
+            if not self.can_issue or not self.issued_here(cert, subject):
+                self.checked.record(digest)
                 return cert_pem, key_pem  # operator-managed: use as is
             if not _issued_by(cert, self.ca_cert):
                 why = "not issued by the current CA"
@@ -344,25 +441,37 @@ class _Issuer:
             elif sans is not None and _san_key(_sans_of(cert)) != _san_key(sans):
                 why = "subject alternative names changed"
             if not why:
+                self.checked.record(digest, cert.not_valid_after_utc - RENEW_BEFORE)
                 return cert_pem, key_pem
-        if self.ca_key is None:
+        if not self.can_issue:
             raise CertificateError(f"{cert_path}: missing, and no ca.key to issue a new one")
         log.info("Issuing {path} ({why})", path=cert_path, why=why)
         cert, key = _make_leaf(self.ca_cert, self.ca_key, subject, usage, sans)
         cert_pem, key_pem = _cert_pem(cert), _key_pem(key)
         _write(key_path, key_pem, private=True)
         _write(cert_path, cert_pem, private=False)
+        self.checked.record(self._leaf_digest(cert_pem, key_pem, subject, sans),
+                            cert.not_valid_after_utc - RENEW_BEFORE)
         return cert_pem, key_pem
+
+    def _leaf_digest(self, cert_pem: bytes, key_pem: bytes, subject: x509.Name, sans: Optional[list[SAN]]) -> str:
+        """The inputs of :meth:`leaf`'s checks: the pair, the CA's files, and what is wanted."""
+        wanted = json.dumps(sorted(_san_key(sans))) if sans is not None else ""
+        return self.checked.digest("leaf", cert_pem, key_pem, self.ca_pem, self.ca_key_pem or b"",
+                                   subject.rfc4514_string(), self.ca_name.rfc4514_string(), wanted)
 
 
 def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_proxy: bool = True,
                         front_proxy_client: bool = True, service_account_key: bool = True,
-                        kubelet_client: bool = True) -> CertBundle:
+                        kubelet_client: bool = True, signing_key_file: str = "") -> CertBundle:
     """Load the certificates from ``cert_dir``, creating or renewing what is missing or stale.
 
     ``front_proxy``, ``front_proxy_client``, ``service_account_key`` and
     ``kubelet_client`` say whether the front-proxy CA, its client certificate,
     the service-account key and the kubelet client certificate live in ``cert_dir`` (the defaults) and so are made here when missing.
+    The service-account signing key (``signing_key_file``, by default ``sa.key`` when
+    ``service_account_key``) is checked and its check recorded, for authentication to
+    parse it when first used (:func:`checked_before`).
     Blocking (file I/O, key generation): call it before the reactor runs or
     from a thread.  Raises :class:`CertificateError` with a one-line message.
     """
@@ -371,7 +480,8 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_
     except OSError as e:
         raise CertificateError(f"{cert_dir}: cannot create certificate directory: {e.strerror}") from None
     try:
-        issuer = _Issuer(cert_dir)
+        checked = _Checked(cert_dir)
+        issuer = _Issuer(cert_dir, checked)
         sans = parse_sans(list(DEFAULT_SANS) + list(extra_sans))
         serving_cert, serving_key = issuer.leaf(
             "apiserver", x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SERVING_NAME)]),
@@ -380,14 +490,14 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_
             "admin", x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, ADMIN_GROUP),
                                 x509.NameAttribute(NameOID.COMMON_NAME, ADMIN_USER)]),
             ExtendedKeyUsageOID.CLIENT_AUTH)
-        if kubelet_client and issuer.ca_key is not None:
+        if kubelet_client and issuer.can_issue:
             issuer.leaf(KUBELET_CLIENT_NAME,
                         x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, ADMIN_GROUP),
                                    x509.NameAttribute(NameOID.COMMON_NAME, KUBELET_CLIENT_USER)]),
                         ExtendedKeyUsageOID.CLIENT_AUTH)
         front_proxy_ca_pem = b""
         if front_proxy or front_proxy_client:
-            proxy_issuer = _Issuer(cert_dir, FRONT_PROXY_CA_NAME, FRONT_PROXY_CA_NAME)
+            proxy_issuer = _Issuer(cert_dir, checked, FRONT_PROXY_CA_NAME, FRONT_PROXY_CA_NAME)
             front_proxy_ca_pem = proxy_issuer.ca_pem if front_proxy else b""
             if front_proxy_client:
                 proxy_issuer.leaf(FRONT_PROXY_CLIENT_NAME,
@@ -395,6 +505,9 @@ def ensure_certificates(cert_dir: str, extra_sans: Iterable[str] = (), *, front_
                                   ExtendedKeyUsageOID.CLIENT_AUTH)
         if service_account_key:
             _ensure_service_account_key(cert_dir)
+        if signing_key_file or service_account_key:
+            _check_signing_key(signing_key_file or os.path.join(cert_dir, SERVICE_ACCOUNT_KEY), checked)
+        checked.save()
     except OSError as e:
         raise CertificateError(f"{e.filename or cert_dir}: {e.strerror or e}") from None
     return CertBundle(cert_dir, issuer.ca_pem, serving_cert, serving_key, admin_cert, admin_key, front_proxy_ca_pem)
@@ -418,6 +531,27 @@ def _ensure_service_account_key(cert_dir: str) -> None:
         public_key = _load_key(key_path, key_pem).public_key()
     public_pem = public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     _write(pub_path, public_pem, private=False)
+
+
+def _check_signing_key(path: str, checked: _Checked) -> None:
+    """Record that the service-account signing key at ``path`` passes its checks (one that does
+    not, or is missing, is not recorded: authentication refuses it, saying why)."""
+    pem = _read(path)
+    if pem is None:
+        return
+    digest = checked.digest(SIGNING_KEY_CHECK, pem)
+    if checked.passed(digest):
+        return
+    try:
+        load_signing_key(pem)
+    except SigningKeyError:
+        return
+    checked.record(digest)
+
+
+def checked_before(cert_dir: str, *inputs: Union[bytes, str]) -> bool:
+    """Whether a start recorded in ``cert_dir/.checked.json`` that a check of ``inputs`` passed."""
+    return _Checked(cert_dir).passed(_Checked.digest(*inputs))
 
 
 def issue_client_certificate(cert_dir: str, user: str, groups: Iterable[str] = (),
@@ -445,8 +579,7 @@ def serving_context_factory(bundle: CertBundle, client_cas_pem: Optional[bytes] 
     try:
         key = crypto.load_privatekey(crypto.FILETYPE_PEM, bundle.serving_key_pem)
         cert = crypto.load_certificate(crypto.FILETYPE_PEM, bundle.serving_cert_pem)
-        cas = [crypto.X509.from_cryptography(c)
-               for c in x509.load_pem_x509_certificates(client_cas_pem or bundle.ca_cert_pem)]
+        cas = load_pem_certificates(client_cas_pem or bundle.ca_cert_pem)
     except (crypto.Error, ValueError) as e:
         raise CertificateError(f"{bundle.cert_dir}: cannot load serving certificate or client CAs: {e}") from None
     options = ssl.CertificateOptions(
@@ -475,13 +608,30 @@ def _verify_callback(connection, x509_cert, errno: int, depth: int, ok: int) -> 
     return bool(ok)
 
 
-def load_signing_ca(cert_dir: str) -> Optional[tuple[x509.Certificate, object]]:
-    """The cluster CA's certificate and key (``ca.crt``/``ca.key``) to sign CSRs with, or None when
-    the key is not there (an operator-managed CA: nothing can be signed here)."""
+class SigningCA:
+    """The cluster CA's certificate and key to sign with, checked when read (by an earlier start,
+    for the same bytes: :class:`_Checked`) and parsed when first used."""
+
+    def __init__(self, cert_path: str, cert_pem: bytes, key_path: str, key_pem: bytes) -> None:
+        self.cert_path, self.cert_pem, self.key_path, self.key_pem = cert_path, cert_pem, key_path, key_pem
+
+    @functools.cached_property
+    def certificate(self) -> x509.Certificate:
+        return _load_cert(self.cert_path, self.cert_pem)
+
+    @functools.cached_property
+    def key(self) -> Any:
+        return _load_key(self.key_path, self.key_pem)
+
+
+def load_signing_ca(cert_dir: str) -> Optional[SigningCA]:
+    """The cluster CA (``ca.crt``/``ca.key``) to sign CSRs with, or None when the key is not
+    there (an operator-managed CA: nothing can be signed here)."""
     ca_path, key_path = os.path.join(cert_dir, "ca.crt"), os.path.join(cert_dir, "ca.key")
     ca_pem, key_pem = _read(ca_path), _read(key_path)
     if ca_pem is None or key_pem is None:
         return None
-    cert, key = _load_cert(ca_path, ca_pem), _load_key(key_path, key_pem)
-    _check_pair(ca_path, cert, key)
-    return cert, key
+    ca = SigningCA(ca_path, ca_pem, key_path, key_pem)
+    if not checked_before(cert_dir, "ca", ca_pem, key_pem):
+        _check_pair(ca_path, ca.certificate, ca.key)
+    return ca

@@ -9,6 +9,7 @@ Served by the kube link of the delegation chain, only when the issuer is an
 """
 from __future__ import annotations
 
+import functools
 import json
 import urllib.parse
 from typing import Callable
@@ -76,9 +77,11 @@ class _Document(resource.Resource):
 def openid_resources(tokens: ServiceAccountTokens, jwks_uri: Callable[[], str]) -> dict[str, resource.Resource]:
     """The server paths (first segment → resource) serving both documents; ``jwks_uri()``
     gives the configured URL or one derived from the server's address."""
-    jwks = json.dumps(jwks_document(tokens), separators=(",", ":")).encode()
+    @functools.cache
+    def jwks() -> bytes:  # on the first request: the keys are parsed when first used
+        return json.dumps(jwks_document(tokens), separators=(",", ":")).encode()
     return {
         CONFIG_PATH[1]: _Document(CONFIG_PATH, b"application/json", lambda: json.dumps(
             configuration_document(tokens, jwks_uri()), separators=(",", ":")).encode()),
-        JWKS_PATH[1]: _Document(JWKS_PATH, JWKS_MEDIA_TYPE, lambda: jwks),
+        JWKS_PATH[1]: _Document(JWKS_PATH, JWKS_MEDIA_TYPE, jwks),
     }

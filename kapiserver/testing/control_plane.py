@@ -34,10 +34,10 @@ def available() -> bool:
 
 def issue_client_certificate(cert_dir: str, base: str, user: str, groups: tuple[str, ...] = ()) -> tuple[str, str]:
     """``<base>.crt``/``.key`` in ``cert_dir`` for ``user``, issued by the server's CA (``ca.key``)."""
-    from kapiserver.server.certs import _Issuer
+    from kapiserver.server.certs import _Checked, _Issuer
     subject = x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups),
                          x509.NameAttribute(NameOID.COMMON_NAME, user)])
-    _Issuer(cert_dir).leaf(base, subject, ExtendedKeyUsageOID.CLIENT_AUTH)
+    _Issuer(cert_dir, _Checked(cert_dir)).leaf(base, subject, ExtendedKeyUsageOID.CLIENT_AUTH)
     return os.path.join(cert_dir, base + ".crt"), os.path.join(cert_dir, base + ".key")
 
 

@@ -10,8 +10,8 @@ from twisted.trial import unittest
 
 from kapiserver.auth.authenticator import AuthenticationError
 from kapiserver.auth.serviceaccount import (LEGACY_INVALID_SINCE_LABEL, LEGACY_ISSUER, BoundTokenValidator,
-                                            JWTTokenAuthenticator, LegacyTokenValidator, TokenSigner, bound_claims,
-                                            legacy_claims, verification_keys)
+                                            JWTTokenAuthenticator, LegacyTokenValidator, SigningKey, TokenSigner,
+                                            bound_claims, legacy_claims, verification_keys)
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 API = (ISSUER,)
@@ -48,7 +48,7 @@ class BoundTokenTests(unittest.TestCase):
         self.pod = obj("runner", "pod-uid", spec={"serviceAccountName": "builder"})
         self.getter.put("serviceaccounts", self.sa)
         self.getter.put("pods", self.pod)
-        self.signer = TokenSigner(ISSUER, KEY)
+        self.signer = TokenSigner(ISSUER, SigningKey(lambda: KEY))
         self.auth = JWTTokenAuthenticator([ISSUER], verification_keys([KEY.public_key()]), API,
                                           BoundTokenValidator(self.getter, clock=lambda: self.now))
 
@@ -130,9 +130,9 @@ class BoundTokenTests(unittest.TestCase):
         self.assertEqual(self.refused(self.token(node=node)), "service account token has been invalidated")
 
     def test_foreign_issuer_is_not_recognised_and_foreign_key_is_refused(self) -> None:
-        other = TokenSigner("https://elsewhere.example", KEY)
+        other = TokenSigner("https://elsewhere.example", SigningKey(lambda: KEY))
         self.assertIsNone(self.auth.authenticate_token(other.sign({"sub": "x"}), API))
-        forged = TokenSigner(ISSUER, rsa.generate_private_key(65537, 2048))
+        forged = TokenSigner(ISSUER, SigningKey(lambda: rsa.generate_private_key(65537, 2048)))
         self.assertEqual(self.refused(forged.sign(bound_claims(self.sa, list(API), 600, NOW))),
                          "invalid signature, no keys found")
 
@@ -143,7 +143,7 @@ class LegacyTokenTests(unittest.TestCase):
         self.sa = obj("builder", "sa-uid")
         self.getter.put("serviceaccounts", self.sa)
         self.secret = obj("builder-token", "secret-uid", type="kubernetes.io/service-account-token")
-        self.token = TokenSigner(LEGACY_ISSUER, KEY).sign(legacy_claims(self.sa, self.secret))
+        self.token = TokenSigner(LEGACY_ISSUER, SigningKey(lambda: KEY)).sign(legacy_claims(self.sa, self.secret))
         self.secret["data"] = {"token": base64.b64encode(self.token.encode()).decode()}
         self.getter.put("secrets", self.secret)
         self.auth = JWTTokenAuthenticator([LEGACY_ISSUER], verification_keys([KEY.public_key()]), API,

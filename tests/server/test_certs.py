@@ -3,8 +3,10 @@ its names as kube-apiserver's (the ``kubernetes`` Service's), an operator's cert
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import stat
+import time
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -13,7 +15,8 @@ from cryptography.x509 import verification
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from twisted.trial import unittest
 
-from kapiserver.server.certs import (SERVING_NAME, CertificateError, _cert_pem, _Issuer, _key_pem, _make_ca,
+from kapiserver.server import certs
+from kapiserver.server.certs import (SERVING_NAME, CertificateError, _cert_pem, _Checked, _Issuer, _key_pem, _make_ca,
                                      _make_leaf, ensure_certificates, serving_sans)
 from kapiserver.server.config import Config, TLSConfig
 
@@ -143,6 +146,83 @@ def _verifies_for(bundle, name: str) -> bool:
         return False
 
 
+class CheckedRecordTests(unittest.TestCase):
+    """``.checked.json``: a restart reuses the files an earlier start checked without parsing
+    them again; any other bytes are checked in full."""
+
+    def setUp(self) -> None:
+        self.dir = os.path.abspath(self.mktemp())
+        self.first = ensure_certificates(self.dir, ["api.example.com"])
+        self.parsed: list[str] = []
+        load_cert = certs._load_cert
+
+        def counting(path: str, data: bytes) -> x509.Certificate:
+            self.parsed.append(os.path.basename(path))
+            return load_cert(path, data)
+        self.patch(certs, "_load_cert", counting)
+
+    def test_a_restart_parses_nothing_an_earlier_start_checked(self) -> None:
+        self.assertEqual(ensure_certificates(self.dir, ["api.example.com"]), self.first)
+        self.assertEqual(self.parsed, [])
+
+    def test_a_replaced_certificate_is_checked_again(self) -> None:
+        with open(os.path.join(self.dir, "admin.crt"), "rb") as f:
+            admin = f.read()
+        with open(os.path.join(self.dir, "apiserver.crt"), "wb") as f:
+            f.write(admin)
+        with self.assertRaises(CertificateError) as cm:
+            ensure_certificates(self.dir, ["api.example.com"])
+        self.assertEqual(str(cm.exception), f"{self.dir}/apiserver.crt: certificate does not match its private key")
+
+    def test_other_names_are_checked_again(self) -> None:
+        second = ensure_certificates(self.dir, ["other.example.com"])
+        self.assertIn("apiserver.crt", self.parsed)
+        self.assertIn("other.example.com", _sans(x509.load_pem_x509_certificate(second.serving_cert_pem))[0])
+
+    def test_a_certificate_near_its_renewal_time_is_checked_again(self) -> None:
+        path = os.path.join(self.dir, ".checked.json")
+        with open(path) as f:
+            record = json.load(f)
+        self.assertTrue(all(until is None or until > time.time() for until in record.values()))
+        with open(path, "w") as f:
+            json.dump({digest: (until and 1.0) for digest, until in record.items()}, f)
+        self.assertEqual(ensure_certificates(self.dir, ["api.example.com"]), self.first)  # still far from expiry
+        self.assertLessEqual({"admin.crt", "apiserver.crt", "front-proxy-client.crt", "apiserver-kubelet-client.crt"},
+                             set(self.parsed))
+        with open(path) as f:
+            self.assertEqual(json.load(f), record)  # checked again, recorded as before
+
+    def test_the_service_account_key_is_recorded_once_checked(self) -> None:
+        key_path = os.path.join(self.dir, "sa.key")
+        with open(key_path, "rb") as f:
+            pem = f.read()
+        self.assertTrue(certs.checked_before(self.dir, certs.SIGNING_KEY_CHECK, pem))
+        damaged = pem.replace(pem.splitlines()[3], pem.splitlines()[3][::-1])
+        with open(key_path, "wb") as f:
+            f.write(damaged)
+        ensure_certificates(self.dir, ["api.example.com"])
+        self.assertFalse(certs.checked_before(self.dir, certs.SIGNING_KEY_CHECK, damaged))  # refused at start
+
+    def test_a_directory_that_cannot_take_the_record_still_starts(self) -> None:
+        record = os.path.join(self.dir, ".checked.json")
+        os.remove(record)
+
+        def read_only(path: str, data: bytes, private: bool) -> None:
+            raise PermissionError(13, "Permission denied", path)
+        self.patch(certs, "_write", read_only)  # (as an operator's read-only directory; root may write anyway)
+        self.assertEqual(ensure_certificates(self.dir, ["api.example.com"]), self.first)
+        self.assertFalse(os.path.exists(record))
+
+    def test_an_unreadable_record_checks_everything(self) -> None:
+        with open(os.path.join(self.dir, ".checked.json"), "w") as f:
+            f.write("{not json")
+        self.assertEqual(ensure_certificates(self.dir, ["api.example.com"]), self.first)
+        self.assertIn("ca.crt", self.parsed)
+        self.parsed.clear()
+        ensure_certificates(self.dir, ["api.example.com"])
+        self.assertEqual(self.parsed, [])
+
+
 class ServingNamesTests(unittest.TestCase):
     """The serving certificate names what kube-apiserver's self-signed one names."""
 
@@ -170,7 +250,7 @@ class ServingNamesTests(unittest.TestCase):
     def test_a_certificate_an_earlier_kapiserver_issued_gets_the_names(self) -> None:
         first = ensure_certificates(self.dir, [])
         # what kapiserver issued before it named the Service: loopback and three Service names
-        issuer = _Issuer(self.dir)
+        issuer = _Issuer(self.dir, _Checked(self.dir))
         old_sans = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost"),
                     x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
                     x509.DNSName("kubernetes.default.svc")]
@@ -193,7 +273,7 @@ class ServingNamesTests(unittest.TestCase):
         own_ca, own_key = _make_ca("operator-ca")
         operators = [_make_leaf(own_ca, own_key, x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kapiserver")]),
                                 ExtendedKeyUsageOID.SERVER_AUTH, [x509.DNSName("api.example.test")])]
-        issuer = _Issuer(self.dir)
+        issuer = _Issuer(self.dir, _Checked(self.dir))
         operators.append(_make_leaf(issuer.ca_cert, issuer.ca_key,
                                     x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api.example.test")]),
                                     ExtendedKeyUsageOID.SERVER_AUTH, [x509.DNSName("api.example.test")]))
