@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from kapiserver.machinery import errors
 from kapiserver.machinery.codec import copy_json
+from kapiserver.machinery.jsonvalues import go_json_type
 
 MAX_OPERATIONS = 10000
 _INDEX_RE = re.compile(r"[+-]?[0-9]+")
@@ -214,12 +215,11 @@ def _json_equal(a: Any, b: Any) -> bool:
 def validate_json_patch(ops: Any) -> None:
     """Reject what upstream's decoder rejects, before anything is applied (400/413)."""
     if not isinstance(ops, list):
-        kind = "object" if isinstance(ops, dict) else "string" if isinstance(ops, str) else "number"
-        raise errors.bad_request(f"json: cannot unmarshal {kind} into Go value of type jsonpatch.Patch")
+        raise errors.bad_request(f"json: cannot unmarshal {go_json_type(ops)} into Go value of type jsonpatch.Patch")
     for op in ops:
         if not isinstance(op, dict):
-            kind = "array" if isinstance(op, list) else "string" if isinstance(op, str) else "number"
-            raise errors.bad_request(f"json: cannot unmarshal {kind} into Go value of type jsonpatch.Operation")
+            raise errors.bad_request(f"json: cannot unmarshal {go_json_type(op)} into Go value of type "
+                                     "jsonpatch.Operation")
     if len(ops) > MAX_OPERATIONS:
         raise errors.too_large(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, "
                                f"got {len(ops)}")

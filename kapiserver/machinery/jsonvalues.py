@@ -18,3 +18,15 @@ def as_list(value: Any) -> list:
 
 def as_str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def go_json_type(value: Any) -> str:
+    """The word Go's encoding/json names a JSON value's type with in its UnmarshalTypeError
+    (``json: cannot unmarshal array into ...``)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    return "array" if isinstance(value, list) else "string"

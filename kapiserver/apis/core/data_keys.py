@@ -12,6 +12,7 @@ import binascii
 from typing import Optional
 
 from kapiserver.machinery import errors, validation
+from kapiserver.machinery.jsonvalues import go_json_type
 
 MAX_SIZE = 1024 * 1024  # upstream's MaxSecretSize, also the ConfigMap limit
 _B64_ALPHABET = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
@@ -87,7 +88,7 @@ def check_base64_map(obj: dict, map_name: str, kind: str) -> int:
         return 0
     if not isinstance(values, dict):
         raise errors.bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: json: cannot unmarshal '
-                                 f'{_json_type(values)} into Go struct field {kind}.{map_name} of type '
+                                 f'{go_json_type(values)} into Go struct field {kind}.{map_name} of type '
                                  f'map[string][]uint8')
     size = 0
     for key, value in values.items():
@@ -95,7 +96,7 @@ def check_base64_map(obj: dict, map_name: str, kind: str) -> int:
             continue
         if not isinstance(value, str):
             raise errors.bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: json: cannot '
-                                     f'unmarshal {_json_type(value)} into Go struct field {kind}.{map_name} of '
+                                     f'unmarshal {go_json_type(value)} into Go struct field {kind}.{map_name} of '
                                      f'type []uint8')
         offset = base64_error_offset(value)
         if offset is not None:
@@ -105,16 +106,6 @@ def check_base64_map(obj: dict, map_name: str, kind: str) -> int:
     return size
 
 
-def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string"
 
 
 def same_map(a: Optional[dict], b: Optional[dict]) -> bool:

@@ -17,6 +17,7 @@ from kapiserver.endpoints.request_context import context_of
 from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints import request_decoder
 from kapiserver.machinery import errors, limits, yamljson
+from kapiserver.machinery.jsonvalues import go_json_type
 from kapiserver.machinery.jsonpatch import apply_json_patch
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, validate_field_manager
 from kapiserver.machinery.mergepatch import apply_merge_patch
@@ -118,19 +119,8 @@ def _merge_patch_changes(patch: dict) -> Optional[frozenset[str]]:
     return frozenset(patch)
 
 
-def _go_json_type(value: Any) -> str:
-    """The word Go's encoding/json uses for a JSON value's type in an UnmarshalTypeError."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, dict):
-        return "object"
-    return "array" if isinstance(value, list) else "string"
-
-
 def _unmarshal_error(value: Any, go_type: str) -> str:
-    return f"json: cannot unmarshal {_go_json_type(value)} into Go value of type {go_type}"
+    return f"json: cannot unmarshal {go_json_type(value)} into Go value of type {go_type}"
 
 
 def _strict_json_patch_problem(ops: Any) -> Optional[str]:
@@ -149,7 +139,8 @@ def _strict_json_patch_problem(ops: Any) -> Optional[str]:
         for name in ("op", "path", "from"):
             value = op.get(name)
             if value is not None and not isinstance(value, str):
-                return f"json: cannot unmarshal {_go_json_type(value)} into Go struct field jsonPatchOp.{name} of type string"
+                return (f"json: cannot unmarshal {go_json_type(value)} into Go struct field jsonPatchOp.{name} of "
+                        "type string")
     return None
 
 
