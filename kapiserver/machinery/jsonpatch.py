@@ -212,6 +212,27 @@ def _json_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
+def strict_json_patch_problem(ops: Any) -> Optional[str]:
+    """What upstream's strict decoding of a JSON patch into ``[]handlers.jsonPatchOp`` (the patch
+    handler's, under fieldValidation Warn and Strict, before :func:`validate_json_patch`'s) refuses:
+    another shape, or ``op``/``path``/``from`` that are not strings (null leaves them empty)."""
+    if ops is None:
+        return None
+    if not isinstance(ops, list):
+        return f"json: cannot unmarshal {go_json_type(ops)} into Go value of type []handlers.jsonPatchOp"
+    for op in ops:
+        if op is None:
+            continue
+        if not isinstance(op, dict):
+            return f"json: cannot unmarshal {go_json_type(op)} into Go value of type handlers.jsonPatchOp"
+        for name in ("op", "path", "from"):
+            value = op.get(name)
+            if value is not None and not isinstance(value, str):
+                return (f"json: cannot unmarshal {go_json_type(value)} into Go struct field jsonPatchOp.{name} of "
+                        "type string")
+    return None
+
+
 def validate_json_patch(ops: Any) -> None:
     """Reject what upstream's decoder rejects, before anything is applied (400/413)."""
     if not isinstance(ops, list):

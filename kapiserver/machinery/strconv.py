@@ -35,3 +35,16 @@ def parse_int(value: str, bits: int = 64) -> int:
     if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
         raise ValueError(f"strconv.ParseInt: parsing {gorepr.quote(value)}: value out of range")
     return number
+
+
+_UNSIGNED = re.compile(r"[0-9]+")
+
+
+def parse_uint(value: str, bits: int = 64) -> int:
+    """``strconv.ParseUint(value, 10, bits)``: ASCII digits only, no sign, in range."""
+    if _UNSIGNED.fullmatch(value) is None:
+        raise ValueError(f"strconv.ParseUint: parsing {gorepr.quote(value)}: invalid syntax")
+    number = int(value)
+    if number >= 1 << bits:
+        raise ValueError(f"strconv.ParseUint: parsing {gorepr.quote(value)}: value out of range")
+    return number

@@ -157,12 +157,9 @@ def parse_resource_version(value: str) -> int:
     if not value:
         return 0
     try:
-        rv = int(value)
+        return strconv.parse_uint(value)  # as upstream's versioner (Python's int() takes " 5", "+5", "5_0")
     except ValueError:
         raise errors.bad_request(f'invalid resource version "{value}"') from None
-    if rv < 0 or rv >= 1 << 64:  # a uint64, as upstream parses it
-        raise errors.bad_request(f'invalid resource version "{value}"')
-    return rv
 
 
 # ---------------------------------------------------------------- continue tokens
@@ -273,6 +270,19 @@ class DeleteOptions:
     # delete a stored object that cannot be decoded, without reading it (upstream's unsafe deletion)
     ignore_store_read_error: bool = False
     raw: dict = field(default_factory=dict)
+
+    def check_preconditions(self, kind: str, group: str, name: str, md: dict) -> None:
+        """Upstream's BeforeDelete check of the preconditions against the object's metadata: a 409
+        whose qualified resource is the kind."""
+        if self.precondition_uid and self.precondition_uid != md.get("uid"):
+            raise errors.conflict(kind, group, name, f"the UID in the precondition ({self.precondition_uid}) does "
+                                  f"not match the UID in record ({md.get('uid', '')}). The object might have been "
+                                  "deleted and then recreated")
+        rv = self.precondition_resource_version
+        if rv and rv != md.get("resourceVersion"):
+            raise errors.conflict(kind, group, name, f"the ResourceVersion in the precondition ({rv}) does not "
+                                  f"match the ResourceVersion in record ({md.get('resourceVersion', '')}). The "
+                                  "object might have been modified")
 
     @classmethod
     def from_request(cls, args: dict, body: Optional[dict]) -> "DeleteOptions":

@@ -22,7 +22,7 @@ import orjson
 from twisted.internet import defer, threads
 from twisted.logger import Logger
 
-from kapiserver.machinery import codec, cooperate, errors, gorepr, meta, validation, zero_values
+from kapiserver.machinery import codec, cooperate, errors, meta, strconv, validation, zero_values
 from kapiserver.machinery import labels as label_selectors
 from kapiserver.machinery.fields import NOT_EQUALS, FieldSelector
 from kapiserver.machinery.groupversion import GroupVersionKind
@@ -241,15 +241,14 @@ class StoredList:
 
 
 def _check_resource_version(value: Any) -> None:
-    """A written object's resourceVersion must parse as upstream's versioner parses it (a uint64 in
-    decimal ASCII digits).  kube-apiserver answers a 500 with strconv's error; this is the 400 it
-    means, in the same words."""
-    if not value or not isinstance(value, str):
-        return
-    if not value.isascii() or not value.isdigit():
-        raise errors.bad_request(f"strconv.ParseUint: parsing {gorepr.quote(value)}: invalid syntax")
-    if int(value) >= 1 << 64:
-        raise errors.bad_request(f"strconv.ParseUint: parsing {gorepr.quote(value)}: value out of range")
+    """A written object's resourceVersion must parse as upstream's versioner parses it
+    (strconv.ParseUint).  kube-apiserver answers a 500 with strconv's error; this is the 400
+    it means, in the same words."""
+    if value and isinstance(value, str):
+        try:
+            strconv.parse_uint(value)
+        except ValueError as e:
+            raise errors.bad_request(str(e)) from None
 
 
 class WriteBase:
@@ -363,10 +362,6 @@ class Store:
         invalid-object StorageError, made a 409 by the registry)."""
         return self._conflict(name, errors.storage_invalid_object(UPSTREAM_KEY_PREFIX + key,
                                                                   f"Precondition failed: {why}"))
-
-    def _delete_precondition_failed(self, name: str, why: str) -> errors.StatusError:
-        """Upstream's BeforeDelete refusal: the conflict names the kind, not the resource."""
-        return errors.conflict(self.rtype.kind, self.rtype.group, name, why)
 
     def _invalid(self, name: str, causes: list[errors.Cause]) -> errors.StatusError:
         return errors.invalid(self.rtype.kind, self.rtype.group, name, causes)
@@ -1162,16 +1157,7 @@ class Store:
                                      "resourceVersion": str(deleted.mod_revision)}}, True
             cmd = current["metadata"]
             try:
-                if opts.precondition_uid and opts.precondition_uid != cmd.get("uid"):
-                    raise self._delete_precondition_failed(
-                        name, f"the UID in the precondition ({opts.precondition_uid}) does not match the UID in "
-                              f"record ({cmd.get('uid', '')}). The object might have been deleted and then recreated")
-                if opts.precondition_resource_version and \
-                        opts.precondition_resource_version != cmd["resourceVersion"]:
-                    raise self._delete_precondition_failed(
-                        name, f"the ResourceVersion in the precondition ({opts.precondition_resource_version}) does "
-                              f"not match the ResourceVersion in record ({cmd['resourceVersion']}). The object might "
-                              "have been modified")
+                opts.check_preconditions(self.rtype.kind, self.rtype.group, name, cmd)
                 # admission's old object is the one read (upstream's too): it is read, never changed
                 attrs = self._attributes(DELETE, namespace, admission_name if admission_name is not None else name,
                                          None, current, "", ctx)

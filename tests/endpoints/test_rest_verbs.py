@@ -743,6 +743,11 @@ class ListTests(ServerTestCase):
         self.assertEqual(exact.body["metadata"]["resourceVersion"], rv)
         r = await self.client.get(CM + "?resourceVersionMatch=Bogus&resourceVersion=1")
         self.assertEqual(r.code, 422)
+        # a resourceVersion parses as Go's strconv.ParseUint: no sign, spaces or underscores
+        bad = await self.client.get(CM + "?resourceVersion=abc")
+        for value in ("%2B1", "1_0", "%201"):
+            r = await self.client.get(CM + f"?resourceVersion={value}")
+            self.assertEqual((r.code, r.body["reason"]), (bad.code, bad.body["reason"]), value)
 
     @run
     async def test_selectors_of_nothing_select_everything(self):

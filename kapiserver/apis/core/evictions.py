@@ -79,16 +79,7 @@ async def _add_condition_and_delete(pods: ObjectStore, namespace: str, name: str
     if not opts.dry_run:
         def mark(pod: Optional[dict]) -> dict:
             assert pod is not None
-            pmd = pod["metadata"]
-            if opts.precondition_uid and opts.precondition_uid != pmd.get("uid"):
-                raise errors.conflict("Pod", "", name, f"the UID in the precondition ({opts.precondition_uid}) "
-                                      f"does not match the UID in record ({pmd.get('uid')}). The object might have "
-                                      f"been deleted and then recreated")
-            rv = opts.precondition_resource_version
-            if rv and rv != pmd.get("resourceVersion"):
-                raise errors.conflict("Pod", "", name, f"the ResourceVersion in the precondition ({rv}) does not "
-                                      f"match the ResourceVersion in record ({pmd.get('resourceVersion')}). The "
-                                      f"object might have been modified")
+            opts.check_preconditions("Pod", "", name, pod["metadata"])
             status = pod.get("status")
             if not isinstance(status, dict):
                 status = pod["status"] = {}

@@ -18,7 +18,7 @@ from kapiserver.endpoints.scope import RequestScope, Response
 from kapiserver.endpoints import request_decoder
 from kapiserver.machinery import errors, limits, yamljson
 from kapiserver.machinery.jsonvalues import go_json_type
-from kapiserver.machinery.jsonpatch import apply_json_patch
+from kapiserver.machinery.jsonpatch import apply_json_patch, strict_json_patch_problem
 from kapiserver.machinery.managedfields.fieldmanager import FieldManager, validate_field_manager
 from kapiserver.machinery.mergepatch import apply_merge_patch
 from kapiserver.machinery.strategicpatch import apply_strategic_merge_patch
@@ -123,27 +123,6 @@ def _unmarshal_error(value: Any, go_type: str) -> str:
     return f"json: cannot unmarshal {go_json_type(value)} into Go value of type {go_type}"
 
 
-def _strict_json_patch_problem(ops: Any) -> Optional[str]:
-    """What upstream's strict decoding of a JSON patch into ``[]handlers.jsonPatchOp`` (the
-    fieldValidation Warn and Strict modes) refuses: another shape, or ``op``/``path``/``from``
-    not strings (null leaves them empty)."""
-    if ops is None:
-        return None
-    if not isinstance(ops, list):
-        return _unmarshal_error(ops, "[]handlers.jsonPatchOp")
-    for op in ops:
-        if op is None:
-            continue
-        if not isinstance(op, dict):
-            return _unmarshal_error(op, "handlers.jsonPatchOp")
-        for name in ("op", "path", "from"):
-            value = op.get(name)
-            if value is not None and not isinstance(value, str):
-                return (f"json: cannot unmarshal {go_json_type(value)} into Go struct field jsonPatchOp.{name} of "
-                        "type string")
-    return None
-
-
 def _decoded_patch(body: bytes, media: str, strict: bool) -> Any:
     """The patch document as upstream's patchers decode it (after reading the object: a missing
     object is a 404 whatever the patch).  ``strict``: fieldValidation Warn or Strict, where
@@ -159,7 +138,7 @@ def _decoded_patch(body: bytes, media: str, strict: bool) -> Any:
         raise errors.bad_request(f"error decoding patch: {problem}") from None
     limits.check_body_depth(patch, "patch")
     if media == JSON_PATCH:
-        refused = _strict_json_patch_problem(patch) if strict else None
+        refused = strict_json_patch_problem(patch) if strict else None
         if refused:
             raise errors.bad_request(f"error decoding patch: {refused}")
         return [] if patch is None else patch  # a null patch has no operations
