@@ -66,9 +66,30 @@ class EncodingWatchSink(WatchSink, Protocol):
         client reads; ``external`` turns one into the object to send."""
 
 
-# (slot: store, key, revision and type of an event; its object; its previous object), see
-# ResourceWatch._externals_for_encoding
-_last_externals: list = []
+class _DecodedEvent:
+    """The event being handed out and its decoded objects, shared by the encoding watchers with a
+    selector (ResourceWatch._externals_for_encoding).  The cacher hands an event to every watcher
+    in one reactor turn, so the slot is emptied after that turn: a large object's decoded form is
+    not kept until the next event."""
+
+    def __init__(self) -> None:
+        self.slot: Optional[tuple] = None  # (store, key, revision, type)
+        self.objects: tuple[dict, Optional[dict]] = ({}, None)
+        self._emptying: Optional[IDelayedCall] = None
+
+    def get(self, slot: tuple) -> Optional[tuple[dict, Optional[dict]]]:
+        return self.objects if self.slot == slot else None
+
+    def put(self, slot: tuple, objects: tuple[dict, Optional[dict]], reactor: IReactorTime) -> None:
+        self.slot, self.objects = slot, objects
+        if self._emptying is None:
+            self._emptying = reactor.callLater(0, self._empty)
+
+    def _empty(self) -> None:
+        self.slot, self.objects, self._emptying = None, ({}, None), None
+
+
+_decoded_event = _DecodedEvent()
 
 
 class ResourceWatch:
@@ -277,15 +298,15 @@ class ResourceWatch:
     def _externals_for_encoding(self, event: st.Event) -> tuple[dict, Optional[dict]]:
         """The event's object and previous object as the store's clients see them, decoded once
         for all the store's encoding watchers with a selector (they only read them: to match and
-        to encode).  Kept for the one event being handed out (the cacher hands an event to every
-        watcher before the next): held longer, every event of the cache's window would keep
-        its decoded objects."""
+        to encode).  Kept for the one event being handed out, in its reactor turn (:class:`_DecodedEvent`):
+        held longer, every event of the cache's window would keep its decoded objects."""
         slot = (self.store, event.kv.key, event.revision, event.type)
-        if _last_externals and _last_externals[0] == slot:
-            return _last_externals[1], _last_externals[2]
+        found = _decoded_event.get(slot)
+        if found is not None:
+            return found
         obj = self._read(event.kv)
         old = self._read(event.prev_kv) if event.type != st.DELETE and event.prev_kv is not None else None
-        _last_externals[:] = [slot, obj, old]
+        _decoded_event.put(slot, (obj, old), self.reactor)
         return obj, old
 
     def _convert(self, event: st.Event) -> Optional[tuple[str, dict]]:
