@@ -353,6 +353,32 @@ class _Checked:
                      error=e.strerror or e)
 
 
+class SigningCA:
+    """A CA's certificate and key, parsed when first used (a restart that signs nothing parses
+    neither: the checks an earlier start passed are recorded, :class:`_Checked`).  ``key_pem`` is
+    None for a CA whose key is not here (an operator's: nothing is issued from it); ``parsed``
+    gives the objects of a CA just made."""
+
+    def __init__(self, cert_path: str, cert_pem: bytes, key_path: str, key_pem: Optional[bytes],
+                 parsed: Optional[tuple[x509.Certificate, Any]] = None) -> None:
+        self.cert_path, self.cert_pem, self.key_path, self.key_pem = cert_path, cert_pem, key_path, key_pem
+        self._certificate: Optional[x509.Certificate] = parsed[0] if parsed is not None else None
+        self._key: Optional[Any] = parsed[1] if parsed is not None else None
+
+    @property
+    def certificate(self) -> x509.Certificate:
+        if self._certificate is None:
+            self._certificate = _load_cert(self.cert_path, self.cert_pem)
+        return self._certificate
+
+    @property
+    def key(self) -> Any:
+        assert self.key_pem is not None
+        if self._key is None:
+            self._key = _load_key(self.key_path, self.key_pem)
+        return self._key
+
+
 class _Issuer:
     """Loads or creates the CA and issues leaf certificates from it when needed; the CA's
     certificate and key are parsed only when a check or an issue needs them."""
@@ -363,20 +389,19 @@ class _Issuer:
         self.ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         self.ca_path = os.path.join(cert_dir, base + ".crt")
         self.ca_key_path = os.path.join(cert_dir, base + ".key")
-        ca_pem, self.ca_key_pem = _read(self.ca_path), _read(self.ca_key_path)
-        self._ca_cert: Optional[x509.Certificate] = None
-        self._ca_key: Optional[Any] = None
-        if ca_pem is None and self.ca_key_pem is None:
+        ca_pem, key_pem = _read(self.ca_path), _read(self.ca_key_path)
+        if ca_pem is None and key_pem is None:
             log.info("Generating a new {name} in {dir}", name=common_name, dir=cert_dir)
-            self._ca_cert, self._ca_key = _make_ca(common_name)
-            self.ca_key_pem = _key_pem(self._ca_key)
-            _write(self.ca_key_path, self.ca_key_pem, private=True)
-            ca_pem = _cert_pem(self._ca_cert)
+            made = _make_ca(common_name)
+            key_pem, ca_pem = _key_pem(made[1]), _cert_pem(made[0])
+            _write(self.ca_key_path, key_pem, private=True)
             _write(self.ca_path, ca_pem, private=False)
+            self.ca = SigningCA(self.ca_path, ca_pem, self.ca_key_path, key_pem, made)
         elif ca_pem is None:
             raise CertificateError(f"{self.ca_path}: missing (but {self.ca_key_path} exists)")
-        self.ca_pem = ca_pem
-        digest = checked.digest("ca", ca_pem, self.ca_key_pem or b"")  # as load_signing_ca's
+        else:
+            self.ca = SigningCA(self.ca_path, ca_pem, self.ca_key_path, key_pem)
+        digest = checked.digest("ca", ca_pem, key_pem or b"")  # as load_signing_ca's
         if not checked.passed(digest):
             cert = self.ca_cert  # (a malformed one is refused here)
             if self.can_issue:
@@ -384,22 +409,25 @@ class _Issuer:
             checked.record(digest)
 
     @property
+    def ca_pem(self) -> bytes:
+        return self.ca.cert_pem
+
+    @property
+    def ca_key_pem(self) -> Optional[bytes]:
+        return self.ca.key_pem
+
+    @property
     def can_issue(self) -> bool:
         """Whether the CA's key is here."""
-        return self.ca_key_pem is not None
+        return self.ca.key_pem is not None
 
     @property
     def ca_cert(self) -> x509.Certificate:
-        if self._ca_cert is None:
-            self._ca_cert = _load_cert(self.ca_path, self.ca_pem)
-        return self._ca_cert
+        return self.ca.certificate
 
     @property
     def ca_key(self) -> Any:
-        assert self.ca_key_pem is not None
-        if self._ca_key is None:
-            self._ca_key = _load_key(self.ca_key_path, self.ca_key_pem)
-        return self._ca_key
+        return self.ca.key
 
     def issued_here(self, cert: x509.Certificate, subject: x509.Name) -> bool:
         """Whether ``cert`` is one kapiserver issued for this file, and so may issue again.
@@ -606,22 +634,6 @@ def serving_context_factory(bundle: CertBundle, client_cas_pem: Optional[bytes] 
 
 def _verify_callback(connection, x509_cert, errno: int, depth: int, ok: int) -> bool:
     return bool(ok)
-
-
-class SigningCA:
-    """The cluster CA's certificate and key to sign with, checked when read (by an earlier start,
-    for the same bytes: :class:`_Checked`) and parsed when first used."""
-
-    def __init__(self, cert_path: str, cert_pem: bytes, key_path: str, key_pem: bytes) -> None:
-        self.cert_path, self.cert_pem, self.key_path, self.key_pem = cert_path, cert_pem, key_path, key_pem
-
-    @functools.cached_property
-    def certificate(self) -> x509.Certificate:
-        return _load_cert(self.cert_path, self.cert_pem)
-
-    @functools.cached_property
-    def key(self) -> Any:
-        return _load_key(self.key_path, self.key_pem)
 
 
 def load_signing_ca(cert_dir: str) -> Optional[SigningCA]:
