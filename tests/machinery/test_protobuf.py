@@ -127,6 +127,35 @@ class RoundTripTests(unittest.TestCase):
             {**pod["spec"]["containers"][0], "workingDir": None, "livenessProbe": None, "ports": None}]}}
         self.assertEqual(protobuf.encode_object(with_nulls), protobuf.encode_object(pod))
 
+    def test_pods_sharing_template_parts_keep_their_own_values(self):
+        # probes, ports, tolerations and volume sources are encoded once per JSON and then recalled:
+        # a recalled part must be the one of equal JSON, never of a value that only prints alike
+        def pod(port, grace, toleration_seconds, optional):
+            probe = {"httpGet": {"path": "/healthz", "port": port}, "periodSeconds": 10}
+            return {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"},
+                    "spec": {"containers": [{"name": "c", "image": "i", "livenessProbe": probe,
+                                             "ports": [{"containerPort": 8080, "name": "http"}]}],
+                             "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute",
+                                              "tolerationSeconds": toleration_seconds}],
+                             "volumes": [{"name": "v", "configMap": {"name": "cm", "optional": optional}}],
+                             "terminationGracePeriodSeconds": grace}}
+        variants = [pod(8080, 30, 300, True), pod("8080", 30, 300, True), pod(8080, 30, 301, False),
+                    pod("http", 31, 300, True), pod(8080, 30, 300, True)]
+        got = [self.round_trip(p)["spec"] for p in variants]
+        self.assertEqual([g["containers"][0]["livenessProbe"]["httpGet"]["port"] for g in got],
+                         [8080, "8080", 8080, "http", 8080])
+        self.assertEqual([g["tolerations"][0]["tolerationSeconds"] for g in got], [300, 300, 301, 300, 300])
+        self.assertEqual([g["volumes"][0]["configMap"]["optional"] for g in got], [True, True, False, True, True])
+        self.assertEqual(protobuf.encode_object(variants[0]), protobuf.encode_object(variants[4]))
+        # a part too large to keep, and one whose JSON cannot be written (a key that is no string),
+        # are encoded afresh each time
+        big = pod(8080, 30, 300, True)
+        big["spec"]["volumes"][0]["configMap"]["items"] = [{"key": f"k{i}", "path": "p" * 40} for i in range(60)]
+        self.assertEqual(len(self.round_trip(big)["spec"]["volumes"][0]["configMap"]["items"]), 60)
+        odd = pod(8080, 30, 300, True)
+        odd["spec"]["tolerations"][0][1] = "not a field"
+        self.assertEqual(self.round_trip(odd)["spec"]["tolerations"], got[0]["tolerations"])
+
     def test_deployment_and_user_extra(self):
         deployment = {"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "web"},
                       "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
