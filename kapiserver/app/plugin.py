@@ -46,6 +46,7 @@ _FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "workers": ("workers", int),
     "advertise-address": ("advertise_address", str),
     "service-cluster-ip-range": ("service_cluster_ip_range", str),
+    "goaway-chance": ("connections.goaway_chance", float),
     "cert-dir": ("cert_dir", str),
     "data-dir": ("data_dir", str),
     "storage-backend": ("storage.backend", str),
@@ -129,6 +130,8 @@ class Options(usage.Options):
                                           "Overrides advertise_address."],
         ["service-cluster-ip-range", None, None, "CIDR Services' cluster IPs are allocated from. Overrides "
                                                  "service_cluster_ip_range."],
+        ["goaway-chance", None, None, "0 to 0.02: after this share of HTTP/2 requests, GOAWAY, so clients "
+                                      "reconnect and spread over the workers. Overrides connections.goaway_chance."],
         ["cert-dir", None, None, "Directory of the CA and certificates. Overrides cert_dir."],
         ["data-dir", None, None, "Directory of the SQLite database. Overrides data_dir."],
         ["storage-backend", None, None, "Storage backend: sqlite or etcd3. Overrides storage.backend."],

@@ -210,6 +210,10 @@ class ConnectionsConfig:
     # timeout it is closed (client-go's ReadIdleTimeout / PingTimeout, on the server side)
     http2_ping_interval_seconds: float = 30
     http2_ping_timeout_seconds: float = 15
+    # upstream's --goaway-chance: after this share of HTTP/2 requests (0 to 0.02) the connection is
+    # sent GOAWAY, so its client reconnects and the connections spread again over the workers (or
+    # the servers behind a load balancer); the requests under way finish. 0 = never
+    goaway_chance: float = 0
 
 
 @dataclass
@@ -522,6 +526,9 @@ def _validate(config: Config) -> None:
                           f"'controllers.leader_elect_resource_namespace' must not be empty")
     _validate_authorization(config)
     _validate_kubelet(config)
+    if not 0 <= config.connections.goaway_chance <= 0.02:
+        raise ConfigError(f"{src}: key 'connections.goaway_chance': can not be less than 0 or greater than 0.02, "
+                          f"got {config.connections.goaway_chance}")
     if config.controllers.cluster_signing_duration_seconds < 600:
         raise ConfigError(f"{src}: key 'controllers.cluster_signing_duration_seconds': must be at least 600 "
                           f"(10 minutes), got {config.controllers.cluster_signing_duration_seconds}")

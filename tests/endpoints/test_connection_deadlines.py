@@ -14,6 +14,7 @@ from typing import Any, Optional
 import h2.config
 import h2.connection
 import h2.events
+from hyperframe.frame import DataFrame, Frame, GoAwayFrame
 from twisted.internet.address import IPv4Address
 from twisted.internet.interfaces import INegotiated
 from twisted.internet.testing import MemoryReactorClock, StringTransport
@@ -147,7 +148,9 @@ class HTTP1DeadlineTests(ConnectionTestCase):
         self.assert_open_until(IDLE, self.closed)  # then idle, from the end of the answer
 
 
-class HTTP2DeadlineTests(ConnectionTestCase):
+class HTTP2TestCase(ConnectionTestCase):
+    """An HTTP/2 connection, and h2's client on its other end."""
+
     def setUp(self) -> None:
         self.connect(alpn=b"h2")
         self.connection.handshakeCompleted()
@@ -184,6 +187,8 @@ class HTTP2DeadlineTests(ConnectionTestCase):
     def pings(self, events: list[h2.events.Event]) -> int:
         return sum(isinstance(event, h2.events.PingReceived) for event in events)
 
+
+class HTTP2DeadlineTests(HTTP2TestCase):
     def test_a_live_client_keeps_its_quiet_watch(self) -> None:
         stream = self.request("/watch")
         self.receive()
@@ -216,3 +221,58 @@ class HTTP2DeadlineTests(ConnectionTestCase):
         terminated = [e for e in self.receive() if isinstance(e, h2.events.ConnectionTerminated)]
         self.assertEqual([(e.last_stream_id, e.error_code) for e in terminated], [(stream, 0)])
         self.assertTrue(self.transport.disconnecting)
+
+
+
+class HTTP2GoawayChanceTests(HTTP2TestCase):
+    """``goaway_chance`` (upstream's ``--goaway-chance``), here 1: every request is answered, then
+    its connection is sent GOAWAY; what is under way finishes, and the client opens a new connection
+    (a worker's accept balancer gives it to the worker with the fewest).
+
+    h2's own client stops reading streams once it has a GOAWAY (Go's goes on, as RFC 9113 says),
+    so the server's frames are read here with hyperframe."""
+
+    policy = HTTP2TestCase.policy._replace(goaway_chance=1.0)
+
+    def frames(self) -> list[Frame]:
+        self.clock.advance(0)
+        data = memoryview(self.transport.value())
+        self.transport.clear()
+        frames = []
+        while data:
+            frame, length = Frame.parse_frame_header(data[:9])
+            frame.parse_body(data[9:9 + length])
+            frames.append(frame)
+            data = data[9 + length:]
+        return frames
+
+    def test_a_request_is_answered_then_the_connection_goes_away(self) -> None:
+        stream = self.request("/readyz")
+        frames = self.frames()
+        self.assertEqual([(f.last_stream_id, f.error_code) for f in frames if isinstance(f, GoAwayFrame)],
+                         [(stream, 0)])  # NO_ERROR, naming the stream it answers
+        self.assertEqual(b"".join(f.data for f in frames if isinstance(f, DataFrame) and f.stream_id == stream), b"ok")
+        self.assertTrue(any("END_STREAM" in f.flags for f in frames if f.stream_id == stream))
+        self.assertTrue(self.transport.disconnecting)
+
+    def test_a_watch_under_way_goes_on_after_the_goaway(self) -> None:
+        stream = self.request("/watch")
+        frames = self.frames()
+        self.assertEqual([f.last_stream_id for f in frames if isinstance(f, GoAwayFrame)], [stream])
+        self.assertFalse(self.transport.disconnecting)  # the watch is still being served
+        self.answers.open[0].write(b'{"type":"ADDED"}\n')
+        self.assertEqual([f.data for f in self.frames() if isinstance(f, DataFrame)], [b'{"type":"ADDED"}\n'])
+        self.answers.open[0].finish()
+        self.frames()
+        self.assertTrue(self.transport.disconnecting)  # closed once its last stream is done
+
+
+class HTTP2NoGoawayChanceTests(HTTP2TestCase):
+    """With the default chance (0) a connection serves request after request."""
+
+    def test_many_requests_on_one_connection(self) -> None:
+        for _ in range(200):
+            self.request("/readyz")
+            events = self.receive()
+            self.assertFalse([e for e in events if isinstance(e, h2.events.ConnectionTerminated)])
+        self.assertFalse(self.transport.disconnecting)

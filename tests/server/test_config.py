@@ -127,6 +127,11 @@ class LoadConfigTests(unittest.TestCase):
                                "key 'connections.max_connections_per_address': must not exceed "
                                "connections.max_connections (10)")
         self.assertConfigError("shutdown:\n  delay_seconds: -1\n", "key 'shutdown.delay_seconds': must not be negative")
+        # upstream's --goaway-chance: off by default, at most 2 % of requests
+        self.assertEqual(c.goaway_chance, 0)
+        self.assertEqual(load_config(None, {"connections.goaway_chance": 0.02}).connections.goaway_chance, 0.02)
+        self.assertConfigError("connections:\n  goaway_chance: 0.03\n", "key 'connections.goaway_chance': can not "
+                               "be less than 0 or greater than 0.02, got 0.03")
 
     def test_heap_trim_interval(self) -> None:
         self.assertEqual(load_config(None).memory.heap_trim_interval_seconds, 60)

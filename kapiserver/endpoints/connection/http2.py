@@ -16,13 +16,16 @@ Twisted's :class:`H2Connection` and :class:`H2Stream`, with:
   stays silent for ``http2_ping_timeout`` (a dead peer holding watches);
 * graceful drain: GOAWAY naming the last stream taken, streams opened after it
   refused (REFUSED_STREAM, so clients retry elsewhere), the connection closed
-  once its streams are done;
+  once its streams are done; on shutdown, and after a request with the
+  policy's ``goaway_chance`` (upstream's ``--goaway-chance``), so long-lived
+  clients spread again over the workers;
 * streams with data to send take turns (x/net/http2's default round-robin write
   scheduler), in place of Twisted's RFC 7540 priority tree.
 """
 from __future__ import annotations
 
 import os
+import random
 from collections import deque
 from typing import Any, Optional
 
@@ -327,6 +330,8 @@ class APIH2Connection(H2Connection):
         if self._drain_on_first_stream:
             self._drain_on_first_stream = False
             self._drain_due = True
+        elif self.connection.policy.goaway_chance and random.random() < self.connection.policy.goaway_chance:
+            self._drain_due = True  # upstream's WithProbabilisticGoaway: this request is answered, then GOAWAY
         stream = APIH2Stream(stream_id, self, event.headers, self.requestFactory, self.site, self.factory)
         self.streams[stream_id] = stream
         self._streamCleanupCallbacks[stream_id] = defer.Deferred()
@@ -428,11 +433,12 @@ class APIH2Connection(H2Connection):
         """GOAWAY (NO_ERROR) and close, once nothing is open."""
         if self._lost:
             return
-        try:
-            self.conn.close_connection()
-        except h2.exceptions.ProtocolError:
-            pass
-        self._tryToWriteControlData()
+        if self._goaway_last_stream is None:  # (a drain has sent its GOAWAY already)
+            try:
+                self.conn.close_connection()
+            except h2.exceptions.ProtocolError:
+                pass
+            self._tryToWriteControlData()
         self.connection.close()
 
     def timeoutConnection(self) -> None:  # Twisted's timer is off; kept for safety

@@ -29,6 +29,9 @@ class ConnectionPolicy(NamedTuple):
     http2_max_streams: int = 100
     http2_ping_interval: float = 30.0
     http2_ping_timeout: float = 15.0
+    # the share of HTTP/2 requests after which their connection drains (GOAWAY), so clients spread
+    # again over the workers: upstream's --goaway-chance
+    goaway_chance: float = 0.0
     # a closing connection whose peer does not take the last bytes is aborted after this long
     close_timeout: float = 5.0
     # after answering a request whose body was not read: half-close, then abort this much later
@@ -60,4 +63,5 @@ class ConnectionPolicy(NamedTuple):
                    max_connections_per_address=c.max_connections_per_address,
                    http2_max_streams=c.http2_max_streams_per_connection,
                    http2_ping_interval=float(c.http2_ping_interval_seconds),
-                   http2_ping_timeout=float(c.http2_ping_timeout_seconds))
+                   http2_ping_timeout=float(c.http2_ping_timeout_seconds),
+                   goaway_chance=float(c.goaway_chance))
