@@ -521,62 +521,69 @@ def _compile_encoder(name: str) -> Callable[[Any, bytearray], None]:
             ident = _encoder_id(name)
             source = _encoder_source(name, ident)
             exec(compile(source, f"<protobuf encoder of {name}>", "exec"), _ENCODER_NAMESPACE)
-            into = _ENCODER_NAMESPACE[ident]
-            if name in _TEMPLATE_PARTS:
-                into = _ENCODER_NAMESPACE[ident] = _remembering(into)
-            _ENCODERS[name] = into
+            into = _ENCODERS[name] = _ENCODER_NAMESPACE[ident]
         return into
 
 
 # Parts of a pod template, which the pods of a workload (and each pod's successive versions) share
 # whole: its volumes (the service-account token's projected volume, whose name is random per pod, by
-# its source), probes, affinity, security contexts, the default tolerations, resources, ports, the
-# owner reference; and their labels and annotations (_SHARED_STRING_MAPS). Their encodings are
-# remembered by the part's JSON (orjson's dump of a small part takes a fraction of a microsecond;
-# encoding it, one to ten), so a first protobuf list of a workload's pods, or a watch event of one,
-# encodes each shared part once (issue 34: 61 -> 38 µs per realistic pod, bench/README.md). A part
-# whose JSON is over _REMEMBERED_BYTES is encoded each time.
+# its source), volume mounts, probes, affinity, security contexts, the default tolerations, resources,
+# ports, the owner reference; and their labels and annotations (_SHARED_STRING_MAPS). A nested part
+# is written from its framed encoding (length and message), remembered by the part's JSON: orjson's
+# dump of a small part takes a fraction of a microsecond, encoding it one to ten. So a first protobuf
+# list of a workload's pods, or a watch event of one, encodes each shared part once (issue 34: 61 ->
+# 35 µs per realistic pod, bench/README.md). A part whose JSON is over _REMEMBERED_BYTES is encoded
+# each time. (Environment variables are not among them: bench/scale.py's pods have their own values.)
 _TEMPLATE_PARTS = frozenset({
     "core.Volume", "core.ProjectedVolumeSource", "core.Probe", "core.Affinity", "core.PodSecurityContext",
     "core.SecurityContext", "core.Toleration", "core.ResourceRequirements", "core.ContainerPort",
-    "meta.OwnerReference",
+    "core.VolumeMount", "meta.OwnerReference",
 })
 _REMEMBERED_PER_PART = 256
 _REMEMBERED_BYTES = 1024
 
 
-def _remembering(into: Callable[[Any, bytearray], None]) -> Callable[[Any, bytearray], None]:
-    """``into`` with its encodings remembered by the JSON of what it encoded (bounded: emptied when full).
+def _framed_part_id(name: str) -> str:
+    """The global name of a template part's framed encoder: ``f(obj) -> bytes``, the part's length
+    and message, remembered by the part's JSON (bounded: emptied when full).
 
     The encoding is a function of that JSON: it tells strings, integers, floats and booleans apart,
     and a value it cannot dump (a key that is not a string, an integer past 64 bits) is encoded afresh.
     """
-    remembered: dict[bytes, bytes] = {}
-    recall = remembered.get  # (a dict's get and set are atomic: encoders also run on threads)
-    dumps = orjson.dumps
+    with _MAKING_ENCODERS:
+        ident = _encoder_id(name) + "_framed"
+        if ident in _ENCODER_NAMESPACE:
+            return ident
+        remembered: dict[bytes, bytes] = {}
+        recall = remembered.get  # (a dict's get and set are atomic: encoders also run on threads)
+        dumps = orjson.dumps
 
-    def remembering(obj: Any, out: bytearray) -> None:
-        try:
-            key = dumps(obj)
-        except TypeError:
-            into(obj, out)
-            return
-        data = recall(key)
-        if data is not None:
-            out += data
-            return
-        start = len(out)
-        into(obj, out)
-        _remember(remembered, key, out, start)
-    return remembering
+        def framed(obj: Any) -> bytes:
+            try:
+                key = dumps(obj)
+            except TypeError:
+                return _framed_afresh(name, obj)
+            data = recall(key)
+            if data is None:
+                data = _framed_afresh(name, obj)
+                _remember(remembered, key, data)
+            return data
+        _ENCODER_NAMESPACE[ident] = framed
+        return ident
 
 
-def _remember(remembered: dict[bytes, bytes], key: bytes, out: bytearray, start: int) -> None:
-    """Keep what was written to ``out`` from ``start`` under ``key``, unless the key is too large."""
+def _framed_afresh(name: str, obj: Any) -> bytes:
+    out = bytearray()
+    (_ENCODERS.get(name) or _compile_encoder(name))(obj, out)
+    return _varint_bytes(len(out)) + out
+
+
+def _remember(remembered: dict[bytes, bytes], key: bytes, data: bytes) -> None:
+    """Keep ``data`` under ``key``, unless the key is too large."""
     if len(key) <= _REMEMBERED_BYTES:
         if len(remembered) >= _REMEMBERED_PER_PART:
             remembered.clear()
-        remembered[key] = bytes(out[start:])
+        remembered[key] = data
 
 
 _WRITE_LENGTH_AFTER = """{i}s = len(out)
@@ -603,6 +610,8 @@ def _encoder_source(name: str, ident: str) -> str:
         return key
 
     def nested(indent: str, message: str, value: str) -> str:
+        if message in _TEMPLATE_PARTS:
+            return f"{indent}out += {_framed_part_id(message)}({value})\n"
         return _WRITE_LENGTH_AFTER.format(i=indent, call=f"{_encoder_id(message)}({value}, out)")
 
     for f, tag, fast in _encoding_plan(name):
@@ -728,7 +737,7 @@ def _write_shared_string_map(out: bytearray, tag: bytes, value: Any) -> None:
         return
     start = len(out)
     _write_string_map(out, tag, value)
-    _remember(_shared_string_maps, key, out, start)
+    _remember(_shared_string_maps, key, bytes(out[start:]))
 
 
 def _write_quantity_map(out: bytearray, tag: bytes, value: Any) -> None:
