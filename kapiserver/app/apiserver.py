@@ -401,7 +401,10 @@ class APIServer:
         watch caches before it is: the first list after a (re)start is then served from memory at
         once.  The caches build side by side, their indexes a chunk per reactor turn, so the
         server keeps answering meanwhile (``/readyz`` says it is not ready).  An empty resource's
-        cache is left to its first use (a store without objects is ready at once).  The other
+        cache is left to its first use (a store without objects is ready at once), except for the
+        kinds with standard indexes (pods): their cache and indexes are made empty, and kept
+        current from the first write, so a node's first list of its pods costs what it returns
+        on a server that started empty too.  The other
         kinds' label indexes (``Store.label_indexes``) follow in the background, the smallest
         kinds first."""
         prepared = []
@@ -413,12 +416,13 @@ class APIServer:
                 continue
             seen.add(rtype.storage_resource)
             count = self._object_counts.get(f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural)
-            if count:
+            indexes = store.cache_indexes()
+            if count or indexes:
                 prefix = rtype.storage_prefix()
-                prepared.append(self.storage.prepare(prefix, store.cache_indexes()))
+                prepared.append(self.storage.prepare(prefix, indexes))
                 later = store.label_indexes()
                 if later:
-                    labels.append((count, prefix, later))
+                    labels.append((count or 0, prefix, later))
         for result in await defer.DeferredList(prepared, consumeErrors=True):
             if not result[0]:  # built by its first use instead
                 log.warn("building a watch cache at startup failed: {err}", err=result[1].value)

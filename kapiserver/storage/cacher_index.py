@@ -24,6 +24,8 @@ MAX_INDEXES = 8
 # Objects indexed between two turns of the reactor while an index is being built (a pod's field
 # index decodes and converts each: 250 of them take about 10 ms).
 BUILD_CHUNK = 250
+# How long after a write the cache starts indexing what was written since (then a chunk per turn).
+INDEX_CATCH_UP_SECONDS = 0.1
 
 
 class Index:
@@ -38,10 +40,10 @@ class Index:
         self.value_of = value_of
         self.by_value: dict[str, set[str]] = {}
         self.of_key: dict[str, Union[str, tuple[str, ...]]] = {}
-        # keys written since the index was last read, with their new value (the cache's own
-        # object): indexed when it is next read (the cache's ``catch_up``, a chunk per reactor
-        # turn, then :meth:`keys_with`), so writes nobody selects from are not decoded for it on
-        # every event in every worker, and a key written twice in between is decoded once
+        # keys written since they were last indexed, with their new value (the cache's own
+        # object): indexed in the background soon after (the cache's ``_catch_up_indexes``, a
+        # chunk per reactor turn), or by the next read first (``catch_up``, then :meth:`keys_with`);
+        # a key written twice in between is decoded once
         self.pending: dict[str, KeyValue] = {}
         self.last_used = 0
         self.built = False

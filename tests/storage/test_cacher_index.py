@@ -152,6 +152,27 @@ class IndexTests(unittest.TestCase):
         self.assertEqual(listed["n0"], [f"/pods/ns/p{i:02d}" for i in (3, 4, 5, 6, *range(8, 30, 2), 29)])
         self.assertEqual(index.pending, {})
 
+    async def test_writes_are_indexed_in_the_background_soon_after(self):
+        # so a selective list after many writes (a node's pods after 20,000 were created) finds
+        # little left to index and costs what it returns: a chunk per reactor turn, starting a
+        # moment after the first write (a key written twice meanwhile is indexed once)
+        store, cache, clock, building = await self.built_in_chunks(4)
+        while not building.called:
+            clock.advance(0)
+        index = building.result
+        for i in range(4, 14):
+            await store.create(f"/pods/ns/p{i:02d}", f"n{i % 2}|{i}".encode())
+        last = await store.update("/pods/ns/p04", b"n1|moved")
+        await until(lambda: cache.revision >= last.mod_revision, what="the cache to see the writes")
+        self.assertEqual(len(index.pending), 10)
+        clock.advance(cacher_index.INDEX_CATCH_UP_SECONDS * 0.99)
+        self.assertEqual(len(index.pending), 10)  # not yet
+        clock.advance(cacher_index.INDEX_CATCH_UP_SECONDS * 0.01)  # (task.Clock runs the later chunks too)
+        self.assertEqual(index.pending, {})
+        self.assertEqual(index.of_key["/pods/ns/p04"], "n1")
+        self.assertEqual(await self.assert_same(store, PREFIX, frozenset({"n1"})),
+                         [f"/pods/ns/p{i:02d}" for i in (1, 3, 4, 5, 7, 9, 11, 13)])
+
     async def test_resource_versions(self):
         store, _ = await self.open()
         for i in range(10):
