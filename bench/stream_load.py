@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
+from typing import Optional
 
 import yaml
 
@@ -91,8 +92,10 @@ class Cluster:
                               check=check, timeout=120).stdout
 
 
-def slow_reader(connect, request: bytes, rate: int, until: float, counts: list[int]) -> None:
-    """Send ``request`` and read its answer at about ``rate`` bytes per second until ``until``."""
+def slow_reader(connect, request: bytes, rate: int, until: float, counts: list[int],
+                firsts: Optional[list[float]] = None) -> None:
+    """Send ``request`` and read its answer at about ``rate`` bytes per second until ``until``
+    (``firsts``: when its first bytes came, ``time.monotonic()``)."""
     try:
         sock = connect()
         sock.sendall(request)
@@ -105,6 +108,8 @@ def slow_reader(connect, request: bytes, rate: int, until: float, counts: list[i
                 continue
             if not chunk:
                 break
+            if not got and firsts is not None:
+                firsts.append(time.monotonic())
             got += len(chunk)
             time.sleep(len(chunk) / rate)
         counts.append(got)
@@ -159,6 +164,7 @@ def run(cluster: Cluster, ns: str, args: argparse.Namespace) -> None:
     until = time.monotonic() + args.seconds
     log_counts: list[int] = []
     forward_counts: list[int] = []
+    forward_firsts: list[float] = []
     threads = []
     log_request = (f"GET /api/v1/namespaces/{ns}/pods/chatty/log?follow=true HTTP/1.1\r\n"
                    f"Host: {cluster.host}\r\n\r\n").encode()
@@ -169,7 +175,8 @@ def run(cluster: Cluster, ns: str, args: argparse.Namespace) -> None:
     for _ in range(args.forwards):
         threads.append(threading.Thread(
             target=slow_reader, args=(lambda: socket.create_connection(("127.0.0.1", local_port), timeout=30),
-                                      file_request, args.read_rate, until, forward_counts), daemon=True))
+                                      file_request, args.read_rate, until, forward_counts, forward_firsts),
+            daemon=True))
     probe = http.client.HTTPSConnection(cluster.host, cluster.port, context=cluster.context, timeout=30)
     probe.request("GET", "/readyz")  # the probe's own connection is made before the readers' are
     probe.getresponse().read()
@@ -205,6 +212,9 @@ def run(cluster: Cluster, ns: str, args: argparse.Namespace) -> None:
           f"growth at peak {(peak - before) / 1024:.1f} MiB")
     print(f"/readyz: {len(latencies)} probes, median {statistics.median(latencies) * 1000:.1f} ms, "
           f"p99 {latencies[int(len(latencies) * 0.99) - 1] * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms")
+    if args.forwards:
+        print("port-forward downloads' first bytes, s after the readers started: "
+              + (", ".join(f"{t - started:.1f}" for t in sorted(forward_firsts)) or "none"))
     print("slowest /readyz: " + ", ".join(f"{lat * 1000:.0f} ms at {when:.1f} s" for lat, when in
                                           sorted(slowest, reverse=True)[:5]))
 
