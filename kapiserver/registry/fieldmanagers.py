@@ -31,7 +31,7 @@ _STATUS = "f:status"
 @functools.lru_cache(maxsize=1)
 def builtin_compiler() -> Compiler:
     """The compiler of the built-in definitions (loads them on first use)."""
-    return Compiler(load_definitions().get, BUILTIN_KEY_DEFAULTS)
+    return Compiler(load_definitions().get, BUILTIN_KEY_DEFAULTS, go_zero_defaults=True)
 
 
 def root_type(rtype: ResourceType) -> TypeRef:

@@ -39,6 +39,9 @@ BUILTIN_KEY_DEFAULTS: dict[tuple[str, str], Any] = {
 }
 
 
+_GO_ZERO: dict[str, Any] = {"string": "", "integer": 0, "number": 0, "boolean": False}
+
+
 class MapType:
     __slots__ = ("fields", "defaults", "elem", "relationship")
 
@@ -172,10 +175,14 @@ class Compiler:
     built-in kind.
     """
 
-    def __init__(self, lookup: Callable[[str], dict], key_defaults: Optional[dict[tuple[str, str], Any]] = None
-                 ) -> None:
+    def __init__(self, lookup: Callable[[str], dict], key_defaults: Optional[dict[tuple[str, str], Any]] = None,
+                 go_zero_defaults: bool = False) -> None:
         self.lookup = lookup
         self.key_defaults = key_defaults or {}
+        # Go types' definitions: a required string, number or boolean defaults to its zero value, as
+        # kube-openapi declares for a field without omitempty (mustEnforceDefault), so a list item
+        # that omits such a key has it anyway (a condition without type is k:{"type":""})
+        self.go_zero_defaults = go_zero_defaults
         self._named: dict[tuple[str, str], TypeRef] = {}
 
     def named(self, name: str, relationship: Optional[str] = None) -> TypeRef:
@@ -248,12 +255,15 @@ class Compiler:
         props = node.get("properties") or {}
         fields: dict[str, TypeRef] = {}
         defaults: dict[str, Any] = {}
+        required = node.get("required") if self.go_zero_defaults else None
         for prop, sub in props.items():
             fields[prop] = self.ref(sub, preserve_unknown)
             if isinstance(sub, dict) and "default" in sub:
                 defaults[prop] = sub["default"]
             elif (name, prop) in self.key_defaults:
                 defaults[prop] = self.key_defaults[(name, prop)]
+            elif required and prop in required and isinstance(sub, dict) and sub.get("type") in _GO_ZERO:
+                defaults[prop] = _GO_ZERO[sub["type"]]
         extra = node.get("additionalProperties")
         elem: Optional[TypeRef]
         if extra is None:
