@@ -113,8 +113,8 @@ def iter_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
     while pos < end:
         key, pos = read_varint(data, pos)
         number, wire_type = key >> 3, key & 7
-        if number == 0:
-            raise ProtobufError("illegal field number 0")
+        if _signed(number, 32) <= 0:  # Go's generated Unmarshal: fieldNum := int32(wire >> 3)
+            raise IllegalTag(f"illegal tag {_signed(number, 32)} (wire type {key})")
         value: int | bytes
         if wire_type == VARINT:
             value, pos = read_varint(data, pos)
@@ -135,8 +135,16 @@ def iter_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
             value = int.from_bytes(data[pos:pos + 4], "little")
             pos += 4
         else:
-            raise ProtobufError(f"unsupported wire type {wire_type}")
+            raise IllegalWireType(f"illegal wireType {wire_type}")
         yield number, wire_type, value
+
+
+class IllegalTag(ProtobufError):
+    """A field key whose number, as Go's int32, is not positive."""
+
+
+class IllegalWireType(ProtobufError):
+    """A field key of a wire type protobuf does not have (or groups, which Kubernetes never uses)."""
 
 
 def _signed(value: int, bits: int) -> int:
@@ -151,7 +159,13 @@ def unwrap(body: bytes) -> Unknown:
     if not body.startswith(MAGIC):
         raise ProtobufError("the body does not start with the protobuf magic prefix k8s\\x00")
     env = Unknown()
-    for number, wire_type, value in iter_fields(body[len(MAGIC):]):
+    try:
+        fields = list(iter_fields(body[len(MAGIC):]))
+    except IllegalTag as e:  # (the envelope's fields are read before any is used, as Go's Unmarshal does)
+        raise EnvelopeError(f"proto: Unknown: {e}") from None
+    except IllegalWireType as e:
+        raise EnvelopeError(f"proto: {e}") from None
+    for number, wire_type, value in fields:
         if number not in _ENVELOPE_FIELDS:
             continue  # unknown fields are skipped, as Go's generated Unmarshal skips them
         _envelope_wire(wire_type, _ENVELOPE_FIELDS[number])

@@ -757,8 +757,7 @@ class Store:
     def _check_namespace(self, obj: dict, namespace: str) -> None:
         md = meta.metadata(obj)
         if not self.rtype.namespaced:
-            if md.get("namespace"):
-                md.pop("namespace")
+            md.pop("namespace", None)  # (upstream's EnsureObjectNamespaceMatchesRequestNamespace clears it)
             return
         body_ns = md.get("namespace")
         if body_ns and namespace and body_ns != namespace:
@@ -1046,6 +1045,8 @@ class Store:
         md["name"] = name
         if self.rtype.namespaced:
             md["namespace"] = namespace
+        else:  # a patch may have set one: cleared, as BeforeUpdate does for a cluster-scoped kind
+            md.pop("namespace", None)
         if not md.get("uid") and "uid" in old_md:
             md["uid"] = old_md["uid"]  # a different one is refused as immutable
         for fixed in ("creationTimestamp", "generation", "selfLink"):

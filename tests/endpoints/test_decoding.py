@@ -268,10 +268,27 @@ class RenameTests(ServerTestCase):
         r = await self.client.patch(CM + "/orig", {"metadata": {"name": "other"}})
         self.assertEqual(r.code, 400, r.raw)
         self.assertEqual(r.body["message"], "the name of the object (other) does not match the name on the URL (orig)")
-        r = await self.client.patch(CM + "/orig", {"metadata": {"namespace": "kube-system"}})
-        self.assertEqual(r.code, 400, r.raw)
-        self.assertEqual(r.body["message"], "the namespace of the object (kube-system) does not match the namespace "
-                                            "on the request (default)")
+        # kube-apiserver, side by side: BeforeUpdate's words for a patch that moves the object, in every patch type
+        for patch, content_type in (({"metadata": {"namespace": "kube-system"}}, "application/merge-patch+json"),
+                                    ({"metadata": {"namespace": "kube-system"}}, "application/strategic-merge-patch+json"),
+                                    ([{"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}],
+                                     "application/json-patch+json")):
+            r = await self.client.patch(CM + "/orig", patch, content_type=content_type)
+            self.assertEqual((r.code, r.body["message"]), (400, "the namespace of the provided object does not match "
+                                                                "the namespace sent on the request"), content_type)
+        # a cluster-scoped object's namespace is cleared, whatever a patch or a PUT sets it to
+        roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "moved"}}
+        self.assertEqual((await self.client.post(roles, role)).code, 201)
+        for value in ("x", "", "default"):
+            r = await self.client.patch(roles + "/moved", [{"op": "replace", "path": "/metadata/namespace", "value": value}],
+                                        content_type="application/json-patch+json")
+            self.assertEqual((r.code, "namespace" in r.body["metadata"]), (200, False), (value, r.body))
+            r = await self.client.patch(roles + "/moved", {"metadata": {"namespace": value}})
+            self.assertEqual((r.code, "namespace" in r.body["metadata"]), (200, False), (value, r.body))
+        r = await self.client.patch(roles + "/moved?fieldManager=m", {**role, "metadata": {"name": "moved", "namespace": "x"}},
+                                    content_type="application/apply-patch+yaml")
+        self.assertEqual((r.code, "namespace" in r.body["metadata"]), (200, False), r.body)
         r = await self.client.patch(CM + "/orig", [{"op": "remove", "path": "/metadata/name"}],
                                     content_type="application/json-patch+json")
         self.assertEqual(r.code, 400, r.raw)
@@ -363,6 +380,34 @@ class ListStaysHealthyTests(ServerTestCase):
             "the object provided is unrecognized (must be of type ConfigMap): proto: wrong wireType = 0 for field "
             "Raw (6b387300"), r.body["message"])
         r = await self.client.post(CM, raw=good + b"\x28\x01", content_type=protobuf.MEDIA_TYPE)  # field 5
+        self.assertEqual((r.code, r.body["data"]), (201, {"k": "v"}))
+
+    @run
+    async def test_envelope_keys_go_cannot_read_are_unrecognized(self):
+        """As kube-apiserver v1.32.13, side by side: a key whose field number is not positive as Go's int32,
+        or of a wire type protobuf has not, after a good envelope; a number past 32 bits is read truncated."""
+        def varint(n: int) -> bytes:
+            out = bytearray()
+            while n > 0x7F:
+                out.append((n & 0x7F) | 0x80)
+                n >>= 7
+            return bytes(out + bytes([n]))
+        cases = {"-422677738 (wire type 30978316469)": varint((3872289558 << 3) | 5) + b"\0\0\0\0",
+                 "-2147483648 (wire type 17179869189)": varint(((1 << 31) << 3) | 5) + b"\0\0\0\0",
+                 "0 (wire type 0)": b"\0\0"}
+        for i, (words, tail) in enumerate(cases.items()):
+            good = protobuf.encode_object(cm(f"t{i}", data={"k": "v"}))
+            r = await self.client.post(CM, raw=good + tail, content_type=protobuf.MEDIA_TYPE)
+            self.assertEqual(r.code, 400, r.body)
+            self.assertTrue(r.body["message"].startswith("the object provided is unrecognized (must be of type "
+                                                         f"ConfigMap): proto: Unknown: illegal tag {words} (6b387300"),
+                            r.body["message"])
+        good = protobuf.encode_object(cm("w", data={"k": "v"}))
+        r = await self.client.post(CM, raw=good + varint((7 << 3) | 6), content_type=protobuf.MEDIA_TYPE)
+        self.assertTrue(r.body["message"].startswith("the object provided is unrecognized (must be of type ConfigMap): "
+                                                     "proto: illegal wireType 6 (6b387300"), r.body["message"])
+        r = await self.client.post(CM, raw=good + varint(((1 << 32) + 9 << 3) | 0) + b"\0",
+                                   content_type=protobuf.MEDIA_TYPE)
         self.assertEqual((r.code, r.body["data"]), (201, {"k": "v"}))
 
     @run

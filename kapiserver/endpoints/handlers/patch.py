@@ -337,7 +337,9 @@ async def patch(scope: RequestScope) -> Response:
 
 
 def check_name(obj: dict, name: str, namespace: str) -> None:
-    """Upstream's checkName: a patch or update cannot move an object to another name or namespace."""
+    """Upstream's checkName: a patch or update cannot move an object to another name or namespace (for a
+    namespace, kube-apiserver answers in BeforeUpdate's words: side by side, JSON, merge and strategic
+    patches alike)."""
     found = obj.get("metadata")
     md: dict = found if isinstance(found, dict) else {}
     body_name = md.get("name") or ""
@@ -345,5 +347,5 @@ def check_name(obj: dict, name: str, namespace: str) -> None:
         raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
     body_namespace = md.get("namespace") or ""
     if namespace and body_namespace and body_namespace != namespace:
-        raise errors.bad_request(f"the namespace of the object ({body_namespace}) does not match the namespace on "
-                                 f"the request ({namespace})")
+        raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the "
+                                 "request")
