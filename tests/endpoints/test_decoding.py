@@ -269,8 +269,9 @@ class RenameTests(ServerTestCase):
         self.assertEqual(r.code, 400, r.raw)
         self.assertEqual(r.body["message"], "the name of the object (other) does not match the name on the URL (orig)")
         # kube-apiserver, side by side: BeforeUpdate's words for a patch that moves the object, in every patch type
-        for patch, content_type in (({"metadata": {"namespace": "kube-system"}}, "application/merge-patch+json"),
-                                    ({"metadata": {"namespace": "kube-system"}}, "application/strategic-merge-patch+json"),
+        moved = {"metadata": {"namespace": "kube-system"}}
+        for patch, content_type in ((moved, "application/merge-patch+json"),
+                                    (moved, "application/strategic-merge-patch+json"),
                                     ([{"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}],
                                      "application/json-patch+json")):
             r = await self.client.patch(CM + "/orig", patch, content_type=content_type)
@@ -281,12 +282,14 @@ class RenameTests(ServerTestCase):
         role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "moved"}}
         self.assertEqual((await self.client.post(roles, role)).code, 201)
         for value in ("x", "", "default"):
-            r = await self.client.patch(roles + "/moved", [{"op": "replace", "path": "/metadata/namespace", "value": value}],
+            r = await self.client.patch(roles + "/moved",
+                                        [{"op": "replace", "path": "/metadata/namespace", "value": value}],
                                         content_type="application/json-patch+json")
             self.assertEqual((r.code, "namespace" in r.body["metadata"]), (200, False), (value, r.body))
             r = await self.client.patch(roles + "/moved", {"metadata": {"namespace": value}})
             self.assertEqual((r.code, "namespace" in r.body["metadata"]), (200, False), (value, r.body))
-        r = await self.client.patch(roles + "/moved?fieldManager=m", {**role, "metadata": {"name": "moved", "namespace": "x"}},
+        r = await self.client.patch(roles + "/moved?fieldManager=m",
+                                    {**role, "metadata": {"name": "moved", "namespace": "x"}},
                                     content_type="application/apply-patch+yaml")
         self.assertEqual((r.code, "namespace" in r.body["metadata"]), (200, False), r.body)
         r = await self.client.patch(CM + "/orig", [{"op": "remove", "path": "/metadata/name"}],
