@@ -183,6 +183,12 @@ def already_exists(resource: str, group: str, name: str) -> StatusError:
                        _details(name=name, group=group, kind=resource))
 
 
+def namespace_mismatch() -> StatusError:
+    """An object naming another namespace than its request's (upstream's
+    EnsureObjectNamespaceMatchesRequestNamespace, which creates, updates and patches all answer)."""
+    return bad_request("the namespace of the provided object does not match the namespace sent on the request")
+
+
 CONFLICT_MESSAGE = "the object has been modified; please apply your changes to the latest version and try again"
 
 

@@ -588,7 +588,7 @@ def _framed_part_id(name: str) -> str:
 
 def _framed_afresh(name: str, obj: Any) -> bytes:
     out = bytearray()
-    (_ENCODERS.get(name) or _compile_encoder(name))(obj, out)
+    _compile_encoder(name)(obj, out)  # (made once: then found at once)
     return _varint_bytes(len(out)) + out
 
 

@@ -761,8 +761,7 @@ class Store:
             return
         body_ns = md.get("namespace")
         if body_ns and namespace and body_ns != namespace:
-            raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
-                                     "on the request")
+            raise errors.namespace_mismatch()
         if namespace:
             md["namespace"] = namespace
 

@@ -106,6 +106,17 @@ class IndexTests(unittest.TestCase):
         cache = store.cache_for(PREFIX)
         return store, cache, clock, cache.index("node", node_of)
 
+    async def built_then_written(self, built: int, written: int) -> tuple[CachedStorage, cacher_watch_cache.WatchCache,
+                                                                          task.Clock, cacher_index.Index]:
+        """:meth:`built_in_chunks` of ``built`` pods with its index finished, then the pods from ``built``
+        to ``written`` created: the store, the cache, the clock and the index."""
+        store, cache, clock, building = await self.built_in_chunks(built)
+        while not building.called:
+            clock.advance(0)
+        for i in range(built, written):
+            await store.create(f"/pods/ns/p{i:02d}", f"n{i % 2}|{i}".encode())
+        return store, cache, clock, building.result
+
     async def test_an_index_built_a_chunk_at_a_time_misses_no_write_made_meanwhile(self):
         store, cache, clock, building = await self.built_in_chunks(40)
         self.assertFalse(building.called)
@@ -126,12 +137,7 @@ class IndexTests(unittest.TestCase):
     async def test_writes_since_the_last_indexed_list_are_all_in_the_next(self):
         # writes are indexed when the index is next read, a chunk per reactor turn: more of them
         # than a chunk, moves and deletes among them, and a write made while it catches up
-        store, cache, clock, building = await self.built_in_chunks(8)
-        while not building.called:
-            clock.advance(0)
-        index = building.result
-        for i in range(8, 30):
-            await store.create(f"/pods/ns/p{i:02d}", f"n{i % 2}|{i}".encode())
+        store, cache, clock, index = await self.built_then_written(8, 30)
         await store.update("/pods/ns/p00", b"n1|moved")
         await store.update("/pods/ns/p03", b"n0|moved")
         await store.delete("/pods/ns/p02")
@@ -156,12 +162,7 @@ class IndexTests(unittest.TestCase):
         # so a selective list after many writes (a node's pods after 20,000 were created) finds
         # little left to index and costs what it returns: a chunk per reactor turn, starting a
         # moment after the first write (a key written twice meanwhile is indexed once)
-        store, cache, clock, building = await self.built_in_chunks(4)
-        while not building.called:
-            clock.advance(0)
-        index = building.result
-        for i in range(4, 14):
-            await store.create(f"/pods/ns/p{i:02d}", f"n{i % 2}|{i}".encode())
+        store, cache, clock, index = await self.built_then_written(4, 14)
         last = await store.update("/pods/ns/p04", b"n1|moved")
         await until(lambda: cache.revision >= last.mod_revision, what="the cache to see the writes")
         self.assertEqual(len(index.pending), 10)

@@ -40,8 +40,7 @@ async def bind(pods: ObjectStore, namespace: str, name: str, binding: dict, ctx:
     """Assign pod ``name`` to the Binding's target node; the Success Status upstream answers."""
     md = as_dict(binding.get("metadata"))
     if md.get("namespace") and md["namespace"] != namespace:  # upstream's create handler checks it first
-        raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the "
-                                 "request")
+        raise errors.namespace_mismatch()
     if name != (md.get("name") or ""):
         raise errors.bad_request("name in URL does not match name in Binding object")
     problems = _problems(binding)

@@ -264,8 +264,7 @@ def applied(scope: RequestScope, fm: FieldManager, current: Optional[dict], conf
         raise errors.bad_request(f"the name of the object ({name}) does not match the name on the URL ({info.name})")
     if scope.rtype.namespaced and info.namespace:
         if md.get("namespace") and md["namespace"] != info.namespace:
-            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
-                                     "the request")
+            raise errors.namespace_mismatch()
         md["namespace"] = info.namespace
     if current is not None and not md.get("resourceVersion"):
         # the configuration is applied to the live object and carries its resourceVersion, as upstream's
@@ -347,5 +346,4 @@ def check_name(obj: dict, name: str, namespace: str) -> None:
         raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
     body_namespace = md.get("namespace") or ""
     if namespace and body_namespace and body_namespace != namespace:
-        raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the "
-                                 "request")
+        raise errors.namespace_mismatch()
