@@ -1037,12 +1037,14 @@ class Store:
 
     def _keep_identity(self, md: dict, namespace: str, name: str, old_md: dict) -> None:
         """Name, namespace and the fields an update cannot change, reset to the stored values as
-        upstream's BeforeUpdate does; a uid only when the update has none (another is refused
+        upstream's BeforeUpdate does (another namespace than the request's is its 400); a uid only when the update has none (another is refused
         as immutable, where a PUT's was already a precondition conflict).  A
         deletion timestamp or grace period is kept only once there is one: an update that sets one
         on an object not being deleted, or changes the period, is refused as immutable (422)."""
         md["name"] = name
-        if self.rtype.namespaced:
+        if self.rtype.namespaced:  # BeforeUpdate's EnsureObjectNamespaceMatchesRequestNamespace
+            if md.get("namespace") and md["namespace"] != namespace:
+                raise errors.namespace_mismatch()
             md["namespace"] = namespace
         else:  # a patch may have set one: cleared, as BeforeUpdate does for a cluster-scoped kind
             md.pop("namespace", None)

@@ -327,7 +327,7 @@ async def patch(scope: RequestScope) -> Response:
         if checked:  # report unknown fields once, not per conflict retry
             del scope.warnings[warnings:]
         checked.append(True)
-        check_name(result, info.name, info.namespace)
+        check_name(result, info.name)
         return result
     # the patchers' results share nothing with the object they patch (they copy what they keep)
     result = await scope.generic_store().guaranteed_update_result(info.namespace, info.name, mutate, info.subresource,
@@ -335,15 +335,11 @@ async def patch(scope: RequestScope) -> Response:
     return Response(200, result.answer())
 
 
-def check_name(obj: dict, name: str, namespace: str) -> None:
-    """Upstream's checkName: a patch or update cannot move an object to another name or namespace (for a
-    namespace, kube-apiserver answers in BeforeUpdate's words: side by side, JSON, merge and strategic
-    patches alike)."""
+def check_name(obj: dict, name: str) -> None:
+    """Upstream's checkName: a patch cannot move an object to another name (another namespace is the
+    Store's refusal, BeforeUpdate's, for every update)."""
     found = obj.get("metadata")
     md: dict = found if isinstance(found, dict) else {}
     body_name = md.get("name") or ""
     if body_name != name:
         raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
-    body_namespace = md.get("namespace") or ""
-    if namespace and body_namespace and body_namespace != namespace:
-        raise errors.namespace_mismatch()
